@@ -1,0 +1,26 @@
+# Finds cuDNN under the CUDA toolkit (cuDNN ships no CMake package).
+# Defines CUDNN_FOUND, CUDNN_VERSION and the imported target CUDNN::cudnn.
+# Linking the small libcudnn.so is enough: it loads its sub-libraries from its own directory.
+set(_cudnn_hints $ENV{CUDNN_ROOT} $ENV{CUDA_HOME} $ENV{CUDA_PATH} /usr/local/cuda)
+if(CMAKE_CUDA_COMPILER)
+  get_filename_component(_nvcc_dir "${CMAKE_CUDA_COMPILER}" DIRECTORY)
+  list(APPEND _cudnn_hints "${_nvcc_dir}/..")
+endif()
+find_path(CUDNN_INCLUDE_DIR cudnn_version.h HINTS ${_cudnn_hints} PATH_SUFFIXES include)
+find_library(CUDNN_LIBRARY cudnn HINTS ${_cudnn_hints} PATH_SUFFIXES lib64 lib)
+if(CUDNN_INCLUDE_DIR)
+  file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _cudnn_defs REGEX "#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) ")
+  foreach(_part MAJOR MINOR PATCHLEVEL)
+    string(REGEX MATCH "CUDNN_${_part} +([0-9]+)" _m "${_cudnn_defs}")
+    set(CUDNN_${_part} "${CMAKE_MATCH_1}")
+  endforeach()
+  set(CUDNN_VERSION "${CUDNN_MAJOR}.${CUDNN_MINOR}.${CUDNN_PATCHLEVEL}")
+endif()
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(CUDNN REQUIRED_VARS CUDNN_LIBRARY CUDNN_INCLUDE_DIR VERSION_VAR CUDNN_VERSION)
+if(CUDNN_FOUND AND NOT TARGET CUDNN::cudnn)
+  add_library(CUDNN::cudnn UNKNOWN IMPORTED)
+  set_target_properties(CUDNN::cudnn PROPERTIES IMPORTED_LOCATION "${CUDNN_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_INCLUDE_DIR}")
+endif()
+mark_as_advanced(CUDNN_INCLUDE_DIR CUDNN_LIBRARY)

@@ -1,0 +1,19 @@
+// OpenBLAS set-up. OpenBLAS 0.3.21 misdetects the virtual CPUs this runs on (the hypervisor
+// hides the model) and falls back to its slowest kernels; the core type can only be chosen by
+// the OPENBLAS_CORETYPE environment variable before the library initialises. So the binaries
+// call ensure_blas_core_type() first thing: when the variable is unset it picks the core type
+// from the CPU's flags (AVX-512 -> SkylakeX, AVX2 -> Haswell) and re-executes the program once.
+#pragma once
+
+#include <string>
+
+namespace ucplan::cpu {
+
+void ensure_blas_core_type(char** argv);
+std::string blas_description();   // e.g. "OpenBLAS 0.3.21 (Haswell, 2 threads)"
+std::string blas_version();       // e.g. "0.3.21"
+int blas_threads();
+// Single-precision GEMM throughput on this machine, measured on n x n x n (median of repeats).
+double measure_sgemm_gflops(int n = 1024, int repeats = 5);
+
+}  // namespace ucplan::cpu

@@ -1,0 +1,106 @@
+// `ucplan inspect`: the graph pass's per-layer table and the memory totals of liveness analysis
+// (SuperNeurons §3.2) and the lower bound (moDNN Eq. 2).
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "planner/model/errors.h"
+#include "planner/model/json_util.h"
+#include "planner/model/tasks.h"
+#include "planner/model/units.h"
+#include "planner/passes/liveness.h"
+#include "planner/passes/lower_bound.h"
+#include "planner/passes/route.h"
+#include "report.h"
+
+namespace ucplan {
+
+namespace {
+
+std::string inputs_text(const Graph& g, const GraphLayer& l) {
+  std::string s;
+  for (std::size_t i = 0; i < l.inputs.size(); ++i) s += (i ? "," : "") + g.layers[l.inputs[i]].name();
+  return s;
+}
+
+std::string task_label(const Graph& g, const Task& t) { return fmt::format("{}:{}", g.layers[t.layer].name(), task_kind_name(t.kind)); }
+
+void write_steps_csv(const std::string& path, const Graph& g, const TaskGraph& tg, const Liveness& lv) {
+  std::string csv = "step,phase,task,layer,live_bytes,live_tensors\n";
+  for (std::size_t s = 0; s < lv.steps.size(); ++s) {
+    const Task& t = tg.tasks[lv.steps[s]];
+    csv += fmt::format("{},{},{},{},{},{}\n", s, t.kind == TaskKind::Forward ? "forward" : "backward", task_kind_name(t.kind),
+                       g.layers[t.layer].name(), lv.live_bytes[s], lv.live_count[s]);
+  }
+  write_file_atomically(path, csv);
+}
+
+}  // namespace
+
+int run_inspect(const InspectOptions& o) {
+  std::string path = resolve_network_path(o.network);
+  Graph g = build_graph(load_network(path), path);
+  TaskGraph tg = build_tasks(g, construct_route(g));
+  Liveness lv = compute_liveness(tg, o.batch);
+  LowerBound lb = memory_lower_bound(tg, 1);
+  LowerBound at_batch = memory_lower_bound(tg, o.batch);
+  if (!o.csv_steps.empty()) write_steps_csv(o.csv_steps, g, tg, lv);
+
+  double flops = 0;
+  for (const auto& l : g.layers) flops += (l.forward_flops + l.backward_data_flops + l.backward_filter_flops) * static_cast<double>(o.batch);
+
+  if (o.json) {
+    OrderedJson j;
+    j["network"] = g.net.name;
+    j["file"] = path;
+    j["batch"] = o.batch;
+    OrderedJson layers = OrderedJson::array();
+    for (int l : tg.route) {
+      const auto& gl = g.layers[l];
+      layers.push_back({{"name", gl.name()},
+                        {"type", layer_type_name(gl.type())},
+                        {"inputs", inputs_text(g, gl)},
+                        {"output", {gl.out.c, gl.out.h, gl.out.w}},
+                        {"parameters", gl.params()},
+                        {"forward_flops", gl.forward_flops * static_cast<double>(o.batch)},
+                        {"activation_bytes", g.out_bytes_per_sample(l) * o.batch}});
+    }
+    j["layers"] = std::move(layers);
+    j["totals"] = {{"parameters", g.total_params()},
+                   {"training_flops", flops},
+                   {"resident_bytes", lv.resident_bytes},
+                   {"baseline_peak_bytes", lv.baseline_peak},
+                   {"liveness_peak_bytes", lv.liveness_peak},
+                   {"liveness_peak_step", lv.peak_step},
+                   {"lower_bound_bytes", lb.bytes},
+                   {"lower_bound_task", task_label(g, tg.tasks[lb.task])},
+                   {"largest_task_at_batch_bytes", at_batch.bytes}};
+    fmt::print("{}", dump_json(j));
+    return 0;
+  }
+
+  Table table({"#", "layer", "type", "inputs", "output", "params", "fwd FLOPs", "activation"},
+              {true, false, false, false, true, true, true, true});
+  int row = 0;
+  for (int l : tg.route) {
+    const auto& gl = g.layers[l];
+    table.add({std::to_string(row++), gl.name(), layer_type_name(gl.type()), inputs_text(g, gl), shape_text(gl.out),
+               with_thousands(gl.params()), format_flops(gl.forward_flops * static_cast<double>(o.batch)),
+               format_bytes(g.out_bytes_per_sample(l) * o.batch)});
+  }
+  fmt::print("{} ({}), batch {}: layers in execution order (SuperNeurons Alg. 1)\n", g.net.name, path, o.batch);
+  fmt::print("{}", table.str());
+  const Task& lbt = tg.tasks[lb.task];
+  const Task& pk = tg.tasks[lv.steps[lv.peak_step]];
+  fmt::print("\nparameters                 {} ({} with their gradients)\n", with_thousands(g.total_params()),
+             format_bytes(lv.resident_bytes));
+  fmt::print("training FLOPs / iteration {}\n", format_flops(flops));
+  fmt::print("baseline peak              {}  (every tensor allocated separately: Σl^f + Σl^b)\n", format_bytes(lv.baseline_peak));
+  fmt::print("liveness peak              {}  (at step {}, {})\n", format_bytes(lv.liveness_peak), lv.peak_step, task_label(g, pk));
+  fmt::print("largest task at batch {:<4} {}  (weights + one task's tensors, no sub-batching)\n", o.batch,
+             format_bytes(at_batch.bytes));
+  fmt::print("lower bound                {}  (moDNN Eq. 2: weights + {} at sub-batch 1)\n", format_bytes(lb.bytes),
+             task_label(g, lbt));
+  return 0;
+}
+
+}  // namespace ucplan

@@ -1,0 +1,56 @@
+// The `ucplan` commands, each a function of a plain options struct (CLI11 stays in main.cpp,
+// which keeps the heavy header in one translation unit). Each returns the exit code; user
+// errors are thrown as UserError and turned into exit code 2 by main().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ucplan {
+
+struct NetworksOptions {
+  bool json = false;
+};
+int run_networks(const NetworksOptions& o);
+
+struct InspectOptions {
+  std::string network;
+  std::int64_t batch = 1;
+  bool json = false;
+  std::string csv_steps;   // file for per-step live bytes, "" for none
+};
+int run_inspect(const InspectOptions& o);
+
+struct CompileOptions {
+  std::string network;
+  std::string profile;
+  std::string budget;          // "12GiB"
+  std::int64_t batch = 0;      // 0: the profile's batch
+  std::string strategy = "ucplan";
+  std::string sub_batch = "auto";
+  std::string workspace = "dynamic";
+  std::string output;
+  std::string trace;
+  std::string dump_after;      // pass name
+  bool conv_only = false;      // conv configuration report only (no memory plan)
+  std::string pareto;          // kernel name: print its Pareto front
+  bool quiet = false;
+};
+int run_compile(const CompileOptions& o);
+
+struct CheckOptions {
+  std::vector<std::string> plans;
+  bool recompile = false;
+};
+int run_check(const CheckOptions& o);
+
+struct ExplainOptions {
+  std::string plan;
+  std::string trace;
+  std::string svg;
+  bool json = false;
+};
+int run_explain(const ExplainOptions& o);
+
+}  // namespace ucplan

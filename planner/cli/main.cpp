@@ -1,0 +1,136 @@
+// ucplan: the front door. Parses the command line (CLI11 lives only here) and dispatches to
+// the commands in commands.h; `profile` and `run` execute the sibling binaries ucplan-profile
+// and ucplan-run, so the planner never links CUDA. Exit codes: 0 ok, 1 a check failed,
+// 2 bad input (a user error, one line on stderr).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "planner/model/errors.h"
+
+namespace {
+
+std::string self_directory() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = 0;
+  std::string path(buf);
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+int exec_sibling(const char* name, int argc, char** argv) {
+  std::string path = self_directory() + "/" + name;
+  std::vector<char*> args;
+  args.push_back(const_cast<char*>(path.c_str()));
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  ::execv(path.c_str(), args.data());
+  std::fprintf(stderr, "ucplan: error: cannot run %s (%s): is it built next to ucplan?\n", path.c_str(), std::strerror(errno));
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "profile") == 0) return exec_sibling("ucplan-profile", argc, argv);
+  if (argc >= 2 && std::strcmp(argv[1], "run") == 0) return exec_sibling("ucplan-run", argc, argv);
+
+  CLI::App app{"ucplan " UCPLAN_VERSION
+               ": plans micro-batching, convolution algorithms, offload/prefetch and recomputation for training a "
+               "convolutional network under a device-memory budget, as one static, checkable plan file."};
+  app.set_version_flag("--version", std::string("ucplan ") + UCPLAN_VERSION);
+  app.require_subcommand(1);
+  app.footer(
+      "Also:\n"
+      "  ucplan profile NETWORK --batch B --device cpu|cuda|model:NAME -o PROFILE.json   (runs ucplan-profile)\n"
+      "  ucplan run PLAN.json [--device cpu|cuda] [--check]                              (runs ucplan-run)\n"
+      "NETWORK is a zoo name (see `ucplan networks`) or a path to a ucplan-network/1 JSON file.\n"
+      "Sizes take a unit: B, KiB, MiB, GiB (binary) or KB, MB, GB (decimal), e.g. 12GiB.");
+  app.add_subcommand("profile", "measure kernel and transfer costs (runs ucplan-profile; see ucplan profile --help)");
+  app.add_subcommand("run", "replay a plan on a device (runs ucplan-run; see ucplan run --help)");
+
+  ucplan::NetworksOptions networks;
+  auto* c_networks = app.add_subcommand("networks", "list the network zoo: layers, parameters, activation bytes per sample");
+  c_networks->add_flag("--json", networks.json, "print JSON instead of a table");
+
+  ucplan::InspectOptions inspect;
+  auto* c_inspect = app.add_subcommand(
+      "inspect", "per-layer shapes, parameters, FLOPs and activation bytes; totals: parameters, baseline peak, liveness "
+                 "peak and the moDNN lower bound");
+  c_inspect->add_option("network", inspect.network, "zoo name or path to a network JSON file")->required();
+  c_inspect->add_option("--batch,-b", inspect.batch, "mini-batch size in samples (default 1)")->check(CLI::Range(1, 1 << 24));
+  c_inspect->add_flag("--json", inspect.json, "print JSON instead of tables");
+  c_inspect->add_option("--csv-steps", inspect.csv_steps,
+                        "write per-step live bytes to FILE as CSV (step,phase,task,layer,live_bytes,live_tensors)");
+
+  ucplan::CompileOptions compile;
+  auto* c_compile = app.add_subcommand("compile", "make a plan for a network, a profile and a memory budget");
+  c_compile->add_option("network", compile.network, "zoo name or path to a network JSON file")->required();
+  c_compile->add_option("--profile,-p", compile.profile, "profile JSON made by `ucplan profile` for this network")->required();
+  c_compile->add_option("--budget", compile.budget,
+                        "device memory budget for the whole iteration (arena: activations, gradients, weights, "
+                        "workspaces), with unit, e.g. 12GiB");
+  c_compile->add_option("--batch,-b", compile.batch, "mini-batch size in samples (default: the profile's batch)")
+      ->check(CLI::Range(1, 1 << 24));
+  c_compile->add_option("--strategy", compile.strategy,
+                        "ucplan (default) | keep-all | vdnn-all | vdnn-conv | superneurons | checkpoint-sqrt");
+  c_compile->add_option("--sub-batch", compile.sub_batch,
+                        "auto (default; never splits a network with batch-norm) | any (also splits batch-norm "
+                        "networks, which changes their statistics) | N samples per round");
+  c_compile->add_option("--workspace", compile.workspace,
+                        "convolution workspace policy: dynamic (default: per step, by gain, moDNN Eq. 5) | wr:SIZE "
+                        "(per-kernel limit, mu-cuDNN WR) | wd:SIZE (total over kernels, mu-cuDNN WD ILP)");
+  c_compile->add_option("-o,--output", compile.output, "plan file to write (written atomically)");
+  c_compile->add_option("--trace", compile.trace, "also write the predicted timeline as a Chrome trace (Perfetto) to FILE");
+  c_compile->add_option("--dump-after", compile.dump_after,
+                        "write the JSON of one pipeline stage to stdout: graph | liveness | lower-bound | conv-configs "
+                        "| sub-batch | schedule");
+  c_compile->add_flag("--conv-only", compile.conv_only, "only choose convolution configurations and report them (no memory plan)");
+  c_compile->add_option("--pareto", compile.pareto, "with --conv-only: print the Pareto front (time vs workspace) of one kernel, named LAYER:OP, e.g. conv2:forward");
+  c_compile->add_flag("--quiet,-q", compile.quiet, "no report on stdout");
+
+  ucplan::CheckOptions check;
+  auto* c_check = app.add_subcommand("check", "verify plans (independent re-simulation); exit 1 if any is invalid");
+  c_check->add_option("plans", check.plans, "plan files")->required();
+  c_check->add_flag("--recompile", check.recompile,
+                    "also recompile each plan from its embedded inputs and the profile it names, and fail on any difference");
+
+  ucplan::ExplainOptions explain;
+  auto* c_explain = app.add_subcommand("explain", "report a plan: time vs ideal, memory vs budget and bound, per-layer decisions");
+  c_explain->add_option("plan", explain.plan, "plan file")->required();
+  c_explain->add_option("--trace", explain.trace, "write the predicted timeline as a Chrome trace (Perfetto) to FILE");
+  c_explain->add_option("--svg", explain.svg, "write a memory-over-time plot (SVG) to FILE");
+  c_explain->add_flag("--json", explain.json, "print the summary as JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    if (c_networks->parsed()) return ucplan::run_networks(networks);
+    if (c_inspect->parsed()) return ucplan::run_inspect(inspect);
+    if (c_compile->parsed()) return ucplan::run_compile(compile);
+    if (c_check->parsed()) return ucplan::run_check(check);
+    if (c_explain->parsed()) return ucplan::run_explain(explain);
+  } catch (const ucplan::UserError& e) {
+    std::fprintf(stderr, "ucplan: error: %s\n", e.what());
+    return 2;
+  }
+  return 2;
+}

@@ -1,0 +1,31 @@
+// Two kinds of failure (STYLE.md #6): bad input is a UserError (one line naming the file, the
+// place in it and what is wrong; the CLI exits with 2); a broken internal invariant is a
+// UCPLAN_CHECK failure, which aborts with file:line because it is a bug, never user input.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace ucplan {
+
+class UserError : public std::runtime_error {
+ public:
+  // file: the input file ("" when the error is about a command-line option);
+  // where: JSON path, layer name or option ("" when not applicable); what: the reason.
+  UserError(std::string file, std::string where, std::string what);
+  const std::string& file() const { return file_; }
+  const std::string& where() const { return where_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string file_, where_, reason_;
+};
+
+[[noreturn]] void check_failed(const char* expr, const char* file, int line, const std::string& msg);
+
+}  // namespace ucplan
+
+#define UCPLAN_CHECK(cond, msg)                                                  \
+  do {                                                                           \
+    if (!(cond)) ::ucplan::check_failed(#cond, __FILE__, __LINE__, (msg));       \
+  } while (0)

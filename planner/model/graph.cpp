@@ -1,0 +1,308 @@
+#include "graph.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "errors.h"
+
+namespace ucplan {
+
+std::string shape_text(const Shape& s) { return fmt::format("{}x{}x{}", s.c, s.h, s.w); }
+
+int Graph::index_of(const std::string& name) const {
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    if (layers[i].name() == name) return static_cast<int>(i);
+  return -1;
+}
+
+std::int64_t Graph::total_params() const {
+  std::int64_t n = 0;
+  for (const auto& l : layers) n += l.params();
+  return n;
+}
+
+bool Graph::has_loss() const {
+  for (const auto& l : layers)
+    if (l.type() == LayerType::SoftmaxLoss) return true;
+  return false;
+}
+
+bool Graph::has_batch_norm() const {
+  for (const auto& l : layers)
+    if (l.type() == LayerType::BatchNorm) return true;
+  return false;
+}
+
+std::int64_t Graph::conv_count() const {
+  std::int64_t n = 0;
+  for (const auto& l : layers) n += l.type() == LayerType::Conv;
+  return n;
+}
+
+namespace {
+
+class ShapeInference {
+ public:
+  ShapeInference(Graph& g) : g_(g) {}
+
+  std::string where(int gi, const std::string& field) const {
+    const auto& l = g_.layers[gi];
+    std::string base = fmt::format("layers[{}] ({})", l.file_index, l.name());
+    return field.empty() ? base : base + "." + field;
+  }
+  [[noreturn]] void fail(int gi, const std::string& field, const std::string& what) const {
+    throw UserError(g_.file, where(gi, field), what);
+  }
+
+  void expect_inputs(int gi, std::size_t n) const {
+    const auto& l = g_.layers[gi];
+    if (l.inputs.size() != n)
+      fail(gi, "inputs", fmt::format("a {} layer takes {} input{}, got {}", layer_type_name(l.type()), n, n == 1 ? "" : "s",
+                                     l.inputs.size()));
+  }
+
+  // Output size of a sliding window along one axis; 0 when the window does not fit.
+  static std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t d, bool ceil_mode) {
+    std::int64_t span = d * (k - 1) + 1;
+    std::int64_t num = in + 2 * p - span;
+    if (num < 0) return 0;
+    std::int64_t out = ceil_mode ? (num + s - 1) / s + 1 : num / s + 1;
+    // As in Caffe and PyTorch: the last window must start inside the input or its left padding.
+    if (ceil_mode && (out - 1) * s >= in + p) --out;
+    return out;
+  }
+
+  void infer(int gi) {
+    auto& l = g_.layers[gi];
+    for (int in : l.inputs) l.in_shapes.push_back(g_.layers[in].out);
+    const Layer& s = l.spec;
+    switch (l.type()) {
+      case LayerType::Input: break;
+      case LayerType::Conv: {
+        expect_inputs(gi, 1);
+        const Shape x = l.in_shapes[0];
+        const auto& c = s.conv;
+        if (x.c % c.groups != 0)
+          fail(gi, "groups", fmt::format("input channels {} are not divisible by groups {}", x.c, c.groups));
+        if (c.out_channels % c.groups != 0)
+          fail(gi, "groups", fmt::format("out_channels {} are not divisible by groups {}", c.out_channels, c.groups));
+        std::int64_t ho = window_out(x.h, c.kernel[0], c.stride[0], c.pad[0], c.dilation[0], false);
+        std::int64_t wo = window_out(x.w, c.kernel[1], c.stride[1], c.pad[1], c.dilation[1], false);
+        if (ho < 1 || wo < 1)
+          fail(gi, "kernel", fmt::format("the kernel {}x{} (dilation {}x{}, pad {}x{}) does not fit the input {}", c.kernel[0],
+                                         c.kernel[1], c.dilation[0], c.dilation[1], c.pad[0], c.pad[1], shape_text(x)));
+        l.out = {c.out_channels, ho, wo};
+        std::int64_t cin_g = x.c / c.groups;
+        l.weight_elems = c.out_channels * cin_g * c.kernel[0] * c.kernel[1];
+        l.bias_elems = c.bias ? c.out_channels : 0;
+        double macs = static_cast<double>(c.out_channels) * ho * wo * cin_g * c.kernel[0] * c.kernel[1];
+        l.forward_flops = 2 * macs + (c.bias ? static_cast<double>(l.out.elems()) : 0.0);
+        l.backward_data_flops = 2 * macs;
+        l.backward_filter_flops = 2 * macs + (c.bias ? static_cast<double>(l.out.elems()) : 0.0);
+        break;
+      }
+      case LayerType::Pool: {
+        expect_inputs(gi, 1);
+        const Shape x = l.in_shapes[0];
+        auto& p = l.spec.pool;
+        if (p.global) {
+          p.kernel = {x.h, x.w};
+          p.stride = {1, 1};
+          p.pad = {0, 0};
+        }
+        for (int a = 0; a < 2; ++a)
+          if (p.pad[a] * 2 > p.kernel[a])
+            fail(gi, "pad", fmt::format("pad {} is more than half the kernel {}", p.pad[a], p.kernel[a]));
+        std::int64_t ho = window_out(x.h, p.kernel[0], p.stride[0], p.pad[0], 1, p.ceil_mode);
+        std::int64_t wo = window_out(x.w, p.kernel[1], p.stride[1], p.pad[1], 1, p.ceil_mode);
+        if (ho < 1 || wo < 1)
+          fail(gi, "kernel", fmt::format("the window {}x{} does not fit the input {}", p.kernel[0], p.kernel[1], shape_text(x)));
+        l.out = {x.c, ho, wo};
+        l.forward_flops = static_cast<double>(l.out.elems()) * p.kernel[0] * p.kernel[1];
+        l.backward_data_flops = l.forward_flops;
+        break;
+      }
+      case LayerType::Relu:
+        expect_inputs(gi, 1);
+        l.out = l.in_shapes[0];
+        l.forward_flops = static_cast<double>(l.out.elems());
+        l.backward_data_flops = l.forward_flops;
+        break;
+      case LayerType::BatchNorm:
+        expect_inputs(gi, 1);
+        l.out = l.in_shapes[0];
+        l.weight_elems = l.out.c;
+        l.bias_elems = l.out.c;
+        l.aux_bytes_fixed = 2 * l.out.c * g_.dtype_bytes;  // saved mean and inverse std
+        l.forward_flops = 7.0 * static_cast<double>(l.out.elems());
+        l.backward_data_flops = 9.0 * static_cast<double>(l.out.elems());
+        break;
+      case LayerType::Lrn:
+        expect_inputs(gi, 1);
+        l.out = l.in_shapes[0];
+        l.forward_flops = static_cast<double>(l.out.elems()) * (2.0 * static_cast<double>(s.lrn.size) + 5.0);
+        l.backward_data_flops = static_cast<double>(l.out.elems()) * (4.0 * static_cast<double>(s.lrn.size) + 8.0);
+        break;
+      case LayerType::Fc: {
+        expect_inputs(gi, 1);
+        std::int64_t in = l.in_shapes[0].elems();
+        l.out = {s.fc.out_features, 1, 1};
+        l.weight_elems = in * s.fc.out_features;
+        l.bias_elems = s.fc.bias ? s.fc.out_features : 0;
+        double macs = static_cast<double>(in) * static_cast<double>(s.fc.out_features);
+        l.forward_flops = 2 * macs + static_cast<double>(l.bias_elems);
+        l.backward_data_flops = 2 * macs;
+        l.backward_filter_flops = 2 * macs + static_cast<double>(l.bias_elems);
+        break;
+      }
+      case LayerType::Dropout:
+        expect_inputs(gi, 1);
+        l.out = l.in_shapes[0];
+        l.aux_bytes_per_sample = l.out.elems();  // one byte of mask per element
+        l.forward_flops = 2.0 * static_cast<double>(l.out.elems());
+        l.backward_data_flops = static_cast<double>(l.out.elems());
+        break;
+      case LayerType::Add: {
+        if (l.inputs.size() < 2) fail(gi, "inputs", fmt::format("an add layer takes at least 2 inputs, got {}", l.inputs.size()));
+        for (std::size_t i = 1; i < l.in_shapes.size(); ++i)
+          if (!(l.in_shapes[i] == l.in_shapes[0]))
+            fail(gi, fmt::format("inputs[{}]", i),
+                 fmt::format("shape {} of \"{}\" differs from shape {} of \"{}\"", shape_text(l.in_shapes[i]), s.inputs[i],
+                             shape_text(l.in_shapes[0]), s.inputs[0]));
+        l.out = l.in_shapes[0];
+        l.forward_flops = static_cast<double>(l.out.elems()) * static_cast<double>(l.inputs.size() - 1);
+        l.backward_data_flops = static_cast<double>(l.out.elems()) * static_cast<double>(l.inputs.size());
+        break;
+      }
+      case LayerType::Concat: {
+        std::int64_t c = 0;
+        for (std::size_t i = 0; i < l.in_shapes.size(); ++i) {
+          if (l.in_shapes[i].h != l.in_shapes[0].h || l.in_shapes[i].w != l.in_shapes[0].w)
+            fail(gi, fmt::format("inputs[{}]", i),
+                 fmt::format("spatial size {}x{} of \"{}\" differs from {}x{} of \"{}\"", l.in_shapes[i].h, l.in_shapes[i].w,
+                             s.inputs[i], l.in_shapes[0].h, l.in_shapes[0].w, s.inputs[0]));
+          c += l.in_shapes[i].c;
+        }
+        l.out = {c, l.in_shapes[0].h, l.in_shapes[0].w};
+        l.forward_flops = static_cast<double>(l.out.elems());
+        l.backward_data_flops = static_cast<double>(l.out.elems());
+        break;
+      }
+      case LayerType::SoftmaxLoss: {
+        expect_inputs(gi, 1);
+        std::int64_t k = l.in_shapes[0].elems();
+        if (k != g_.net.labels)
+          fail(gi, "inputs", fmt::format("the loss input \"{}\" has {} values per sample but the network has {} labels", s.inputs[0],
+                                         k, g_.net.labels));
+        l.out = {k, 1, 1};
+        l.forward_flops = 4.0 * static_cast<double>(k);
+        l.backward_data_flops = 2.0 * static_cast<double>(k);
+        break;
+      }
+    }
+  }
+
+ private:
+  Graph& g_;
+};
+
+}  // namespace
+
+Graph build_graph(const Network& net, const std::string& file) {
+  Graph g;
+  g.file = file;
+  g.net = net;
+  g.dtype_bytes = dtype_bytes(net.dtype);
+  GraphLayer input;
+  input.spec.name = net.input_name;
+  input.spec.type = LayerType::Input;
+  input.out = {net.input_shape[0], net.input_shape[1], net.input_shape[2]};
+  g.layers.push_back(std::move(input));
+
+  std::unordered_map<std::string, int> index;
+  index[net.input_name] = 0;
+  for (std::size_t i = 0; i < net.layers.size(); ++i) {
+    const Layer& l = net.layers[i];
+    std::string where = fmt::format("layers[{}] ({}).name", i, l.name);
+    if (l.name == net.input_name) throw UserError(file, where, "a layer cannot have the input's name");
+    if (!index.emplace(l.name, static_cast<int>(i) + 1).second)
+      throw UserError(file, where, "the name is used by an earlier layer");
+    GraphLayer gl;
+    gl.spec = l;
+    gl.file_index = static_cast<int>(i);
+    g.layers.push_back(std::move(gl));
+  }
+  const int n = static_cast<int>(g.layers.size());
+  for (int gi = 1; gi < n; ++gi) {
+    auto& gl = g.layers[gi];
+    for (std::size_t k = 0; k < gl.spec.inputs.size(); ++k) {
+      const std::string& name = gl.spec.inputs[k];
+      std::string where = fmt::format("layers[{}] ({}).inputs[{}]", gl.file_index, gl.name(), k);
+      auto it = index.find(name);
+      if (it == index.end()) throw UserError(file, where, fmt::format("unknown input \"{}\"", name));
+      if (it->second == gi) throw UserError(file, where, "a layer cannot take its own output as input");
+      if (std::find(gl.inputs.begin(), gl.inputs.end(), it->second) != gl.inputs.end())
+        throw UserError(file, where, fmt::format("input \"{}\" is listed twice", name));
+      gl.inputs.push_back(it->second);
+    }
+  }
+  for (int gi = 1; gi < n; ++gi)
+    for (int in : g.layers[gi].inputs) g.layers[in].consumers.push_back(gi);
+
+  // Kahn's algorithm, taking ready layers in file order, so the order is deterministic.
+  std::vector<int> pending(n);
+  for (int gi = 0; gi < n; ++gi) pending[gi] = static_cast<int>(g.layers[gi].inputs.size());
+  std::vector<int> ready{0};
+  std::vector<char> done(n, 0);
+  while (!ready.empty()) {
+    std::sort(ready.begin(), ready.end(), std::greater<int>());
+    int gi = ready.back();
+    ready.pop_back();
+    done[gi] = 1;
+    g.topo_order.push_back(gi);
+    for (int c : g.layers[gi].consumers)
+      if (--pending[c] == 0) ready.push_back(c);
+  }
+  if (static_cast<int>(g.topo_order.size()) != n) {
+    for (int gi = 1; gi < n; ++gi)
+      if (!done[gi])
+        throw UserError(file, fmt::format("layers[{}] ({}).inputs", g.layers[gi].file_index, g.layers[gi].name()),
+                        "the layer is part of a cycle (or depends on one)");
+  }
+  ShapeInference inference(g);
+  for (int gi : g.topo_order) inference.infer(gi);
+  return g;
+}
+
+std::string layer_signature(const Graph& g, int layer) {
+  const GraphLayer& l = g.layers[layer];
+  std::string in;
+  for (std::size_t i = 0; i < l.in_shapes.size(); ++i) in += (i ? "+" : "") + shape_text(l.in_shapes[i]);
+  const Layer& s = l.spec;
+  std::string params;
+  switch (l.type()) {
+    case LayerType::Conv:
+      params = fmt::format("k{} r{}x{} s{}x{} p{}x{} d{}x{} g{}{}", s.conv.out_channels, s.conv.kernel[0], s.conv.kernel[1],
+                           s.conv.stride[0], s.conv.stride[1], s.conv.pad[0], s.conv.pad[1], s.conv.dilation[0],
+                           s.conv.dilation[1], s.conv.groups, s.conv.bias ? " bias" : "");
+      break;
+    case LayerType::Pool:
+      params = fmt::format("{} r{}x{} s{}x{} p{}x{}{}{}", s.pool.mode == PoolMode::Max ? "max" : "avg", s.pool.kernel[0],
+                           s.pool.kernel[1], s.pool.stride[0], s.pool.stride[1], s.pool.pad[0], s.pool.pad[1],
+                           s.pool.ceil_mode ? " ceil" : "", s.pool.count_include_pad ? "" : " excl");
+      break;
+    case LayerType::BatchNorm: params = fmt::format("eps{}", s.bn.eps); break;
+    case LayerType::Lrn: params = fmt::format("n{} a{} b{} k{}", s.lrn.size, s.lrn.alpha, s.lrn.beta, s.lrn.k); break;
+    case LayerType::Fc: params = fmt::format("o{}{}", s.fc.out_features, s.fc.bias ? " bias" : ""); break;
+    case LayerType::Dropout: params = fmt::format("p{}", s.dropout.ratio); break;
+    default: break;
+  }
+  std::string sig = fmt::format("{} {}", layer_type_name(l.type()), in);
+  if (!params.empty()) sig += " " + params;
+  return sig + " " + dtype_name(g.net.dtype);
+}
+
+}  // namespace ucplan

@@ -1,0 +1,68 @@
+// Pass 1 (DESIGN.md "Graph"): a network with its input as layer 0, inputs resolved to indices,
+// shapes inferred, parameter counts, FLOPs and per-sample bytes. Validation of structure and
+// shapes happens here: unknown input names, cycles, shape mismatches and bad parameters are
+// UserErrors naming the file, the layer and the field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "network.h"
+
+namespace ucplan {
+
+struct Shape {
+  std::int64_t c = 0, h = 0, w = 0;
+  std::int64_t elems() const { return c * h * w; }
+  bool operator==(const Shape&) const = default;
+};
+std::string shape_text(const Shape& s);  // "64x56x56"
+
+struct GraphLayer {
+  Layer spec;                     // the file's layer (for the input: name and type Input)
+  int file_index = -1;            // index in Network::layers, -1 for the input
+  std::vector<int> inputs;        // graph layer indices
+  std::vector<int> consumers;     // graph layer indices, in file order
+  std::vector<Shape> in_shapes;
+  Shape out;
+  std::int64_t weight_elems = 0;  // learnable: conv/fc weight, bn gamma
+  std::int64_t bias_elems = 0;    // learnable: conv/fc bias, bn beta
+  // Per sample, in floating-point operations (a multiply-add counts 2).
+  double forward_flops = 0;
+  double backward_data_flops = 0;    // conv/fc: gradient w.r.t. the input; others: whole backward
+  double backward_filter_flops = 0;  // conv/fc: gradient w.r.t. weights and bias
+  // Extra per-layer state kept from forward to backward (bn: saved mean and inverse std;
+  // dropout: the mask, one byte per element): bytes = aux_bytes_per_sample * b + aux_bytes_fixed.
+  std::int64_t aux_bytes_per_sample = 0;
+  std::int64_t aux_bytes_fixed = 0;
+
+  const std::string& name() const { return spec.name; }
+  LayerType type() const { return spec.type; }
+  std::int64_t params() const { return weight_elems + bias_elems; }
+  bool has_weights() const { return params() > 0; }
+  bool is_sink() const { return consumers.empty(); }
+};
+
+struct Graph {
+  std::string file;            // for error messages
+  Network net;
+  std::vector<GraphLayer> layers;  // [0] is the input; then the file's layers in file order
+  std::vector<int> topo_order;     // a topological order of all layers, input first
+  int dtype_bytes = 4;
+
+  int index_of(const std::string& name) const;  // -1 when absent
+  std::int64_t total_params() const;
+  std::int64_t out_bytes_per_sample(int layer) const { return layers[layer].out.elems() * dtype_bytes; }
+  bool has_loss() const;
+  bool has_batch_norm() const;
+  std::int64_t conv_count() const;
+};
+
+Graph build_graph(const Network& net, const std::string& file_for_errors);
+
+// A layer's cost signature: type + input shapes + params + dtype, so repeated layers (ResNet's
+// identical blocks) are measured once. Batch size is not part of it.
+std::string layer_signature(const Graph& g, int layer);
+
+}  // namespace ucplan

@@ -1,0 +1,185 @@
+#include "json_util.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "errors.h"
+
+namespace ucplan {
+
+std::string json_type_name(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::string: return fmt::format("the string \"{}\"", j.get<std::string>());
+    case Json::value_t::boolean: return j.get<bool>() ? "true" : "false";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float: return fmt::format("the number {}", j.dump());
+    default: return "an unsupported value";
+  }
+}
+
+Json load_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path, "", "cannot open the file for reading");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    // e.byte is 1-based and points just past the offending character.
+    std::size_t byte = e.byte == 0 ? 0 : e.byte - 1;
+    if (byte > text.size()) byte = text.size();
+    int line = 1, column = 1;
+    for (std::size_t i = 0; i < byte; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string what = e.what();
+    // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line..": keep the tail.
+    auto pos = what.find(": ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
+    throw UserError(path, fmt::format("line {} column {}", line, column), "invalid JSON: " + what);
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw UserError(path, "", "the folder " + dir.string() + " does not exist");
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw UserError(path, "", "cannot write in " + dir.string());
+    out << text;
+    out.flush();
+    if (!out) {
+      out.close();
+      fs::remove(tmp, ec);
+      throw UserError(path, "", "writing failed (disk full?)");
+    }
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw UserError(path, "", "cannot replace the file: " + ec.message());
+  }
+}
+
+std::string dump_json(const OrderedJson& j) { return j.dump(1) + "\n"; }
+
+JsonReader::JsonReader(const Json& value, std::string file, std::string path)
+    : value_(&value), file_(std::move(file)), path_(std::move(path)) {}
+
+void JsonReader::fail(const std::string& what) const { throw UserError(file_, path_.empty() ? "(top level)" : path_, what); }
+
+bool JsonReader::has(std::string_view key) const {
+  return value_->is_object() && value_->contains(std::string(key));
+}
+
+JsonReader JsonReader::at(std::string_view key) const {
+  if (!value_->is_object()) fail("expected an object, got " + json_type_name(*value_));
+  auto it = value_->find(std::string(key));
+  std::string sub = path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  if (it == value_->end()) throw UserError(file_, sub, "required field is missing");
+  return JsonReader(*it, file_, sub);
+}
+
+std::optional<JsonReader> JsonReader::find(std::string_view key) const {
+  if (!has(key)) return std::nullopt;
+  return at(key);
+}
+
+void JsonReader::allow_only(std::initializer_list<std::string_view> allowed) const {
+  if (!value_->is_object()) fail("expected an object, got " + json_type_name(*value_));
+  for (auto it = value_->begin(); it != value_->end(); ++it) {
+    bool ok = false;
+    for (auto a : allowed) ok = ok || it.key() == a;
+    if (!ok) {
+      std::string sub = path_.empty() ? it.key() : path_ + "." + it.key();
+      throw UserError(file_, sub, "unknown field");
+    }
+  }
+}
+
+std::string JsonReader::string() const {
+  if (!value_->is_string()) fail("expected a string, got " + json_type_name(*value_));
+  return value_->get<std::string>();
+}
+
+bool JsonReader::boolean() const {
+  if (!value_->is_boolean()) fail("expected true or false, got " + json_type_name(*value_));
+  return value_->get<bool>();
+}
+
+double JsonReader::number() const {
+  if (!value_->is_number()) fail("expected a number, got " + json_type_name(*value_));
+  return value_->get<double>();
+}
+
+std::int64_t JsonReader::integer(std::int64_t min, std::int64_t max) const {
+  if (value_->is_number_float()) {
+    double d = value_->get<double>();
+    if (d != static_cast<double>(static_cast<std::int64_t>(d))) fail("expected an integer, got " + json_type_name(*value_));
+  } else if (!value_->is_number_integer()) {
+    fail("expected an integer, got " + json_type_name(*value_));
+  }
+  std::int64_t v = value_->is_number_unsigned() ? static_cast<std::int64_t>(value_->get<std::uint64_t>())
+                                                : value_->get<std::int64_t>();
+  if (v < min || v > max) {
+    if (max == INT64_MAX) fail(fmt::format("must be at least {}, got {}", min, v));
+    fail(fmt::format("must be between {} and {}, got {}", min, max, v));
+  }
+  return v;
+}
+
+std::vector<JsonReader> JsonReader::array() const {
+  if (!value_->is_array()) fail("expected an array, got " + json_type_name(*value_));
+  std::vector<JsonReader> out;
+  out.reserve(value_->size());
+  for (std::size_t i = 0; i < value_->size(); ++i)
+    out.emplace_back((*value_)[i], file_, fmt::format("{}[{}]", path_, i));
+  return out;
+}
+
+std::vector<JsonReader> JsonReader::array(std::size_t min_size, std::size_t max_size) const {
+  auto out = array();
+  if (out.size() < min_size || out.size() > max_size) {
+    if (min_size == max_size) fail(fmt::format("expected {} elements, got {}", min_size, out.size()));
+    fail(fmt::format("expected {} to {} elements, got {}", min_size, max_size, out.size()));
+  }
+  return out;
+}
+
+std::string JsonReader::string_or(std::string_view key, std::string fallback) const {
+  auto f = find(key);
+  return f ? f->string() : fallback;
+}
+bool JsonReader::boolean_or(std::string_view key, bool fallback) const {
+  auto f = find(key);
+  return f ? f->boolean() : fallback;
+}
+double JsonReader::number_or(std::string_view key, double fallback) const {
+  auto f = find(key);
+  return f ? f->number() : fallback;
+}
+std::int64_t JsonReader::integer_or(std::string_view key, std::int64_t fallback, std::int64_t min, std::int64_t max) const {
+  auto f = find(key);
+  return f ? f->integer(min, max) : fallback;
+}
+
+}  // namespace ucplan

@@ -1,0 +1,69 @@
+// JSON reading with the place of every value known, so that a bad value becomes one UserError
+// line "FILE: JSON.PATH: what is wrong". Internal to the model library and its users' .cpp files:
+// it includes nlohmann/json, which is heavy, so no widely included header may include this one.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ucplan {
+
+using Json = nlohmann::json;
+// Object keys kept in insertion order, so that what we write is ordered as we build it.
+using OrderedJson = nlohmann::ordered_json;
+
+// Reads and parses a JSON file; a syntax error names the line and column.
+Json load_json_file(const std::string& path);
+
+// Writes text to path atomically (temporary file in the same folder, then rename), so that a
+// failure never leaves a half-written file. Throws UserError when the folder is not writable.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+// Deterministic text of a JSON document: 1-space indentation, keys in insertion order, a final
+// newline. Floating-point values are written in the shortest form that reads back exactly.
+std::string dump_json(const OrderedJson& j);
+
+class JsonReader {
+ public:
+  JsonReader(const Json& value, std::string file, std::string path);
+
+  [[noreturn]] void fail(const std::string& what) const;
+  const std::string& path() const { return path_; }
+  const std::string& file() const { return file_; }
+  const Json& raw() const { return *value_; }
+
+  bool has(std::string_view key) const;
+  JsonReader at(std::string_view key) const;  // required field
+  std::optional<JsonReader> find(std::string_view key) const;
+  // Refuses any key not in `allowed`, naming it (catches typos such as "kernal").
+  void allow_only(std::initializer_list<std::string_view> allowed) const;
+
+  bool is_array() const { return value_->is_array(); }
+  bool is_number() const { return value_->is_number(); }
+  std::string string() const;
+  bool boolean() const;
+  double number() const;
+  std::int64_t integer(std::int64_t min, std::int64_t max) const;
+  std::vector<JsonReader> array() const;
+  std::vector<JsonReader> array(std::size_t min_size, std::size_t max_size) const;
+
+  // Convenience for optional fields with defaults.
+  std::string string_or(std::string_view key, std::string fallback) const;
+  bool boolean_or(std::string_view key, bool fallback) const;
+  double number_or(std::string_view key, double fallback) const;
+  std::int64_t integer_or(std::string_view key, std::int64_t fallback, std::int64_t min, std::int64_t max) const;
+
+ private:
+  const Json* value_;
+  std::string file_, path_;
+};
+
+std::string json_type_name(const Json& j);
+
+}  // namespace ucplan

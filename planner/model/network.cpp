@@ -1,0 +1,267 @@
+#include "network.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "errors.h"
+#include "network_json.h"
+
+#ifndef UCPLAN_SOURCE_DIR
+#define UCPLAN_SOURCE_DIR "."
+#endif
+
+namespace ucplan {
+
+int dtype_bytes(DType) { return 4; }
+const char* dtype_name(DType) { return "float32"; }
+
+namespace {
+struct TypeName {
+  LayerType type;
+  const char* name;
+};
+constexpr TypeName kTypeNames[] = {
+    {LayerType::Input, "input"},   {LayerType::Conv, "conv"},         {LayerType::Relu, "relu"},
+    {LayerType::Pool, "pool"},     {LayerType::BatchNorm, "bn"},      {LayerType::Lrn, "lrn"},
+    {LayerType::Fc, "fc"},         {LayerType::Dropout, "dropout"},   {LayerType::Add, "add"},
+    {LayerType::Concat, "concat"}, {LayerType::SoftmaxLoss, "softmax_loss"},
+};
+
+constexpr std::int64_t kMaxDim = 1 << 20;
+
+// A spatial parameter written either as one integer or as [h, w].
+std::array<std::int64_t, 2> read_pair(const JsonReader& r, std::int64_t min) {
+  if (r.is_array()) {
+    auto items = r.array(2, 2);
+    return {items[0].integer(min, kMaxDim), items[1].integer(min, kMaxDim)};
+  }
+  if (!r.is_number()) r.fail("expected an integer or [height, width], got " + json_type_name(r.raw()));
+  std::int64_t v = r.integer(min, kMaxDim);
+  return {v, v};
+}
+
+std::array<std::int64_t, 2> read_pair_or(const JsonReader& layer, std::string_view key, std::array<std::int64_t, 2> fallback,
+                                         std::int64_t min) {
+  auto f = layer.find(key);
+  return f ? read_pair(*f, min) : fallback;
+}
+
+OrderedJson pair_json(const std::array<std::int64_t, 2>& p) {
+  if (p[0] == p[1]) return p[0];
+  return OrderedJson::array({p[0], p[1]});
+}
+
+Layer read_layer(const JsonReader& r) {
+  Layer l;
+  l.name = r.at("name").string();
+  if (l.name.empty()) r.at("name").fail("must not be empty");
+  std::string type = r.at("type").string();
+  if (!parse_layer_type(type, &l.type) || l.type == LayerType::Input)
+    r.at("type").fail(fmt::format("unknown layer type \"{}\" (known: conv, relu, pool, bn, lrn, fc, dropout, add, concat, softmax_loss)", type));
+  for (const auto& in : r.at("inputs").array(1, 1 << 16)) l.inputs.push_back(in.string());
+  switch (l.type) {
+    case LayerType::Conv: {
+      r.allow_only({"name", "type", "inputs", "out_channels", "kernel", "stride", "pad", "dilation", "groups", "bias"});
+      l.conv.out_channels = r.at("out_channels").integer(1, kMaxDim);
+      l.conv.kernel = read_pair(r.at("kernel"), 1);
+      l.conv.stride = read_pair_or(r, "stride", {1, 1}, 1);
+      l.conv.pad = read_pair_or(r, "pad", {0, 0}, 0);
+      l.conv.dilation = read_pair_or(r, "dilation", {1, 1}, 1);
+      l.conv.groups = r.integer_or("groups", 1, 1, kMaxDim);
+      l.conv.bias = r.boolean_or("bias", true);
+      break;
+    }
+    case LayerType::Pool: {
+      r.allow_only({"name", "type", "inputs", "mode", "kernel", "stride", "pad", "global", "ceil_mode", "count_include_pad"});
+      std::string mode = r.at("mode").string();
+      if (mode == "max") l.pool.mode = PoolMode::Max;
+      else if (mode == "avg") l.pool.mode = PoolMode::Avg;
+      else r.at("mode").fail(fmt::format("must be \"max\" or \"avg\", got \"{}\"", mode));
+      l.pool.global = r.boolean_or("global", false);
+      if (l.pool.global) {
+        if (r.has("kernel") || r.has("stride") || r.has("pad")) r.fail("a global pool takes no kernel, stride or pad");
+      } else {
+        l.pool.kernel = read_pair(r.at("kernel"), 1);
+        l.pool.stride = read_pair_or(r, "stride", l.pool.kernel, 1);
+        l.pool.pad = read_pair_or(r, "pad", {0, 0}, 0);
+      }
+      l.pool.ceil_mode = r.boolean_or("ceil_mode", false);
+      l.pool.count_include_pad = r.boolean_or("count_include_pad", true);
+      break;
+    }
+    case LayerType::BatchNorm: {
+      r.allow_only({"name", "type", "inputs", "eps"});
+      l.bn.eps = r.number_or("eps", 1e-5);
+      if (!(l.bn.eps > 0)) r.at("eps").fail("must be positive");
+      break;
+    }
+    case LayerType::Lrn: {
+      r.allow_only({"name", "type", "inputs", "size", "alpha", "beta", "k"});
+      l.lrn.size = r.integer_or("size", 5, 1, 1025);
+      l.lrn.alpha = r.number_or("alpha", 1e-4);
+      l.lrn.beta = r.number_or("beta", 0.75);
+      l.lrn.k = r.number_or("k", 1.0);
+      if (!(l.lrn.k > 0)) r.at("k").fail("must be positive");
+      if (l.lrn.alpha < 0) r.at("alpha").fail("must not be negative");
+      if (l.lrn.beta < 0) r.at("beta").fail("must not be negative");
+      break;
+    }
+    case LayerType::Fc: {
+      r.allow_only({"name", "type", "inputs", "out_features", "bias"});
+      l.fc.out_features = r.at("out_features").integer(1, 1LL << 30);
+      l.fc.bias = r.boolean_or("bias", true);
+      break;
+    }
+    case LayerType::Dropout: {
+      r.allow_only({"name", "type", "inputs", "ratio"});
+      l.dropout.ratio = r.number_or("ratio", 0.5);
+      if (!(l.dropout.ratio >= 0 && l.dropout.ratio < 1)) r.at("ratio").fail("must be in [0, 1)");
+      break;
+    }
+    default:
+      r.allow_only({"name", "type", "inputs"});
+      break;
+  }
+  return l;
+}
+
+}  // namespace
+
+const char* layer_type_name(LayerType t) {
+  for (const auto& tn : kTypeNames)
+    if (tn.type == t) return tn.name;
+  return "?";
+}
+
+bool parse_layer_type(const std::string& name, LayerType* out) {
+  for (const auto& tn : kTypeNames) {
+    if (name == tn.name) {
+      *out = tn.type;
+      return true;
+    }
+  }
+  return false;
+}
+
+Network network_from_json(const JsonReader& r) {
+  r.allow_only({"format", "name", "description", "source", "input", "labels", "dtype", "layers"});
+  Network net;
+  std::string format = r.at("format").string();
+  if (format != "ucplan-network/1") {
+    if (format.rfind("ucplan-network/", 0) == 0)
+      r.at("format").fail(fmt::format("unsupported version \"{}\" (this ucplan reads ucplan-network/1)", format));
+    r.at("format").fail(fmt::format("expected \"ucplan-network/1\", got \"{}\"", format));
+  }
+  net.name = r.at("name").string();
+  if (net.name.empty()) r.at("name").fail("must not be empty");
+  net.description = r.string_or("description", "");
+  net.source = r.string_or("source", "");
+  auto in = r.at("input");
+  in.allow_only({"name", "shape"});
+  net.input_name = in.string_or("name", "data");
+  auto shape = in.at("shape").array(3, 3);
+  for (int i = 0; i < 3; ++i) net.input_shape[i] = shape[i].integer(1, kMaxDim);
+  net.labels = r.at("labels").integer(1, 1LL << 30);
+  std::string dtype = r.string_or("dtype", "float32");
+  if (dtype != "float32") r.at("dtype").fail(fmt::format("only \"float32\" is supported, got \"{}\"", dtype));
+  auto layers = r.at("layers").array(1, 1 << 22);
+  net.layers.reserve(layers.size());
+  for (const auto& lr : layers) net.layers.push_back(read_layer(lr));
+  return net;
+}
+
+OrderedJson network_to_json(const Network& net) {
+  OrderedJson j;
+  j["format"] = "ucplan-network/1";
+  j["name"] = net.name;
+  if (!net.description.empty()) j["description"] = net.description;
+  if (!net.source.empty()) j["source"] = net.source;
+  j["input"] = {{"name", net.input_name}, {"shape", {net.input_shape[0], net.input_shape[1], net.input_shape[2]}}};
+  j["labels"] = net.labels;
+  j["dtype"] = dtype_name(net.dtype);
+  OrderedJson layers = OrderedJson::array();
+  for (const auto& l : net.layers) {
+    OrderedJson lj;
+    lj["name"] = l.name;
+    lj["type"] = layer_type_name(l.type);
+    lj["inputs"] = l.inputs;
+    switch (l.type) {
+      case LayerType::Conv:
+        lj["out_channels"] = l.conv.out_channels;
+        lj["kernel"] = pair_json(l.conv.kernel);
+        lj["stride"] = pair_json(l.conv.stride);
+        lj["pad"] = pair_json(l.conv.pad);
+        if (l.conv.dilation != std::array<std::int64_t, 2>{1, 1}) lj["dilation"] = pair_json(l.conv.dilation);
+        if (l.conv.groups != 1) lj["groups"] = l.conv.groups;
+        lj["bias"] = l.conv.bias;
+        break;
+      case LayerType::Pool:
+        lj["mode"] = l.pool.mode == PoolMode::Max ? "max" : "avg";
+        if (l.pool.global) {
+          lj["global"] = true;
+        } else {
+          lj["kernel"] = pair_json(l.pool.kernel);
+          lj["stride"] = pair_json(l.pool.stride);
+          lj["pad"] = pair_json(l.pool.pad);
+        }
+        if (l.pool.ceil_mode) lj["ceil_mode"] = true;
+        if (!l.pool.count_include_pad) lj["count_include_pad"] = false;
+        break;
+      case LayerType::BatchNorm: lj["eps"] = l.bn.eps; break;
+      case LayerType::Lrn:
+        lj["size"] = l.lrn.size;
+        lj["alpha"] = l.lrn.alpha;
+        lj["beta"] = l.lrn.beta;
+        lj["k"] = l.lrn.k;
+        break;
+      case LayerType::Fc:
+        lj["out_features"] = l.fc.out_features;
+        lj["bias"] = l.fc.bias;
+        break;
+      case LayerType::Dropout: lj["ratio"] = l.dropout.ratio; break;
+      default: break;
+    }
+    layers.push_back(std::move(lj));
+  }
+  j["layers"] = std::move(layers);
+  return j;
+}
+
+Network load_network(const std::string& path) {
+  Json j = load_json_file(path);
+  return network_from_json(JsonReader(j, path, ""));
+}
+
+Network parse_network_text(const std::string& text, const std::string& file_for_errors) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw UserError(file_for_errors, "", std::string("invalid JSON: ") + e.what());
+  }
+  return network_from_json(JsonReader(j, file_for_errors, ""));
+}
+
+std::string network_to_json_text(const Network& net) { return dump_json(network_to_json(net)); }
+
+std::string zoo_directory() {
+  if (const char* env = std::getenv("UCPLAN_NETWORKS"); env && *env) return env;
+  return std::string(UCPLAN_SOURCE_DIR) + "/networks";
+}
+
+std::string resolve_network_path(const std::string& name) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_regular_file(name, ec)) return name;
+  bool looks_like_path = name.find('/') != std::string::npos && name.size() > 5 &&
+                         name.compare(name.size() - 5, 5, ".json") == 0;
+  if (looks_like_path) throw UserError(name, "", "no such file");
+  std::string zoo = zoo_directory();
+  std::string candidate = zoo + "/" + name + ".json";
+  if (fs::is_regular_file(candidate, ec)) return candidate;
+  throw UserError("", "NETWORK", fmt::format("\"{}\" is neither a file nor a zoo network in {} (see `ucplan networks`)", name, zoo));
+}
+
+}  // namespace ucplan

@@ -1,0 +1,103 @@
+// The network (`ucplan-network/1`): a named input of shape (C, H, W) per sample, a label count,
+// a dtype, and a DAG of layers in the order the file lists them. Plain data; shapes are inferred
+// by build_graph() in graph.h. The JSON format is specified by schemas/network.schema.json.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ucplan {
+
+enum class DType { Float32 };
+int dtype_bytes(DType t);
+const char* dtype_name(DType t);
+
+// `Input` never appears in a file: build_graph() adds the network input as layer 0 of a graph.
+enum class LayerType { Input, Conv, Relu, Pool, BatchNorm, Lrn, Fc, Dropout, Add, Concat, SoftmaxLoss };
+const char* layer_type_name(LayerType t);  // "conv", "relu", ... as written in files
+bool parse_layer_type(const std::string& name, LayerType* out);
+
+enum class PoolMode { Max, Avg };
+
+struct ConvParams {
+  std::int64_t out_channels = 0;
+  std::array<std::int64_t, 2> kernel{1, 1};    // (h, w)
+  std::array<std::int64_t, 2> stride{1, 1};
+  std::array<std::int64_t, 2> pad{0, 0};
+  std::array<std::int64_t, 2> dilation{1, 1};
+  std::int64_t groups = 1;
+  bool bias = true;
+};
+
+struct PoolParams {
+  PoolMode mode = PoolMode::Max;
+  std::array<std::int64_t, 2> kernel{1, 1};
+  std::array<std::int64_t, 2> stride{1, 1};
+  std::array<std::int64_t, 2> pad{0, 0};
+  bool global = false;             // kernel = whole input plane
+  bool ceil_mode = false;          // Caffe-style output size rounding
+  bool count_include_pad = true;   // average pooling divides by the full window (PyTorch default)
+};
+
+struct BatchNormParams {
+  double eps = 1e-5;
+};
+
+// Cross-channel LRN as in Caffe/PyTorch: y = x / (k + alpha/size * sum_{window} x^2)^beta.
+struct LrnParams {
+  std::int64_t size = 5;
+  double alpha = 1e-4;
+  double beta = 0.75;
+  double k = 1.0;
+};
+
+struct FcParams {
+  std::int64_t out_features = 0;
+  bool bias = true;
+};
+
+struct DropoutParams {
+  double ratio = 0.5;
+};
+
+struct Layer {
+  std::string name;
+  LayerType type = LayerType::Relu;
+  std::vector<std::string> inputs;
+  // Only the member of the layer's type is meaningful.
+  ConvParams conv;
+  PoolParams pool;
+  BatchNormParams bn;
+  LrnParams lrn;
+  FcParams fc;
+  DropoutParams dropout;
+};
+
+struct Network {
+  std::string name;
+  std::string description;  // optional, free text
+  std::string source;       // optional: the reference definition this network follows
+  std::string input_name = "data";
+  std::array<std::int64_t, 3> input_shape{0, 0, 0};  // C, H, W per sample
+  std::int64_t labels = 0;                          // classes of the softmax_loss layer(s)
+  DType dtype = DType::Float32;
+  std::vector<Layer> layers;
+};
+
+// Reads a network file: any malformed content is a UserError naming file, JSON path and reason.
+// Structural checks that need shapes (unknown input names, cycles, shape mismatches) are made
+// by build_graph(), which names the layer and the field.
+Network load_network(const std::string& path);
+Network parse_network_text(const std::string& text, const std::string& file_for_errors);
+// Canonical JSON text of a network (what `plan.network` embeds and what hashes are taken of).
+std::string network_to_json_text(const Network& net);
+
+// NETWORK arguments are a zoo name ("resnet50", "deepbench/conv07") or a path to a file.
+// Throws UserError when neither exists, listing where the zoo was looked for.
+std::string resolve_network_path(const std::string& name_or_path);
+// The zoo folder: $UCPLAN_NETWORKS, else the source tree's networks/ folder.
+std::string zoo_directory();
+
+}  // namespace ucplan

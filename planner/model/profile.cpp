@@ -1,0 +1,204 @@
+#include "profile.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "errors.h"
+#include "json_util.h"
+
+namespace ucplan {
+
+double TransferCosts::seconds(std::int64_t bytes) const {
+  if (bytes <= 0) return 0;
+  UCPLAN_CHECK(bytes_per_second > 0, "transfer bandwidth must be positive");
+  return latency_seconds + static_cast<double>(bytes) / bytes_per_second;
+}
+
+const SignatureCosts* Profile::find(const std::string& signature) const {
+  for (const auto& s : signatures)
+    if (s.signature == signature) return &s;
+  return nullptr;
+}
+
+bool valid_sizes_policy(const std::string& p) { return p == "all" || p == "powerOfTwo" || p == "undivided"; }
+
+std::vector<std::int64_t> micro_batch_sizes(const std::string& policy, std::int64_t batch) {
+  std::vector<std::int64_t> s;
+  if (policy == "all") {
+    for (std::int64_t b = 1; b <= batch; ++b) s.push_back(b);
+  } else if (policy == "powerOfTwo") {
+    for (std::int64_t b = 1; b <= batch; b *= 2) s.push_back(b);
+    if (s.back() != batch) s.push_back(batch);  // the undivided batch is always measured
+  } else {
+    UCPLAN_CHECK(policy == "undivided", "unknown sizes policy " + policy);
+    s.push_back(batch);
+  }
+  return s;
+}
+
+namespace {
+
+int op_rank(const std::string& op) {
+  static const char* order[] = {"forward", "backward", "backward_data", "backward_filter", "update"};
+  for (int i = 0; i < 5; ++i)
+    if (op == order[i]) return i;
+  return 5;
+}
+
+TransferCosts read_transfer(const JsonReader& r) {
+  r.allow_only({"latency_seconds", "bytes_per_second", "points"});
+  TransferCosts t;
+  t.latency_seconds = r.at("latency_seconds").number();
+  t.bytes_per_second = r.at("bytes_per_second").number();
+  if (t.latency_seconds < 0) r.at("latency_seconds").fail("must not be negative");
+  if (!(t.bytes_per_second > 0)) r.at("bytes_per_second").fail("must be positive");
+  if (auto pts = r.find("points")) {
+    for (const auto& p : pts->array()) {
+      p.allow_only({"bytes", "seconds"});
+      t.points.push_back({p.at("bytes").integer(1, INT64_MAX), p.at("seconds").number()});
+    }
+  }
+  return t;
+}
+
+OrderedJson transfer_json(const TransferCosts& t) {
+  OrderedJson j;
+  j["latency_seconds"] = t.latency_seconds;
+  j["bytes_per_second"] = t.bytes_per_second;
+  OrderedJson pts = OrderedJson::array();
+  for (const auto& p : t.points) pts.push_back({{"bytes", p.bytes}, {"seconds", p.seconds}});
+  j["points"] = std::move(pts);
+  return j;
+}
+
+}  // namespace
+
+void canonicalize(Profile& p) {
+  std::sort(p.signatures.begin(), p.signatures.end(),
+            [](const SignatureCosts& a, const SignatureCosts& b) { return a.signature < b.signature; });
+  for (auto& s : p.signatures) {
+    std::stable_sort(s.costs.begin(), s.costs.end(), [](const OpCost& a, const OpCost& b) {
+      if (op_rank(a.op) != op_rank(b.op)) return op_rank(a.op) < op_rank(b.op);
+      if (a.batch != b.batch) return a.batch < b.batch;
+      return a.algo < b.algo;
+    });
+  }
+}
+
+Profile load_profile(const std::string& path) {
+  Json j = load_json_file(path);
+  JsonReader r(j, path, "");
+  r.allow_only({"format", "source", "date", "device", "network", "network_sha256", "batch", "sizes_policy", "sizes", "repeat",
+                "transfer", "signatures"});
+  std::string format = r.at("format").string();
+  if (format != "ucplan-profile/1") r.at("format").fail(fmt::format("expected \"ucplan-profile/1\", got \"{}\"", format));
+  Profile p;
+  p.source = r.at("source").string();
+  if (p.source != "measured" && p.source.rfind("model:", 0) != 0)
+    r.at("source").fail(fmt::format("must be \"measured\" or \"model:NAME\", got \"{}\"", p.source));
+  p.date = r.string_or("date", "");
+  auto d = r.at("device");
+  d.allow_only({"kind", "name", "memory_bytes", "peak_flops", "versions"});
+  p.device.kind = d.at("kind").string();
+  if (p.device.kind != "cpu" && p.device.kind != "cuda" && p.device.kind != "model")
+    d.at("kind").fail(fmt::format("must be cpu, cuda or model, got \"{}\"", p.device.kind));
+  if ((p.device.kind == "model") != (p.source != "measured"))
+    r.at("source").fail("a model device's profile has source \"model:NAME\"; a real device's has \"measured\"");
+  p.device.name = d.at("name").string();
+  p.device.memory_bytes = d.integer_or("memory_bytes", 0, 0, INT64_MAX);
+  p.device.peak_flops = d.number_or("peak_flops", 0);
+  if (auto v = d.find("versions")) {
+    if (!v->raw().is_object()) v->fail("expected an object of strings");
+    for (auto it = v->raw().begin(); it != v->raw().end(); ++it) p.device.versions[it.key()] = v->at(it.key()).string();
+  }
+  p.network = r.at("network").string();
+  p.network_sha256 = r.string_or("network_sha256", "");
+  p.batch = r.at("batch").integer(1, 1 << 24);
+  p.sizes_policy = r.at("sizes_policy").string();
+  if (!valid_sizes_policy(p.sizes_policy))
+    r.at("sizes_policy").fail(fmt::format("must be all, powerOfTwo or undivided, got \"{}\"", p.sizes_policy));
+  for (const auto& s : r.at("sizes").array(1, 1 << 24)) p.sizes.push_back(s.integer(1, p.batch));
+  p.repeat = static_cast<int>(r.integer_or("repeat", 1, 1, 1 << 20));
+  auto t = r.at("transfer");
+  t.allow_only({"h2d", "d2h", "duplex"});
+  p.h2d = read_transfer(t.at("h2d"));
+  p.d2h = read_transfer(t.at("d2h"));
+  p.duplex = t.at("duplex").boolean();
+  for (const auto& sr : r.at("signatures").array()) {
+    sr.allow_only({"signature", "type", "layers", "costs"});
+    SignatureCosts s;
+    s.signature = sr.at("signature").string();
+    s.type = sr.at("type").string();
+    for (const auto& l : sr.at("layers").array()) s.layers.push_back(l.string());
+    for (const auto& cr : sr.at("costs").array()) {
+      cr.allow_only({"op", "algo", "batch", "status", "seconds", "spread", "workspace_bytes"});
+      OpCost c;
+      c.op = cr.at("op").string();
+      if (op_rank(c.op) == 5) cr.at("op").fail(fmt::format("unknown op \"{}\"", c.op));
+      c.algo = cr.at("algo").string();
+      c.batch = cr.at("batch").integer(0, p.batch);
+      c.status = cr.string_or("status", "ok");
+      if (c.ok()) {
+        c.seconds = cr.at("seconds").number();
+        if (!(c.seconds >= 0) || !std::isfinite(c.seconds)) cr.at("seconds").fail("must be a finite, non-negative number");
+        c.spread = cr.number_or("spread", 0);
+        c.workspace_bytes = cr.integer_or("workspace_bytes", 0, 0, INT64_MAX);
+      }
+      s.costs.push_back(std::move(c));
+    }
+    p.signatures.push_back(std::move(s));
+  }
+  return p;
+}
+
+std::string profile_to_json_text(const Profile& p) {
+  OrderedJson j;
+  j["format"] = "ucplan-profile/1";
+  j["source"] = p.source;
+  if (!p.date.empty()) j["date"] = p.date;
+  OrderedJson d;
+  d["kind"] = p.device.kind;
+  d["name"] = p.device.name;
+  d["memory_bytes"] = p.device.memory_bytes;
+  d["peak_flops"] = p.device.peak_flops;
+  OrderedJson versions = OrderedJson::object();
+  for (const auto& [k, v] : p.device.versions) versions[k] = v;
+  d["versions"] = std::move(versions);
+  j["device"] = std::move(d);
+  j["network"] = p.network;
+  if (!p.network_sha256.empty()) j["network_sha256"] = p.network_sha256;
+  j["batch"] = p.batch;
+  j["sizes_policy"] = p.sizes_policy;
+  j["sizes"] = p.sizes;
+  j["repeat"] = p.repeat;
+  j["transfer"] = {{"h2d", transfer_json(p.h2d)}, {"d2h", transfer_json(p.d2h)}, {"duplex", p.duplex}};
+  OrderedJson sigs = OrderedJson::array();
+  for (const auto& s : p.signatures) {
+    OrderedJson sj;
+    sj["signature"] = s.signature;
+    sj["type"] = s.type;
+    sj["layers"] = s.layers;
+    OrderedJson costs = OrderedJson::array();
+    for (const auto& c : s.costs) {
+      OrderedJson cj;
+      cj["op"] = c.op;
+      cj["algo"] = c.algo;
+      cj["batch"] = c.batch;
+      cj["status"] = c.status;
+      if (c.ok()) {
+        cj["seconds"] = c.seconds;
+        cj["spread"] = c.spread;
+        cj["workspace_bytes"] = c.workspace_bytes;
+      }
+      costs.push_back(std::move(cj));
+    }
+    sj["costs"] = std::move(costs);
+    sigs.push_back(std::move(sj));
+  }
+  j["signatures"] = std::move(sigs);
+  return dump_json(j);
+}
+
+}  // namespace ucplan

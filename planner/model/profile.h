@@ -1,0 +1,82 @@
+// A profile (`ucplan-profile/1`): measured or modelled costs of one network's kernels on one
+// device. `source` is "measured" or "model:NAME" and is shown wherever the numbers are; the two
+// are never mixed in one file. Costs are keyed by layer signature (graph.h), so repeated layers
+// are measured once; per signature, per op, per micro-batch size, per algorithm: median
+// seconds, spread and workspace bytes. An algorithm that failed or ran out of memory is kept
+// with its status, not dropped. Transfers: host<->device over pinned memory, a latency +
+// bandwidth fit of measured points, and whether both directions overlap (duplex).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ucplan {
+
+struct OpCost {
+  std::string op;                 // forward | backward | backward_data | backward_filter | update
+  std::string algo;               // conv: algorithm name; others: "default"
+  std::int64_t batch = 0;         // micro-batch size; 0 for update (independent of the batch)
+  std::string status = "ok";      // ok | unsupported | out_of_memory | failed: REASON
+  double seconds = 0;             // median over repeats (status ok only)
+  double spread = 0;              // (max - min) / median over repeats
+  std::int64_t workspace_bytes = 0;
+  bool ok() const { return status == "ok"; }
+};
+
+struct SignatureCosts {
+  std::string signature;
+  std::string type;                  // layer type name
+  std::vector<std::string> layers;   // the network's layers with this signature
+  std::vector<OpCost> costs;
+};
+
+struct TransferPoint {
+  std::int64_t bytes = 0;
+  double seconds = 0;
+};
+
+struct TransferCosts {
+  double latency_seconds = 0;
+  double bytes_per_second = 0;
+  std::vector<TransferPoint> points;   // what the fit was made from
+  double seconds(std::int64_t bytes) const;
+};
+
+struct DeviceInfo {
+  std::string kind;                  // cpu | cuda | model
+  std::string name;                  // "AMD EPYC (2 threads)", "NVIDIA H100 80GB HBM3", "model k40"
+  std::int64_t memory_bytes = 0;     // device memory (0 if unknown)
+  double peak_flops = 0;             // FP32 FLOP/s: datasheet (model) or measured sgemm (cpu)
+  std::map<std::string, std::string> versions;   // ucplan, openblas, cuda, cudnn, driver ...
+};
+
+struct Profile {
+  std::string source;                // "measured" | "model:NAME"
+  std::string date;                  // measured profiles: UTC date; empty for models (reproducible)
+  DeviceInfo device;
+  std::string network;               // network name
+  std::string network_sha256;        // of the canonical network text
+  std::int64_t batch = 0;
+  std::string sizes_policy;          // all | powerOfTwo | undivided
+  std::vector<std::int64_t> sizes;   // micro-batch sizes measured
+  int repeat = 0;
+  TransferCosts h2d, d2h;
+  bool duplex = false;               // host->device and device->host copies overlap
+  std::vector<SignatureCosts> signatures;
+
+  bool measured() const { return source == "measured"; }
+  const SignatureCosts* find(const std::string& signature) const;
+};
+
+// mu-cuDNN §III-B micro-batch size policies.
+std::vector<std::int64_t> micro_batch_sizes(const std::string& policy, std::int64_t batch);
+bool valid_sizes_policy(const std::string& policy);
+
+Profile load_profile(const std::string& path);
+std::string profile_to_json_text(const Profile& p);
+// Sorts signatures and costs into the canonical order (so files diff well and are stable).
+void canonicalize(Profile& p);
+
+}  // namespace ucplan

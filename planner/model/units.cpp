@@ -1,0 +1,78 @@
+#include "units.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace ucplan {
+
+std::optional<std::int64_t> parse_bytes(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  std::size_t start = i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == start) return std::nullopt;
+  std::string number(text.substr(start, i - start));
+  char* end = nullptr;
+  double value = std::strtod(number.c_str(), &end);
+  if (end != number.c_str() + number.size() || !std::isfinite(value) || value < 0) return std::nullopt;
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  std::string unit;
+  for (; i < text.size(); ++i) {
+    if (std::isspace(static_cast<unsigned char>(text[i]))) break;
+    unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
+  }
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  if (i != text.size()) return std::nullopt;
+  double scale = 0;
+  if (unit == "b") scale = 1;
+  else if (unit == "kib" || unit == "k") scale = 1024.0;
+  else if (unit == "mib" || unit == "m") scale = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb") scale = 1e3;
+  else if (unit == "mb") scale = 1e6;
+  else if (unit == "gb") scale = 1e9;
+  else if (unit == "tb") scale = 1e12;
+  else return std::nullopt;
+  double bytes = value * scale;
+  if (bytes > 9.0e18) return std::nullopt;
+  return static_cast<std::int64_t>(std::llround(bytes));
+}
+
+std::string format_bytes(std::int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (std::fabs(v) >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  if (u == 0) return fmt::format("{} B", bytes);
+  if (std::fabs(v) >= 100) return fmt::format("{:.0f} {}", v, units[u]);
+  if (std::fabs(v) >= 10) return fmt::format("{:.1f} {}", v, units[u]);
+  return fmt::format("{:.2f} {}", v, units[u]);
+}
+
+std::string format_seconds(double s) {
+  double a = std::fabs(s);
+  auto three = [](double v, const char* unit) {
+    double av = std::fabs(v);
+    if (av >= 100) return fmt::format("{:.0f} {}", v, unit);
+    if (av >= 10) return fmt::format("{:.1f} {}", v, unit);
+    return fmt::format("{:.2f} {}", v, unit);
+  };
+  if (a == 0) return "0 s";
+  if (a >= 1) return three(s, "s");
+  if (a >= 1e-3) return three(s * 1e3, "ms");
+  if (a >= 1e-6) return three(s * 1e6, "us");
+  return three(s * 1e9, "ns");
+}
+
+std::string format_ns(std::int64_t ns) { return format_seconds(static_cast<double>(ns) * 1e-9); }
+
+std::string format_percent(double fraction) { return fmt::format("{:+.1f} %", fraction * 100.0); }
+
+}  // namespace ucplan

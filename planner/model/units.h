@@ -1,0 +1,23 @@
+// Units the user sees: bytes as B/KiB/MiB/GiB, time as ns/us/ms/s. Parsing is strict: a size
+// needs a unit (a bare number is refused, so "12" never silently means 12 bytes).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ucplan {
+
+// "12GiB", "120 MiB", "1.5GB", "4096B" -> bytes. nullopt when malformed or negative.
+std::optional<std::int64_t> parse_bytes(std::string_view text);
+// 1536 -> "1.50 KiB"; exact powers keep 3 significant digits.
+std::string format_bytes(std::int64_t bytes);
+// seconds -> "12.3 ms", "1.20 s", "850 us".
+std::string format_seconds(double seconds);
+// nanoseconds (the planner's integer clock) -> same as format_seconds.
+std::string format_ns(std::int64_t ns);
+// ratio as percentage with sign, e.g. 0.034 -> "+3.4 %".
+std::string format_percent(double fraction);
+
+}  // namespace ucplan
