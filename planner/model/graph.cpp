@@ -228,8 +228,8 @@ Graph build_graph(const Network& net, const std::string& file) {
     const Layer& l = net.layers[i];
     std::string where = fmt::format("layers[{}] ({}).name", i, l.name);
     if (l.name == net.input_name) throw UserError(file, where, "a layer cannot have the input's name");
-    if (!index.emplace(l.name, static_cast<int>(i) + 1).second)
-      throw UserError(file, where, "the name is used by an earlier layer");
+    if (auto [it, added] = index.emplace(l.name, static_cast<int>(i) + 1); !added)
+      throw UserError(file, where, fmt::format("the name is already used by layers[{}]", it->second - 1));
     GraphLayer gl;
     gl.spec = l;
     gl.file_index = static_cast<int>(i);

@@ -80,7 +80,59 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   }
 }
 
-std::string dump_json(const OrderedJson& j) { return j.dump(1) + "\n"; }
+namespace {
+
+bool holds_object_array(const OrderedJson& j) {
+  if (j.is_array()) {
+    for (const auto& e : j)
+      if (e.is_object()) return true;
+    return false;
+  }
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items())
+      if (holds_object_array(v)) return true;
+  }
+  return false;
+}
+
+// Objects are printed one key per line; an array of objects one element per line, each element
+// on a single line unless it holds arrays of objects itself. So a plan has one line per step and
+// a profile one line per measurement: files that diff well.
+void emit(const OrderedJson& j, int indent, std::string& out) {
+  const std::string pad(static_cast<std::size_t>(indent), ' ');
+  const std::string inner(static_cast<std::size_t>(indent + 1), ' ');
+  if (j.is_object() && !j.empty() && holds_object_array(j)) {
+    out += "{\n";
+    std::size_t i = 0;
+    for (const auto& [k, v] : j.items()) {
+      out += inner + OrderedJson(k).dump() + ": ";
+      emit(v, indent + 1, out);
+      out += ++i < j.size() ? ",\n" : "\n";
+    }
+    out += pad + "}";
+  } else if (j.is_object() && !j.empty() && indent == 0) {
+    out += j.dump(1);
+  } else if (j.is_array() && holds_object_array(j)) {
+    out += "[\n";
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      out += inner;
+      if (holds_object_array(j[i])) emit(j[i], indent + 1, out);
+      else out += j[i].dump();
+      out += i + 1 < j.size() ? ",\n" : "\n";
+    }
+    out += pad + "]";
+  } else {
+    out += j.dump();
+  }
+}
+
+}  // namespace
+
+std::string dump_json(const OrderedJson& j) {
+  std::string out;
+  emit(j, 0, out);
+  return out + "\n";
+}
 
 JsonReader::JsonReader(const Json& value, std::string file, std::string path)
     : value_(&value), file_(std::move(file)), path_(std::move(path)) {}

@@ -25,8 +25,9 @@ Json load_json_file(const std::string& path);
 // failure never leaves a half-written file. Throws UserError when the folder is not writable.
 void write_file_atomically(const std::string& path, const std::string& text);
 
-// Deterministic text of a JSON document: 1-space indentation, keys in insertion order, a final
-// newline. Floating-point values are written in the shortest form that reads back exactly.
+// Deterministic text of a JSON document: keys in insertion order, one key per line, arrays of
+// objects one element per line (so plans and profiles diff line by line), a final newline.
+// Floating-point values are written in the shortest form that reads back exactly.
 std::string dump_json(const OrderedJson& j);
 
 class JsonReader {

@@ -53,10 +53,12 @@ OrderedJson pair_json(const std::array<std::int64_t, 2>& p) {
   return OrderedJson::array({p[0], p[1]});
 }
 
-Layer read_layer(const JsonReader& r) {
+Layer read_layer(const JsonReader& at_index) {
   Layer l;
-  l.name = r.at("name").string();
-  if (l.name.empty()) r.at("name").fail("must not be empty");
+  l.name = at_index.at("name").string();
+  if (l.name.empty()) at_index.at("name").fail("must not be empty");
+  // From here on errors name the layer as build_graph() does: "layers[3] (conv2).kernel".
+  const JsonReader r(at_index.raw(), at_index.file(), fmt::format("{} ({})", at_index.path(), l.name));
   std::string type = r.at("type").string();
   if (!parse_layer_type(type, &l.type) || l.type == LayerType::Input)
     r.at("type").fail(fmt::format("unknown layer type \"{}\" (known: conv, relu, pool, bn, lrn, fc, dropout, add, concat, softmax_loss)", type));
@@ -161,6 +163,7 @@ Network network_from_json(const JsonReader& r) {
   auto in = r.at("input");
   in.allow_only({"name", "shape"});
   net.input_name = in.string_or("name", "data");
+  if (net.input_name.empty()) in.at("name").fail("must not be empty");
   auto shape = in.at("shape").array(3, 3);
   for (int i = 0; i < 3; ++i) net.input_shape[i] = shape[i].integer(1, kMaxDim);
   net.labels = r.at("labels").integer(1, 1LL << 30);
