@@ -1,1 +1,597 @@
-// placeholder: implemented in a later step
+#include "profiler/model_device.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/model/errors.h"
+
+namespace ucplan {
+
+namespace {
+
+constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
+// The numbers and their sources are listed in model_device.h.
+const std::vector<ModelDeviceSpec>& all_devices() {
+  static const std::vector<ModelDeviceSpec> devices = {
+      {.name = "k40",
+       .full_name = "NVIDIA Tesla K40 GK110B at 745 MHz base clock",
+       .fp32_flops = 4.29e12,
+       .mem_bandwidth = 288e9,
+       .memory_bytes = 12 * kGiB,
+       .h2d_bandwidth = 10.0e9,
+       .d2h_bandwidth = 10.0e9,
+       .link_latency_s = 10e-6,
+       .kernel_launch_s = 5e-6,
+       .duplex = true,
+       .sm_count = 15,
+       .compute_efficiency = 0.40,
+       .memory_efficiency = 0.70},
+      {.name = "p100",
+       .full_name = "NVIDIA Tesla P100-SXM2 16GB",
+       .fp32_flops = 10.6e12,
+       .mem_bandwidth = 732e9,
+       .memory_bytes = 16 * kGiB,
+       .h2d_bandwidth = 12e9,
+       .d2h_bandwidth = 12e9,
+       .link_latency_s = 10e-6,
+       .kernel_launch_s = 4e-6,
+       .duplex = true,
+       .sm_count = 56,
+       .compute_efficiency = 1.0,
+       .memory_efficiency = 0.75},
+      {.name = "v100",
+       .full_name = "NVIDIA Tesla V100-SXM2 16GB",
+       .fp32_flops = 15.7e12,
+       .mem_bandwidth = 900e9,
+       .memory_bytes = 16 * kGiB,
+       .h2d_bandwidth = 12e9,
+       .d2h_bandwidth = 12e9,
+       .link_latency_s = 10e-6,
+       .kernel_launch_s = 4e-6,
+       .duplex = true,
+       .sm_count = 80,
+       .compute_efficiency = 1.0,
+       .memory_efficiency = 0.85},
+      {.name = "h100",
+       .full_name = "NVIDIA H100 SXM5 80GB",
+       .fp32_flops = 66.9e12,
+       .mem_bandwidth = 3.35e12,
+       .memory_bytes = 81559 * kMiB,
+       .h2d_bandwidth = 50e9,
+       .d2h_bandwidth = 50e9,
+       .link_latency_s = 8e-6,
+       .kernel_launch_s = 3e-6,
+       .duplex = true,
+       .sm_count = 132,
+       .compute_efficiency = 0.85,
+       .memory_efficiency = 0.88},
+      {.name = "h200",
+       .full_name = "NVIDIA H200 SXM 141GB",
+       .fp32_flops = 66.9e12,
+       .mem_bandwidth = 4.8e12,
+       .memory_bytes = 143771 * kMiB,
+       .h2d_bandwidth = 50e9,
+       .d2h_bandwidth = 50e9,
+       .link_latency_s = 8e-6,
+       .kernel_launch_s = 3e-6,
+       .duplex = true,
+       .sm_count = 132,
+       .compute_efficiency = 0.85,
+       .memory_efficiency = 0.88},
+  };
+  return devices;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One kernel of an op: what it computes and moves, and how well its main loop uses the GPU.
+
+constexpr double kWaveOutputsPerSm = 8192;  // w_half = sm_count * this
+constexpr double kDepthHalf = 16;           // depth(d) = d / (d + this)
+constexpr double kElementwiseEfficiency = 0.5;
+
+struct Kernel {
+  double flops = 0;  // arithmetic performed
+  double bytes = 0;  // device memory read + written
+  double e_algo = kElementwiseEfficiency;
+  double work = 0;   // parallel output elements; 0: no saturation term
+  double depth = 0;  // GEMM reduction depth per output; 0: no depth term
+  double launches = 1;
+};
+
+double kernel_seconds(const ModelDeviceSpec& d, const Kernel& k) {
+  double e = k.e_algo * d.compute_efficiency;
+  if (k.work > 0) e *= k.work / (k.work + d.sm_count * kWaveOutputsPerSm);
+  if (k.depth > 0) e *= k.depth / (k.depth + kDepthHalf);
+  double compute = k.flops > 0 ? k.flops / (d.fp32_flops * e) : 0.0;
+  double memory = k.bytes / (d.mem_bandwidth * d.memory_efficiency);
+  return std::max(compute, memory) + k.launches * d.kernel_launch_s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Convolutions. Tensors are float32 (the only DType, network.h); spectra are complex64.
+
+constexpr double kFloat = 4;    // bytes
+constexpr double kComplex = 8;  // bytes
+
+// Fraction of peak each algorithm's main kernel reaches at saturation (ASSUMPTIONS, see the
+// header): the GEMM family in cuDNN's order of quality, the fast algorithms on their reduced
+// arithmetic.
+constexpr double kImplicitGemm = 0.45;
+constexpr double kImplicitPrecompGemm = 0.70;
+constexpr double kBwdDataAlgo0 = 0.45;
+constexpr double kBwdDataAlgo1 = 0.65;
+constexpr double kBwdFilterAlgo0 = 0.40;
+constexpr double kBwdFilterAlgo1 = 0.55;
+constexpr double kBwdFilterAlgo3 = 0.60;
+constexpr double kExplicitSgemm = 0.80;
+constexpr double kFftPointwise = 0.45;
+constexpr double kFftTilingPointwise = 0.40;
+constexpr double kWinogradFused = 0.55;
+constexpr double kWinogradNonfusedGemm = 0.75;
+constexpr double kTransform = 0.5;  // FFT / Winograd transforms: memory-bound in practice
+
+constexpr std::int64_t kFftMaxPadded = 256;  // cuDNN: H + 2*pad <= 256 for FFT
+constexpr std::int64_t kFftTile = 32;        // cuDNN FFT_TILING: 32x32 tiles, filter <= 32
+
+enum class ConvOp { Forward, BackwardData, BackwardFilter };
+
+// Shapes of one convolution layer.
+struct ConvShape {
+  std::int64_t c, h, w, k, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw, g;
+  std::int64_t cg() const { return c / g; }
+  std::int64_t kg() const { return k / g; }
+};
+
+ConvShape conv_shape(const GraphLayer& l) {
+  const Shape x = l.in_shapes.at(0);
+  const ConvParams& p = l.spec.conv;
+  return {x.c,         x.h,         x.w,      l.out.c,  l.out.h,       l.out.w,       p.kernel[0], p.kernel[1],
+          p.stride[0], p.stride[1], p.pad[0], p.pad[1], p.dilation[0], p.dilation[1], p.groups};
+}
+
+// What an op reads, writes and parallelises over, in elements (b = micro-batch).
+struct ConvRoles {
+  double read_elems = 0, write_elems = 0;  // tensors read (data and filter) and written
+  double filter_elems = 0;
+  double work = 0;                    // parallel outputs (see the header)
+  double depth = 0;                   // GEMM reduction depth; 0 for filter gradients
+  double channel_depth = 0;           // per-group channels summed over in the transformed
+                                      // domain (FFT, Winograd); 0 for filter gradients
+  std::int64_t out_h = 0, out_w = 0;  // spatial size of the op's result planes
+  // Planes an FFT/Winograd algorithm transforms: data planes in and out (per micro-batch) and
+  // filter planes (K*Cg) in or out.
+  double data_in_planes = 0, filter_in_planes = 0, data_out_planes = 0, filter_out_planes = 0;
+  // Planes whose count carries the batch parallelism of the transformed-domain GEMM (the result
+  // planes; for filter gradients the dY planes, spread over the SMs by split-K as in `work`).
+  double batch_planes = 0;
+};
+
+ConvRoles conv_roles(const ConvShape& s, ConvOp op, double b) {
+  ConvRoles r;
+  const double x = b * static_cast<double>(s.c * s.h * s.w);
+  const double y = b * static_cast<double>(s.k * s.ho * s.wo);
+  const double f = static_cast<double>(s.k * s.cg() * s.kh * s.kw);
+  const double kgcg = static_cast<double>(s.k * s.cg());
+  r.filter_elems = f;
+  switch (op) {
+    case ConvOp::Forward:  // X, W -> Y
+      r.read_elems = x + f;
+      r.write_elems = y;
+      r.work = y;
+      r.depth = static_cast<double>(s.cg() * s.kh * s.kw);
+      r.channel_depth = static_cast<double>(s.cg());
+      r.out_h = s.ho;
+      r.out_w = s.wo;
+      r.data_in_planes = b * static_cast<double>(s.c);
+      r.filter_in_planes = kgcg;
+      r.data_out_planes = b * static_cast<double>(s.k);
+      r.batch_planes = r.data_out_planes;
+      break;
+    case ConvOp::BackwardData:  // dY, W -> dX
+      r.read_elems = y + f;
+      r.write_elems = x;
+      r.work = x;
+      r.depth = std::max(1.0, static_cast<double>(s.kg() * s.kh * s.kw) / static_cast<double>(s.sh * s.sw));
+      r.channel_depth = static_cast<double>(s.kg());
+      r.out_h = s.h;
+      r.out_w = s.w;
+      r.data_in_planes = b * static_cast<double>(s.k);
+      r.filter_in_planes = kgcg;
+      r.data_out_planes = b * static_cast<double>(s.c);
+      r.batch_planes = r.data_out_planes;
+      break;
+    case ConvOp::BackwardFilter:  // X, dY -> dW
+      r.read_elems = x + y;
+      r.write_elems = f;
+      r.work = std::max(f, y);
+      r.out_h = s.ho;
+      r.out_w = s.wo;
+      r.data_in_planes = b * static_cast<double>(s.c + s.k);
+      r.filter_out_planes = kgcg;
+      r.batch_planes = b * static_cast<double>(s.k);
+      break;
+  }
+  return r;
+}
+
+// Smallest n >= x whose prime factors are 2, 3, 5, 7 (cuFFT's fast radices).
+std::int64_t fft_size(std::int64_t x) {
+  for (std::int64_t n = std::max<std::int64_t>(x, 1);; ++n) {
+    std::int64_t m = n;
+    for (std::int64_t p : {2, 3, 5, 7})
+      while (m % p == 0) m /= p;
+    if (m == 1) return n;
+  }
+}
+
+double ceil_div(std::int64_t a, std::int64_t b) { return static_cast<double>((a + b - 1) / b); }
+
+struct ConvCost {
+  bool supported = true;
+  std::vector<Kernel> kernels;
+  double workspace = 0;  // bytes
+};
+
+// A one-kernel algorithm of the GEMM family (implicit GEMM, cuDNN algo_0/1/3, fused Winograd).
+ConvCost single_kernel(const ConvRoles& r, double flops, double e, double workspace) {
+  ConvCost c;
+  c.workspace = workspace;
+  c.kernels.push_back({.flops = flops,
+                       .bytes = kFloat * (r.read_elems + r.write_elems) + workspace,
+                       .e_algo = e,
+                       .work = r.work,
+                       .depth = r.depth});
+  return c;
+}
+
+// FFT convolution, whole planes (tiles = 1) or tile by tile (fft_tiling).
+ConvCost fft_cost(const ConvShape& s, const ConvRoles& r, double b, bool tiling) {
+  ConvCost c;
+  if (s.sh != 1 || s.sw != 1 || s.dh != 1 || s.dw != 1 || s.kh <= s.ph || s.kw <= s.pw) c.supported = false;
+  const std::int64_t nh = fft_size(s.h + 2 * s.ph), nw = fft_size(s.w + 2 * s.pw);
+  std::int64_t th = nh, tw = nw;
+  double tiles = 1;
+  if (tiling) {
+    if (s.kh > kFftTile || s.kw > kFftTile) c.supported = false;
+    if (nh > kFftTile) {
+      th = kFftTile;
+      tiles *= ceil_div(r.out_h, std::max<std::int64_t>(1, kFftTile - s.kh + 1));
+    }
+    if (nw > kFftTile) {
+      tw = kFftTile;
+      tiles *= ceil_div(r.out_w, std::max<std::int64_t>(1, kFftTile - s.kw + 1));
+    }
+  } else if (s.h + 2 * s.ph > kFftMaxPadded || s.w + 2 * s.pw > kFftMaxPadded) {
+    c.supported = false;
+  }
+  if (!c.supported) return c;
+  const double points = static_cast<double>(th * (tw / 2 + 1));  // complex points per plane (tile)
+  const double plane_fft_flops = 2.5 * static_cast<double>(th * tw) * std::log2(static_cast<double>(th * tw));
+  const double in_spectra = r.data_in_planes * tiles + r.filter_in_planes;
+  const double out_spectra = r.data_out_planes * tiles + r.filter_out_planes;
+  const double pointwise_work = std::max(r.batch_planes * tiles, r.filter_out_planes) * points;
+  // Forward transforms: spectra written twice (row pass, column pass).
+  c.kernels.push_back({.flops = in_spectra * plane_fft_flops,
+                       .bytes = kFloat * r.read_elems + 2 * kComplex * points * in_spectra,
+                       .e_algo = kTransform,
+                       .launches = tiles});
+  // Pointwise complex multiply-accumulate over the channel pairs, 8 flops per complex MAC.
+  c.kernels.push_back(
+      {.flops = 8 * b * static_cast<double>(s.k * s.cg()) * points * tiles,
+       .bytes = kComplex * points * tiles * (r.data_in_planes + r.data_out_planes + r.filter_in_planes + r.filter_out_planes),
+       .e_algo = tiling ? kFftTilingPointwise : kFftPointwise,
+       .work = pointwise_work,
+       .depth = r.channel_depth,
+       .launches = tiles});
+  // Inverse transforms.
+  c.kernels.push_back({.flops = out_spectra * plane_fft_flops,
+                       .bytes = 2 * kComplex * points * out_spectra + kFloat * r.write_elems,
+                       .e_algo = kTransform,
+                       .launches = tiles});
+  c.workspace = (b * static_cast<double>(s.cg() + s.kg()) + static_cast<double>(s.kg() * s.cg())) * points * kComplex;
+  return c;
+}
+
+// Winograd without fusion: transforms, 36 batched GEMMs, inverse transform.
+ConvCost winograd_nonfused_cost(const ConvShape& s, const ConvRoles& r, double b) {
+  ConvCost c;
+  const bool square35 = s.kh == s.kw && (s.kh == 3 || s.kh == 5);
+  if (!square35 || s.sh != 1 || s.sw != 1 || s.dh != 1 || s.dw != 1) {
+    c.supported = false;
+    return c;
+  }
+  constexpr std::int64_t alpha = 6;  // F(4x4,3x3) and F(2x2,5x5) both use 6x6 tiles
+  const std::int64_t m = alpha - s.kh + 1;
+  const double a2 = static_cast<double>(alpha * alpha);
+  const double tiles = ceil_div(r.out_h, m) * ceil_div(r.out_w, m);
+  const double in_t = (r.data_in_planes * tiles + r.filter_in_planes) * a2;
+  const double out_t = (r.data_out_planes * tiles + r.filter_out_planes) * a2;
+  c.kernels.push_back({.bytes = kFloat * (r.read_elems + in_t), .e_algo = kTransform, .launches = 2});
+  c.kernels.push_back({.flops = 2 * b * static_cast<double>(s.k * s.cg()) * tiles * a2,
+                       .bytes = kFloat * (in_t + out_t),
+                       .e_algo = kWinogradNonfusedGemm,
+                       .work = std::max(r.batch_planes * tiles, r.filter_out_planes) * a2,
+                       .depth = r.channel_depth});
+  c.kernels.push_back({.bytes = kFloat * (out_t + r.write_elems), .e_algo = kTransform});
+  c.workspace = (b * static_cast<double>(s.cg() + s.kg()) * tiles + static_cast<double>(s.kg() * s.cg())) * a2 * kFloat;
+  return c;
+}
+
+ConvCost conv_cost(const GraphLayer& l, ConvOp op, const std::string& algo, double b, bool* known) {
+  *known = true;
+  const ConvShape s = conv_shape(l);
+  const ConvRoles r = conv_roles(s, op, b);
+  const double direct = b * (op == ConvOp::Forward        ? l.forward_flops
+                             : op == ConvOp::BackwardData ? l.backward_data_flops
+                                                          : l.backward_filter_flops);
+  const double index_buffer = 4.0 * static_cast<double>(s.cg() * s.kh * s.kw);  // int32 indices
+  const bool stride1 = s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1;
+  ConvCost unsupported;
+  unsupported.supported = false;
+
+  if (algo == "fft") return fft_cost(s, r, b, false);
+  if (algo == "fft_tiling") return fft_cost(s, r, b, true);
+  if (algo == "winograd_nonfused") return winograd_nonfused_cost(s, r, b);
+  switch (op) {
+    case ConvOp::Forward:
+      if (algo == "implicit_gemm") return single_kernel(r, direct, kImplicitGemm, 0);
+      if (algo == "implicit_precomp_gemm") return single_kernel(r, direct, kImplicitPrecompGemm, index_buffer);
+      if (algo == "direct") return unsupported;
+      if (algo == "gemm") {
+        // im2col writes the lowered matrix, then one SGEMM reads it.
+        const double lowered = kFloat * b * static_cast<double>(s.c * s.kh * s.kw * s.ho * s.wo);
+        ConvCost c;
+        c.workspace = lowered / static_cast<double>(s.g);
+        c.kernels.push_back({.bytes = kFloat * static_cast<double>(s.c * s.h * s.w) * b + lowered, .e_algo = kTransform});
+        c.kernels.push_back({.flops = direct,
+                             .bytes = lowered + kFloat * (r.filter_elems + r.write_elems),
+                             .e_algo = kExplicitSgemm,
+                             .work = r.work,
+                             .depth = r.depth});
+        return c;
+      }
+      break;
+    case ConvOp::BackwardData:
+      if (algo == "algo_0") return single_kernel(r, direct, kBwdDataAlgo0, 0);
+      if (algo == "algo_1") return single_kernel(r, direct, kBwdDataAlgo1, index_buffer);
+      break;
+    case ConvOp::BackwardFilter:
+      if (algo == "algo_0") return single_kernel(r, direct, kBwdFilterAlgo0, 0);
+      if (algo == "algo_1") return single_kernel(r, direct, kBwdFilterAlgo1, index_buffer);
+      if (algo == "algo_3") return single_kernel(r, direct, kBwdFilterAlgo3, index_buffer);
+      break;
+  }
+  if (algo == "winograd" && op != ConvOp::BackwardFilter) {
+    if (!stride1 || s.kh != 3 || s.kw != 3) return unsupported;
+    // F(2x2,3x3): 16 multiplies per 2x2 output tile per channel pair.
+    const double tiles = ceil_div(r.out_h, 2) * ceil_div(r.out_w, 2);
+    const double flops = 2 * b * static_cast<double>(s.k * s.cg()) * tiles * 16;
+    return single_kernel(r, flops, kWinogradFused, static_cast<double>(s.kg() * s.cg()) * 16 * kFloat);
+  }
+  *known = false;
+  return unsupported;
+}
+
+const std::vector<std::string>& conv_algorithms(ConvOp op) {
+  static const std::vector<std::string> fwd = {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling",
+                                               "winograd",      "winograd_nonfused"};
+  static const std::vector<std::string> bwd_data = {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"};
+  static const std::vector<std::string> bwd_filter = {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"};
+  switch (op) {
+    case ConvOp::Forward:
+      return fwd;
+    case ConvOp::BackwardData:
+      return bwd_data;
+    case ConvOp::BackwardFilter:
+      return bwd_filter;
+  }
+  return fwd;
+}
+
+bool parse_conv_op(const std::string& op, ConvOp* out) {
+  if (op == "forward")
+    *out = ConvOp::Forward;
+  else if (op == "backward_data")
+    *out = ConvOp::BackwardData;
+  else if (op == "backward_filter")
+    *out = ConvOp::BackwardFilter;
+  else
+    return false;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Other layers.
+
+// Memory-bound kernels of non-conv layers; false when the layer has no such op.
+bool other_kernels(const GraphLayer& l, const std::string& op, double b, std::vector<Kernel>* out) {
+  double in = 0;
+  for (const Shape& s : l.in_shapes) in += b * static_cast<double>(s.elems());
+  const double y = b * static_cast<double>(l.out.elems());
+  const bool fwd = op == "forward", bwd = op == "backward";
+  if (!fwd && !bwd) return false;
+  const double flops = b * (fwd ? l.forward_flops : l.backward_data_flops);
+  Kernel k{.flops = flops};
+  switch (l.type()) {
+    case LayerType::Relu:  // backward reads Y and dY, writes dX
+      k.bytes = kFloat * (fwd ? in + y : 2 * y + in);
+      break;
+    case LayerType::Pool:  // max backward reads X, Y, dY, writes dX; avg reads dY, writes dX
+      k.bytes = kFloat * (fwd || l.spec.pool.mode == PoolMode::Avg ? in + y : 2 * in + 2 * y);
+      break;
+    case LayerType::BatchNorm:  // two passes: statistics, then normalisation
+      k.bytes = kFloat * (fwd ? 2 * in + y : 3 * in + 2 * y);
+      k.launches = 2;
+      break;
+    case LayerType::Lrn:  // backward reads X, Y, dY, writes dX
+      k.bytes = kFloat * (fwd ? in + y : 2 * in + 2 * y);
+      break;
+    case LayerType::Dropout:  // + one byte of mask per element
+      k.bytes = kFloat * (in + y) + y;
+      break;
+    case LayerType::Add:
+    case LayerType::Concat:
+    case LayerType::SoftmaxLoss:
+      k.bytes = kFloat * (in + y);
+      break;
+    default:
+      return false;
+  }
+  out->push_back(k);
+  return true;
+}
+
+// fc as an SGEMM (a 1x1 convolution over a 1x1 image).
+bool fc_kernels(const GraphLayer& l, const std::string& op, double b, std::vector<Kernel>* out) {
+  const double in_f = static_cast<double>(l.in_shapes.at(0).elems()), out_f = static_cast<double>(l.out.elems());
+  const double x = b * in_f, y = b * out_f, w = static_cast<double>(l.weight_elems);
+  Kernel k{.bytes = kFloat * (x + y + w), .e_algo = kExplicitSgemm};
+  if (op == "forward") {
+    k.flops = b * l.forward_flops;
+    k.work = y;
+    k.depth = in_f;
+  } else if (op == "backward_data") {
+    k.flops = b * l.backward_data_flops;
+    k.work = x;
+    k.depth = out_f;
+  } else if (op == "backward_filter") {
+    k.flops = b * l.backward_filter_flops;
+    k.work = std::max(w, y);
+  } else {
+    return false;
+  }
+  out->push_back(k);
+  return true;
+}
+
+Measurement failed(const std::string& reason) {
+  Measurement m;
+  m.status = "failed: " + reason;
+  return m;
+}
+
+class ModelRunner final : public Runner {
+ public:
+  explicit ModelRunner(const ModelDeviceSpec& spec) : spec_(spec) {}
+
+  DeviceInfo device() override {
+    DeviceInfo d;
+    d.kind = "model";
+    d.name = fmt::format("model {} ({}, datasheet)", spec_.name, spec_.full_name);
+    d.memory_bytes = spec_.memory_bytes;
+    d.peak_flops = spec_.fp32_flops;
+    d.versions["model"] = kModelVersion;
+    return d;
+  }
+
+  std::string source() const override { return "model:" + spec_.name; }
+
+  std::vector<std::string> algorithms(const Graph& g, int layer, const std::string& op) override {
+    if (layer < 0 || layer >= static_cast<int>(g.layers.size())) return {};
+    const GraphLayer& l = g.layers[layer];
+    if (op == "update") return l.has_weights() ? std::vector<std::string>{"sgd"} : std::vector<std::string>{};
+    ConvOp cop;
+    switch (l.type()) {
+      case LayerType::Input:
+        return {};
+      case LayerType::Conv:
+        return parse_conv_op(op, &cop) ? conv_algorithms(cop) : std::vector<std::string>{};
+      case LayerType::Fc:
+        return parse_conv_op(op, &cop) ? std::vector<std::string>{"default"} : std::vector<std::string>{};
+      default:
+        return op == "forward" || op == "backward" ? std::vector<std::string>{"default"} : std::vector<std::string>{};
+    }
+  }
+
+  Measurement measure(const Graph& g, int layer, const std::string& op, const std::string& algo, std::int64_t batch,
+                      int /*repeats*/) override {
+    if (layer < 0 || layer >= static_cast<int>(g.layers.size())) return failed(fmt::format("no layer {}", layer));
+    const GraphLayer& l = g.layers[layer];
+    const char* type = layer_type_name(l.type());
+    if (op == "update") {
+      if (algo != "sgd") return failed(fmt::format("unknown algorithm \"{}\" for update", algo));
+      if (!l.has_weights()) return failed(fmt::format("a {} layer has no weights to update", type));
+      // Read the weight and its gradient, write the weight.
+      Kernel k{.bytes = 3.0 * static_cast<double>(l.params() * g.dtype_bytes)};
+      return ok({k}, 0);
+    }
+    if (batch < 1) return failed(fmt::format("micro-batch {} (must be at least 1)", batch));
+    const double b = static_cast<double>(batch);
+    std::vector<Kernel> kernels;
+    if (l.type() == LayerType::Conv) {
+      ConvOp cop;
+      if (!parse_conv_op(op, &cop)) return failed(fmt::format("a conv layer has no op \"{}\"", op));
+      bool known = false;
+      ConvCost c = conv_cost(l, cop, algo, b, &known);
+      if (!known) return failed(fmt::format("unknown algorithm \"{}\" for conv {}", algo, op));
+      if (!c.supported) {
+        Measurement m;
+        m.status = "unsupported";
+        return m;
+      }
+      const ConvRoles r = conv_roles(conv_shape(l), cop, b);
+      const double resident = kFloat * (r.read_elems + r.write_elems) + c.workspace;
+      Measurement m = ok(c.kernels, c.workspace);
+      if (resident > static_cast<double>(spec_.memory_bytes)) {
+        m.status = "out_of_memory";
+        m.seconds = 0;
+      }
+      return m;
+    }
+    if (algo != "default") return failed(fmt::format("unknown algorithm \"{}\" for {} {}", algo, type, op));
+    const bool has_op = l.type() == LayerType::Fc ? fc_kernels(l, op, b, &kernels) : other_kernels(l, op, b, &kernels);
+    if (!has_op) return failed(fmt::format("a {} layer has no op \"{}\"", type, op));
+    return ok(kernels, 0);
+  }
+
+  std::vector<TransferPoint> measure_transfers(bool host_to_device, const std::vector<std::int64_t>& sizes) override {
+    const double bw = host_to_device ? spec_.h2d_bandwidth : spec_.d2h_bandwidth;
+    std::vector<TransferPoint> points;
+    for (std::int64_t s : sizes) points.push_back({s, spec_.link_latency_s + static_cast<double>(s) / bw});
+    return points;
+  }
+
+  bool measure_duplex() override { return spec_.duplex; }
+
+ private:
+  Measurement ok(const std::vector<Kernel>& kernels, double workspace) const {
+    Measurement m;
+    for (const Kernel& k : kernels) m.seconds += kernel_seconds(spec_, k);
+    m.spread = 0;
+    m.workspace_bytes = static_cast<std::int64_t>(std::ceil(workspace));
+    return m;
+  }
+
+  ModelDeviceSpec spec_;
+};
+
+}  // namespace
+
+const ModelDeviceSpec* find_model_device(const std::string& name) {
+  std::string n = name.starts_with("model:") ? name.substr(6) : name;
+  for (const auto& d : all_devices())
+    if (d.name == n) return &d;
+  return nullptr;
+}
+
+std::vector<std::string> model_device_names() {
+  std::vector<std::string> names;
+  for (const auto& d : all_devices()) names.push_back(d.name);
+  return names;
+}
+
+std::unique_ptr<Runner> make_model_runner(const std::string& name) {
+  const ModelDeviceSpec* spec = find_model_device(name);
+  if (!spec) {
+    std::string known;
+    for (const auto& n : model_device_names()) known += (known.empty() ? "model:" : ", model:") + n;
+    throw UserError("", "--device", fmt::format("unknown model device \"{}\" (known: {})", name, known));
+  }
+  return std::make_unique<ModelRunner>(*spec);
+}
+
+}  // namespace ucplan
