@@ -1,1 +1,792 @@
-// placeholder
+#include "executor/cuda/kernels_cuda.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "executor/cuda/small_kernels.h"
+
+namespace ucplan::cuda {
+namespace {
+
+const float kOne = 1.0f;
+const float kZero = 0.0f;
+const float* beta_of(bool accumulate) { return accumulate ? &kOne : &kZero; }
+
+// cuDNN's legacy descriptors and cuBLAS take int dimensions and strides.
+int to_int(std::int64_t v, const char* what) {
+  if (v < 0 || v > INT_MAX)
+    throw_error(fmt::format("{} = {} is beyond cuDNN/cuBLAS's 32-bit limit", what, v), CudaError::Kind::NotSupported);
+  return static_cast<int>(v);
+}
+
+// RAII for cuDNN descriptors.
+template <typename T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+class Desc {
+ public:
+  Desc() { UCPLAN_CUDA(Create(&d_)); }
+  ~Desc() {
+    if (d_) Destroy(d_);
+  }
+  Desc(Desc&& o) noexcept : d_(o.d_) { o.d_ = nullptr; }
+  Desc& operator=(Desc&&) = delete;
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  T get() const { return d_; }
+
+ private:
+  T d_ = nullptr;
+};
+using TensorDesc = Desc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDesc = Desc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvDesc = Desc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using PoolDesc = Desc<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
+using ActDesc = Desc<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
+using LrnDesc = Desc<cudnnLRNDescriptor_t, cudnnCreateLRNDescriptor, cudnnDestroyLRNDescriptor>;
+
+// A packed NCHW float tensor. The whole tensor must fit cuDNN's int strides.
+void set_tensor(const TensorDesc& t, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+  to_int(n * c * h * w, "tensor elements");
+  UCPLAN_CUDA(cudnnSetTensor4dDescriptor(t.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(n, "n"), to_int(c, "c"),
+                                         to_int(h, "h"), to_int(w, "w")));
+}
+
+using ConvKey = std::array<std::int64_t, 14>;
+ConvKey conv_key(const ConvDims& d) {
+  return {d.n, d.c, d.h, d.w, d.k, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.dh, d.dw, d.groups};
+}
+
+struct ConvEntry {
+  TensorDesc x, y, bias;
+  FilterDesc w;
+  ConvDesc conv;
+  // (op, algorithm id) -> workspace bytes, or nullopt when cuDNN does not support it.
+  std::map<std::pair<int, int>, std::optional<std::size_t>> workspace;
+};
+
+using PoolKey = std::array<std::int64_t, 14>;
+struct PoolEntry {
+  PoolDesc desc;
+  TensorDesc x, y;
+  bool use_cudnn = true;  // false: cuDNN's output size differs (ceil mode): small kernel
+};
+
+}  // namespace
+
+struct Context::Cache {
+  std::map<ConvKey, ConvEntry> conv;
+  std::map<std::array<std::int64_t, 4>, TensorDesc> tensors;
+  std::map<PoolKey, PoolEntry> pool;
+  std::map<std::tuple<std::int64_t, double, double, double>, LrnDesc> lrn;
+  std::optional<ActDesc> relu;
+};
+
+namespace {
+
+const TensorDesc& tensor(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+  auto& m = ctx.cache().tensors;
+  std::array<std::int64_t, 4> key{n, c, h, w};
+  auto it = m.find(key);
+  if (it != m.end()) return it->second;
+  TensorDesc t;
+  set_tensor(t, n, c, h, w);
+  return m.emplace(key, std::move(t)).first->second;
+}
+
+int conv_op_index(ConvOp op) { return static_cast<int>(op); }
+
+ConvEntry& conv_entry(Context& ctx, const ConvDims& d) {
+  auto& m = ctx.cache().conv;
+  ConvKey key = conv_key(d);
+  auto it = m.find(key);
+  if (it != m.end()) return it->second;
+  if (d.groups < 1 || d.c % d.groups != 0 || d.k % d.groups != 0)
+    throw_error(fmt::format("conv: channels {} -> {} are not divisible by groups {}", d.c, d.k, d.groups));
+  const std::int64_t ho = conv_out_h(d), wo = conv_out_w(d);
+  if (ho < 1 || wo < 1) throw_error(fmt::format("conv: the kernel does not fit the input {}x{}", d.h, d.w));
+  ConvEntry e;
+  set_tensor(e.x, d.n, d.c, d.h, d.w);
+  set_tensor(e.y, d.n, d.k, ho, wo);
+  set_tensor(e.bias, 1, d.k, 1, 1);
+  to_int(d.k * (d.c / d.groups) * d.kh * d.kw, "filter elements");
+  UCPLAN_CUDA(cudnnSetFilter4dDescriptor(e.w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(d.k, "k"),
+                                         to_int(d.c / d.groups, "c/groups"), to_int(d.kh, "kh"), to_int(d.kw, "kw")));
+  UCPLAN_CUDA(cudnnSetConvolution2dDescriptor(e.conv.get(), to_int(d.ph, "pad h"), to_int(d.pw, "pad w"),
+                                              to_int(d.sh, "stride h"), to_int(d.sw, "stride w"), to_int(d.dh, "dilation h"),
+                                              to_int(d.dw, "dilation w"), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  UCPLAN_CUDA(cudnnSetConvolutionGroupCount(e.conv.get(), to_int(d.groups, "groups")));
+  // CUDNN_DEFAULT_MATH lets cuDNN run FP32 convolutions as TF32 on Ampere and later; FMA_MATH
+  // keeps them in FP32 so they agree with the CPU reference within FP32 rounding.
+  UCPLAN_CUDA(cudnnSetConvolutionMathType(e.conv.get(), ctx.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  // Our output size formula must be cuDNN's, or every descriptor below would be inconsistent.
+  int n = 0, c = 0, h = 0, w = 0;
+  UCPLAN_CUDA(cudnnGetConvolution2dForwardOutputDim(e.conv.get(), e.x.get(), e.w.get(), &n, &c, &h, &w));
+  if (n != d.n || c != d.k || h != ho || w != wo)
+    throw_error(fmt::format("conv: cuDNN's output {}x{}x{}x{} differs from the expected {}x{}x{}x{}", n, c, h, w, d.n, d.k, ho,
+                            wo));
+  return m.emplace(key, std::move(e)).first->second;
+}
+
+std::optional<std::size_t> query_workspace(Context& ctx, ConvEntry& e, ConvAlgo a) {
+  auto key = std::make_pair(conv_op_index(a.op), a.id);
+  auto it = e.workspace.find(key);
+  if (it != e.workspace.end()) return it->second;
+  std::size_t bytes = 0;
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  const char* call = "";
+  switch (a.op) {
+    case ConvOp::Forward:
+      call = "cudnnGetConvolutionForwardWorkspaceSize";
+      st = cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn(), e.x.get(), e.w.get(), e.conv.get(), e.y.get(),
+                                                   static_cast<cudnnConvolutionFwdAlgo_t>(a.id), &bytes);
+      break;
+    case ConvOp::BackwardData:
+      call = "cudnnGetConvolutionBackwardDataWorkspaceSize";
+      st = cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn(), e.w.get(), e.y.get(), e.conv.get(), e.x.get(),
+                                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(a.id), &bytes);
+      break;
+    case ConvOp::BackwardFilter:
+      call = "cudnnGetConvolutionBackwardFilterWorkspaceSize";
+      st = cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.cudnn(), e.x.get(), e.y.get(), e.conv.get(), e.w.get(),
+                                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.id), &bytes);
+      break;
+  }
+  std::optional<std::size_t> result;
+  if (st == CUDNN_STATUS_SUCCESS)
+    result = bytes;
+  else if (!is_not_supported(st))
+    check_status(st, fmt::format("{}({})", call, conv_algo_name(a)).c_str(), __FILE__, __LINE__);
+  e.workspace.emplace(key, result);
+  return result;
+}
+
+// The workspace the call needs, checked against what the caller gives.
+std::size_t required_workspace(Context& ctx, ConvEntry& e, ConvAlgo a, ConvOp op, std::size_t given) {
+  if (a.op != op)
+    throw_error(fmt::format("conv: algorithm {} of {} used for {}", conv_algo_name(a), conv_op_name(a.op), conv_op_name(op)));
+  auto need = query_workspace(ctx, e, a);
+  if (!need)
+    throw_error(fmt::format("conv {}: cuDNN does not support algorithm {} for these dims", conv_op_name(op), conv_algo_name(a)),
+                CudaError::Kind::NotSupported);
+  if (*need > given)
+    throw_error(fmt::format("conv {} {}: workspace of {} bytes given, {} needed", conv_op_name(op), conv_algo_name(a), given,
+                            *need));
+  return *need;
+}
+
+struct AlgoName {
+  ConvOp op;
+  int id;
+  const char* name;
+  bool deterministic;
+};
+// runner.h's names and order; determinism as cuDNN's enum comments and documentation state.
+const AlgoName kAlgos[] = {
+    {ConvOp::Forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, "implicit_gemm", true},
+    {ConvOp::Forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, "implicit_precomp_gemm", true},
+    {ConvOp::Forward, CUDNN_CONVOLUTION_FWD_ALGO_GEMM, "gemm", true},
+    {ConvOp::Forward, CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, "direct", true},
+    {ConvOp::Forward, CUDNN_CONVOLUTION_FWD_ALGO_FFT, "fft", true},
+    {ConvOp::Forward, CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING, "fft_tiling", true},
+    {ConvOp::Forward, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, "winograd", true},
+    {ConvOp::Forward, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true},
+    {ConvOp::BackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, "algo_0", false},
+    {ConvOp::BackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, "algo_1", true},
+    {ConvOp::BackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, "fft", true},
+    {ConvOp::BackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING, "fft_tiling", true},
+    {ConvOp::BackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD, "winograd", true},
+    {ConvOp::BackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true},
+    {ConvOp::BackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, "algo_0", false},
+    {ConvOp::BackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, "algo_1", true},
+    {ConvOp::BackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, "fft", true},
+    {ConvOp::BackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, "algo_3", false},
+    {ConvOp::BackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true},
+    {ConvOp::BackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, "fft_tiling", true},
+};
+
+const AlgoName* find_algo(ConvAlgo a) {
+  for (const auto& n : kAlgos)
+    if (n.op == a.op && n.id == a.id) return &n;
+  return nullptr;
+}
+
+void check_micro(const ConvDims& whole, const std::vector<MicroConfig>& config, ConvOp op) {
+  std::int64_t sum = 0;
+  for (const auto& m : config) {
+    if (m.batch <= 0) throw_error(fmt::format("conv {}: micro-batch of {} samples", conv_op_name(op), m.batch));
+    if (m.algo.op != op)
+      throw_error(fmt::format("conv {}: micro-configuration uses a {} algorithm", conv_op_name(op), conv_op_name(m.algo.op)));
+    sum += m.batch;
+  }
+  if (sum != whole.n)
+    throw_error(fmt::format("conv {}: micro-batches add up to {} samples, the kernel has {}", conv_op_name(op), sum, whole.n));
+}
+
+ConvDims with_n(ConvDims d, std::int64_t n) {
+  d.n = n;
+  return d;
+}
+
+}  // namespace
+
+// ---- algorithms ----
+
+std::vector<ConvAlgo> conv_algorithms(ConvOp op) {
+  std::vector<ConvAlgo> out;
+  for (const auto& n : kAlgos)
+    if (n.op == op) out.push_back({n.op, n.id});
+  return out;
+}
+
+const char* conv_algo_name(ConvAlgo a) {
+  const AlgoName* n = find_algo(a);
+  return n ? n->name : "unknown";
+}
+
+bool parse_conv_algo(ConvOp op, const std::string& name, ConvAlgo* out) {
+  for (const auto& n : kAlgos)
+    if (n.op == op && name == n.name) {
+      *out = {n.op, n.id};
+      return true;
+    }
+  return false;
+}
+
+bool conv_algo_deterministic(ConvAlgo a) {
+  const AlgoName* n = find_algo(a);
+  return n ? n->deterministic : false;
+}
+
+const char* conv_op_name(ConvOp op) {
+  switch (op) {
+    case ConvOp::Forward: return "forward";
+    case ConvOp::BackwardData: return "backward_data";
+    case ConvOp::BackwardFilter: return "backward_filter";
+  }
+  return "unknown";
+}
+
+std::int64_t conv_out_h(const ConvDims& d) { return (d.h + 2 * d.ph - (d.dh * (d.kh - 1) + 1)) / d.sh + 1; }
+std::int64_t conv_out_w(const ConvDims& d) { return (d.w + 2 * d.pw - (d.dw * (d.kw - 1) + 1)) / d.sw + 1; }
+
+// ---- Context ----
+
+Context::Context(cudaStream_t stream, bool allow_tf32)
+    : stream_(stream), allow_tf32_(allow_tf32), cache_(std::make_unique<Cache>()) {
+  cudnn_.set_stream(stream);
+  cublas_.set_stream(stream);
+  // cuBLAS's default math keeps FP32 sgemm in FP32; TF32 only when asked for.
+  UCPLAN_CUDA(cublasSetMathMode(cublas_.get(), allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+Context::~Context() = default;
+
+void Context::set_stream(cudaStream_t stream) {
+  cudnn_.set_stream(stream);
+  cublas_.set_stream(stream);
+  stream_ = stream;
+}
+
+void* Context::scratch(std::size_t bytes) {
+  if (scratch_.bytes() < bytes) {
+    UCPLAN_CUDA(cudaStreamSynchronize(stream_));  // the old buffer may still be in use
+    scratch_.reset();
+    scratch_ = DeviceBuffer(std::max<std::size_t>(bytes, 256));
+  }
+  return scratch_.get();
+}
+
+std::size_t Context::cached_descriptor_sets() const {
+  return cache_->conv.size() + cache_->tensors.size() + cache_->pool.size() + cache_->lrn.size() + (cache_->relu ? 1 : 0);
+}
+
+// ---- convolution ----
+
+bool conv_workspace(Context& ctx, const ConvDims& d, ConvAlgo a, std::size_t* bytes) {
+  try {
+    ConvEntry& e = conv_entry(ctx, d);
+    auto need = query_workspace(ctx, e, a);
+    if (!need) return false;
+    *bytes = *need;
+    return true;
+  } catch (const CudaError& err) {
+    if (err.not_supported()) return false;  // e.g. a tensor beyond the 32-bit limits
+    throw;
+  }
+}
+
+void conv_forward(Context& ctx, const ConvDims& d, ConvAlgo a, const float* x, const float* w, const float* bias, float* y,
+                  void* workspace, std::size_t workspace_bytes) {
+  if (d.n == 0) return;
+  ConvEntry& e = conv_entry(ctx, d);
+  required_workspace(ctx, e, a, ConvOp::Forward, workspace_bytes);
+  UCPLAN_CUDA(cudnnConvolutionForward(ctx.cudnn(), &kOne, e.x.get(), x, e.w.get(), w, e.conv.get(),
+                                      static_cast<cudnnConvolutionFwdAlgo_t>(a.id), workspace, workspace_bytes, &kZero,
+                                      e.y.get(), y));
+  if (d.bias) UCPLAN_CUDA(cudnnAddTensor(ctx.cudnn(), &kOne, e.bias.get(), bias, &kOne, e.y.get(), y));
+}
+
+void conv_backward_data(Context& ctx, const ConvDims& d, ConvAlgo a, const float* dy, const float* w, float* dx,
+                        bool accumulate, void* workspace, std::size_t workspace_bytes) {
+  if (d.n == 0) return;
+  ConvEntry& e = conv_entry(ctx, d);
+  required_workspace(ctx, e, a, ConvOp::BackwardData, workspace_bytes);
+  UCPLAN_CUDA(cudnnConvolutionBackwardData(ctx.cudnn(), &kOne, e.w.get(), w, e.y.get(), dy, e.conv.get(),
+                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(a.id), workspace, workspace_bytes,
+                                           beta_of(accumulate), e.x.get(), dx));
+}
+
+void conv_backward_filter(Context& ctx, const ConvDims& d, ConvAlgo a, const float* x, const float* dy, float* dw,
+                          float* dbias, void* workspace, std::size_t workspace_bytes) {
+  if (d.n == 0) return;
+  ConvEntry& e = conv_entry(ctx, d);
+  required_workspace(ctx, e, a, ConvOp::BackwardFilter, workspace_bytes);
+  // beta = 1: micro-batches and sub-batch rounds add up (mu-cuDNN §II).
+  UCPLAN_CUDA(cudnnConvolutionBackwardFilter(ctx.cudnn(), &kOne, e.x.get(), x, e.y.get(), dy, e.conv.get(),
+                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.id), workspace, workspace_bytes,
+                                             &kOne, e.w.get(), dw));
+  if (d.bias && dbias) UCPLAN_CUDA(cudnnConvolutionBackwardBias(ctx.cudnn(), &kOne, e.y.get(), dy, &kOne, e.bias.get(), dbias));
+}
+
+bool conv_workspace_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config, std::size_t* bytes) {
+  std::size_t most = 0;
+  for (const auto& m : config) {
+    std::size_t b = 0;
+    if (!conv_workspace(ctx, with_n(whole, m.batch), m.algo, &b)) return false;
+    most = std::max(most, b);
+  }
+  *bytes = most;
+  return true;
+}
+
+void conv_forward_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config, const float* x,
+                        const float* w, const float* bias, float* y, void* workspace, std::size_t workspace_bytes) {
+  check_micro(whole, config, ConvOp::Forward);
+  const std::int64_t x_sample = whole.c * whole.h * whole.w, y_sample = whole.k * conv_out_h(whole) * conv_out_w(whole);
+  std::int64_t first = 0;
+  for (const auto& m : config) {
+    conv_forward(ctx, with_n(whole, m.batch), m.algo, x + first * x_sample, w, bias, y + first * y_sample, workspace,
+                 workspace_bytes);
+    first += m.batch;
+  }
+}
+
+void conv_backward_data_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config, const float* dy,
+                              const float* w, float* dx, bool accumulate, void* workspace, std::size_t workspace_bytes) {
+  check_micro(whole, config, ConvOp::BackwardData);
+  const std::int64_t x_sample = whole.c * whole.h * whole.w, y_sample = whole.k * conv_out_h(whole) * conv_out_w(whole);
+  std::int64_t first = 0;
+  for (const auto& m : config) {
+    conv_backward_data(ctx, with_n(whole, m.batch), m.algo, dy + first * y_sample, w, dx + first * x_sample, accumulate,
+                       workspace, workspace_bytes);
+    first += m.batch;
+  }
+}
+
+void conv_backward_filter_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config, const float* x,
+                                const float* dy, float* dw, float* dbias, void* workspace, std::size_t workspace_bytes) {
+  check_micro(whole, config, ConvOp::BackwardFilter);
+  const std::int64_t x_sample = whole.c * whole.h * whole.w, y_sample = whole.k * conv_out_h(whole) * conv_out_w(whole);
+  std::int64_t first = 0;
+  for (const auto& m : config) {
+    conv_backward_filter(ctx, with_n(whole, m.batch), m.algo, x + first * x_sample, dy + first * y_sample, dw, dbias,
+                         workspace, workspace_bytes);
+    first += m.batch;
+  }
+}
+
+std::vector<AlgoPerf> conv_find(Context& ctx, const ConvDims& d, ConvOp op, std::size_t workspace_limit) {
+  ConvEntry& e = conv_entry(ctx, d);
+  std::size_t ws = 0;
+  for (ConvAlgo a : conv_algorithms(op)) {
+    auto need = query_workspace(ctx, e, a);
+    if (need && *need <= workspace_limit) ws = std::max(ws, *need);
+  }
+  const std::int64_t ho = conv_out_h(d), wo = conv_out_w(d);
+  const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.k * ho * wo, nw = d.k * (d.c / d.groups) * d.kh * d.kw;
+  DeviceBuffer x(nx * sizeof(float)), y(ny * sizeof(float)), w(nw * sizeof(float)), work(ws);
+  fill_uniform(ctx, nx, 1, -1, 1, x.as<float>());
+  fill_uniform(ctx, ny, 2, -1, 1, y.as<float>());
+  fill_uniform(ctx, nw, 3, -1, 1, w.as<float>());
+  UCPLAN_CUDA(cudaStreamSynchronize(ctx.stream()));
+  std::vector<AlgoPerf> out;
+  auto add = [&](int algo, cudnnStatus_t status, float ms, std::size_t memory, cudnnDeterminism_t det) {
+    if (status != CUDNN_STATUS_SUCCESS || ms < 0) return;
+    for (const auto& p : out)
+      if (p.algo.id == algo) return;  // cuDNN may list an algorithm once per math type: keep the fastest
+    out.push_back({ConvAlgo{op, algo}, ms * 1e-3, memory, det == CUDNN_DETERMINISTIC});
+  };
+  int returned = 0;
+  switch (op) {
+    case ConvOp::Forward: {
+      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
+      UCPLAN_CUDA(cudnnFindConvolutionForwardAlgorithmEx(ctx.cudnn(), e.x.get(), x.get(), e.w.get(), w.get(), e.conv.get(),
+                                                         e.y.get(), y.get(), static_cast<int>(perf.size()), &returned,
+                                                         perf.data(), work.get(), ws));
+      for (int i = 0; i < returned; ++i) add(perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism);
+      break;
+    }
+    case ConvOp::BackwardData: {
+      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
+      UCPLAN_CUDA(cudnnFindConvolutionBackwardDataAlgorithmEx(ctx.cudnn(), e.w.get(), w.get(), e.y.get(), y.get(),
+                                                              e.conv.get(), e.x.get(), x.get(), static_cast<int>(perf.size()),
+                                                              &returned, perf.data(), work.get(), ws));
+      for (int i = 0; i < returned; ++i) add(perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism);
+      break;
+    }
+    case ConvOp::BackwardFilter: {
+      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
+      UCPLAN_CUDA(cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx.cudnn(), e.x.get(), x.get(), e.y.get(), y.get(),
+                                                                e.conv.get(), e.w.get(), w.get(), static_cast<int>(perf.size()),
+                                                                &returned, perf.data(), work.get(), ws));
+      for (int i = 0; i < returned; ++i) add(perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism);
+      break;
+    }
+  }
+  UCPLAN_CUDA(cudaStreamSynchronize(ctx.stream()));
+  std::stable_sort(out.begin(), out.end(), [](const AlgoPerf& a, const AlgoPerf& b) { return a.seconds < b.seconds; });
+  return out;
+}
+
+// ---- pooling ----
+
+namespace {
+PoolEntry& pool_entry(Context& ctx, const PoolDims& d) {
+  auto& m = ctx.cache().pool;
+  PoolKey key{d.n, d.c, d.h, d.w, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.ho, d.wo, d.max ? 1 : 0, d.count_include_pad ? 1 : 0};
+  auto it = m.find(key);
+  if (it != m.end()) return it->second;
+  PoolEntry e;
+  set_tensor(e.x, d.n, d.c, d.h, d.w);
+  set_tensor(e.y, d.n, d.c, d.ho, d.wo);
+  // Max: the deterministic mode sends each window's gradient to one position (the first maximum),
+  // as the CPU reference does.
+  cudnnPoolingMode_t mode = d.max                 ? CUDNN_POOLING_MAX_DETERMINISTIC
+                            : d.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                  : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  UCPLAN_CUDA(cudnnSetPooling2dDescriptor(e.desc.get(), mode, CUDNN_PROPAGATE_NAN, to_int(d.kh, "kh"), to_int(d.kw, "kw"),
+                                          to_int(d.ph, "pad h"), to_int(d.pw, "pad w"), to_int(d.sh, "stride h"),
+                                          to_int(d.sw, "stride w")));
+  int n = 0, c = 0, h = 0, w = 0;
+  UCPLAN_CUDA(cudnnGetPooling2dForwardOutputDim(e.desc.get(), e.x.get(), &n, &c, &h, &w));
+  // cuDNN rounds the output size down; a ceil-mode size it does not produce goes to the small
+  // kernel, whose last windows are clipped exactly as the CPU reference clips them.
+  e.use_cudnn = (h == d.ho && w == d.wo);
+  return m.emplace(key, std::move(e)).first->second;
+}
+
+detail::PoolShape pool_shape(const PoolDims& d) {
+  return {d.n * d.c, d.h, d.w, d.ho, d.wo, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.max, d.count_include_pad};
+}
+}  // namespace
+
+void pool_forward(Context& ctx, const PoolDims& d, const float* x, float* y) {
+  if (d.n == 0) return;
+  PoolEntry& e = pool_entry(ctx, d);
+  if (!e.use_cudnn) return detail::launch_pool_forward(ctx.stream(), pool_shape(d), x, y);
+  UCPLAN_CUDA(cudnnPoolingForward(ctx.cudnn(), e.desc.get(), &kOne, e.x.get(), x, &kZero, e.y.get(), y));
+}
+
+void pool_backward(Context& ctx, const PoolDims& d, const float* x, const float* y, const float* dy, float* dx,
+                   bool accumulate) {
+  if (d.n == 0) return;
+  PoolEntry& e = pool_entry(ctx, d);
+  if (!e.use_cudnn) return detail::launch_pool_backward(ctx.stream(), pool_shape(d), x, y, dy, dx, accumulate);
+  // Average pooling reads neither x nor y, which the caller may have freed (liveness: avg-pool's
+  // backward reads nothing); cuDNN still wants non-null pointers of the right shapes.
+  const float* ys = y ? y : dy;
+  const float* xs = x ? x : dx;
+  UCPLAN_CUDA(cudnnPoolingBackward(ctx.cudnn(), e.desc.get(), &kOne, e.y.get(), ys, e.y.get(), dy, e.x.get(), xs,
+                                   beta_of(accumulate), e.x.get(), dx));
+}
+
+// ---- relu ----
+
+namespace {
+cudnnActivationDescriptor_t relu_desc(Context& ctx) {
+  auto& r = ctx.cache().relu;
+  if (!r) {
+    ActDesc a;
+    UCPLAN_CUDA(cudnnSetActivationDescriptor(a.get(), CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+    r.emplace(std::move(a));
+  }
+  return r->get();
+}
+
+// Element-wise ops see `count` elements as [1][chunk][1][1] tensors of at most 2^30 elements.
+template <typename F>
+void in_chunks(std::int64_t count, F&& f) {
+  const std::int64_t chunk = std::int64_t{1} << 30;
+  for (std::int64_t first = 0; first < count; first += chunk) f(first, std::min(chunk, count - first));
+}
+}  // namespace
+
+void relu_forward(Context& ctx, std::int64_t count, const float* x, float* y) {
+  cudnnActivationDescriptor_t act = relu_desc(ctx);
+  in_chunks(count, [&](std::int64_t first, std::int64_t n) {
+    const TensorDesc& t = tensor(ctx, 1, n, 1, 1);
+    UCPLAN_CUDA(cudnnActivationForward(ctx.cudnn(), act, &kOne, t.get(), x + first, &kZero, t.get(), y + first));
+  });
+}
+
+void relu_backward(Context& ctx, std::int64_t count, const float* y, const float* dy, float* dx, bool accumulate) {
+  cudnnActivationDescriptor_t act = relu_desc(ctx);
+  in_chunks(count, [&](std::int64_t first, std::int64_t n) {
+    const TensorDesc& t = tensor(ctx, 1, n, 1, 1);
+    // The backward reads only y (liveness frees x): y > 0 exactly where x > 0, so y stands in for x.
+    UCPLAN_CUDA(cudnnActivationBackward(ctx.cudnn(), act, &kOne, t.get(), y + first, t.get(), dy + first, t.get(), y + first,
+                                        beta_of(accumulate), t.get(), dx + first));
+  });
+}
+
+// ---- batch normalisation ----
+
+void bn_forward_training(Context& ctx, const BnDims& d, const float* x, const float* gamma, const float* beta, float* y,
+                         float* saved) {
+  if (d.n == 0) return;
+  const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
+  const TensorDesc& p = tensor(ctx, 1, d.c, 1, 1);
+  // No running averages (null pointers): the planner's runs are training steps only.
+  UCPLAN_CUDA(cudnnBatchNormalizationForwardTraining(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, t.get(), x, t.get(),
+                                                     y, p.get(), gamma, beta, 0.0, nullptr, nullptr, d.eps, saved,
+                                                     saved + d.c));
+}
+
+void bn_forward_saved(Context& ctx, const BnDims& d, const float* x, const float* gamma, const float* beta,
+                      const float* saved, float* y) {
+  detail::launch_bn_forward_saved(ctx.stream(), d.n, d.c, d.h * d.w, x, gamma, beta, saved, y);
+}
+
+void bn_backward(Context& ctx, const BnDims& d, const float* x, const float* gamma, const float* saved, const float* dy,
+                 float* dx, float* dgamma_dbeta, bool accumulate) {
+  if (d.n == 0) return;
+  const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
+  const TensorDesc& p = tensor(ctx, 1, d.c, 1, 1);
+  UCPLAN_CUDA(cudnnBatchNormalizationBackward(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, beta_of(accumulate), &kOne, &kOne,
+                                              t.get(), x, t.get(), dy, t.get(), dx, p.get(), gamma, dgamma_dbeta,
+                                              dgamma_dbeta + d.c, d.eps, saved, saved + d.c));
+}
+
+// ---- LRN ----
+
+namespace {
+// cuDNN's window is [c - (size-1)/2, c + size/2]; the CPU's (PyTorch's) is [c - size/2,
+// c + (size-1)/2]: the same for odd sizes only. Other sizes and parameters cuDNN rejects go to
+// the small kernels, which compute exactly what the CPU computes.
+bool lrn_cudnn_matches(const LrnDims& d) {
+  return d.size % 2 == 1 && d.size >= CUDNN_LRN_MIN_N && d.size <= CUDNN_LRN_MAX_N && d.k >= CUDNN_LRN_MIN_K &&
+         d.beta >= CUDNN_LRN_MIN_BETA;
+}
+
+cudnnLRNDescriptor_t lrn_desc(Context& ctx, const LrnDims& d) {
+  auto& m = ctx.cache().lrn;
+  auto key = std::make_tuple(d.size, d.alpha, d.beta, d.k);
+  auto it = m.find(key);
+  if (it != m.end()) return it->second.get();
+  LrnDesc l;
+  // cuDNN divides alpha by the window size itself: y = x / (k + alpha/size * sum x^2)^beta.
+  UCPLAN_CUDA(cudnnSetLRNDescriptor(l.get(), static_cast<unsigned>(d.size), d.alpha, d.beta, d.k));
+  return m.emplace(key, std::move(l)).first->second.get();
+}
+
+detail::LrnShape lrn_shape(const LrnDims& d) {
+  return {d.n,
+          d.c,
+          d.h * d.w,
+          d.size,
+          static_cast<float>(d.alpha / static_cast<double>(d.size)),
+          static_cast<float>(d.beta),
+          static_cast<float>(d.k),
+          static_cast<float>(2.0 * d.alpha * d.beta / static_cast<double>(d.size))};
+}
+}  // namespace
+
+void lrn_forward(Context& ctx, const LrnDims& d, const float* x, float* y) {
+  if (d.n == 0) return;
+  if (!lrn_cudnn_matches(d)) return detail::launch_lrn_forward(ctx.stream(), lrn_shape(d), x, y);
+  cudnnLRNDescriptor_t l = lrn_desc(ctx, d);
+  const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
+  UCPLAN_CUDA(cudnnLRNCrossChannelForward(ctx.cudnn(), l, CUDNN_LRN_CROSS_CHANNEL_DIM1, &kOne, t.get(), x, &kZero, t.get(), y));
+}
+
+void lrn_backward(Context& ctx, const LrnDims& d, const float* x, const float* y, const float* dy, float* dx,
+                  bool accumulate) {
+  if (d.n == 0) return;
+  if (!lrn_cudnn_matches(d)) return detail::launch_lrn_backward(ctx.stream(), lrn_shape(d), x, y, dy, dx, accumulate);
+  cudnnLRNDescriptor_t l = lrn_desc(ctx, d);
+  const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
+  UCPLAN_CUDA(cudnnLRNCrossChannelBackward(ctx.cudnn(), l, CUDNN_LRN_CROSS_CHANNEL_DIM1, &kOne, t.get(), y, t.get(), dy,
+                                           t.get(), x, beta_of(accumulate), t.get(), dx));
+}
+
+// ---- fc ----
+// cuBLAS is column-major: a row-major [r][c] matrix is, to cuBLAS, its c x r transpose with
+// leading dimension c. So x [N][in] is X' (in x N, ld in), w [out][in] is W' (in x out, ld in),
+// y [N][out] is Y' (out x N, ld out), and:
+//   forward          Y' = W'^T X'        sgemm(T, N, m=out, n=N,   k=in)
+//   backward-data    dX' = W' dY'        sgemm(N, N, m=in,  n=N,   k=out)
+//   backward-filter  dW' += X' dY'^T     sgemm(N, T, m=in,  n=out, k=N), beta = 1
+
+void fc_forward(Context& ctx, const FcDims& d, const float* x, const float* w, const float* bias, float* y) {
+  if (d.n == 0) return;
+  const int n = to_int(d.n, "fc n"), in = to_int(d.in, "fc in"), out = to_int(d.out, "fc out");
+  UCPLAN_CUDA(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &kOne, w, in, x, in, &kZero, y, out));
+  if (d.bias) {
+    const TensorDesc& b = tensor(ctx, 1, d.out, 1, 1);
+    const TensorDesc& t = tensor(ctx, d.n, d.out, 1, 1);
+    UCPLAN_CUDA(cudnnAddTensor(ctx.cudnn(), &kOne, b.get(), bias, &kOne, t.get(), y));
+  }
+}
+
+void fc_backward_data(Context& ctx, const FcDims& d, const float* dy, const float* w, float* dx, bool accumulate) {
+  if (d.n == 0) return;
+  const int n = to_int(d.n, "fc n"), in = to_int(d.in, "fc in"), out = to_int(d.out, "fc out");
+  UCPLAN_CUDA(
+      cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &kOne, w, in, dy, out, beta_of(accumulate), dx, in));
+}
+
+void fc_backward_filter(Context& ctx, const FcDims& d, const float* x, const float* dy, float* dw, float* dbias) {
+  if (d.n == 0) return;
+  const int n = to_int(d.n, "fc n"), in = to_int(d.in, "fc in"), out = to_int(d.out, "fc out");
+  UCPLAN_CUDA(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &kOne, x, in, dy, out, &kOne, dw, in));
+  if (d.bias && dbias) {
+    const TensorDesc& b = tensor(ctx, 1, d.out, 1, 1);
+    const TensorDesc& t = tensor(ctx, d.n, d.out, 1, 1);
+    UCPLAN_CUDA(cudnnConvolutionBackwardBias(ctx.cudnn(), &kOne, t.get(), dy, &kOne, b.get(), dbias));
+  }
+}
+
+// ---- dropout ----
+
+namespace {
+// As the CPU: 1 / (1 - ratio), or 0 when everything is dropped.
+float dropout_scale(double ratio) { return ratio < 1.0 ? static_cast<float>(1.0 / (1.0 - ratio)) : 0.0f; }
+}  // namespace
+
+std::uint64_t dropout_keep_hash(std::uint64_t seed, std::uint64_t index) { return detail::dropout_hash(seed, index); }
+
+void dropout_forward(Context& ctx, std::int64_t n, std::int64_t per_sample, std::int64_t first_sample, double ratio,
+                     std::uint64_t seed, const float* x, float* y, std::uint8_t* mask) {
+  detail::launch_dropout_forward(ctx.stream(), n * per_sample, static_cast<std::uint64_t>(first_sample * per_sample), seed,
+                                 ratio, dropout_scale(ratio), x, y, mask);
+}
+
+void dropout_apply(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* x, float* y) {
+  detail::launch_dropout_apply(ctx.stream(), count, dropout_scale(ratio), mask, x, y, false);
+}
+
+void dropout_backward(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* dy, float* dx,
+                      bool accumulate) {
+  detail::launch_dropout_apply(ctx.stream(), count, dropout_scale(ratio), mask, dy, dx, accumulate);
+}
+
+// ---- add, concat ----
+
+void add_forward(Context& ctx, std::int64_t count, const std::vector<const float*>& xs, float* y) {
+  if (xs.empty() && count > 0) UCPLAN_CUDA(cudaMemsetAsync(y, 0, count * sizeof(float), ctx.stream()));
+  // Inputs in groups of kMaxSumInputs; later groups add onto y, keeping the left-to-right order.
+  for (std::size_t first = 0; first < xs.size(); first += detail::kMaxSumInputs) {
+    detail::SumInputs in{};
+    in.count = static_cast<int>(std::min<std::size_t>(detail::kMaxSumInputs, xs.size() - first));
+    for (int j = 0; j < in.count; ++j) in.p[j] = xs[first + j];
+    detail::launch_sum(ctx.stream(), count, in, first > 0, y);
+  }
+}
+
+void add_backward(Context& ctx, std::int64_t count, const float* dy, float* dx, bool accumulate) {
+  if (count <= 0) return;
+  if (accumulate)
+    detail::launch_add_inplace(ctx.stream(), count, dy, dx);
+  else
+    UCPLAN_CUDA(cudaMemcpyAsync(dx, dy, count * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
+}
+
+void concat_forward(Context& ctx, std::int64_t n, std::int64_t hw, const std::vector<std::int64_t>& cs,
+                    const std::vector<const float*>& xs, float* y) {
+  if (cs.size() != xs.size()) throw_error("concat: as many channel counts as inputs are needed");
+  std::int64_t total = 0;
+  for (auto c : cs) total += c;
+  std::int64_t offset = 0;
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    const std::size_t width = cs[i] * hw * sizeof(float);
+    if (n > 0 && width > 0)
+      UCPLAN_CUDA(cudaMemcpy2DAsync(y + offset * hw, total * hw * sizeof(float), xs[i], width, width, n,
+                                    cudaMemcpyDeviceToDevice, ctx.stream()));
+    offset += cs[i];
+  }
+}
+
+void concat_backward(Context& ctx, std::int64_t n, std::int64_t hw, const std::vector<std::int64_t>& cs, std::size_t i,
+                     const float* dy, float* dx, bool accumulate) {
+  if (i >= cs.size()) throw_error(fmt::format("concat: input {} of {}", i, cs.size()));
+  std::int64_t total = 0, offset = 0;
+  for (std::size_t j = 0; j < cs.size(); ++j) {
+    if (j < i) offset += cs[j];
+    total += cs[j];
+  }
+  const std::int64_t width = cs[i] * hw;
+  if (n <= 0 || width <= 0) return;
+  if (accumulate)
+    detail::launch_copy_rows(ctx.stream(), n, width, dy + offset * hw, total * hw, dx, width, true);
+  else
+    UCPLAN_CUDA(cudaMemcpy2DAsync(dx, width * sizeof(float), dy + offset * hw, total * hw * sizeof(float), width * sizeof(float),
+                                  n, cudaMemcpyDeviceToDevice, ctx.stream()));
+}
+
+// ---- softmax loss ----
+
+namespace {
+// prob by cuDNN; the loss from x in double, as the CPU computes it (not from the rounded prob).
+void softmax_loss(Context& ctx, std::int64_t n, std::int64_t k, const float* x, const std::int32_t* labels, float* prob,
+                  double* per_sample, double* loss_device) {
+  if (n > 0) {
+    const TensorDesc& t = tensor(ctx, n, k, 1, 1);
+    UCPLAN_CUDA(cudnnSoftmaxForward(ctx.cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, t.get(), x, &kZero,
+                                    t.get(), prob));
+  }
+  detail::launch_softmax_loss_sum(ctx.stream(), n, k, x, labels, per_sample, loss_device);
+}
+}  // namespace
+
+void softmax_loss_forward(Context& ctx, std::int64_t n, std::int64_t k, const float* x, const std::int32_t* labels,
+                          float* prob, double* loss_device) {
+  auto* per_sample = static_cast<double*>(ctx.scratch(std::max<std::int64_t>(n, 1) * sizeof(double)));
+  softmax_loss(ctx, n, k, x, labels, prob, per_sample, loss_device);
+}
+
+double softmax_loss_forward(Context& ctx, std::int64_t n, std::int64_t k, const float* x, const std::int32_t* labels,
+                            float* prob) {
+  auto* loss = static_cast<double*>(ctx.scratch((n + 1) * sizeof(double)));
+  softmax_loss(ctx, n, k, x, labels, prob, loss + 1, loss);
+  double host = 0;
+  UCPLAN_CUDA(cudaMemcpyAsync(&host, loss, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
+  UCPLAN_CUDA(cudaStreamSynchronize(ctx.stream()));
+  return host;
+}
+
+void softmax_loss_backward(Context& ctx, std::int64_t n, std::int64_t k, const float* prob, const std::int32_t* labels,
+                           double scale, float* dx, bool accumulate) {
+  detail::launch_softmax_loss_backward(ctx.stream(), n, k, prob, labels, scale, dx, accumulate);
+}
+
+// ---- update, fills ----
+
+void sgd_update(Context& ctx, std::int64_t count, double lr, const float* dw, float* w) {
+  detail::launch_sgd(ctx.stream(), count, static_cast<float>(lr), dw, w);
+}
+
+void fill_uniform(Context& ctx, std::int64_t count, std::uint64_t seed, float lo, float hi, float* p) {
+  detail::launch_fill_uniform(ctx.stream(), count, seed, lo, hi, p);
+}
+
+void fill_labels(Context& ctx, std::int64_t count, std::uint64_t seed, std::int32_t k, std::int32_t* labels) {
+  detail::launch_fill_labels(ctx.stream(), count, seed, k, labels);
+}
+
+}  // namespace ucplan::cuda

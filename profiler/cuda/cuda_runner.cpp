@@ -1,1 +1,566 @@
-// placeholder
+#include "profiler/cuda/cuda_runner.h"
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "executor/cuda/cuda_check.h"
+#include "executor/cuda/kernels_cuda.h"
+#include "planner/model/errors.h"
+
+namespace ucplan {
+namespace {
+
+using cuda::ConvAlgo;
+using cuda::Context;
+using cuda::CudaError;
+using cuda::DeviceBuffer;
+using cuda::Event;
+using cuda::PinnedBuffer;
+using cuda::Stream;
+
+// ---- GraphLayer -> kernel dims (the same mapping the CPU runner and the executor make) ----
+
+cuda::ConvDims conv_dims(const GraphLayer& l, std::int64_t batch) {
+  const Shape& x = l.in_shapes.at(0);
+  const ConvParams& p = l.spec.conv;
+  cuda::ConvDims d;
+  d.n = batch;
+  d.c = x.c;
+  d.h = x.h;
+  d.w = x.w;
+  d.k = p.out_channels;
+  d.kh = p.kernel[0];
+  d.kw = p.kernel[1];
+  d.sh = p.stride[0];
+  d.sw = p.stride[1];
+  d.ph = p.pad[0];
+  d.pw = p.pad[1];
+  d.dh = p.dilation[0];
+  d.dw = p.dilation[1];
+  d.groups = p.groups;
+  d.bias = p.bias;
+  return d;
+}
+
+cuda::PoolDims pool_dims(const GraphLayer& l, std::int64_t batch) {
+  const Shape& x = l.in_shapes.at(0);
+  const PoolParams& p = l.spec.pool;  // build_graph() has filled in a global pool's kernel
+  cuda::PoolDims d;
+  d.n = batch;
+  d.c = x.c;
+  d.h = x.h;
+  d.w = x.w;
+  d.kh = p.kernel[0];
+  d.kw = p.kernel[1];
+  d.sh = p.stride[0];
+  d.sw = p.stride[1];
+  d.ph = p.pad[0];
+  d.pw = p.pad[1];
+  d.ho = l.out.h;
+  d.wo = l.out.w;
+  d.max = p.mode == PoolMode::Max;
+  d.count_include_pad = p.count_include_pad;
+  return d;
+}
+
+cuda::BnDims bn_dims(const GraphLayer& l, std::int64_t batch) {
+  const Shape& x = l.in_shapes.at(0);
+  return {batch, x.c, x.h, x.w, l.spec.bn.eps};
+}
+
+cuda::LrnDims lrn_dims(const GraphLayer& l, std::int64_t batch) {
+  const Shape& x = l.in_shapes.at(0);
+  const LrnParams& p = l.spec.lrn;
+  return {batch, x.c, x.h, x.w, p.size, p.alpha, p.beta, p.k};
+}
+
+cuda::FcDims fc_dims(const GraphLayer& l, std::int64_t batch) {
+  return {batch, l.in_shapes.at(0).elems(), l.spec.fc.out_features, l.spec.fc.bias};
+}
+
+bool parse_conv_op(const std::string& op, cuda::ConvOp* out) {
+  if (op == "forward") *out = cuda::ConvOp::Forward;
+  else if (op == "backward_data") *out = cuda::ConvOp::BackwardData;
+  else if (op == "backward_filter") *out = cuda::ConvOp::BackwardFilter;
+  else return false;
+  return true;
+}
+
+// ---- measurement helpers ----
+
+struct Unsupported {};  // thrown inside a measurement: record "unsupported"
+
+struct Failed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The device buffers of one measurement, freed when it ends.
+class Buffers {
+ public:
+  explicit Buffers(Context& ctx) : ctx_(ctx) {}
+  float* floats(std::int64_t count, float lo = -1.0f, float hi = 1.0f) {
+    auto* p = static_cast<float*>(raw(count * static_cast<std::int64_t>(sizeof(float))));
+    cuda::fill_uniform(ctx_, count, ++seed_, lo, hi, p);
+    return p;
+  }
+  std::int32_t* labels(std::int64_t count, std::int64_t k) {
+    auto* p = static_cast<std::int32_t*>(raw(count * static_cast<std::int64_t>(sizeof(std::int32_t))));
+    cuda::fill_labels(ctx_, count, ++seed_, static_cast<std::int32_t>(k), p);
+    return p;
+  }
+  std::uint8_t* bytes(std::int64_t count) { return static_cast<std::uint8_t*>(raw(count)); }
+  void* raw(std::int64_t bytes) {
+    buffers_.emplace_back(static_cast<std::size_t>(std::max<std::int64_t>(bytes, 0)));
+    return buffers_.back().get();
+  }
+
+ private:
+  Context& ctx_;
+  std::vector<DeviceBuffer> buffers_;
+  std::uint64_t seed_ = 0;
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+class CudaRunner final : public Runner {
+ public:
+  CudaRunner(int device_index, const CudaRunnerOptions& options)
+      : options_(options), device_(device_index), ctx_(stream_.get(), options.allow_tf32) {}
+
+  DeviceInfo device() override {
+    DeviceInfo d;
+    d.kind = "cuda";
+    d.name = device_.name();
+    d.memory_bytes = device_.memory_bytes();
+    d.peak_flops = device_.peak_fp32_flops();
+    const cuda::Versions v = cuda::library_versions();
+    d.versions["cuda_runtime"] = v.cuda_runtime;
+    d.versions["driver"] = v.driver;
+    d.versions["cudnn"] = v.cudnn;
+    d.versions["cudnn_cudart"] = v.cudnn_cudart;
+    d.versions["cublas"] = v.cublas;
+    d.versions["compute_capability"] = fmt::format("{}.{}", device_.major(), device_.minor());
+    d.versions["math"] = options_.allow_tf32 ? "fp32 with tf32 tensor cores" : "fp32 (no tf32)";
+    d.versions["ucplan"] = UCPLAN_VERSION;
+    return d;
+  }
+
+  std::string source() const override { return "measured"; }
+
+  std::vector<std::string> algorithms(const Graph& g, int layer, const std::string& op) override {
+    if (layer < 0 || layer >= static_cast<int>(g.layers.size())) return {};
+    const GraphLayer& l = g.layers[layer];
+    if (op == "update") return l.has_weights() ? std::vector<std::string>{"sgd"} : std::vector<std::string>{};
+    if (l.type() == LayerType::Input) return {};
+    if (l.type() != LayerType::Conv) return {"default"};
+    cuda::ConvOp cop;
+    if (!parse_conv_op(op, &cop)) return {};
+    std::vector<std::string> names;
+    for (ConvAlgo a : cuda::conv_algorithms(cop)) names.push_back(cuda::conv_algo_name(a));
+    return names;
+  }
+
+  Measurement measure(const Graph& g, int layer, const std::string& op, const std::string& algo, std::int64_t batch,
+                      int repeats) override {
+    Measurement m;
+    try {
+      device_.select();
+      Buffers buffers(ctx_);
+      std::function<void()> run = prepare(g, layer, op, algo, batch, buffers, &m);
+      time(run, std::max(repeats, 1), &m);
+    } catch (const Unsupported&) {
+      m.status = "unsupported";
+    } catch (const CudaError& e) {
+      if (e.out_of_memory())
+        m.status = "out_of_memory";
+      else if (e.not_supported())
+        m.status = "unsupported";
+      else
+        m.status = std::string("failed: ") + e.what();
+    } catch (const std::exception& e) {
+      m.status = std::string("failed: ") + e.what();
+    }
+    if (m.status != "ok") m.seconds = m.spread = 0;
+    // A failed call can leave work queued on buffers being freed: wait for the stream before the
+    // next measurement (ignore its error: a broken context reports itself on the next call).
+    if (m.status != "ok" && cudaStreamSynchronize(stream_.get()) != cudaSuccess) cudaGetLastError();
+    return m;
+  }
+
+  std::vector<TransferPoint> measure_transfers(bool host_to_device, const std::vector<std::int64_t>& sizes) override {
+    std::vector<TransferPoint> points;
+    if (sizes.empty()) return points;
+    const std::int64_t biggest = std::max<std::int64_t>(*std::max_element(sizes.begin(), sizes.end()), 1);
+    PinnedBuffer host;
+    DeviceBuffer dev;
+    try {
+      device_.select();
+      host = PinnedBuffer(static_cast<std::size_t>(biggest));
+      dev = DeviceBuffer(static_cast<std::size_t>(biggest));
+      std::fill_n(static_cast<unsigned char*>(host.get()), biggest, static_cast<unsigned char>(1));
+    } catch (const std::exception&) {
+      host.reset();
+      dev.reset();  // too big at once: per size below
+    }
+    for (std::int64_t s : sizes) {
+      try {
+        PinnedBuffer h;
+        DeviceBuffer d;
+        void* hp = host.get();
+        void* dp = dev.get();
+        if (!hp || !dp) {
+          h = PinnedBuffer(static_cast<std::size_t>(std::max<std::int64_t>(s, 1)));
+          d = DeviceBuffer(static_cast<std::size_t>(std::max<std::int64_t>(s, 1)));
+          hp = h.get();
+          dp = d.get();
+        }
+        points.push_back({s, copy_seconds(host_to_device, hp, dp, s, 5)});
+      } catch (const std::exception&) {
+        // This size cannot be allocated or copied: leave it out of the fit.
+        if (cudaStreamSynchronize(stream_.get()) != cudaSuccess) cudaGetLastError();
+      }
+    }
+    return points;
+  }
+
+  bool measure_duplex() override {
+    try {
+      device_.select();
+      const std::size_t bytes = std::size_t{64} << 20;
+      PinnedBuffer up_host(bytes), down_host(bytes);
+      DeviceBuffer up_dev(bytes), down_dev(bytes);
+      std::fill_n(static_cast<unsigned char*>(up_host.get()), bytes, static_cast<unsigned char>(1));
+      const auto n = static_cast<std::int64_t>(bytes);
+      const double h2d = copy_seconds(true, up_host.get(), up_dev.get(), n, 3);
+      const double d2h = copy_seconds(false, down_host.get(), down_dev.get(), n, 3);
+      Stream other;
+      Event start, other_done(false), end;
+      std::vector<double> both;
+      for (int r = 0; r < 4; ++r) {  // the first is a warm-up
+        start.record(stream_.get());
+        other.wait(start.get());
+        UCPLAN_CUDA(cudaMemcpyAsync(up_dev.get(), up_host.get(), bytes, cudaMemcpyHostToDevice, stream_.get()));
+        UCPLAN_CUDA(cudaMemcpyAsync(down_host.get(), down_dev.get(), bytes, cudaMemcpyDeviceToHost, other.get()));
+        other_done.record(other.get());
+        stream_.wait(other_done.get());
+        end.record(stream_.get());
+        const double s = Event::seconds_between(start, end);
+        if (r > 0) both.push_back(s);
+      }
+      return median_of(both) < 1.3 * std::max(h2d, d2h);
+    } catch (const std::exception&) {
+      if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+      return device_.async_engine_count() >= 2;  // what the hardware says, when it cannot be measured
+    }
+  }
+
+ private:
+  // Median seconds of `repeats` copies of `bytes` after one warm-up copy.
+  double copy_seconds(bool host_to_device, void* host, void* dev, std::int64_t bytes, int repeats) {
+    Event start, end;
+    std::vector<double> times;
+    const auto n = static_cast<std::size_t>(bytes);
+    for (int r = 0; r <= repeats; ++r) {
+      start.record(stream_.get());
+      if (host_to_device)
+        UCPLAN_CUDA(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream_.get()));
+      else
+        UCPLAN_CUDA(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, stream_.get()));
+      end.record(stream_.get());
+      const double s = Event::seconds_between(start, end);
+      if (r > 0) times.push_back(s);
+    }
+    return median_of(times);
+  }
+
+  void time(const std::function<void()>& run, int repeats, Measurement* m) {
+    for (int i = 0; i < options_.warmup; ++i) run();
+    stream_.synchronize();
+    Event start, end;
+    std::vector<double> times;
+    times.reserve(static_cast<std::size_t>(repeats));
+    for (int r = 0; r < repeats; ++r) {
+      start.record(stream_.get());
+      run();
+      end.record(stream_.get());
+      times.push_back(Event::seconds_between(start, end));
+    }
+    m->seconds = median_of(times);
+    const auto [lo, hi] = std::minmax_element(times.begin(), times.end());
+    m->spread = m->seconds > 0 ? (*hi - *lo) / m->seconds : 0;
+    m->status = "ok";
+  }
+
+  // Allocates and fills the op's buffers (running the forward op where the backward reads its
+  // results) and returns the op to time. Throws Unsupported, Failed or CudaError.
+  std::function<void()> prepare(const Graph& g, int layer, const std::string& op, const std::string& algo,
+                                std::int64_t batch, Buffers& b, Measurement* m) {
+    if (layer < 0 || layer >= static_cast<int>(g.layers.size())) throw Failed(fmt::format("no layer {}", layer));
+    const GraphLayer& l = g.layers[layer];
+    const char* type = layer_type_name(l.type());
+    Context& ctx = ctx_;
+    if (op == "update") {
+      if (algo != "sgd") throw Failed(fmt::format("unknown algorithm \"{}\" for update", algo));
+      if (!l.has_weights()) throw Failed(fmt::format("a {} layer has no weights to update", type));
+      const std::int64_t count = l.params();
+      float* w = b.floats(count);
+      const float* dw = b.floats(count);
+      return [&ctx, count, w, dw] { cuda::sgd_update(ctx, count, 0.01, dw, w); };
+    }
+    if (batch < 1) throw Failed(fmt::format("micro-batch {} (must be at least 1)", batch));
+    if (l.type() == LayerType::Conv) return prepare_conv(l, op, algo, batch, b, m);
+    if (algo != "default") throw Failed(fmt::format("unknown algorithm \"{}\" for {} {}", algo, type, op));
+    const bool forward = op == "forward";
+    const bool fc = l.type() == LayerType::Fc;
+    if (!forward && op != (fc ? "backward_data" : "backward") && !(fc && op == "backward_filter"))
+      throw Failed(fmt::format("a {} layer has no op \"{}\"", type, op));
+    const std::int64_t in_count = batch * (l.in_shapes.empty() ? 0 : l.in_shapes[0].elems());
+    const std::int64_t out_count = batch * l.out.elems();
+
+    switch (l.type()) {
+      case LayerType::Input: throw Failed("the input layer has no ops");
+      case LayerType::Conv: break;  // above
+      case LayerType::Fc: {
+        const cuda::FcDims d = fc_dims(l, batch);
+        const float* w = b.floats(d.in * d.out);
+        if (forward) {
+          const float* x = b.floats(in_count);
+          const float* bias = b.floats(d.out);
+          float* y = b.floats(out_count);
+          return [&ctx, d, x, w, bias, y] { cuda::fc_forward(ctx, d, x, w, bias, y); };
+        }
+        const float* dy = b.floats(out_count);
+        if (op == "backward_data") {
+          float* dx = b.floats(in_count);
+          return [&ctx, d, dy, w, dx] { cuda::fc_backward_data(ctx, d, dy, w, dx, false); };
+        }
+        const float* x = b.floats(in_count);
+        float* dw = b.floats(d.in * d.out);
+        float* db = b.floats(d.out);
+        return [&ctx, d, x, dy, dw, db] { cuda::fc_backward_filter(ctx, d, x, dy, dw, db); };
+      }
+      case LayerType::Relu: {
+        const float* x = b.floats(in_count);
+        float* y = b.floats(out_count);
+        if (forward) return [&ctx, out_count, x, y] { cuda::relu_forward(ctx, out_count, x, y); };
+        cuda::relu_forward(ctx, out_count, x, y);
+        const float* dy = b.floats(out_count);
+        float* dx = b.floats(in_count);
+        return [&ctx, out_count, y, dy, dx] { cuda::relu_backward(ctx, out_count, y, dy, dx, false); };
+      }
+      case LayerType::Pool: {
+        const cuda::PoolDims d = pool_dims(l, batch);
+        const float* x = b.floats(in_count);
+        float* y = b.floats(out_count);
+        if (forward) return [&ctx, d, x, y] { cuda::pool_forward(ctx, d, x, y); };
+        cuda::pool_forward(ctx, d, x, y);
+        const float* dy = b.floats(out_count);
+        float* dx = b.floats(in_count);
+        return [&ctx, d, x, y, dy, dx] { cuda::pool_backward(ctx, d, x, y, dy, dx, false); };
+      }
+      case LayerType::BatchNorm: {
+        const cuda::BnDims d = bn_dims(l, batch);
+        const float* x = b.floats(in_count);
+        const float* gamma = b.floats(d.c, 0.5f, 1.5f);
+        const float* beta = b.floats(d.c);
+        float* y = b.floats(out_count);
+        float* saved = b.floats(2 * d.c);
+        if (forward) return [&ctx, d, x, gamma, beta, y, saved] { cuda::bn_forward_training(ctx, d, x, gamma, beta, y, saved); };
+        cuda::bn_forward_training(ctx, d, x, gamma, beta, y, saved);
+        const float* dy = b.floats(out_count);
+        float* dx = b.floats(in_count);
+        float* dgb = b.floats(2 * d.c);
+        return [&ctx, d, x, gamma, saved, dy, dx, dgb] { cuda::bn_backward(ctx, d, x, gamma, saved, dy, dx, dgb, false); };
+      }
+      case LayerType::Lrn: {
+        const cuda::LrnDims d = lrn_dims(l, batch);
+        const float* x = b.floats(in_count);
+        float* y = b.floats(out_count);
+        if (forward) return [&ctx, d, x, y] { cuda::lrn_forward(ctx, d, x, y); };
+        cuda::lrn_forward(ctx, d, x, y);
+        const float* dy = b.floats(out_count);
+        float* dx = b.floats(in_count);
+        return [&ctx, d, x, y, dy, dx] { cuda::lrn_backward(ctx, d, x, y, dy, dx, false); };
+      }
+      case LayerType::Dropout: {
+        const double ratio = l.spec.dropout.ratio;
+        const std::int64_t per_sample = l.out.elems();
+        const float* x = b.floats(in_count);
+        float* y = b.floats(out_count);
+        std::uint8_t* mask = b.bytes(out_count);
+        if (forward)
+          return [&ctx, batch, per_sample, ratio, x, y, mask] {
+            cuda::dropout_forward(ctx, batch, per_sample, 0, ratio, 12345, x, y, mask);
+          };
+        cuda::dropout_forward(ctx, batch, per_sample, 0, ratio, 12345, x, y, mask);
+        const float* dy = b.floats(out_count);
+        float* dx = b.floats(in_count);
+        return [&ctx, out_count, ratio, mask, dy, dx] { cuda::dropout_backward(ctx, out_count, ratio, mask, dy, dx, false); };
+      }
+      case LayerType::Add: {
+        if (forward) {
+          std::vector<const float*> xs;
+          for (std::size_t i = 0; i < l.inputs.size(); ++i) xs.push_back(b.floats(out_count));
+          float* y = b.floats(out_count);
+          return [&ctx, out_count, xs, y] { cuda::add_forward(ctx, out_count, xs, y); };
+        }
+        // Every input receives the gradient.
+        const float* dy = b.floats(out_count);
+        std::vector<float*> dxs;
+        for (std::size_t i = 0; i < l.inputs.size(); ++i) dxs.push_back(b.floats(out_count));
+        return [&ctx, out_count, dy, dxs] {
+          for (float* dx : dxs) cuda::add_backward(ctx, out_count, dy, dx, false);
+        };
+      }
+      case LayerType::Concat: {
+        std::vector<std::int64_t> cs;
+        for (const Shape& s : l.in_shapes) cs.push_back(s.c);
+        const std::int64_t hw = l.out.h * l.out.w;
+        if (forward) {
+          std::vector<const float*> xs;
+          for (std::int64_t c : cs) xs.push_back(b.floats(batch * c * hw));
+          float* y = b.floats(out_count);
+          return [&ctx, batch, hw, cs, xs, y] { cuda::concat_forward(ctx, batch, hw, cs, xs, y); };
+        }
+        const float* dy = b.floats(out_count);
+        std::vector<float*> dxs;
+        for (std::int64_t c : cs) dxs.push_back(b.floats(batch * c * hw));
+        return [&ctx, batch, hw, cs, dy, dxs] {
+          for (std::size_t i = 0; i < dxs.size(); ++i) cuda::concat_backward(ctx, batch, hw, cs, i, dy, dxs[i], false);
+        };
+      }
+      case LayerType::SoftmaxLoss: {
+        const std::int64_t k = l.in_shapes.at(0).elems();
+        const float* x = b.floats(in_count);
+        const std::int32_t* labels = b.labels(batch, k);
+        float* prob = b.floats(in_count);
+        auto* loss = static_cast<double*>(b.raw(sizeof(double)));
+        ctx.scratch(static_cast<std::size_t>(batch) * sizeof(double));  // grow it now, not while timing
+        if (forward)
+          return [&ctx, batch, k, x, labels, prob, loss] { cuda::softmax_loss_forward(ctx, batch, k, x, labels, prob, loss); };
+        cuda::softmax_loss_forward(ctx, batch, k, x, labels, prob, loss);
+        float* dx = b.floats(in_count);
+        const double scale = 1.0 / static_cast<double>(batch);
+        return [&ctx, batch, k, prob, labels, scale, dx] {
+          cuda::softmax_loss_backward(ctx, batch, k, prob, labels, scale, dx, false);
+        };
+      }
+    }
+    throw Failed(fmt::format("a {} layer has no op \"{}\"", type, op));
+  }
+
+  std::function<void()> prepare_conv(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t batch,
+                                     Buffers& b, Measurement* m) {
+    cuda::ConvOp cop;
+    if (!parse_conv_op(op, &cop)) throw Failed(fmt::format("a conv layer has no op \"{}\"", op));
+    ConvAlgo a;
+    if (!cuda::parse_conv_algo(cop, algo, &a)) throw Failed(fmt::format("unknown algorithm \"{}\" for conv {}", algo, op));
+    const cuda::ConvDims d = conv_dims(l, batch);
+    std::size_t ws = 0;
+    if (!cuda::conv_workspace(ctx_, d, a, &ws)) throw Unsupported{};
+    m->workspace_bytes = static_cast<std::int64_t>(ws);
+    const std::int64_t nx = batch * d.c * d.h * d.w;
+    const std::int64_t ny = batch * d.k * cuda::conv_out_h(d) * cuda::conv_out_w(d);
+    const std::int64_t nw = d.k * (d.c / d.groups) * d.kh * d.kw;
+    Context& ctx = ctx_;
+    void* work = b.raw(static_cast<std::int64_t>(ws));
+    switch (cop) {
+      case cuda::ConvOp::Forward: {
+        const float* w = b.floats(nw);
+        const float* x = b.floats(nx);
+        const float* bias = d.bias ? b.floats(d.k) : nullptr;
+        float* y = b.floats(ny);
+        return [&ctx, d, a, x, w, bias, y, work, ws] { cuda::conv_forward(ctx, d, a, x, w, bias, y, work, ws); };
+      }
+      case cuda::ConvOp::BackwardData: {
+        const float* w = b.floats(nw);
+        const float* dy = b.floats(ny);
+        float* dx = b.floats(nx);
+        return [&ctx, d, a, dy, w, dx, work, ws] { cuda::conv_backward_data(ctx, d, a, dy, w, dx, false, work, ws); };
+      }
+      case cuda::ConvOp::BackwardFilter: {
+        const float* x = b.floats(nx);
+        const float* dy = b.floats(ny);
+        float* dw = b.floats(nw);
+        float* db = d.bias ? b.floats(d.k) : nullptr;
+        return [&ctx, d, a, x, dy, dw, db, work, ws] { cuda::conv_backward_filter(ctx, d, a, x, dy, dw, db, work, ws); };
+      }
+    }
+    throw Failed("unknown conv op");
+  }
+
+  CudaRunnerOptions options_;
+  cuda::Device device_;  // selects the device before the stream and handles are made
+  Stream stream_;
+  Context ctx_;
+};
+
+[[noreturn]] void no_device(const std::string& why) { throw UserError("", "--device cuda", "no CUDA device: " + why); }
+
+// A context on the device for the cuDNN find functions.
+struct FindSession {
+  cuda::Device device;
+  Stream stream;
+  Context ctx;
+  explicit FindSession(int index) : device(index), ctx(stream.get()) {}
+};
+
+std::unique_ptr<FindSession> open_session(int device_index) {
+  std::string why;
+  if (!cuda::cuda_device_available(&why)) no_device(why);
+  try {
+    return std::make_unique<FindSession>(device_index);
+  } catch (const CudaError& e) {
+    no_device(fmt::format("device {} cannot be used: {}", device_index, e.what()));
+  }
+}
+
+std::vector<std::pair<std::string, double>> find(const Graph& g, int layer, std::int64_t batch, int device_index,
+                                                 std::int64_t workspace_limit, cuda::ConvOp op) {
+  if (layer < 0 || layer >= static_cast<int>(g.layers.size()) || g.layers[layer].type() != LayerType::Conv)
+    throw std::invalid_argument(fmt::format("cudnn_find: layer {} is not a conv layer", layer));
+  auto session = open_session(device_index);
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& p : cuda::conv_find(session->ctx, conv_dims(g.layers[layer], batch), op,
+                                       static_cast<std::size_t>(std::max<std::int64_t>(workspace_limit, 0))))
+    out.emplace_back(cuda::conv_algo_name(p.algo), p.seconds);
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Runner> make_cuda_runner(int device_index) { return make_cuda_runner(device_index, CudaRunnerOptions{}); }
+
+std::unique_ptr<Runner> make_cuda_runner(int device_index, const CudaRunnerOptions& options) {
+  std::string why;
+  if (!cuda::cuda_device_available(&why)) no_device(why);
+  try {
+    return std::make_unique<CudaRunner>(device_index, options);
+  } catch (const CudaError& e) {
+    no_device(fmt::format("device {} cannot be used: {}", device_index, e.what()));
+  }
+}
+
+std::vector<std::pair<std::string, double>> cudnn_find_forward(const Graph& g, int layer, std::int64_t batch, int device_index,
+                                                               std::int64_t workspace_limit) {
+  return find(g, layer, batch, device_index, workspace_limit, cuda::ConvOp::Forward);
+}
+
+std::vector<std::pair<std::string, double>> cudnn_find_backward_data(const Graph& g, int layer, std::int64_t batch,
+                                                                     int device_index, std::int64_t workspace_limit) {
+  return find(g, layer, batch, device_index, workspace_limit, cuda::ConvOp::BackwardData);
+}
+
+std::vector<std::pair<std::string, double>> cudnn_find_backward_filter(const Graph& g, int layer, std::int64_t batch,
+                                                                       int device_index, std::int64_t workspace_limit) {
+  return find(g, layer, batch, device_index, workspace_limit, cuda::ConvOp::BackwardFilter);
+}
+
+}  // namespace ucplan

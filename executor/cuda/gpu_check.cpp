@@ -1,0 +1,535 @@
+// GPU self-check of the CUDA backend against the CPU reference kernels (STYLE.md #8): every op on
+// small shapes, every cuDNN convolution algorithm, accumulation (beta = 1), micro-batches by
+// pointer offset (also at 4-byte-aligned offsets), the descriptor cache, and a smoke test of the
+// CUDA Runner (measure, transfers, duplex, cuDNN's own ranking). Without a device it prints
+// "SKIP: <reason>" and exits 0; any mismatch or unexpected failure exits 1.
+//
+// Not part of a CMake target (the suites live in tests/). Build and run from the source root:
+//   ninja -C build-cuda -j2 ucplan_kernels_cuda ucplan_kernels_cpu ucplan_profiler ucplan_model
+//   g++ -std=c++20 -O2 -I. -isystem /usr/local/cuda/include executor/cuda/gpu_check.cpp
+//       build-cuda/profiler/libucplan_profiler.a build-cuda/executor/libucplan_kernels_cuda.a
+//       build-cuda/executor/libucplan_kernels_cpu.a build-cuda/planner/libucplan_model.a
+//       -L/usr/local/cuda/lib64 -lcudnn -lcublas -lcudart -lfmt -lopenblas -o build-cuda/gpu_check
+//   (one command line; the breaks above are for reading)
+//   build-cuda/gpu_check            (UCPLAN_GPU_CHECK_VERBOSE=1 prints every comparison)
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "executor/cpu/kernels.h"
+#include "executor/cuda/cuda_check.h"
+#include "executor/cuda/kernels_cuda.h"
+#include "planner/model/errors.h"
+#include "planner/model/graph.h"
+#include "planner/model/network.h"
+#include "profiler/cuda/cuda_runner.h"
+
+namespace {
+
+using namespace ucplan;
+using cuda::Context;
+using cuda::DeviceBuffer;
+
+int g_failures = 0;
+int g_checks = 0;
+bool g_verbose = false;
+
+std::vector<float> random_floats(std::size_t n, unsigned seed, float lo = -1, float hi = 1) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+// Copies on the context's (non-blocking) stream: the legacy default stream that plain cudaMemcpy
+// uses does not order itself with it.
+Context* g_ctx = nullptr;
+
+template <typename T>
+DeviceBuffer upload(const std::vector<T>& v) {
+  DeviceBuffer b(std::max<std::size_t>(v.size() * sizeof(T), 1));
+  UCPLAN_CUDA(cudaMemcpyAsync(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, g_ctx->stream()));
+  UCPLAN_CUDA(cudaStreamSynchronize(g_ctx->stream()));
+  return b;
+}
+
+template <typename T>
+std::vector<T> download(Context& ctx, const DeviceBuffer& b, std::size_t n) {
+  std::vector<T> v(n);
+  UCPLAN_CUDA(cudaMemcpyAsync(v.data(), b.get(), n * sizeof(T), cudaMemcpyDeviceToHost, ctx.stream()));
+  UCPLAN_CUDA(cudaStreamSynchronize(ctx.stream()));
+  return v;
+}
+
+// max |ref - got| / max(max |ref|, 1e-6): the error relative to the data's scale.
+void check(const std::string& what, const std::vector<float>& ref, const std::vector<float>& got, double tol) {
+  ++g_checks;
+  double scale = 1e-6, err = 0;
+  for (float r : ref) scale = std::max(scale, static_cast<double>(std::fabs(r)));
+  bool nan = false;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (std::isnan(got[i]) != std::isnan(ref[i])) nan = true;
+    if (!std::isnan(ref[i])) err = std::max(err, std::fabs(static_cast<double>(ref[i]) - got[i]));
+  }
+  const double rel = err / scale;
+  const bool ok = !nan && rel <= tol;
+  if (!ok) ++g_failures;
+  if (!ok || g_verbose)
+    std::printf("%s %-60s rel err %.3g (tol %.1g)%s\n", ok ? "ok  " : "FAIL", what.c_str(), rel, tol, nan ? " NaN mismatch" : "");
+}
+
+void check_bytes(const std::string& what, const std::vector<std::uint8_t>& ref, const std::vector<std::uint8_t>& got) {
+  ++g_checks;
+  const bool ok = ref == got;
+  if (!ok) ++g_failures;
+  if (!ok || g_verbose) std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+}
+
+void fail(const std::string& what) {
+  ++g_checks;
+  ++g_failures;
+  std::printf("FAIL %s\n", what.c_str());
+}
+
+std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p, bool ceil_mode) {
+  std::int64_t num = in + 2 * p - k;
+  std::int64_t out = ceil_mode ? (num + s - 1) / s + 1 : num / s + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+bool approximate_algo(const char* name) {
+  return std::strncmp(name, "fft", 3) == 0 || std::strncmp(name, "winograd", 8) == 0;
+}
+
+// ---- convolution ----
+
+void check_conv(Context& ctx, const cpu::ConvDims& d, const std::string& label) {
+  const std::int64_t ho = d.ho(), wo = d.wo();
+  const std::size_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.k * ho * wo, nw = d.k * (d.c / d.groups) * d.kh * d.kw;
+  auto x = random_floats(nx, 1), w = random_floats(nw, 2), b = random_floats(d.k, 3), dy = random_floats(ny, 4);
+  auto dx0 = random_floats(nx, 5), dw0 = random_floats(nw, 6), db0 = random_floats(d.k, 7);
+  // CPU reference (direct).
+  std::vector<char> cws(static_cast<std::size_t>(std::max<std::int64_t>(
+      {cpu::conv_workspace_bytes(d, cpu::ConvOp::Forward, cpu::ConvAlgo::Direct),
+       cpu::conv_workspace_bytes(d, cpu::ConvOp::BackwardData, cpu::ConvAlgo::Direct),
+       cpu::conv_workspace_bytes(d, cpu::ConvOp::BackwardFilter, cpu::ConvAlgo::Direct), 1})));
+  std::vector<float> y_ref(ny), dx_ref = dx0, dw_ref = dw0, db_ref = db0;
+  cpu::conv_forward(d, cpu::ConvAlgo::Direct, x.data(), w.data(), d.bias ? b.data() : nullptr, y_ref.data(), cws.data());
+  cpu::conv_backward_data(d, cpu::ConvAlgo::Direct, dy.data(), w.data(), dx_ref.data(), true, cws.data());
+  cpu::conv_backward_filter(d, cpu::ConvAlgo::Direct, x.data(), dy.data(), dw_ref.data(), d.bias ? db_ref.data() : nullptr,
+                            cws.data());
+  auto X = upload(x), W = upload(w), B = upload(b), DY = upload(dy);
+  for (auto op : {cuda::ConvOp::Forward, cuda::ConvOp::BackwardData, cuda::ConvOp::BackwardFilter}) {
+    int supported = 0;
+    for (cuda::ConvAlgo a : cuda::conv_algorithms(op)) {
+      const std::string what = label + " " + cuda::conv_op_name(op) + " " + cuda::conv_algo_name(a);
+      const double tol = approximate_algo(cuda::conv_algo_name(a)) ? 2e-3 : 1e-4;
+      try {
+        std::size_t ws = 0;
+        if (!cuda::conv_workspace(ctx, d, a, &ws)) {
+          if (g_verbose) std::printf("     %-60s unsupported\n", what.c_str());
+          continue;
+        }
+        DeviceBuffer WS(ws);
+        if (op == cuda::ConvOp::Forward) {
+          DeviceBuffer Y(ny * sizeof(float));
+          cuda::conv_forward(ctx, d, a, X.as<float>(), W.as<float>(), B.as<float>(), Y.as<float>(), WS.get(), ws);
+          check(what, y_ref, download<float>(ctx, Y, ny), tol);
+        } else if (op == cuda::ConvOp::BackwardData) {
+          auto DX = upload(dx0);  // accumulate = true: dx0 + dconv
+          cuda::conv_backward_data(ctx, d, a, DY.as<float>(), W.as<float>(), DX.as<float>(), true, WS.get(), ws);
+          check(what + " (beta 1)", dx_ref, download<float>(ctx, DX, nx), tol);
+        } else {
+          auto DW = upload(dw0), DB = upload(db0);  // always beta = 1
+          cuda::conv_backward_filter(ctx, d, a, X.as<float>(), DY.as<float>(), DW.as<float>(), DB.as<float>(), WS.get(), ws);
+          auto dw = download<float>(ctx, DW, nw);
+          check(what + " dw", dw_ref, dw, tol);
+          if (d.bias) check(what + " db", db_ref, download<float>(ctx, DB, d.k), 1e-5);
+          if (cuda::conv_algo_deterministic(a)) {  // the same bits on a second run
+            auto DW2 = upload(dw0), DB2 = upload(db0);
+            cuda::conv_backward_filter(ctx, d, a, X.as<float>(), DY.as<float>(), DW2.as<float>(), DB2.as<float>(), WS.get(),
+                                       ws);
+            check(what + " dw run to run", dw, download<float>(ctx, DW2, nw), 0);
+          }
+        }
+        ++supported;
+      } catch (const cuda::CudaError& e) {
+        if (e.not_supported()) {
+          std::printf("note %-60s workspace query ok but the call is unsupported: %s\n", what.c_str(), e.what());
+          continue;
+        }
+        fail(what + ": " + e.what());
+      }
+    }
+    if (supported == 0) fail(label + " " + cuda::conv_op_name(op) + ": no algorithm supported");
+  }
+
+  // Micro-batches by pointer offset: [(algo, 1), (algo, n - 1)] for every algorithm, so the
+  // second call starts at an offset of c*h*w floats (only 4-byte aligned when that is odd).
+  if (d.n < 2) return;
+  for (auto op : {cuda::ConvOp::Forward, cuda::ConvOp::BackwardData, cuda::ConvOp::BackwardFilter}) {
+    for (cuda::ConvAlgo a : cuda::conv_algorithms(op)) {
+      const std::vector<cuda::MicroConfig> config{{a, 1}, {a, d.n - 1}};
+      const std::string what = label + " micro " + cuda::conv_op_name(op) + " " + cuda::conv_algo_name(a) + " [1," +
+                                std::to_string(d.n - 1) + "]";
+      const double tol = approximate_algo(cuda::conv_algo_name(a)) ? 2e-3 : 1e-4;
+      try {
+        std::size_t ws = 0;
+        if (!cuda::conv_workspace_micro(ctx, d, config, &ws)) continue;
+        DeviceBuffer WS(ws);
+        if (op == cuda::ConvOp::Forward) {
+          DeviceBuffer Y(ny * sizeof(float));
+          cuda::conv_forward_micro(ctx, d, config, X.as<float>(), W.as<float>(), B.as<float>(), Y.as<float>(), WS.get(), ws);
+          check(what, y_ref, download<float>(ctx, Y, ny), tol);
+        } else if (op == cuda::ConvOp::BackwardData) {
+          auto DX = upload(dx0);
+          cuda::conv_backward_data_micro(ctx, d, config, DY.as<float>(), W.as<float>(), DX.as<float>(), true, WS.get(), ws);
+          check(what, dx_ref, download<float>(ctx, DX, nx), tol);
+        } else {
+          auto DW = upload(dw0), DB = upload(db0);
+          cuda::conv_backward_filter_micro(ctx, d, config, X.as<float>(), DY.as<float>(), DW.as<float>(), DB.as<float>(),
+                                           WS.get(), ws);
+          check(what + " dw", dw_ref, download<float>(ctx, DW, nw), tol);
+          if (d.bias) check(what + " db", db_ref, download<float>(ctx, DB, d.k), 1e-5);
+        }
+      } catch (const cuda::CudaError& e) {
+        // Worth knowing: an algorithm that refuses a 4-byte-aligned micro-batch pointer.
+        if (e.not_supported())
+          std::printf("note %-60s unsupported at this offset: %s\n", what.c_str(), e.what());
+        else
+          fail(what + ": " + e.what());
+      }
+    }
+  }
+}
+
+// ---- pooling ----
+
+void check_pool(Context& ctx, cpu::PoolDims d, bool ceil_mode, const std::string& label, bool ties = false) {
+  d.ho = window_out(d.h, d.kh, d.sh, d.ph, ceil_mode);
+  d.wo = window_out(d.w, d.kw, d.sw, d.pw, ceil_mode);
+  const std::size_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * d.ho * d.wo;
+  auto x = ties ? std::vector<float>(nx, 0.5f) : random_floats(nx, 11);
+  auto dy = random_floats(ny, 12), dx0 = random_floats(nx, 13);
+  std::vector<float> y_ref(ny), dx_ref = dx0;
+  cpu::pool_forward(d, x.data(), y_ref.data());
+  cpu::pool_backward(d, x.data(), y_ref.data(), dy.data(), dx_ref.data(), true);
+  auto X = upload(x), DY = upload(dy), DX = upload(dx0);
+  DeviceBuffer Y(ny * sizeof(float));
+  cuda::pool_forward(ctx, d, X.as<float>(), Y.as<float>());
+  auto y = download<float>(ctx, Y, ny);
+  check(label + " forward", y_ref, y, d.max ? 0 : 1e-6);
+  cuda::pool_backward(ctx, d, X.as<float>(), Y.as<float>(), DY.as<float>(), DX.as<float>(), true);
+  check(label + " backward (beta 1)", dx_ref, download<float>(ctx, DX, nx), 1e-6);
+  if (!d.max) {  // average: x and y may be absent
+    auto DX2 = upload(dx0);
+    cuda::pool_backward(ctx, d, nullptr, nullptr, DY.as<float>(), DX2.as<float>(), true);
+    check(label + " backward without x, y", dx_ref, download<float>(ctx, DX2, nx), 1e-6);
+  }
+}
+
+// ---- the other layers ----
+
+void check_layers(Context& ctx) {
+  // relu
+  {
+    const std::int64_t n = 1000;
+    auto x = random_floats(n, 21), dy = random_floats(n, 22), dx0 = random_floats(n, 23);
+    std::vector<float> y_ref(n), dx_ref = dx0;
+    cpu::relu_forward(n, x.data(), y_ref.data());
+    cpu::relu_backward(n, y_ref.data(), dy.data(), dx_ref.data(), true);
+    auto X = upload(x), DY = upload(dy), DX = upload(dx0);
+    DeviceBuffer Y(n * sizeof(float));
+    cuda::relu_forward(ctx, n, X.as<float>(), Y.as<float>());
+    check("relu forward", y_ref, download<float>(ctx, Y, n), 0);
+    cuda::relu_backward(ctx, n, Y.as<float>(), DY.as<float>(), DX.as<float>(), true);
+    check("relu backward (beta 1)", dx_ref, download<float>(ctx, DX, n), 1e-7);
+  }
+  // batch norm
+  {
+    cpu::BnDims d{4, 3, 5, 6, 1e-5};
+    const std::size_t n = d.n * d.c * d.h * d.w;
+    auto x = random_floats(n, 31, -2, 3), g = random_floats(d.c, 32, 0.5, 1.5), b = random_floats(d.c, 33);
+    auto dy = random_floats(n, 34), dx0 = random_floats(n, 35), dgb0 = random_floats(2 * d.c, 36);
+    std::vector<float> y_ref(n), saved_ref(2 * d.c), dx_ref = dx0, dgb_ref = dgb0, ys_ref(n);
+    cpu::bn_forward_training(d, x.data(), g.data(), b.data(), y_ref.data(), saved_ref.data());
+    cpu::bn_backward(d, x.data(), g.data(), saved_ref.data(), dy.data(), dx_ref.data(), dgb_ref.data(), true);
+    auto X = upload(x), G = upload(g), B = upload(b), DY = upload(dy), DX = upload(dx0), DGB = upload(dgb0);
+    DeviceBuffer Y(n * sizeof(float)), S(2 * d.c * sizeof(float)), YS(n * sizeof(float));
+    cuda::bn_forward_training(ctx, d, X.as<float>(), G.as<float>(), B.as<float>(), Y.as<float>(), S.as<float>());
+    check("bn forward_training y", y_ref, download<float>(ctx, Y, n), 1e-5);
+    check("bn forward_training saved [mean, inv_std]", saved_ref, download<float>(ctx, S, 2 * d.c), 1e-5);
+    cuda::bn_backward(ctx, d, X.as<float>(), G.as<float>(), S.as<float>(), DY.as<float>(), DX.as<float>(), DGB.as<float>(),
+                      true);
+    check("bn backward dx (beta 1)", dx_ref, download<float>(ctx, DX, n), 1e-4);
+    check("bn backward dgamma, dbeta (accumulated)", dgb_ref, download<float>(ctx, DGB, 2 * d.c), 1e-4);
+    {  // run to run: cuDNN does not document batch-norm backward as deterministic
+      auto dx1 = download<float>(ctx, DX, n);
+      auto DX2 = upload(dx0), DGB2 = upload(dgb0);
+      cuda::bn_backward(ctx, d, X.as<float>(), G.as<float>(), S.as<float>(), DY.as<float>(), DX2.as<float>(),
+                        DGB2.as<float>(), true);
+      check("bn backward dx run to run", dx1, download<float>(ctx, DX2, n), 0);
+    }
+    // Recompute from the CPU's saved statistics: the same operations, so the same bits.
+    auto SREF = upload(saved_ref);
+    cpu::bn_forward_saved(d, x.data(), g.data(), b.data(), saved_ref.data(), ys_ref.data());
+    cuda::bn_forward_saved(ctx, d, X.as<float>(), G.as<float>(), B.as<float>(), SREF.as<float>(), YS.as<float>());
+    check("bn forward_saved (bitwise)", ys_ref, download<float>(ctx, YS, n), 0);
+  }
+  // LRN: size 5 goes to cuDNN, 4 (even) and 3-with-tiny-k to the small kernels.
+  for (const auto& [size, k] : std::vector<std::pair<std::int64_t, double>>{{5, 1.0}, {4, 2.0}, {3, 1e-6}, {1, 1.0}}) {
+    cpu::LrnDims d{2, 7, 3, 4, size, 1e-2, 0.75, k};
+    const std::size_t n = d.n * d.c * d.h * d.w;
+    auto x = random_floats(n, 41, -3, 3), dy = random_floats(n, 42), dx0 = random_floats(n, 43);
+    std::vector<float> y_ref(n), dx_ref = dx0;
+    cpu::lrn_forward(d, x.data(), y_ref.data());
+    cpu::lrn_backward(d, x.data(), y_ref.data(), dy.data(), dx_ref.data(), true);
+    auto X = upload(x), DY = upload(dy), DX = upload(dx0);
+    DeviceBuffer Y(n * sizeof(float));
+    const std::string label = "lrn size " + std::to_string(size) + " k " + std::to_string(k);
+    cuda::lrn_forward(ctx, d, X.as<float>(), Y.as<float>());
+    check(label + " forward", y_ref, download<float>(ctx, Y, n), 1e-5);
+    cuda::lrn_backward(ctx, d, X.as<float>(), Y.as<float>(), DY.as<float>(), DX.as<float>(), true);
+    check(label + " backward (beta 1)", dx_ref, download<float>(ctx, DX, n), 1e-4);
+  }
+  // fc
+  for (bool bias : {true, false}) {
+    cpu::FcDims d{5, 13, 7, bias};
+    auto x = random_floats(d.n * d.in, 51), w = random_floats(d.out * d.in, 52), b = random_floats(d.out, 53);
+    auto dy = random_floats(d.n * d.out, 54), dx0 = random_floats(d.n * d.in, 55), dw0 = random_floats(d.out * d.in, 56),
+         db0 = random_floats(d.out, 57);
+    std::vector<float> y_ref(d.n * d.out), dx_ref = dx0, dw_ref = dw0, db_ref = db0;
+    cpu::fc_forward(d, x.data(), w.data(), b.data(), y_ref.data());
+    cpu::fc_backward_data(d, dy.data(), w.data(), dx_ref.data(), true);
+    cpu::fc_backward_filter(d, x.data(), dy.data(), dw_ref.data(), db_ref.data());
+    auto X = upload(x), W = upload(w), B = upload(b), DY = upload(dy), DX = upload(dx0), DW = upload(dw0), DB = upload(db0);
+    DeviceBuffer Y(d.n * d.out * sizeof(float));
+    const std::string label = bias ? "fc (bias)" : "fc";
+    cuda::fc_forward(ctx, d, X.as<float>(), W.as<float>(), B.as<float>(), Y.as<float>());
+    check(label + " forward", y_ref, download<float>(ctx, Y, d.n * d.out), 1e-5);
+    cuda::fc_backward_data(ctx, d, DY.as<float>(), W.as<float>(), DX.as<float>(), true);
+    check(label + " backward_data (beta 1)", dx_ref, download<float>(ctx, DX, d.n * d.in), 1e-5);
+    cuda::fc_backward_filter(ctx, d, X.as<float>(), DY.as<float>(), DW.as<float>(), DB.as<float>());
+    check(label + " backward_filter dw (accumulated)", dw_ref, download<float>(ctx, DW, d.out * d.in), 1e-5);
+    check(label + " backward_filter db (accumulated)", db_ref, download<float>(ctx, DB, d.out), 1e-5);
+  }
+  // dropout: the same mask as the CPU, bit for bit.
+  {
+    const std::int64_t n = 3, per = 257, first = 2, count = n * per;
+    const double ratio = 0.3;
+    auto x = random_floats(count, 61), dy = random_floats(count, 62), dx0 = random_floats(count, 63);
+    std::vector<float> y_ref(count), dx_ref = dx0, ya_ref(count);
+    std::vector<std::uint8_t> mask_ref(count);
+    cpu::dropout_forward(n, per, first, ratio, 99, x.data(), y_ref.data(), mask_ref.data());
+    cpu::dropout_apply(count, ratio, mask_ref.data(), x.data(), ya_ref.data());
+    cpu::dropout_backward(count, ratio, mask_ref.data(), dy.data(), dx_ref.data(), true);
+    auto X = upload(x), DY = upload(dy), DX = upload(dx0);
+    DeviceBuffer Y(count * sizeof(float)), YA(count * sizeof(float)), M(count);
+    cuda::dropout_forward(ctx, n, per, first, ratio, 99, X.as<float>(), Y.as<float>(), M.as<std::uint8_t>());
+    check_bytes("dropout mask (same as CPU)", mask_ref, download<std::uint8_t>(ctx, M, count));
+    check("dropout forward (bitwise)", y_ref, download<float>(ctx, Y, count), 0);
+    cuda::dropout_apply(ctx, count, ratio, M.as<std::uint8_t>(), X.as<float>(), YA.as<float>());
+    check("dropout apply (bitwise)", ya_ref, download<float>(ctx, YA, count), 0);
+    cuda::dropout_backward(ctx, count, ratio, M.as<std::uint8_t>(), DY.as<float>(), DX.as<float>(), true);
+    check("dropout backward (beta 1, bitwise)", dx_ref, download<float>(ctx, DX, count), 0);
+  }
+  // add with 3 and 10 inputs (two groups of the summing kernel)
+  for (int inputs : {3, 10}) {
+    const std::int64_t n = 999;
+    std::vector<std::vector<float>> xs;
+    std::vector<DeviceBuffer> XS;
+    std::vector<const float*> xp, xg;
+    for (int i = 0; i < inputs; ++i) xs.push_back(random_floats(n, 70 + i));
+    for (int i = 0; i < inputs; ++i) {
+      XS.push_back(upload(xs[i]));
+      xp.push_back(xs[i].data());
+      xg.push_back(XS.back().as<float>());
+    }
+    std::vector<float> y_ref(n);
+    cpu::add_forward(n, xp, y_ref.data());
+    DeviceBuffer Y(n * sizeof(float));
+    cuda::add_forward(ctx, n, xg, Y.as<float>());
+    check("add forward " + std::to_string(inputs) + " inputs (bitwise)", y_ref, download<float>(ctx, Y, n), 0);
+    auto dx0 = random_floats(n, 80);
+    std::vector<float> dx_ref = dx0;
+    cpu::add_backward(n, xs[0].data(), dx_ref.data(), true);
+    auto DX = upload(dx0);
+    cuda::add_backward(ctx, n, XS[0].as<float>(), DX.as<float>(), true);
+    check("add backward (beta 1, bitwise)", dx_ref, download<float>(ctx, DX, n), 0);
+  }
+  // concat
+  {
+    const std::int64_t n = 2, hw = 6;
+    const std::vector<std::int64_t> cs{2, 3, 1};
+    std::vector<std::vector<float>> xs;
+    std::vector<DeviceBuffer> XS;
+    std::vector<const float*> xp, xg;
+    for (std::size_t i = 0; i < cs.size(); ++i) xs.push_back(random_floats(n * cs[i] * hw, 90 + i));
+    for (auto& v : xs) {
+      XS.push_back(upload(v));
+      xp.push_back(v.data());
+      xg.push_back(XS.back().as<float>());
+    }
+    const std::size_t ny = n * 6 * hw;
+    std::vector<float> y_ref(ny);
+    cpu::concat_forward(n, hw, cs, xp, y_ref.data());
+    DeviceBuffer Y(ny * sizeof(float));
+    cuda::concat_forward(ctx, n, hw, cs, xg, Y.as<float>());
+    check("concat forward (bitwise)", y_ref, download<float>(ctx, Y, ny), 0);
+    for (bool acc : {false, true}) {
+      auto dx0 = random_floats(n * cs[1] * hw, 95);
+      std::vector<float> dx_ref = dx0;
+      cpu::concat_backward(n, hw, cs, 1, y_ref.data(), dx_ref.data(), acc);
+      auto DX = upload(dx0);
+      cuda::concat_backward(ctx, n, hw, cs, 1, Y.as<float>(), DX.as<float>(), acc);
+      check(std::string("concat backward input 1") + (acc ? " (beta 1)" : ""), dx_ref, download<float>(ctx, DX, dx0.size()), 0);
+    }
+  }
+  // softmax loss
+  {
+    const std::int64_t n = 4, k = 10;
+    auto x = random_floats(n * k, 101, -5, 5), dx0 = random_floats(n * k, 102);
+    std::vector<std::int32_t> labels{3, 0, 9, 5};
+    std::vector<float> prob_ref(n * k), dx_ref = dx0;
+    const double loss_ref = cpu::softmax_loss_forward(n, k, x.data(), labels.data(), prob_ref.data());
+    cpu::softmax_loss_backward(n, k, prob_ref.data(), labels.data(), 0.125, dx_ref.data(), true);
+    auto X = upload(x), L = upload(labels), DX = upload(dx0);
+    DeviceBuffer P(n * k * sizeof(float));
+    const double loss = cuda::softmax_loss_forward(ctx, n, k, X.as<float>(), L.as<std::int32_t>(), P.as<float>());
+    check("softmax prob", prob_ref, download<float>(ctx, P, n * k), 1e-6);
+    check("softmax loss", {static_cast<float>(loss_ref)}, {static_cast<float>(loss)}, 1e-6);
+    cuda::softmax_loss_backward(ctx, n, k, P.as<float>(), L.as<std::int32_t>(), 0.125, DX.as<float>(), true);
+    check("softmax loss backward (beta 1)", dx_ref, download<float>(ctx, DX, n * k), 1e-6);
+  }
+  // sgd
+  {
+    const std::int64_t n = 777;
+    auto w = random_floats(n, 111), dw = random_floats(n, 112);
+    std::vector<float> w_ref = w;
+    cpu::sgd_update(n, 0.05, dw.data(), w_ref.data());
+    auto W = upload(w), DW = upload(dw);
+    cuda::sgd_update(ctx, n, 0.05, DW.as<float>(), W.as<float>());
+    check("sgd (bitwise)", w_ref, download<float>(ctx, W, n), 0);
+  }
+}
+
+// ---- the runner ----
+
+const char* kNet = R"({
+ "format": "ucplan-network/1", "name": "gpu_check", "input": {"name": "data", "shape": [3, 15, 15]}, "labels": 10,
+ "layers": [
+  {"name": "conv1", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1, "bias": true},
+  {"name": "bn1", "type": "bn", "inputs": ["conv1"]},
+  {"name": "relu1", "type": "relu", "inputs": ["bn1"]},
+  {"name": "norm1", "type": "lrn", "inputs": ["relu1"], "size": 5},
+  {"name": "pool1", "type": "pool", "inputs": ["norm1"], "mode": "max", "kernel": 3, "stride": 2, "ceil_mode": true},
+  {"name": "conv2", "type": "conv", "inputs": ["pool1"], "out_channels": 8, "kernel": 3, "pad": 1, "groups": 2},
+  {"name": "add", "type": "add", "inputs": ["pool1", "conv2"]},
+  {"name": "cat", "type": "concat", "inputs": ["add", "pool1"]},
+  {"name": "pool2", "type": "pool", "inputs": ["cat"], "mode": "avg", "kernel": 2, "stride": 2, "count_include_pad": false},
+  {"name": "fc", "type": "fc", "inputs": ["pool2"], "out_features": 10},
+  {"name": "drop", "type": "dropout", "inputs": ["fc"], "ratio": 0.5},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["drop"]}
+ ]
+})";
+
+void check_runner() {
+  Graph g = build_graph(parse_network_text(kNet, "gpu_check.json"), "gpu_check.json");
+  auto runner = make_cuda_runner(0);
+  DeviceInfo d = runner->device();
+  std::printf("device: %s, %.1f GiB, peak %.1f TFLOP/s FP32\n", d.name.c_str(), static_cast<double>(d.memory_bytes) / (1 << 30),
+              d.peak_flops * 1e-12);
+  for (const auto& [k, v] : d.versions) std::printf("  %s: %s\n", k.c_str(), v.c_str());
+  for (int li = 1; li < static_cast<int>(g.layers.size()); ++li) {
+    const GraphLayer& l = g.layers[li];
+    std::vector<std::string> ops = l.type() == LayerType::Conv || l.type() == LayerType::Fc
+                                       ? std::vector<std::string>{"forward", "backward_data", "backward_filter"}
+                                       : std::vector<std::string>{"forward", "backward"};
+    if (l.has_weights()) ops.push_back("update");
+    for (const auto& op : ops) {
+      int ok = 0;
+      for (const auto& algo : runner->algorithms(g, li, op)) {
+        Measurement m = runner->measure(g, li, op, algo, op == "update" ? 0 : 4, 5);
+        if (m.status == "ok") ++ok;
+        if (g_verbose || m.status.starts_with("failed"))
+          std::printf("  %-6s %-16s %-22s %-14s %9.2f us  spread %.2f  ws %lld\n", l.name().c_str(), op.c_str(), algo.c_str(),
+                      m.status.c_str(), m.seconds * 1e6, m.spread, static_cast<long long>(m.workspace_bytes));
+        if (m.status.starts_with("failed")) fail("runner " + l.name() + " " + op + " " + algo + ": " + m.status);
+      }
+      if (ok == 0) fail("runner " + l.name() + " " + op + ": no algorithm measured");
+    }
+  }
+  // An impossible allocation is out_of_memory, not a failure (a 1x1 conv on a huge batch).
+  Measurement big = runner->measure(g, 1, "forward", "implicit_gemm", std::int64_t{1} << 26, 1);
+  if (big.status != "out_of_memory" && big.status != "unsupported") fail("runner huge batch: " + big.status);
+  std::printf("runner huge batch: %s\n", big.status.c_str());
+  for (bool h2d : {true, false}) {
+    auto pts = runner->measure_transfers(h2d, {1 << 10, 1 << 20, 1 << 26});
+    for (const auto& p : pts)
+      std::printf("transfer %s %10lld bytes: %9.2f us (%.1f GB/s)\n", h2d ? "h2d" : "d2h", static_cast<long long>(p.bytes),
+                  p.seconds * 1e6, static_cast<double>(p.bytes) / p.seconds * 1e-9);
+    if (pts.size() != 3) fail("transfers: a size is missing");
+  }
+  std::printf("duplex: %s\n", runner->measure_duplex() ? "yes" : "no");
+  for (const auto& [name, s] : cudnn_find_forward(g, 1, 32))
+    std::printf("cudnn find forward conv1 b32: %-22s %9.2f us\n", name.c_str(), s * 1e6);
+  for (const auto& [name, s] : cudnn_find_backward_filter(g, 1, 32))
+    std::printf("cudnn find backward_filter conv1 b32: %-22s %9.2f us\n", name.c_str(), s * 1e6);
+}
+
+}  // namespace
+
+int main() {
+  g_verbose = std::getenv("UCPLAN_GPU_CHECK_VERBOSE") != nullptr;
+  std::string why;
+  if (!cuda::cuda_device_available(&why)) {
+    std::printf("SKIP: no CUDA device: %s\n", why.c_str());
+    return 0;
+  }
+  try {
+    cuda::Device device(0);
+    cuda::Stream stream;
+    Context ctx(stream.get());
+    g_ctx = &ctx;
+    std::printf("checking the CUDA kernels on %s against the CPU reference\n", device.name().c_str());
+    // Convolutions: padding, stride, groups, dilation, depthwise, 1x1, odd c*h*w for the offsets.
+    check_conv(ctx, {.n = 3, .c = 4, .h = 9, .w = 7, .k = 6, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .bias = true}, "3x3 p1");
+    check_conv(ctx, {.n = 2, .c = 3, .h = 11, .w = 11, .k = 5, .kh = 5, .kw = 5, .sh = 2, .sw = 2, .bias = true}, "5x5 s2");
+    check_conv(ctx, {.n = 3, .c = 4, .h = 8, .w = 8, .k = 6, .kh = 3, .kw = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .groups = 2},
+               "3x3 d2 g2");
+    check_conv(ctx, {.n = 2, .c = 6, .h = 7, .w = 7, .k = 6, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .groups = 6}, "depthwise");
+    check_conv(ctx, {.n = 4, .c = 8, .h = 5, .w = 5, .k = 16, .bias = true}, "1x1");
+    check_conv(ctx, {.n = 3, .c = 3, .h = 7, .w = 7, .k = 4, .kh = 3, .kw = 3}, "odd offsets 3x7x7");
+    // The descriptor cache: replaying the same shapes creates nothing new.
+    const std::size_t cached = ctx.cached_descriptor_sets();
+    check_conv(ctx, {.n = 3, .c = 4, .h = 9, .w = 7, .k = 6, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .bias = true}, "3x3 p1 again");
+    if (ctx.cached_descriptor_sets() != cached) fail("descriptor cache grew on a replay");
+    // Pooling: cuDNN (floor sizes) and the small kernels (ceil sizes cuDNN does not produce).
+    check_pool(ctx, {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = true}, false,
+               "max 3x3 s2 p1");
+    check_pool(ctx, {.n = 2, .c = 3, .h = 8, .w = 8, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .max = true}, true, "max ceil 8->4");
+    check_pool(ctx, {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false}, false,
+               "avg incl pad");
+    check_pool(ctx,
+               {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false,
+                .count_include_pad = false},
+               false, "avg excl pad");
+    check_pool(ctx, {.n = 2, .c = 3, .h = 8, .w = 8, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false}, true,
+               "avg ceil incl pad");
+    check_pool(ctx, {.n = 1, .c = 2, .h = 6, .w = 6, .kh = 2, .kw = 2, .sh = 1, .sw = 1, .max = true}, false, "max ties", true);
+    check_pool(ctx, {.n = 2, .c = 4, .h = 7, .w = 7, .kh = 7, .kw = 7, .max = false}, false, "global avg 7x7");
+    check_layers(ctx);
+    check_runner();
+  } catch (const std::exception& e) {
+    fail(std::string("exception: ") + e.what());
+  }
+  std::printf("%d checks, %d failed\n", g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
