@@ -1,1 +1,81 @@
-// placeholder: implemented in a later step
+// OpenBLAS set-up and description (see blas.h for why the core type needs a re-exec).
+#include "executor/cpu/blas.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+namespace ucplan::cpu {
+namespace {
+
+// Set by the process that re-executes itself, so that a re-executed process whose OpenBLAS still
+// ignores the core type (or a platform where re-executing loops) never tries again.
+constexpr const char* kGuard = "UCPLAN_BLAS_REEXECUTED";
+
+const char* core_type_from_cpu_flags() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
+  if (__builtin_cpu_supports("avx2")) return "Haswell";
+  return nullptr;
+}
+
+}  // namespace
+
+void ensure_blas_core_type(char** argv) {
+  if (argv == nullptr || argv[0] == nullptr) return;
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || std::getenv(kGuard) != nullptr) return;
+  const char* core = core_type_from_cpu_flags();
+  if (core == nullptr) return;
+  if (setenv("OPENBLAS_CORETYPE", core, 1) != 0 || setenv(kGuard, "1", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // execv only returns on failure: go on with the core type OpenBLAS chose at load time. The
+  // variables stay set, which keeps child processes from trying again.
+}
+
+std::string blas_version() {
+  // openblas_get_config() reads e.g. "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64".
+  std::istringstream config(openblas_get_config());
+  std::string name, version;
+  config >> name >> version;
+  return version;
+}
+
+std::string blas_description() {
+  const int threads = blas_threads();
+  return fmt::format("OpenBLAS {} ({}, {} thread{})", blas_version(), openblas_get_corename(), threads,
+                     threads == 1 ? "" : "s");
+}
+
+int blas_threads() { return openblas_get_num_threads(); }
+
+double measure_sgemm_gflops(int n, int repeats) {
+  const auto size = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+  // Values that stay finite and away from denormals however often the product is repeated.
+  std::vector<float> a(size), b(size), c(size);
+  for (std::size_t i = 0; i < size; ++i) {
+    a[i] = static_cast<float>(i % 7) * 0.25f - 0.75f;
+    b[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
+  }
+  auto run = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  };
+  run();  // warm-up: thread start-up and first-touch page faults
+  std::vector<double> seconds;
+  for (int r = 0; r < std::max(repeats, 1); ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  const std::size_t mid = seconds.size() / 2;
+  const double median = seconds.size() % 2 == 1 ? seconds[mid] : (seconds[mid - 1] + seconds[mid]) / 2;
+  return 2.0 * n * static_cast<double>(n) * n / median * 1e-9;
+}
+
+}  // namespace ucplan::cpu

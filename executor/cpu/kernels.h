@@ -1,8 +1,8 @@
 // CPU reference kernels: forward and backward of every layer type, float32, NCHW.
 // Convolution has real algorithms with different time/workspace trade-offs (Caffe con Troll
 // §2.1): `direct` (no workspace) and `gemm` (lowering type 1: im2col of the micro-batch, then
-// one OpenBLAS sgemm per group; workspace = the lowered matrix, so micro-batching shrinks it),
-// plus `gemm_lift` (lowering type 3: sgemm on the unlowered input, then a k^2 lifting sum).
+// OpenBLAS sgemm per group and sample; workspace = the lowered matrix, so micro-batching shrinks
+// it), plus `gemm_lift` (lowering type 3: sgemm on the unlowered input, then a k^2 lifting sum).
 // Every backward-data kernel takes `accumulate`: false overwrites dx (beta = 0), true adds to it
 // (beta = 1, for a tensor with several consumers). Backward-filter always accumulates into dw
 // and db, so a kernel can run over micro-batches and sub-batch rounds; callers zero them first.
@@ -30,9 +30,17 @@ enum class ConvAlgo { Direct, Gemm, GemmLift };
 const char* conv_algo_name(ConvAlgo a);           // "direct", "gemm", "gemm_lift"
 bool parse_conv_algo(const std::string& name, ConvAlgo* out);
 std::vector<ConvAlgo> conv_algorithms();          // all of them, in a fixed order
-// Whether the algorithm implements this op for these dims (e.g. gemm_lift needs stride 1 and
-// dilation 1); an unsupported combination is recorded as such in a profile, never run.
+// Whether the algorithm implements this op for these dims; an unsupported combination is
+// recorded as such in a profile, never run. The answer is the same for the three ops: direct and
+// gemm support everything; gemm_lift needs stride 1 and more than one tap (with one tap it is
+// gemm without lowering; dilation is fine, the lifting just reads further away).
 bool conv_supported(const ConvDims& d, ConvOp op, ConvAlgo a);
+// Exactly the bytes the kernel writes in `workspace` (every one of them), the same for the three
+// ops; 0 when unsupported. With cg = c/groups, kg = k/groups, taps = kh*kw, 4-byte floats:
+//   direct     0
+//   gemm       4 * n * cg*taps * ho*wo             (one group's lowered micro-batch), but 0 for
+//                                                  1x1 stride-1 unpadded convs (x is its own lowering)
+//   gemm_lift  4 * (kg*taps * cg + n * kg*taps * h*w)  (lowered kernel K^, then R^ of each sample)
 std::int64_t conv_workspace_bytes(const ConvDims& d, ConvOp op, ConvAlgo a);
 
 void conv_forward(const ConvDims& d, ConvAlgo a, const float* x, const float* w, const float* bias, float* y, void* workspace);
@@ -51,7 +59,9 @@ struct PoolDims {
 };
 void pool_forward(const PoolDims& d, const float* x, float* y);
 // Max: the gradient goes to the first position in the window whose x equals y (ties: lowest
-// index), as cuDNN's deterministic mode does. x and y are unused for average pooling.
+// index), as cuDNN's deterministic mode does. x and y are unused for average pooling. Average
+// divisors follow PyTorch (window clipped to the padded input, then to the input unless
+// count_include_pad). A window with no input position (inconsistent sizes) yields 0.
 void pool_backward(const PoolDims& d, const float* x, const float* y, const float* dy, float* dx, bool accumulate);
 
 void relu_forward(std::int64_t count, const float* x, float* y);
@@ -75,6 +85,8 @@ struct LrnDims {
   std::int64_t size = 5;
   double alpha = 1e-4, beta = 0.75, k = 1.0;
 };
+// Both directions allocate their own scratch (one sample's window sums; twice that, plus a
+// plane, for backward): CPU-side memory that no plan accounts for.
 void lrn_forward(const LrnDims& d, const float* x, float* y);
 void lrn_backward(const LrnDims& d, const float* x, const float* y, const float* dy, float* dx, bool accumulate);
 
