@@ -1,1 +1,198 @@
-// placeholder: implemented in a later step
+// The only file that includes CBC headers (STYLE #7). CbcModel over OsiClpSolverInterface,
+// silent (log level 0 on both), single-threaded and without time limits, so the same model gives
+// the same answer run after run (TOOLCHAIN.md: checked; separate CbcModels are thread-safe).
+#include <CbcModel.hpp>
+#include <CoinPackedMatrix.hpp>
+#include <CoinPackedVector.hpp>
+#include <OsiClpSolverInterface.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+
+#include "ilp.h"
+#include "planner/model/errors.h"
+
+namespace ucplan {
+
+namespace {
+
+__extension__ typedef __int128 Wide;   // exact row activities even for byte-sized coefficients
+
+std::uint64_t magnitude(std::int64_t v) {
+  return v < 0 ? std::uint64_t(0) - std::uint64_t(v) : std::uint64_t(v);
+}
+
+// Power-of-two scale that brings the largest magnitude to at most 2^bits. Multiplying by a power
+// of two is exact in floating point, so scaled integer data stay exact (up to 2^53): raw bytes
+// (1e9+) would hurt Clp's absolute tolerances (TOOLCHAIN.md), a power of two keeps the data
+// exact while bringing it near 1.
+double power_of_two_scale(std::uint64_t largest, int bits) {
+  const int width = std::bit_width(largest);
+  return width > bits ? std::ldexp(1.0, bits - width) : 1.0;
+}
+
+Wide activity(const IlpRow& row, const std::vector<std::uint8_t>& x) {
+  Wide a = 0;
+  for (const IlpTerm& t : row.terms)
+    if (x[t.var]) a += t.coef;
+  return a;
+}
+
+bool row_holds(IlpSense sense, Wide a, std::int64_t rhs) {
+  switch (sense) {
+    case IlpSense::le: return a <= rhs;
+    case IlpSense::eq: return a == rhs;
+    case IlpSense::ge: return a >= rhs;
+  }
+  return false;
+}
+
+std::int64_t exact_objective(const Ilp01& ilp, const std::vector<std::uint8_t>& x) {
+  Wide z = 0;
+  for (std::size_t j = 0; j < x.size(); ++j)
+    if (x[j]) z += ilp.objective[j];
+  UCPLAN_CHECK(z >= INT64_MIN && z <= INT64_MAX, "ILP objective overflows 64 bits");
+  return std::int64_t(z);
+}
+
+struct CbcAnswer {
+  bool infeasible = false;
+  bool proven_optimal = false;
+  std::vector<std::uint8_t> x;   // empty: no solution
+  std::int64_t nodes = 0;
+};
+
+CbcAnswer run_cbc(const Ilp01& ilp) {
+  const int n = int(ilp.objective.size());
+  const double inf = COIN_DBL_MAX;
+
+  CoinPackedMatrix matrix(false, 0, 0);   // row-ordered
+  matrix.setDimensions(0, n);
+  std::vector<double> row_lo, row_hi;
+  for (const IlpRow& r : ilp.rows) {
+    std::uint64_t largest = magnitude(r.rhs);
+    for (const IlpTerm& t : r.terms) largest = std::max(largest, magnitude(t.coef));
+    // Rows at most 2^16: a workspace row in bytes becomes a few units of MiB or so.
+    const double s = power_of_two_scale(largest, 16);
+    CoinPackedVector v;
+    for (const IlpTerm& t : r.terms)
+      if (t.coef != 0) v.insert(t.var, double(t.coef) * s);
+    matrix.appendRow(v);
+    const double rhs = double(r.rhs) * s;
+    row_lo.push_back(r.sense == IlpSense::le ? -inf : rhs);
+    row_hi.push_back(r.sense == IlpSense::ge ? inf : rhs);
+  }
+
+  // Objective at most 2^20 (nanoseconds become ~microseconds). All objective values are
+  // multiples of g = gcd of the coefficients, so a better solution is better by at least g:
+  // the cutoff increment and allowable gap are half of that, which proves exact optimality
+  // while tolerating LP round-off below g/2.
+  std::uint64_t largest = 0, g = 0;
+  for (std::int64_t c : ilp.objective) {
+    largest = std::max(largest, magnitude(c));
+    g = std::gcd(g, magnitude(c));
+  }
+  const double obj_scale = power_of_two_scale(largest, 20);
+  std::vector<double> obj(n), col_lo(n, 0.0), col_hi(n, 1.0);
+  for (int j = 0; j < n; ++j) obj[j] = double(ilp.objective[j]) * obj_scale;
+
+  OsiClpSolverInterface solver;
+  solver.messageHandler()->setLogLevel(0);
+  solver.setHintParam(OsiDoReducePrint, true, OsiHintTry);
+  solver.loadProblem(matrix, col_lo.data(), col_hi.data(), obj.data(), row_lo.data(),
+                     row_hi.data());
+  for (int j = 0; j < n; ++j) solver.setInteger(j);
+
+  CbcModel model(solver);   // clones the solver
+  model.setLogLevel(0);
+  model.solver()->messageHandler()->setLogLevel(0);
+  model.setNumberThreads(0);
+  if (g > 0) {
+    model.setCutoffIncrement(0.5 * double(g) * obj_scale);
+    model.setAllowableGap(0.5 * double(g) * obj_scale);
+  }
+  model.setAllowableFractionGap(0.0);
+  if (ilp.max_nodes > 0)
+    model.setMaximumNodes(int(std::min<std::int64_t>(ilp.max_nodes, INT32_MAX)));
+  if (!ilp.start.empty()) {
+    std::vector<double> start(ilp.start.begin(), ilp.start.end());
+    model.setBestSolution(start.data(), n, COIN_DBL_MAX, true);   // kept only if feasible
+  }
+  if (std::getenv("UCPLAN_CBC_LOG")) { model.setLogLevel(1); }
+  model.initialSolve();   // branchAndBound starts from the solver's current LP solution
+  model.branchAndBound();
+
+  CbcAnswer a;
+  a.nodes = model.getNodeCount();
+  a.infeasible = model.isProvenInfeasible();
+  a.proven_optimal = model.isProvenOptimal();
+  if (const double* best = model.bestSolution()) {
+    a.x.resize(n);
+    // Integer variables are within CBC's integer tolerance (1e-6) of 0 or 1.
+    for (int j = 0; j < n; ++j) a.x[j] = best[j] > 0.5 ? 1 : 0;
+  }
+  return a;
+}
+
+}  // namespace
+
+std::string find_ilp01_violation(const Ilp01& ilp, const std::vector<std::uint8_t>& x) {
+  if (x.size() != ilp.objective.size()) return "solution has the wrong number of variables";
+  for (std::size_t r = 0; r < ilp.rows.size(); ++r)
+    if (!row_holds(ilp.rows[r].sense, activity(ilp.rows[r], x), ilp.rows[r].rhs))
+      return "row " + std::to_string(r) + " is violated";
+  return "";
+}
+
+Ilp01Result solve_ilp01(const Ilp01& ilp) {
+  const std::size_t n = ilp.objective.size();
+  for (const IlpRow& r : ilp.rows)
+    for (const IlpTerm& t : r.terms)
+      UCPLAN_CHECK(t.var >= 0 && std::size_t(t.var) < n, "ILP term refers to no variable");
+  UCPLAN_CHECK(ilp.start.empty() || ilp.start.size() == n, "ILP start has the wrong size");
+
+  Ilp01Result res;
+  const bool start_ok = !ilp.start.empty() && find_ilp01_violation(ilp, ilp.start).empty();
+  // Tolerances can make CBC accept a point that, rounded to 0/1, violates an inequality by a
+  // few units (bytes). Then that row's rhs is tightened by the violation and the model solved
+  // again; the exact check below is what decides feasibility, never CBC's own.
+  Ilp01 model = ilp;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    CbcAnswer a = run_cbc(model);
+    res.nodes += a.nodes;
+    if (a.x.empty()) {
+      if (a.infeasible && res.tightenings == 0 && !start_ok) res.status = IlpStatus::infeasible;
+      break;
+    }
+    int violated = -1;
+    Wide act = 0;
+    for (std::size_t r = 0; r < ilp.rows.size() && violated < 0; ++r) {
+      act = activity(ilp.rows[r], a.x);
+      if (!row_holds(ilp.rows[r].sense, act, ilp.rows[r].rhs)) violated = int(r);
+    }
+    if (violated < 0) {
+      res.x = std::move(a.x);
+      res.status = a.proven_optimal && res.tightenings == 0 ? IlpStatus::optimal
+                                                            : IlpStatus::feasible;
+      break;
+    }
+    IlpRow& row = model.rows[violated];
+    if (row.sense == IlpSense::eq) break;   // nothing to tighten; fall back below
+    // The model's rhs is at least as tight as the original one, so the answer violates it by at
+    // least as much; tighten by exactly that.
+    const Wide over = row.sense == IlpSense::le ? act - row.rhs : row.rhs - act;
+    row.rhs += std::int64_t(row.sense == IlpSense::le ? -over : over);
+    ++res.tightenings;
+  }
+  if (res.x.empty() && start_ok) {
+    res.x = ilp.start;
+    res.status = IlpStatus::feasible;
+  }
+  if (!res.x.empty()) res.objective = exact_objective(ilp, res.x);
+  return res;
+}
+
+}  // namespace ucplan

@@ -1,0 +1,68 @@
+// A 0-1 integer linear programme as plain data, and its solver (STYLE #7: the solver at arm's
+// length). Data are integers, so a solution is checked exactly; ilp_cbc.cpp is the only file that
+// includes CBC headers: it scales each row and the objective by a power of two (exact in
+// floating point) before handing them to CBC, and re-checks the rounded answer in integers.
+//
+//   minimise  Σ_j objective[j] x_j   subject to   Σ_j a_rj x_j  (<= | = | >=)  rhs_r,  x ∈ {0,1}^n
+//
+// CBC is a floating-point solver. Feasibility of the answer is always checked here exactly, but
+// its optimality proof is reliable only while LP points cannot have tiny fractions, i.e. while
+// each row's coefficients stay within about 2^16 of its smallest non-zero step: a row in raw
+// bytes (1e10 coefficients, 1-byte slack) yields LP values like 1 - 1e-10, and CBC 2.10 then
+// closes nodes it should branch on (seen: a wrong "proven optimal" and a wrong "infeasible" on
+// 6-variable problems). Callers with byte-sized data round to coarser units, as solve_wd does.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ucplan {
+
+struct IlpTerm {
+  int var = 0;
+  std::int64_t coef = 0;
+};
+
+enum class IlpSense { le, eq, ge };
+
+struct IlpRow {
+  std::vector<IlpTerm> terms;   // each variable at most once per row
+  IlpSense sense = IlpSense::le;
+  std::int64_t rhs = 0;
+};
+
+struct Ilp01 {
+  std::vector<std::int64_t> objective;   // one per variable; defines n
+  std::vector<IlpRow> rows;
+  // Optional feasible solution (n values 0/1) handed to the solver as its first incumbent;
+  // ignored if it is not feasible. Empty: none.
+  std::vector<std::uint8_t> start;
+  // Branch-and-bound node limit (deterministic, unlike a time limit); <= 0: no limit.
+  std::int64_t max_nodes = 0;
+};
+
+enum class IlpStatus {
+  optimal,      // x is feasible and proven optimal
+  feasible,     // x is feasible; optimality not proven (node limit reached)
+  infeasible,   // proven that no x satisfies the rows
+  no_solution,  // stopped (limit) or failed without a feasible x
+};
+
+struct Ilp01Result {
+  IlpStatus status = IlpStatus::no_solution;
+  std::vector<std::uint8_t> x;       // n values 0/1 when status is optimal or feasible
+  std::int64_t objective = 0;        // exact Σ objective[j] x_j
+  std::int64_t nodes = 0;            // branch-and-bound nodes
+  // Times a row's rhs had to be tightened and the model re-solved because CBC's answer, rounded
+  // to 0/1, violated that row in exact arithmetic (a floating-point tolerance artefact). After
+  // a tightening the answer is at most `feasible`, never claimed optimal.
+  int tightenings = 0;
+};
+
+Ilp01Result solve_ilp01(const Ilp01& ilp);
+
+// Exact check of x against every row: "" when feasible, else the first violated row.
+std::string find_ilp01_violation(const Ilp01& ilp, const std::vector<std::uint8_t>& x);
+
+}  // namespace ucplan
