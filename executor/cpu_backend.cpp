@@ -1,1 +1,218 @@
-// placeholder: implemented in a later step
+// The CPU backend: the "device" is one aligned host allocation (the arena); each stream is a
+// thread taking its steps in order from a queue, so copies really overlap compute. A step
+// starts once the steps it waits for, in the same round, have completed.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "cpu/blas.h"
+#include "cpu_ops.h"
+#include "planner/model/errors.h"
+
+namespace ucplan {
+
+namespace {
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(const Graph& g) : g_(g) {
+    for (int s = 0; s < 3; ++s) threads_[s] = std::thread([this, s] { loop(s); });
+  }
+  ~CpuBackend() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    std::free(arena_);
+  }
+
+  std::string description() const override { return fmt::format("cpu ({}; streams are threads)", cpu::blas_description()); }
+
+  void allocate(std::int64_t arena_bytes, const std::vector<std::int64_t>& host_bytes) override {
+    arena_bytes_ = std::max<std::int64_t>(arena_bytes, 256);
+    const std::size_t size = static_cast<std::size_t>((arena_bytes_ + 255) / 256 * 256);
+    arena_ = static_cast<char*>(std::aligned_alloc(256, size));
+    if (!arena_) throw UserError("", "--device cpu", fmt::format("cannot allocate an arena of {} bytes", arena_bytes_));
+    std::memset(arena_, 0, size);
+    hosts_.clear();
+    for (auto b : host_bytes) hosts_.emplace_back(static_cast<std::size_t>(b), 0);
+  }
+  void* host(int id) override { return hosts_.at(static_cast<std::size_t>(id)).data(); }
+  void write(std::int64_t offset, const void* src, std::int64_t bytes) override {
+    std::memcpy(arena_ + offset, src, static_cast<std::size_t>(bytes));
+  }
+  void read(std::int64_t offset, void* dst, std::int64_t bytes) override {
+    std::memcpy(dst, arena_ + offset, static_cast<std::size_t>(bytes));
+  }
+  void fill(std::int64_t offset, std::int64_t bytes, unsigned char value) override {
+    std::memset(arena_ + offset, value, static_cast<std::size_t>(bytes));
+  }
+  std::int64_t device_memory_bytes() override { return arena_bytes_; }
+
+  void begin() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    timeline_.clear();
+    t0_ = std::chrono::steady_clock::now();
+  }
+
+  void submit(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (done_.size() <= static_cast<std::size_t>(s.id)) done_.resize(static_cast<std::size_t>(s.id) + 1, -1);
+      // A new generation per submission of the same step, so waits refer to this round.
+      queues_[s.stream].push_back(Item{&s, round, ctx, poison, ++generation_});
+      generation_of_[s.id] = generation_;
+      pending_ += 1;
+    }
+    cv_.notify_all();
+  }
+
+  void barrier() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return pending_ == 0 || error_; });
+    if (error_) {
+      std::exception_ptr e = error_;
+      error_ = nullptr;
+      std::rethrow_exception(e);
+    }
+  }
+
+  std::vector<MeasuredStep> end() override {
+    barrier();
+    std::lock_guard<std::mutex> lock(mu_);
+    return timeline_;
+  }
+
+ private:
+  struct Item {
+    const ResolvedStep* step;
+    int round;
+    RunContext ctx;
+    bool poison;
+    std::int64_t generation;
+  };
+
+  // Steps are submitted in id order, so a wait always names a step already submitted for this
+  // round: it is done once its completion generation reaches the one it was submitted with.
+  bool done(int step) const {
+    auto it = generation_of_.find(step);
+    return it != generation_of_.end() && done_[static_cast<std::size_t>(step)] >= it->second;
+  }
+
+  void loop(int stream) {
+    while (true) {
+      Item item;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] {
+          if (stop_) return true;
+          if (queues_[stream].empty()) return false;
+          for (int w : queues_[stream].front().step->waits)
+            if (!done(w)) return false;
+          return true;
+        });
+        if (stop_) return;
+        item = queues_[stream].front();
+        queues_[stream].pop_front();
+      }
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        execute(item);
+        if (item.poison && !item.step->poison_after.empty()) {
+          {
+            std::unique_lock<std::mutex> lock(mu_);
+            cv_.wait(lock, [&] {
+              for (int w : item.step->poison_waits)
+                if (!done(w)) return false;
+              return true;
+            });
+          }
+          for (const auto& [off, size] : item.step->poison_after) std::memset(arena_ + off, kPoisonByte, static_cast<std::size_t>(size));
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+      const auto end = std::chrono::steady_clock::now();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        done_[static_cast<std::size_t>(item.step->id)] = item.generation;
+        timeline_.push_back({item.step->id, item.step->final ? -1 : item.round,
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(start - t0_).count(),
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(end - t0_).count()});
+        pending_ -= 1;
+      }
+      cv_.notify_all();
+    }
+  }
+
+  float* f(std::int64_t off) const { return off < 0 ? nullptr : reinterpret_cast<float*>(arena_ + off); }
+
+  void execute(const Item& item) {
+    const ResolvedStep& s = *item.step;
+    if (s.op == "prefetch") {
+      const char* src = static_cast<const char*>(host(s.host)) + (s.input ? item.round * s.bytes : 0);
+      std::memcpy(arena_ + s.device, src, static_cast<std::size_t>(s.bytes));
+      return;
+    }
+    if (s.op == "offload") {
+      std::memcpy(host(s.host), arena_ + s.device, static_cast<std::size_t>(s.bytes));
+      return;
+    }
+    const GraphLayer& l = g_.layers[static_cast<std::size_t>(s.layer)];
+    LayerArgs a;
+    for (auto off : s.x) a.x.push_back(f(off));
+    a.y = f(s.y);
+    a.w = f(s.w);
+    a.dw = f(s.dw);
+    a.aux = s.aux < 0 ? nullptr : arena_ + s.aux;
+    a.dy = f(s.dy);
+    for (auto off : s.dx) a.dx.push_back(f(off));
+    a.dx_accumulate = s.dx_accumulate;
+    a.labels = s.labels < 0 ? nullptr : reinterpret_cast<const std::int32_t*>(arena_ + s.labels);
+    a.workspace = s.workspace < 0 ? nullptr : arena_ + s.workspace;
+    a.n = item.ctx.sub_batch;
+    a.first_sample = static_cast<std::int64_t>(item.round) * item.ctx.sub_batch;
+    a.total_batch = item.ctx.total_batch;
+    a.seed = item.ctx.seed;
+    a.lr = item.ctx.lr;
+    if (!s.config.empty()) run_conv_config_cpu(l, s.op, s.config, a);
+    else run_layer_op_cpu(l, s.op, "default", a);
+  }
+
+  const Graph& g_;
+  char* arena_ = nullptr;
+  std::int64_t arena_bytes_ = 0;
+  std::vector<std::vector<char>> hosts_;
+  std::array<std::thread, 3> threads_;
+  std::array<std::deque<Item>, 3> queues_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::int64_t pending_ = 0;
+  std::int64_t generation_ = 0;
+  std::vector<std::int64_t> done_;                       // per step: generation completed last
+  std::unordered_map<int, std::int64_t> generation_of_;  // per step: generation submitted last
+  std::exception_ptr error_;
+  std::vector<MeasuredStep> timeline_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const Graph& g) { return std::make_unique<CpuBackend>(g); }
+
+}  // namespace ucplan

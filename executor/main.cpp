@@ -1,1 +1,119 @@
-int main() { return 0; }
+// ucplan-run (run as `ucplan run ...`): verifies a plan, replays it on a device and reports
+// measured against predicted time and memory; with --check, poisons what the plan frees and
+// compares weight gradients with a reference run. Exit codes: 0 ok, 1 check failed, 2 bad input.
+#include <algorithm>
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "executor/cpu/blas.h"
+#include "planner/model/errors.h"
+#include "planner/model/json_util.h"
+#include "planner/model/plan_views.h"
+#include "planner/model/units.h"
+#include "planner/passes/verify.h"
+#include "replay.h"
+
+int main(int argc, char** argv) {
+  ucplan::cpu::ensure_blas_core_type(argv);
+  CLI::App app{"ucplan run: replay a plan on a device (cpu or cuda) and report measured vs predicted time, peak memory "
+               "and bytes moved; --check poisons (NaN) every region the plan frees or offloads and compares the weight "
+               "gradients with a reference run without micro-batching, offload or recomputation."};
+  app.name("ucplan run");
+  std::string plan_path, device = "cpu", trace;
+  int iterations = 5;
+  bool check = false, no_verify = false, json = false, no_poison = false;
+  double tolerance = 1e-3, lr = 0.01;
+  app.add_option("plan", plan_path, "plan file made by `ucplan compile`")->required();
+  app.add_option("--device,-d", device, "cpu (default) | cuda | cuda:N");
+  app.add_option("--iterations,-n", iterations, "timed iterations after one warm-up (default 5); the median is reported")
+      ->check(CLI::Range(1, 100000));
+  app.add_flag("--check", check, "poison freed/offloaded regions and compare weight gradients with a reference run (CPU)");
+  app.add_option("--tolerance", tolerance, "--check: largest allowed relative L2 error of a weight gradient, |got - want| / |want| (default 1e-3)");
+  app.add_option("--lr", lr, "SGD learning rate of the updates (default 0.01)");
+  app.add_option("--trace", trace, "write the measured timeline of the last iteration as a Chrome trace to FILE");
+  app.add_flag("--json", json, "print the report as JSON");
+  app.add_flag("--no-verify", no_verify, "skip the plan verifier (for tests of the poisoning only)");
+  app.add_flag("--no-poison", no_poison, "--check without poisoning (tells a wrong kernel from a wrong plan)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    const ucplan::Plan plan = ucplan::load_plan(plan_path);
+    if (!no_verify) {
+      const std::string error = ucplan::find_plan_error(plan);
+      if (!error.empty()) throw ucplan::UserError(plan_path, "", "the plan is invalid: " + error);
+    }
+    const ucplan::Graph g = ucplan::build_graph(plan.network, plan_path);
+    std::unique_ptr<ucplan::Backend> backend;
+    if (device == "cpu") {
+      backend = ucplan::make_cpu_backend(g);
+    } else if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+#ifdef UCPLAN_HAVE_CUDA
+      int index = device.size() > 5 ? std::atoi(device.c_str() + 5) : 0;
+      backend = ucplan::make_cuda_backend(g, index);
+#else
+      throw ucplan::UserError("", "--device", "this ucplan-run was built without CUDA");
+#endif
+    } else {
+      throw ucplan::UserError("", "--device", fmt::format("unknown device \"{}\" (cpu, cuda, cuda:N)", device));
+    }
+    if (check && device != "cpu") throw ucplan::UserError("", "--check", "poison checking runs on the cpu device");
+    ucplan::RunOptions o;
+    o.iterations = iterations;
+    o.check = check;
+    o.poison = !no_poison;
+    o.tolerance = tolerance;
+    o.lr = lr;
+    const ucplan::RunReport r = ucplan::replay_plan(plan, *backend, o);
+    if (!trace.empty()) ucplan::write_file_atomically(trace, ucplan::chrome_trace(plan, &r.timeline));
+    const double ratio = r.predicted_seconds > 0 ? r.median_seconds / r.predicted_seconds : 0;
+    if (json) {
+      ucplan::OrderedJson j = {{"plan", plan_path},
+                               {"backend", r.backend},
+                               {"profile_source", plan.profile_source},
+                               {"iterations", r.iteration_seconds},
+                               {"median_seconds", r.median_seconds},
+                               {"predicted_seconds", r.predicted_seconds},
+                               {"measured_over_predicted", ratio},
+                               {"arena_bytes", r.arena_bytes},
+                               {"device_memory_bytes", r.device_memory_bytes},
+                               {"plan_peak_bytes", plan.summary.peak_bytes},
+                               {"budget_bytes", plan.budget_bytes},
+                               {"bytes_h2d", r.bytes_h2d},
+                               {"bytes_d2h", r.bytes_d2h}};
+      if (r.checked) {
+        ucplan::OrderedJson per = ucplan::OrderedJson::object();
+        for (const auto& e : r.errors) per[e.tensor] = e.max_rel_error;
+        j["check"] = {{"passed", r.passed}, {"max_rel_error", r.max_rel_error}, {"worst_tensor", r.worst_tensor}, {"tolerance", tolerance},
+                      {"errors", per}};
+      }
+      fmt::print("{}", ucplan::dump_json(j));
+    } else {
+      fmt::print("{} on {}\n", plan_path, r.backend);
+      std::string all;
+      for (double s : r.iteration_seconds) all += (all.empty() ? "" : ", ") + ucplan::format_seconds(s);
+      fmt::print("  iteration   measured median {} over {} iterations ({}); predicted {} ({}): measured/predicted {:.2f}\n",
+                 ucplan::format_seconds(r.median_seconds), r.iteration_seconds.size(), all, ucplan::format_seconds(r.predicted_seconds),
+                 plan.profile_source == "measured" ? "from measured costs" : "from a MODELLED profile", ratio);
+      fmt::print("  memory      device memory held {} (arena {}); plan peak {}; budget {}\n", ucplan::format_bytes(r.device_memory_bytes),
+                 ucplan::format_bytes(r.arena_bytes), ucplan::format_bytes(plan.summary.peak_bytes), ucplan::format_bytes(plan.budget_bytes));
+      fmt::print("  transfers   host->device {}, device->host {} per iteration\n", ucplan::format_bytes(r.bytes_h2d),
+                 ucplan::format_bytes(r.bytes_d2h));
+      if (r.checked)
+        fmt::print("  check       {}: weight gradients vs reference run, max relative error {:.2e} ({}), tolerance {:.0e}\n",
+                   r.passed ? "PASSED" : "FAILED", r.max_rel_error, r.worst_tensor, tolerance);
+    }
+    return r.passed ? 0 : 1;
+  } catch (const ucplan::UserError& e) {
+    std::fprintf(stderr, "ucplan run: error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,1 +1,139 @@
-// placeholder: implemented in a later step
+#include "reference.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/kernels.h"
+#include "cpu_ops.h"
+#include "planner/model/errors.h"
+#include "replay.h"
+
+namespace ucplan {
+
+ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int64_t sub_batch, std::uint64_t seed,
+                                    const std::map<std::string, std::string>& conv_algo) {
+  auto algo_for = [&](const GraphLayer& l, const char* op) -> std::string {
+    if (l.type() != LayerType::Conv) return "default";
+    auto it = conv_algo.find(l.name() + ":" + op);
+    return it == conv_algo.end() ? "direct" : it->second;
+  };
+  UCPLAN_CHECK(sub_batch >= 1 && batch % sub_batch == 0, "rounds of equal size");
+  const int n = static_cast<int>(g.layers.size());
+  ReferenceResult res;
+  std::vector<std::vector<float>> w(n), dw(n);
+  for (int l = 0; l < n; ++l) {
+    if (!g.layers[l].has_weights()) continue;
+    w[l].resize(static_cast<std::size_t>(g.layers[l].params()));
+    dw[l].assign(w[l].size(), 0.0f);
+    init_weights(g.layers[l], seed, w[l].data());
+  }
+  const std::int64_t in_per = g.layers[0].out.elems();
+  std::vector<float> data(static_cast<std::size_t>(in_per * batch));
+  init_input(in_per * batch, seed, data.data());
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
+  init_labels(batch, std::max<std::int64_t>(1, g.net.labels), seed, labels.data());
+  const std::vector<int>& order = g.topo_order;
+  double loss = 0;
+  for (std::int64_t first = 0; first < batch; first += sub_batch) {
+    const std::int64_t b = sub_batch;
+    std::vector<std::vector<float>> y(n), dy(n);
+    std::vector<std::vector<unsigned char>> aux(n);
+    y[0].assign(data.begin() + first * in_per, data.begin() + (first + b) * in_per);
+    for (int l : order) {
+      if (l == 0) continue;
+      const GraphLayer& gl = g.layers[l];
+      y[l].assign(static_cast<std::size_t>(gl.out.elems() * b), 0.0f);
+      aux[l].assign(static_cast<std::size_t>(gl.aux_bytes_per_sample * b + gl.aux_bytes_fixed + 4), 0);
+      LayerArgs a;
+      for (int in : gl.inputs) a.x.push_back(y[in].data());
+      a.y = y[l].data();
+      a.w = w[l].empty() ? nullptr : w[l].data();
+      a.aux = aux[l].data();
+      a.labels = labels.data() + first;
+      a.n = b;
+      a.first_sample = first;
+      a.total_batch = batch;
+      a.seed = seed;
+      if (gl.type() == LayerType::Conv) {
+        const std::string algo = algo_for(gl, "forward");
+        std::vector<float> ws(static_cast<std::size_t>(layer_op_workspace_cpu(gl, "forward", algo, b) / 4 + 1));
+        a.workspace = ws.data();
+        run_layer_op_cpu(gl, "forward", algo, a);
+      } else {
+        run_layer_op_cpu(gl, "forward", "default", a);
+      }
+      if (gl.type() == LayerType::SoftmaxLoss) {
+        for (std::int64_t i = 0; i < b; ++i) {
+          const float p = y[l][static_cast<std::size_t>(i * gl.out.c + labels[first + i])];
+          loss -= std::log(std::max(p, 1e-30f));
+        }
+      }
+    }
+    // Backward in reverse topological order; a sink without loss gets the same external
+    // gradient the plan's host input carries.
+    for (int l = 1; l < n; ++l)
+      if (g.layers[l].is_sink() && g.layers[l].type() != LayerType::SoftmaxLoss) {
+        const std::int64_t per = g.layers[l].out.elems();
+        std::vector<float> all(static_cast<std::size_t>(per * batch));
+        init_input(per * batch, seed ^ (0x9e37u + static_cast<std::uint64_t>(l)), all.data());
+        dy[l].assign(all.begin() + first * per, all.begin() + (first + b) * per);
+      }
+    std::vector<char> written(n, 0);
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const int l = *it;
+      if (l == 0) continue;
+      const GraphLayer& gl = g.layers[l];
+      if (gl.type() != LayerType::SoftmaxLoss && dy[l].empty()) continue;  // nothing flows back
+      LayerArgs a;
+      for (int in : gl.inputs) {
+        a.x.push_back(y[in].data());
+        if (in == 0) {
+          a.dx.push_back(nullptr);
+          a.dx_accumulate.push_back(0);
+        } else {
+          if (dy[in].empty()) dy[in].assign(static_cast<std::size_t>(g.layers[in].out.elems() * b), 0.0f);
+          a.dx.push_back(dy[in].data());
+          a.dx_accumulate.push_back(written[in]);
+        }
+      }
+      a.y = y[l].data();
+      a.w = w[l].empty() ? nullptr : w[l].data();
+      a.dw = dw[l].empty() ? nullptr : dw[l].data();
+      a.aux = aux[l].data();
+      a.dy = dy[l].empty() ? nullptr : dy[l].data();
+      a.labels = labels.data() + first;
+      a.n = b;
+      a.first_sample = first;
+      a.total_batch = batch;
+      a.seed = seed;
+      if (gl.type() == LayerType::Conv || gl.type() == LayerType::Fc) {
+        const std::string filter = algo_for(gl, "backward_filter"), data_algo = algo_for(gl, "backward_data");
+        std::vector<float> ws(static_cast<std::size_t>(
+            std::max(layer_op_workspace_cpu(gl, "backward_filter", filter, b), layer_op_workspace_cpu(gl, "backward_data", data_algo, b)) / 4 + 1));
+        a.workspace = ws.data();
+        run_layer_op_cpu(gl, "backward_filter", filter, a);
+        if (gl.inputs[0] != 0) run_layer_op_cpu(gl, "backward_data", data_algo, a);
+      } else {
+        bool any = false;
+        for (auto* d : a.dx) any = any || d != nullptr;
+        if (any || gl.type() == LayerType::BatchNorm) {
+          if (gl.type() == LayerType::BatchNorm && a.dx[0] == nullptr) {
+            // bn right after the input: its weight gradients still need the backward.
+            static thread_local std::vector<float> scratch;
+            scratch.assign(static_cast<std::size_t>(gl.out.elems() * b), 0.0f);
+            a.dx[0] = scratch.data();
+          }
+          run_layer_op_cpu(gl, "backward", "default", a);
+        }
+      }
+      for (int in : gl.inputs)
+        if (in != 0) written[in] = 1;
+    }
+  }
+  for (int l = 0; l < n; ++l)
+    if (!dw[l].empty()) res.weight_gradients["dW:" + g.layers[l].name()] = std::move(dw[l]);
+  res.loss = loss / static_cast<double>(batch);
+  return res;
+}
+
+}  // namespace ucplan

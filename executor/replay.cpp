@@ -1,1 +1,256 @@
-// placeholder: implemented in a later step
+#include "replay.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "planner/model/errors.h"
+#include "reference.h"
+
+namespace ucplan {
+
+namespace {
+
+// splitmix64: the deterministic source of every initial value.
+std::uint64_t mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+float uniform(std::uint64_t seed, std::uint64_t i) {  // in [-1, 1)
+  return static_cast<float>(static_cast<double>(mix(seed ^ mix(i)) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+std::uint64_t name_seed(const std::string& name, std::uint64_t seed) {
+  std::uint64_t h = seed;
+  for (char c : name) h = mix(h ^ static_cast<unsigned char>(c));
+  return h;
+}
+
+}  // namespace
+
+void init_weights(const GraphLayer& l, std::uint64_t seed, float* w) {
+  const std::uint64_t s = name_seed(l.name(), seed);
+  if (l.type() == LayerType::BatchNorm) {  // gamma near 1, beta near 0
+    const std::int64_t c = l.weight_elems;
+    for (std::int64_t i = 0; i < c; ++i) w[i] = 1.0f + 0.1f * uniform(s, static_cast<std::uint64_t>(i));
+    for (std::int64_t i = 0; i < c; ++i) w[c + i] = 0.1f * uniform(s, static_cast<std::uint64_t>(c + i));
+    return;
+  }
+  // Uniform in +-sqrt(3 / fan_in): unit-variance outputs for unit-variance inputs.
+  const std::int64_t fan_in = l.spec.type == LayerType::Conv
+                                  ? (l.in_shapes[0].c / l.spec.conv.groups) * l.spec.conv.kernel[0] * l.spec.conv.kernel[1]
+                                  : l.in_shapes[0].elems();
+  const float a = static_cast<float>(std::sqrt(3.0 / static_cast<double>(std::max<std::int64_t>(fan_in, 1))));
+  for (std::int64_t i = 0; i < l.params(); ++i) w[i] = a * uniform(s, static_cast<std::uint64_t>(i));
+}
+
+void init_input(std::int64_t elems, std::uint64_t seed, float* x) {
+  for (std::int64_t i = 0; i < elems; ++i) x[i] = uniform(seed ^ 0xda7a, static_cast<std::uint64_t>(i));
+}
+
+void init_labels(std::int64_t n, std::int64_t classes, std::uint64_t seed, std::int32_t* labels) {
+  for (std::int64_t i = 0; i < n; ++i)
+    labels[i] = static_cast<std::int32_t>(mix(seed ^ 0x1abe1 ^ mix(static_cast<std::uint64_t>(i))) % static_cast<std::uint64_t>(classes));
+}
+
+std::vector<int> plan_route(const Plan& plan, const Graph& g) {
+  std::vector<int> route{0};
+  for (const PlanStep& s : plan.steps)
+    if (s.op == "forward") route.push_back(g.index_of(s.layer));
+  UCPLAN_CHECK(route.size() == g.layers.size(), "a verified plan runs every layer forward once");
+  return route;
+}
+
+std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const TaskGraph& tg) {
+  std::unordered_map<std::string, int> layer_index;
+  for (std::size_t l = 0; l < g.layers.size(); ++l) layer_index[g.layers[l].name()] = static_cast<int>(l);
+  std::unordered_map<std::string, const Tensor*> tensor_by_name;
+  for (const Tensor& t : tg.tensors) tensor_by_name[t.name] = &t;
+  // Where each buffer's life ends: its last use on every stream, and the latest of them.
+  const std::size_t nb = plan.buffers.size();
+  std::vector<std::array<int, 3>> last_use(nb, {-1, -1, -1});
+  auto stream_of = [](const std::string& s) { return s == "compute" ? 0 : s == "h2d" ? 1 : 2; };
+  for (const PlanStep& s : plan.steps) {
+    const int si = stream_of(s.stream);
+    auto note = [&](int b) { last_use[b][si] = std::max(last_use[b][si], s.id); };
+    for (int b : s.reads) note(b);
+    for (int b : s.writes) note(b);
+    for (int b : s.accumulates) note(b);
+    if (s.workspace >= 0) note(s.workspace);
+  }
+  std::vector<ResolvedStep> out(plan.steps.size());
+  for (const PlanStep& s : plan.steps) {
+    ResolvedStep& r = out[s.id];
+    r.id = s.id;
+    r.stream = stream_of(s.stream);
+    r.final = s.final;
+    r.op = s.op;
+    r.waits = s.waits;
+    r.config = s.config;
+    if (s.stream != "compute") {
+      const int b = s.op == "prefetch" ? s.writes.at(0) : s.reads.at(0);
+      const Tensor* t = tensor_by_name.at(plan.buffers[b].tensor);
+      r.device = plan.buffers[b].offset;
+      r.host = s.host;
+      r.bytes = t->bytes(plan.sub_batch);
+      r.input = plan.host_buffers[s.host].input;
+    } else {
+      r.layer = layer_index.at(s.layer);
+      const GraphLayer& l = g.layers[r.layer];
+      std::unordered_map<std::string, std::int64_t> at;
+      for (int b : s.reads) at[plan.buffers[b].tensor] = plan.buffers[b].offset;
+      for (int b : s.writes) at[plan.buffers[b].tensor] = plan.buffers[b].offset;
+      std::unordered_map<std::string, char> acc;
+      for (int b : s.accumulates) {
+        at[plan.buffers[b].tensor] = plan.buffers[b].offset;
+        acc[plan.buffers[b].tensor] = 1;
+      }
+      auto find = [&](const std::string& name) -> std::int64_t {
+        auto it = at.find(name);
+        return it == at.end() ? -1 : it->second;
+      };
+      for (int in : l.inputs) {
+        const std::string& iname = g.layers[in].name();
+        r.x.push_back(find("Y:" + iname));
+        r.dx.push_back(find("dY:" + iname));
+        r.dx_accumulate.push_back(acc.count("dY:" + iname) ? 1 : 0);
+      }
+      r.y = find("Y:" + l.name());
+      r.w = find("W:" + l.name());
+      r.dw = find("dW:" + l.name());
+      r.aux = find("aux:" + l.name());
+      r.dy = find("dY:" + l.name());
+      r.labels = find("labels");
+      if (s.workspace >= 0) {
+        r.workspace = plan.buffers[s.workspace].offset;
+        r.workspace_bytes = plan.buffers[s.workspace].size;
+      }
+    }
+  }
+  for (std::size_t b = 0; b < nb; ++b) {
+    if (plan.buffers[b].resident) continue;
+    const auto& lu = last_use[b];
+    const int last = std::max({lu[0], lu[1], lu[2]});
+    if (last < 0) continue;
+    out[last].poison_after.emplace_back(plan.buffers[b].offset, plan.buffers[b].size);
+    for (int u : lu)
+      if (u >= 0 && u != last && std::find(out[last].poison_waits.begin(), out[last].poison_waits.end(), u) == out[last].poison_waits.end())
+        out[last].poison_waits.push_back(u);
+  }
+  return out;
+}
+
+RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
+  const Graph g = build_graph(plan.network, "the plan's network");
+  const TaskGraph tg = build_tasks(g, plan_route(plan, g));
+  const std::vector<ResolvedStep> steps = resolve_steps(plan, g, tg);
+  RunReport rep;
+  rep.backend = backend.description();
+  rep.arena_bytes = plan.arena_bytes;
+  rep.predicted_seconds = static_cast<double>(plan.summary.predicted_ns) * 1e-9;
+
+  std::vector<std::int64_t> host_sizes;
+  for (const auto& h : plan.host_buffers) host_sizes.push_back(h.size);
+  backend.allocate(plan.arena_bytes, host_sizes);
+  rep.device_memory_bytes = backend.device_memory_bytes();
+
+  // Initial values: weights into their resident buffers, the batch into the input host buffers.
+  std::unordered_map<std::string, const PlanBuffer*> resident;
+  for (const auto& b : plan.buffers)
+    if (b.resident) resident[b.tensor] = &b;
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    const GraphLayer& gl = g.layers[l];
+    if (!gl.has_weights()) continue;
+    std::vector<float> w(static_cast<std::size_t>(gl.params()));
+    init_weights(gl, o.seed, w.data());
+    backend.write(resident.at("W:" + gl.name())->offset, w.data(), static_cast<std::int64_t>(w.size() * sizeof(float)));
+  }
+  for (const auto& h : plan.host_buffers) {
+    if (!h.input) continue;
+    void* dst = backend.host(h.id);
+    if (h.tensor == "labels") {
+      init_labels(plan.batch, std::max<std::int64_t>(1, g.net.labels), o.seed, static_cast<std::int32_t*>(dst));
+    } else if (h.tensor == "Y:" + g.layers[0].name()) {
+      init_input(g.layers[0].out.elems() * plan.batch, o.seed, static_cast<float*>(dst));
+    } else {  // the external gradient of a sink that is not a loss
+      const int l = g.index_of(h.tensor.substr(3));
+      init_input(g.layers[l].out.elems() * plan.batch, o.seed ^ (0x9e37u + static_cast<std::uint64_t>(l)), static_cast<float*>(dst));
+    }
+  }
+  for (const auto& s : steps) {
+    if (s.stream == 1) rep.bytes_h2d += s.bytes;
+    if (s.stream == 2) rep.bytes_d2h += s.bytes;
+  }
+  rep.bytes_h2d *= plan.rounds;
+  rep.bytes_d2h *= plan.rounds;
+
+  RunContext ctx;
+  ctx.sub_batch = plan.sub_batch;
+  ctx.total_batch = plan.batch;
+  ctx.lr = o.lr;
+  ctx.seed = o.seed;
+  const int total_iterations = o.iterations + 1;  // the first one warms up (page faults, caches)
+  for (int it = 0; it < total_iterations; ++it) {
+    for (const auto& b : plan.buffers)
+      if (b.resident && b.tensor.rfind("dW:", 0) == 0) backend.fill(b.offset, b.size, 0);
+    const bool poison = o.check && o.poison && it == 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    backend.begin();
+    for (std::int64_t r = 0; r < plan.rounds; ++r) {
+      for (const auto& s : steps)
+        if (!s.final) backend.submit(s, static_cast<int>(r), ctx, poison);
+      backend.barrier();
+    }
+    if (o.check && it == 0) {
+      // The first iteration's weight gradients (before any update) against the reference.
+      std::map<std::string, std::string> algos;
+      for (const PlanStep& ps : plan.steps)
+        if (ps.op != "recompute" && !ps.config.empty()) algos.emplace(ps.layer + ":" + ps.op, ps.config.front().algo);
+      ReferenceResult ref = reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos);
+      rep.checked = true;
+      // Relative L2 error per weight-gradient tensor; NaN (a read of poisoned memory) is infinite.
+      for (const auto& [name, want] : ref.weight_gradients) {
+        std::vector<float> got(want.size());
+        backend.read(resident.at(name)->offset, got.data(), static_cast<std::int64_t>(got.size() * sizeof(float)));
+        double diff = 0, norm = 0;
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+          diff += d * d;
+          norm += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+        }
+        double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+        if (!(rel == rel)) rel = INFINITY;
+        rep.errors.push_back({name, rel});
+        if (rep.worst_tensor.empty() || rel > rep.max_rel_error) {
+          rep.max_rel_error = rel;
+          rep.worst_tensor = name;
+        }
+      }
+      rep.passed = rep.max_rel_error <= o.tolerance;
+    }
+    for (const auto& s : steps)
+      if (s.final) backend.submit(s, 0, ctx, false);
+    backend.barrier();
+    std::vector<MeasuredStep> timeline = backend.end();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (it > 0) {
+      rep.iteration_seconds.push_back(seconds);
+      rep.timeline = std::move(timeline);
+    }
+  }
+  std::vector<double> sorted = rep.iteration_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  if (!sorted.empty()) {
+    const std::size_t n = sorted.size();
+    rep.median_seconds = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  }
+  return rep;
+}
+
+}  // namespace ucplan

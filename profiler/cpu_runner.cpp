@@ -1,1 +1,161 @@
-// placeholder: implemented in a later step
+#include "cpu_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "executor/cpu/blas.h"
+#include "executor/cpu_ops.h"
+#include "planner/model/errors.h"
+#include "profile_network.h"
+
+namespace ucplan {
+
+namespace {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  return "unknown CPU";
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void fill(std::vector<float>& v, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto& x : v) x = u(rng);
+}
+
+class CpuRunner : public Runner {
+ public:
+  DeviceInfo device() override {
+    if (!device_.kind.empty()) return device_;
+    device_.kind = "cpu";
+    device_.name = fmt::format("{} ({} threads)", cpu_model_name(), cpu::blas_threads());
+    device_.memory_bytes = static_cast<std::int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
+    device_.peak_flops = cpu::measure_sgemm_gflops(512, 5) * 1e9;  // measured, not a datasheet number
+    device_.versions["ucplan"] = UCPLAN_VERSION;
+    device_.versions["openblas"] = cpu::blas_description();
+    return device_;
+  }
+  std::string source() const override { return "measured"; }
+
+  std::vector<std::string> algorithms(const Graph& g, int layer, const std::string& op) override {
+    if (op == "update") return {"sgd"};
+    if (g.layers[layer].type() == LayerType::Conv) return conv_algorithms_cpu();
+    return {"default"};
+  }
+
+  Measurement measure(const Graph& g, int layer, const std::string& op, const std::string& algo, std::int64_t batch,
+                      int repeats) override {
+    const GraphLayer& l = g.layers[layer];
+    Measurement m;
+    const std::int64_t n = std::max<std::int64_t>(batch, 1);
+    if (!layer_op_supported_cpu(l, op, algo, n)) {
+      m.status = "unsupported";
+      return m;
+    }
+    // Buffers for every operand the op may touch.
+    std::vector<std::vector<float>> xs(l.in_shapes.size()), dxs(l.in_shapes.size());
+    LayerArgs a;
+    a.n = n;
+    a.total_batch = n;
+    for (std::size_t i = 0; i < l.in_shapes.size(); ++i) {
+      xs[i].resize(static_cast<std::size_t>(in_elems(l, i) * n));
+      fill(xs[i], 11 + static_cast<std::uint32_t>(i));
+      dxs[i].assign(xs[i].size(), 0.0f);
+      a.x.push_back(xs[i].data());
+      a.dx.push_back(dxs[i].data());
+      a.dx_accumulate.push_back(0);
+    }
+    std::vector<float> y(static_cast<std::size_t>(out_elems(l) * n)), dy(y.size()), w(static_cast<std::size_t>(l.params())),
+        dw(w.size());
+    fill(y, 3);
+    fill(dy, 5);
+    fill(w, 7);
+    for (auto& v : w) v *= 0.1f;
+    std::vector<float> aux(static_cast<std::size_t>((l.aux_bytes_fixed + l.aux_bytes_per_sample * n) / 4 + 1));
+    std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<std::int32_t>(i % std::max<std::int64_t>(1, l.out.c));
+    a.y = y.data();
+    a.dy = dy.data();
+    a.w = w.data();
+    a.dw = dw.data();
+    a.aux = aux.data();
+    a.labels = labels.data();
+    std::int64_t ws_bytes = layer_op_workspace_cpu(l, op, algo, n);
+    std::vector<float> ws(static_cast<std::size_t>(ws_bytes / 4 + 1));
+    a.workspace = ws.data();
+    m.workspace_bytes = ws_bytes;
+    // Backward ops read what their forward saved (bn statistics, dropout mask, softmax output).
+    if (op != "forward" && op != "update") run_layer_op_cpu(l, "forward", algo == "default" || l.type() != LayerType::Conv ? algo : "direct", a);
+    std::vector<double> times;
+    run_layer_op_cpu(l, op, algo, a);  // warm-up
+    for (int r = 0; r < repeats; ++r) {
+      const double t0 = now_seconds();
+      run_layer_op_cpu(l, op, algo, a);
+      times.push_back(now_seconds() - t0);
+    }
+    median_and_spread(times, &m.seconds, &m.spread);
+    return m;
+  }
+
+  std::vector<TransferPoint> measure_transfers(bool, const std::vector<std::int64_t>& sizes) override {
+    std::vector<TransferPoint> out;
+    const std::int64_t biggest = *std::max_element(sizes.begin(), sizes.end());
+    std::vector<char> src(static_cast<std::size_t>(biggest), 1), dst(static_cast<std::size_t>(biggest), 0);
+    for (auto bytes : sizes) {
+      std::vector<double> t;
+      std::memcpy(dst.data(), src.data(), static_cast<std::size_t>(bytes));
+      for (int r = 0; r < 5; ++r) {
+        const double t0 = now_seconds();
+        std::memcpy(dst.data(), src.data(), static_cast<std::size_t>(bytes));
+        t.push_back(now_seconds() - t0);
+      }
+      double med, spread;
+      median_and_spread(t, &med, &spread);
+      out.push_back({bytes, med});
+    }
+    return out;
+  }
+
+  // Two copies at once (two threads, as the CPU backend's two copy streams) vs one alone.
+  bool measure_duplex() override {
+    const std::size_t bytes = 32u << 20;
+    std::vector<char> a(bytes, 1), b(bytes, 0), c(bytes, 2), d(bytes, 0);
+    auto one = [&] { std::memcpy(b.data(), a.data(), bytes); };
+    one();
+    double t0 = now_seconds();
+    one();
+    const double alone = now_seconds() - t0;
+    t0 = now_seconds();
+    std::thread other([&] { std::memcpy(d.data(), c.data(), bytes); });
+    one();
+    other.join();
+    const double both = now_seconds() - t0;
+    return both < 1.3 * alone;
+  }
+
+ private:
+  DeviceInfo device_;
+};
+
+}  // namespace
+
+std::unique_ptr<Runner> make_cpu_runner() { return std::make_unique<CpuRunner>(); }
+
+}  // namespace ucplan

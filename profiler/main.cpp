@@ -1,1 +1,99 @@
-int main() { return 0; }
+// ucplan-profile (run as `ucplan profile ...`): measures or models a network's kernel and
+// transfer costs and writes a ucplan-profile/1 file atomically. Exit codes: 0 ok, 2 bad input.
+#include <cstdio>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cpu_runner.h"
+#include "executor/cpu/blas.h"
+#include "model_device.h"
+#include "planner/model/errors.h"
+#include "planner/model/json_util.h"
+#include "planner/model/units.h"
+#include "profile_network.h"
+#ifdef UCPLAN_HAVE_CUDA
+#include "cuda/cuda_runner.h"
+#endif
+
+namespace {
+
+std::unique_ptr<ucplan::Runner> make_runner(const std::string& device) {
+  if (device == "cpu") return ucplan::make_cpu_runner();
+  if (device.rfind("model:", 0) == 0) return ucplan::make_model_runner(device.substr(6));
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+    int index = 0;
+    if (device.size() > 5) {
+      try {
+        index = std::stoi(device.substr(5));
+      } catch (...) {
+        throw ucplan::UserError("", "--device", fmt::format("\"{}\": expected cuda or cuda:N", device));
+      }
+    }
+#ifdef UCPLAN_HAVE_CUDA
+    return ucplan::make_cuda_runner(index);
+#else
+    (void)index;
+    throw ucplan::UserError("", "--device", "this ucplan-profile was built without CUDA (configure with UCPLAN_WITH_CUDA=ON)");
+#endif
+  }
+  std::string models;
+  for (const auto& m : ucplan::model_device_names()) models += ", model:" + m;
+  throw ucplan::UserError("", "--device", fmt::format("unknown device \"{}\" (cpu, cuda, cuda:N{})", device, models));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ucplan::cpu::ensure_blas_core_type(argv);
+  CLI::App app{"ucplan profile: measure (cpu, cuda) or model (model:k40|p100|v100|h100|h200) the cost of every kernel of a "
+               "network's training iteration at every micro-batch size of a policy, with every algorithm, and the "
+               "host<->device transfer costs; write them as a ucplan-profile/1 file."};
+  app.name("ucplan profile");
+  std::string network, device = "cpu", sizes = "powerOfTwo", cache, output;
+  std::int64_t batch = 0;
+  int repeat = 5;
+  app.add_option("network", network, "zoo name or path to a network JSON file")->required();
+  app.add_option("--batch,-b", batch, "mini-batch size in samples; micro-batch sizes up to it are measured")
+      ->required()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--device,-d", device, "cpu (default) | cuda | cuda:N | model:k40 | model:p100 | model:v100 | model:h100 | model:h200");
+  app.add_option("--sizes", sizes,
+                 "micro-batch sizes to measure (mu-cuDNN §III-B): powerOfTwo (default: 1, 2, 4, ..., batch) | all (1..batch) | "
+                 "undivided (the batch only)");
+  app.add_option("--repeat", repeat, "timed runs per measurement after a warm-up; the median is kept (default 5)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--cache", cache, "folder of earlier measurements to reuse and extend (keyed by signature, device, versions)");
+  app.add_option("-o,--output", output, "profile file to write (atomically)")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    const std::string path = ucplan::resolve_network_path(network);
+    const ucplan::Network net = ucplan::load_network(path);
+    auto runner = make_runner(device);
+    ucplan::ProfileOptions o;
+    o.batch = batch;
+    o.sizes = sizes;
+    o.repeat = repeat;
+    o.cache_dir = cache;
+    o.progress = ::isatty(2);
+    const ucplan::Profile p = ucplan::profile_network(net, path, *runner, o);
+    ucplan::write_file_atomically(output, ucplan::profile_to_json_text(p));
+    std::size_t n = 0;
+    for (const auto& s : p.signatures) n += s.costs.size();
+    fmt::print("{}: {} signatures, {} costs, batch {} ({}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> {}\n", p.network,
+               p.signatures.size(), n, p.batch, p.sizes_policy, p.measured() ? "measured" : "MODELLED (" + p.source + ")",
+               p.device.name, p.h2d.bytes_per_second / 1e9, p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
+  } catch (const ucplan::UserError& e) {
+    std::fprintf(stderr, "ucplan profile: error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,1 +1,153 @@
-// placeholder: implemented in a later step
+#include "profile_network.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "cache.h"
+#include "planner/model/errors.h"
+#include "planner/model/sha256.h"
+#include "planner/model/tasks.h"
+#include "planner/model/units.h"
+
+namespace ucplan {
+
+std::vector<std::string> layer_ops(const GraphLayer& l) {
+  std::vector<std::string> ops;
+  switch (l.type()) {
+    case LayerType::Input: break;
+    case LayerType::Conv:
+    case LayerType::Fc: ops = {"forward", "backward_data", "backward_filter", "update"}; break;
+    case LayerType::BatchNorm: ops = {"forward", "backward", "update"}; break;
+    default: ops = {"forward", "backward"}; break;
+  }
+  return ops;
+}
+
+namespace {
+
+const char* op_of(const Task& t) {
+  switch (t.kind) {
+    case TaskKind::Forward: return "forward";
+    case TaskKind::Backward: return "backward";
+    case TaskKind::BackwardData: return "backward_data";
+    case TaskKind::BackwardFilter: return "backward_filter";
+    case TaskKind::Update: return "update";
+  }
+  return "?";
+}
+
+std::string today_utc() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+  return buf;
+}
+
+struct Job {
+  int layer;
+  std::string signature, op, algo;
+  std::int64_t batch;
+  double work;  // expected cost, for the time-left estimate
+};
+
+}  // namespace
+
+Profile profile_network(const Network& net, const std::string& file, Runner& runner, const ProfileOptions& o) {
+  if (!valid_sizes_policy(o.sizes))
+    throw UserError("", "--sizes", fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", o.sizes));
+  const Graph g = build_graph(net, file);
+  std::vector<int> order = g.topo_order;
+  const TaskGraph tg = build_tasks(g, order);
+
+  Profile p;
+  p.source = runner.source();
+  p.device = runner.device();
+  if (p.source == "measured") p.date = today_utc();
+  p.network = net.name;
+  p.network_sha256 = sha256_hex(network_to_json_text(net));
+  p.batch = o.batch;
+  p.sizes_policy = o.sizes;
+  p.sizes = micro_batch_sizes(o.sizes, o.batch);
+  p.repeat = o.repeat;
+
+  // Distinct (signature, op) pairs the iteration runs, in task order.
+  std::map<std::string, SignatureCosts> by_sig;
+  std::vector<Job> jobs;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const Task& t : tg.tasks) {
+    const std::string sig = layer_signature(g, t.layer);
+    auto& sc = by_sig[sig];
+    if (sc.signature.empty()) {
+      sc.signature = sig;
+      sc.type = layer_type_name(g.layers[t.layer].type());
+    }
+    const std::string& name = g.layers[t.layer].name();
+    if (std::find(sc.layers.begin(), sc.layers.end(), name) == sc.layers.end()) sc.layers.push_back(name);
+    const std::string op = op_of(t);
+    if (!seen.insert({sig, op}).second) continue;
+    const GraphLayer& l = g.layers[t.layer];
+    const double per_sample = std::max(1.0, l.forward_flops + 4.0 * static_cast<double>(l.out.elems()));
+    std::vector<std::int64_t> sizes = op == "update" ? std::vector<std::int64_t>{0} : p.sizes;
+    for (auto b : sizes)
+      for (const auto& algo : runner.algorithms(g, t.layer, op))
+        jobs.push_back({t.layer, sig, op, algo, b, per_sample * static_cast<double>(std::max<std::int64_t>(b, 1))});
+  }
+
+  MeasurementCache cache(o.cache_dir, p.device, p.source);
+  double total_work = 0, done_work = 0;
+  for (const auto& j : jobs) total_work += j.work;
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t measured = 0;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const Job& j = jobs[i];
+    const std::string key = fmt::format("{}|{}|{}|{}|r{}", j.signature, j.op, j.algo, j.batch, o.repeat);
+    OpCost c;
+    if (const OpCost* hit = cache.find(key)) {
+      c = *hit;
+    } else {
+      if (o.progress) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::string eta = done_work > 0 && elapsed > 0.5 ? format_seconds(elapsed * (total_work - done_work) / done_work) : "?";
+        std::fprintf(stderr, "\r\033[K[%zu/%zu] %s %s b=%lld %s  (time left ~%s)", i + 1, jobs.size(),
+                     g.layers[j.layer].name().c_str(), j.op.c_str(), static_cast<long long>(j.batch), j.algo.c_str(), eta.c_str());
+        std::fflush(stderr);
+      }
+      Measurement m = runner.measure(g, j.layer, j.op, j.algo, j.batch, o.repeat);
+      c.op = j.op;
+      c.algo = j.algo;
+      c.batch = j.batch;
+      c.status = m.status;
+      c.seconds = m.seconds;
+      c.spread = m.spread;
+      c.workspace_bytes = m.workspace_bytes;
+      cache.put(key, c);
+      ++measured;
+    }
+    done_work += j.work;
+    by_sig[j.signature].costs.push_back(c);
+  }
+  if (o.progress) {
+    std::fprintf(stderr, "\r\033[K%zu measurements (%d from the cache) in %s\n", jobs.size(), cache.hits(),
+                 format_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()).c_str());
+  }
+  cache.save();
+
+  std::vector<std::int64_t> tsizes;
+  for (std::int64_t b = 4096; b <= (64LL << 20); b *= 4) tsizes.push_back(b);
+  p.h2d = fit_transfers(runner.measure_transfers(true, tsizes));
+  p.d2h = fit_transfers(runner.measure_transfers(false, tsizes));
+  p.duplex = runner.measure_duplex();
+  for (auto& [sig, sc] : by_sig) p.signatures.push_back(std::move(sc));
+  canonicalize(p);
+  return p;
+}
+
+}  // namespace ucplan

@@ -1,1 +1,460 @@
+// The memory planner: simulator mechanics, the Eq. (5) gain, plans at every budget from the
+// lower bound up, strategies, determinism, and the verifier against deliberately broken plans.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "planner/model/errors.h"
+#include "planner/model/json_util.h"
+#include "planner/model/plan.h"
+#include "planner/passes/lower_bound.h"
+#include "planner/passes/pipeline.h"
+#include "planner/passes/route.h"
+#include "planner/passes/schedule.h"
+#include "planner/passes/simulator.h"
+#include "planner/passes/verify.h"
+#include "profiler/model_device.h"
+#include "profiler/profile_network.h"
+
+using namespace ucplan;
+
+namespace {
+
+// conv -> bn -> relu -> lrn -> maxpool -> conv -> relu -> fc -> dropout -> fc -> loss
+const char* kChain = R"({"format": "ucplan-network/1", "name": "chain", "input": {"shape": [3, 16, 16]}, "labels": 10,
+ "layers": [
+  {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1, "bias": false},
+  {"name": "b1", "type": "bn", "inputs": ["c1"]},
+  {"name": "r1", "type": "relu", "inputs": ["b1"]},
+  {"name": "n1", "type": "lrn", "inputs": ["r1"], "size": 3},
+  {"name": "p1", "type": "pool", "inputs": ["n1"], "mode": "max", "kernel": 2, "stride": 2},
+  {"name": "c2", "type": "conv", "inputs": ["p1"], "out_channels": 16, "kernel": 3, "pad": 1},
+  {"name": "r2", "type": "relu", "inputs": ["c2"]},
+  {"name": "f1", "type": "fc", "inputs": ["r2"], "out_features": 32},
+  {"name": "d1", "type": "dropout", "inputs": ["f1"]},
+  {"name": "f2", "type": "fc", "inputs": ["d1"], "out_features": 10},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["f2"]}]})";
+
+// Two residual blocks without batch-norm (so sub-batching is allowed by default).
+const char* kResidual = R"({"format": "ucplan-network/1", "name": "residual", "input": {"shape": [3, 16, 16]}, "labels": 10,
+ "layers": [
+  {"name": "c0", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1},
+  {"name": "r0", "type": "relu", "inputs": ["c0"]},
+  {"name": "a1", "type": "conv", "inputs": ["r0"], "out_channels": 8, "kernel": 3, "pad": 1},
+  {"name": "ar1", "type": "relu", "inputs": ["a1"]},
+  {"name": "a2", "type": "conv", "inputs": ["ar1"], "out_channels": 8, "kernel": 3, "pad": 1},
+  {"name": "add1", "type": "add", "inputs": ["a2", "r0"]},
+  {"name": "s1", "type": "relu", "inputs": ["add1"]},
+  {"name": "b1", "type": "conv", "inputs": ["s1"], "out_channels": 8, "kernel": 3, "pad": 1},
+  {"name": "br1", "type": "relu", "inputs": ["b1"]},
+  {"name": "b2", "type": "conv", "inputs": ["br1"], "out_channels": 8, "kernel": 3, "pad": 1},
+  {"name": "add2", "type": "add", "inputs": ["b2", "s1"]},
+  {"name": "s2", "type": "relu", "inputs": ["add2"]},
+  {"name": "gp", "type": "pool", "inputs": ["s2"], "mode": "avg", "global": true},
+  {"name": "fc", "type": "fc", "inputs": ["gp"], "out_features": 10},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}]})";
+
+// A fan-out joined by concat (DenseNet/Inception-like).
+const char* kConcat = R"({"format": "ucplan-network/1", "name": "concat", "input": {"shape": [3, 16, 16]}, "labels": 10,
+ "layers": [
+  {"name": "c0", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1},
+  {"name": "r0", "type": "relu", "inputs": ["c0"]},
+  {"name": "ca", "type": "conv", "inputs": ["r0"], "out_channels": 4, "kernel": 1},
+  {"name": "cb", "type": "conv", "inputs": ["r0"], "out_channels": 6, "kernel": 3, "pad": 1},
+  {"name": "cat", "type": "concat", "inputs": ["r0", "ca", "cb"]},
+  {"name": "c1", "type": "conv", "inputs": ["cat"], "out_channels": 8, "kernel": 3, "pad": 1, "stride": 2},
+  {"name": "r1", "type": "relu", "inputs": ["c1"]},
+  {"name": "ap", "type": "pool", "inputs": ["r1"], "mode": "avg", "kernel": 2, "stride": 2},
+  {"name": "fc", "type": "fc", "inputs": ["ap"], "out_features": 10},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}]})";
+
+Profile model_profile(const Network& net, std::int64_t batch, const std::string& device = "k40") {
+  auto runner = make_model_runner(device);
+  ProfileOptions o;
+  o.batch = batch;
+  o.sizes = "powerOfTwo";
+  o.repeat = 1;
+  return profile_network(net, "test", *runner, o);
+}
+
+CompileInput input_for(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy = "ucplan",
+                       const std::string& sub_batch = "any") {
+  CompileInput in;
+  in.network = net;
+  in.network_file = "test";
+  in.profile = prof;
+  in.profile_path = "test-profile.json";
+  in.profile_sha256 = "0";
+  in.budget_bytes = budget;
+  in.strategy = strategy;
+  in.sub_batch = sub_batch;
+  return in;
+}
+
+std::int64_t lower_bound_of(const Network& net) {
+  const Graph g = build_graph(net, "test");
+  return memory_lower_bound(build_tasks(g, construct_route(g)), 1).bytes;
+}
+
+// The peak of keeping everything (liveness analysis only), with a generous budget.
+std::int64_t keep_all_peak(const Network& net, const Profile& prof) {
+  return make_plan(input_for(net, prof, std::int64_t{1} << 40, "keep-all", "auto")).plan.summary.peak_bytes;
+}
+
+// Re-derives every step's predicted start/end and the summary from durations and waits, so a
+// mutated plan fails for the reason a test means, not for stale times.
+void retime(Plan& p) {
+  std::map<std::string, std::int64_t> stream_end;
+  std::map<std::string, int> last_on;
+  std::int64_t round_end = 0, final_end = 0;
+  for (auto& s : p.steps) {
+    const std::int64_t dur = s.end_ns - s.start_ns;
+    std::int64_t start = s.final ? final_end : stream_end[s.stream];
+    for (int w : s.waits) start = std::max(start, p.steps[w].end_ns);
+    s.start_ns = start;
+    s.end_ns = start + dur;
+    if (s.final) final_end = s.end_ns;
+    else {
+      stream_end[s.stream] = s.end_ns;
+      round_end = std::max(round_end, s.end_ns);
+    }
+  }
+  p.summary.round_ns = round_end;
+  p.summary.final_ns = final_end;
+  p.summary.predicted_ns = p.rounds * round_end + final_end;
+}
+
+// Removes a step: later ids shift down, waits on it disappear, buffer lifetimes follow.
+void remove_step(Plan& p, int id) {
+  p.steps.erase(p.steps.begin() + id);
+  for (auto& s : p.steps) {
+    if (s.id > id) --s.id;
+    std::vector<int> w;
+    for (int x : s.waits)
+      if (x != id) w.push_back(x > id ? x - 1 : x);
+    s.waits = w;
+  }
+  for (auto& b : p.buffers) {
+    if (b.resident) {
+      b.last_step = static_cast<int>(p.steps.size()) - 1;
+      continue;
+    }
+    b.first_step = -1;
+    b.last_step = -1;
+  }
+  for (const auto& s : p.steps) {
+    auto touch = [&](int b) {
+      if (p.buffers[b].resident) return;
+      if (p.buffers[b].first_step < 0) p.buffers[b].first_step = s.id;
+      p.buffers[b].last_step = s.id;
+    };
+    for (int b : s.reads) touch(b);
+    for (int b : s.writes) touch(b);
+    for (int b : s.accumulates) touch(b);
+    if (s.workspace >= 0) touch(s.workspace);
+  }
+  retime(p);
+}
+
+}  // namespace
+
+TEST_SUITE("simulator") {
+  TEST_CASE("a step starts when its stream and the steps it waits for are done") {
+    Timeline t;
+    int a = t.issue(Stream::Compute, 10, kNoneReady);  // compute [0, 10)
+    int b = t.issue(Stream::D2H, 5, ReadySet{a, -1, -1});  // waits for a: [10, 15)
+    int c = t.issue(Stream::Compute, 3, kNoneReady);  // after a on compute: [10, 13)
+    ReadySet w = kNoneReady;
+    merge_into(w, b, Stream::D2H);
+    int d = t.issue(Stream::Compute, 1, w);  // after c (13) and b (15): [15, 16)
+    CHECK(t.step(b).start == 10);
+    CHECK(t.step(c).start == 10);
+    CHECK(t.step(d).start == 15);
+    CHECK(t.step(d).waits == std::vector<int>{b});
+    CHECK(t.makespan() == 16);
+  }
+
+  TEST_CASE("first fit over runs of free blocks, waiting only for the space taken") {
+    Arena arena(0, 1000);
+    ReadySet w = kNoneReady;
+    CHECK(*arena.allocate(300, 1, &w) == 0);
+    CHECK(*arena.allocate(300, 2, &w) == 300);
+    CHECK(*arena.allocate(300, 3, &w) == 600);
+    CHECK(!arena.allocate(200, 4, &w));  // 100 bytes left
+    arena.release(0, ReadySet{7, -1, -1});       // [0, 300) free after step 7
+    arena.release(300, ReadySet{-1, -1, 9});     // [300, 600) free after step 9 (d2h)
+    // 500 bytes span both freed blocks: the new buffer waits for both histories.
+    ReadySet w2 = kNoneReady;
+    CHECK(*arena.allocate(500, 5, &w2) == 0);
+    CHECK(w2 == ReadySet{7, -1, 9});
+    // Freed again, then a 100-byte buffer at 0 only waits for what touched [0, 100).
+    arena.release(0, ReadySet{11, -1, -1});
+    ReadySet w3 = kNoneReady;
+    CHECK(*arena.allocate(100, 6, &w3) == 0);
+    CHECK(w3 == ReadySet{11, -1, -1});
+    CHECK(arena.high_water() == 900);
+  }
+}
+
+TEST_SUITE("conv configuration choice") {
+  TEST_CASE("moDNN Eq. (5): the greatest gain wins, ties keep the smaller workspace") {
+    TaskCost cost;
+    cost.conv = true;
+    // Front (workspace ascending, time descending): baseline 10 ns with no workspace.
+    cost.front = {ConvConfig{{}, 10, 0}, ConvConfig{{}, 6, 100}, ConvConfig{{}, 5, 200}};
+    cost.baseline_ns = 10;
+    ConfigContext ctx;
+    ctx.cost = &cost;
+    ctx.largest_free = 150;
+    // Gains = 10 - T - T_off - T_pre: 0; 10-6-0-0 = 4; 10-5-3-0 = 2 -> index 1.
+    ctx.evict_delay = {0, 0, 3};
+    ctx.prefetch_penalty = {0, 0, 0};
+    CHECK(choose_config_by_gain(ctx) == 1);
+    // A prefetch that config 1's workspace would delay by 2 ns: gains 0, 2, 2 -> tie, keep 1.
+    ctx.prefetch_penalty = {0, 2, 0};
+    CHECK(choose_config_by_gain(ctx) == 1);
+    // Config 2 cannot be made to fit at all (infinite delay), config 1 is penalised to -1: 0 wins.
+    ctx.evict_delay = {0, 0, std::int64_t{1} << 60};
+    ctx.prefetch_penalty = {0, 5, 0};
+    CHECK(choose_config_by_gain(ctx) == 0);
+    // SuperNeurons: the fastest that fits in 150 free bytes is config 1.
+    CHECK(choose_fastest_fitting(ctx) == 1);
+  }
+}
+
+TEST_SUITE("memory planner") {
+  TEST_CASE("every budget from the lower bound to the keep-all peak gives a verified plan") {
+    for (const char* text : {kChain, kResidual, kConcat}) {
+      const Network net = parse_network_text(text, "test");
+      const Profile prof = model_profile(net, 8);
+      const std::int64_t lb = lower_bound_of(net);
+      const std::int64_t peak = keep_all_peak(net, prof);
+      REQUIRE(lb < peak);
+      for (int k = 0; k <= 8; ++k) {
+        const std::int64_t budget = lb + (peak - lb) * k / 8;
+        CAPTURE(net.name);
+        CAPTURE(budget);
+        const Plan p = make_plan(input_for(net, prof, budget)).plan;
+        CHECK(find_plan_error(p) == "");
+        CHECK(p.summary.peak_bytes <= budget);
+        CHECK(p.summary.lower_bound_bytes == lb);
+        CHECK(p.summary.predicted_ns >= p.summary.ideal_ns * 9 / 10);
+      }
+    }
+  }
+
+  TEST_CASE("a budget below the lower bound is refused, stating the bound") {
+    const Network net = parse_network_text(kChain, "test");
+    const Profile prof = model_profile(net, 8);
+    const std::int64_t lb = lower_bound_of(net);
+    try {
+      make_plan(input_for(net, prof, lb - 1));
+      FAIL("expected a UserError");
+    } catch (const UserError& e) {
+      CHECK(e.where() == "--budget");
+      CHECK(std::string(e.what()).find("below the memory lower bound") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("ucplan is never slower than a baseline strategy in the same simulator") {
+    for (const char* text : {kChain, kResidual, kConcat}) {
+      const Network net = parse_network_text(text, "test");
+      const Profile prof = model_profile(net, 8);
+      const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);
+      for (int k : {1, 3, 5, 7}) {
+        const std::int64_t budget = lb + (peak - lb) * k / 8;
+        const std::int64_t ours = make_plan(input_for(net, prof, budget)).plan.summary.predicted_ns;
+        for (const char* s : {"keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"}) {
+          CAPTURE(net.name);
+          CAPTURE(s);
+          CAPTURE(budget);
+          try {
+            const Plan theirs = make_plan(input_for(net, prof, budget, s)).plan;
+            CHECK(find_plan_error(theirs) == "");
+            CHECK(ours <= theirs.summary.predicted_ns);
+          } catch (const UserError&) {
+            // That strategy does not fit at this budget (the original systems fail too).
+          }
+        }
+      }
+    }
+  }
+
+  TEST_CASE("with room for everything, nothing moves but the inputs (tensor cache)") {
+    const Network net = parse_network_text(kResidual, "test");
+    const Profile prof = model_profile(net, 8);
+    const Plan p = make_plan(input_for(net, prof, 4 * keep_all_peak(net, prof))).plan;
+    CHECK(p.summary.offload_bytes == 0);
+    CHECK(p.summary.recompute_steps == 0);
+    CHECK(p.summary.prefetch_bytes == p.summary.input_bytes);
+    CHECK(p.rounds == 1);
+  }
+
+  TEST_CASE("the strategies do what their papers do") {
+    const Network net = parse_network_text(kChain, "test");
+    const Profile prof = model_profile(net, 8);
+    const std::int64_t big = std::int64_t{1} << 34;
+    auto count = [](const Plan& p, const std::string& op) {
+      return std::count_if(p.steps.begin(), p.steps.end(), [&](const PlanStep& s) { return s.op == op; });
+    };
+    // vDNN-all offloads every activation a backward task reads, even with room to spare.
+    const Plan vdnn = make_plan(input_for(net, prof, big, "vdnn-all", "auto")).plan;
+    CHECK(count(vdnn, "offload") > 0);
+    CHECK(count(vdnn, "recompute") == 0);
+    // SuperNeurons recomputes the cheap layers' outputs and keeps conv outputs cached.
+    const Plan sn = make_plan(input_for(net, prof, big, "superneurons", "auto")).plan;
+    CHECK(count(sn, "recompute") > 0);
+    for (const auto& s : sn.steps)
+      if (s.op == "recompute") CHECK(s.layer.rfind("c", 0) != 0);  // never a conv layer
+    const Plan keep = make_plan(input_for(net, prof, big, "keep-all", "auto")).plan;
+    CHECK(count(keep, "offload") == 0);
+    CHECK(count(keep, "recompute") == 0);
+  }
+
+  TEST_CASE("a batch-norm network is split into sub-batches only when asked") {
+    const Network net = parse_network_text(kChain, "test");  // has bn
+    const Profile prof = model_profile(net, 8);
+    const std::int64_t lb = lower_bound_of(net);
+    // At the bound only sub-batch 1 fits: refused without --sub-batch any ...
+    CHECK_THROWS_AS(make_plan(input_for(net, prof, lb, "ucplan", "auto")), UserError);
+    // ... accepted with it, and the plan says it changes the statistics.
+    const Plan p = make_plan(input_for(net, prof, lb, "ucplan", "any")).plan;
+    CHECK(p.sub_batch == 1);
+    CHECK(p.sub_batch_changes_statistics);
+  }
+
+  TEST_CASE("the sub-batch chosen is the fastest candidate simulated") {
+    const Network net = parse_network_text(kResidual, "test");
+    const Profile prof = model_profile(net, 8);
+    const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);
+    CompileResult r = make_plan(input_for(net, prof, lb + (peak - lb) / 3, "ucplan", "auto"));
+    std::int64_t best = INT64_MAX;
+    for (const auto& c : r.candidates)
+      if (c.ok) best = std::min(best, c.predicted_ns);
+    CHECK(r.plan.summary.predicted_ns == best);
+  }
+
+  TEST_CASE("WR and WD keep each kernel within its workspace limit") {
+    const Network net = parse_network_text(kResidual, "test");
+    const Profile prof = model_profile(net, 8, "p100");
+    CompileInput in = input_for(net, prof, std::int64_t{1} << 32);
+    in.workspace = "wr:64KiB";
+    const Plan wr = make_plan(in).plan;
+    for (const auto& k : wr.kernels) CHECK(k.workspace_bytes <= 64 * 1024);
+    in.workspace = "wd:256KiB";
+    const Plan wd = make_plan(in).plan;
+    std::int64_t total = 0;
+    for (const auto& k : wd.kernels) total += k.workspace_bytes;
+    CHECK(total <= 256 * 1024);
+    CHECK(find_plan_error(wr) == "");
+    CHECK(find_plan_error(wd) == "");
+  }
+
+  TEST_CASE("the same inputs give a byte-identical plan, which reads back unchanged") {
+    const Network net = parse_network_text(kConcat, "test");
+    const Profile prof = model_profile(net, 8);
+    const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);
+    const std::int64_t budget = lb + (peak - lb) / 4;
+    const std::string a = plan_to_json_text(make_plan(input_for(net, prof, budget)).plan);
+    const std::string b = plan_to_json_text(make_plan(input_for(net, prof, budget)).plan);
+    CHECK(a == b);
+    const std::string path = "/tmp/ucplan-test-plan.json";
+    write_file_atomically(path, a);
+    CHECK(plan_to_json_text(load_plan(path)) == a);
+  }
+}
+
+TEST_SUITE("verifier") {
+  // A plan with offloads and prefetches to break in different ways: the whole batch (the
+  // chain has bn) at 88 % of the keep-all peak, so activations must move.
+  Plan tight_plan() {
+    const Network net = parse_network_text(kChain, "test");
+    const Profile prof = model_profile(net, 8);
+    Plan p = make_plan(input_for(net, prof, keep_all_peak(net, prof) * 88 / 100, "ucplan", "auto")).plan;
+    REQUIRE(find_plan_error(p) == "");
+    REQUIRE(p.summary.offload_bytes > 0);
+    return p;
+  }
+
+  TEST_CASE("overlapping live buffers") {
+    Plan p = tight_plan();
+    // Two buffers live at once: move the second onto the first.
+    bool done = false;
+    for (std::size_t i = 0; i < p.buffers.size() && !done; ++i)
+      for (std::size_t j = i + 1; j < p.buffers.size() && !done; ++j) {
+        PlanBuffer& a = p.buffers[i];
+        PlanBuffer& b = p.buffers[j];
+        if (a.resident || b.resident || b.first_step > a.last_step || a.first_step > b.last_step) continue;
+        b.offset = a.offset;
+        done = true;
+      }
+    REQUIRE(done);
+    CHECK(find_plan_error(p).find("while both live") != std::string::npos);
+  }
+
+  TEST_CASE("a missing prefetch") {
+    Plan p = tight_plan();
+    auto it = std::find_if(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return s.op == "prefetch" && s.tensor != "Y:data"; });
+    REQUIRE(it != p.steps.end());
+    const int buffer = it->writes[0];
+    remove_step(p, it->id);
+    const std::string error = find_plan_error(p);
+    CAPTURE(error);
+    CHECK(error.find("holds no value") != std::string::npos);
+    CHECK(error.find(p.buffers[buffer].tensor) != std::string::npos);
+  }
+
+  TEST_CASE("a read after free") {
+    Plan p = tight_plan();
+    // A tensor offloaded then prefetched has two buffers; make a step after the prefetch read the
+    // first one, whose bytes were reused in between.
+    bool done = false;
+    for (auto& s : p.steps) {
+      if (done || s.stream != "compute") continue;
+      for (int& b : s.reads) {
+        const std::string& t = p.buffers[b].tensor;
+        for (const auto& old : p.buffers)
+          if (!done && old.id < b && old.tensor == t && old.last_step < s.id && !old.resident) {
+            b = old.id;
+            done = true;
+          }
+      }
+    }
+    REQUIRE(done);
+    const std::string error = find_plan_error(p);
+    CAPTURE(error);
+    CHECK(error.find("after its last_step") != std::string::npos);
+  }
+
+  TEST_CASE("a missing wait") {
+    Plan p = tight_plan();
+    auto it = std::find_if(p.steps.begin(), p.steps.end(),
+                           [](const PlanStep& s) { return s.stream == "compute" && !s.waits.empty(); });
+    REQUIRE(it != p.steps.end());
+    it->waits.clear();
+    retime(p);
+    const std::string error = find_plan_error(p);
+    CAPTURE(error);
+    CHECK(error.find("without waiting") != std::string::npos);
+  }
+
+  TEST_CASE("over budget, waits on later steps, wrong times, skipped tasks") {
+    Plan p = tight_plan();
+    Plan a = p;
+    a.budget_bytes = a.arena_bytes - 1;
+    CHECK(find_plan_error(a).find("exceeds the budget") != std::string::npos);
+    Plan b = p;
+    b.steps[3].waits.push_back(10);
+    CHECK(find_plan_error(b).find("not an earlier step") != std::string::npos);
+    Plan c = p;
+    c.steps[5].start_ns += 1;
+    c.steps[5].end_ns += 1;
+    CHECK(find_plan_error(c).find("predicted start") != std::string::npos);
+    Plan d = p;
+    auto f = std::find_if(d.steps.begin(), d.steps.end(), [](const PlanStep& s) { return s.op == "backward_filter"; });
+    remove_step(d, f->id);
+    CHECK(find_plan_error(d) != "");
+  }
+}

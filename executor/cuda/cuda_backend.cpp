@@ -1,1 +1,565 @@
-// placeholder
+// The CUDA replay backend (backend.h): one cudaMalloc arena, pinned host buffers, a compute stream
+// whose cuDNN/cuBLAS handles live in one cuda::Context, and two copy streams (h2d, d2h). It runs
+// the same ops with the same operand roles as the CPU backend (cpu_backend.cpp, cpu_ops.cpp), on
+// the kernels of kernels_cuda.h, so the two are compared step for step (STYLE.md #8).
+//
+// Events. Every submission takes a slot of two timing events from a pool that is reused from one
+// begin() to the next: `start` is recorded after the step's waits are satisfied, `end` after its
+// op and, in check mode, its poisoning. A wait is a cudaStreamWaitEvent on the waited step's `end`
+// of the current phase (round, or the final steps); steps come in id order, so it is recorded
+// already. A waited step that was not submitted since the last barrier() has completed, so there
+// is nothing to wait for. Times are ns since a `begin` event recorded by begin(); barrier() reads
+// those of the earlier rounds while the device still runs the current one, end() the rest, so
+// little host work lies between the device's rounds.
+//
+// Errors. submit() only enqueues; a failure (a CudaError, or a plan that does not fit this
+// device, e.g. CPU algorithm names) is kept with the step it happened in, later submissions are
+// skipped, and barrier()/end() rethrow it. Faults inside kernels surface at barrier()'s stream
+// synchronisation (CUDA_LAUNCH_BLOCKING=1 moves them to the step's submit()).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "executor/backend.h"
+#include "executor/cpu_ops.h"
+#include "executor/cuda/cuda_check.h"
+#include "executor/cuda/kernels_cuda.h"
+#include "planner/model/errors.h"
+
+namespace ucplan {
+namespace {
+
+using cuda::CudaError;
+
+// GraphLayer -> kernel dims: the mapping cpu_ops.cpp makes for the CPU backend.
+cuda::ConvDims conv_dims(const GraphLayer& l, std::int64_t n) {
+  const auto& c = l.spec.conv;
+  const Shape& x = l.in_shapes.at(0);
+  cuda::ConvDims d;
+  d.n = n;
+  d.c = x.c;
+  d.h = x.h;
+  d.w = x.w;
+  d.k = c.out_channels;
+  d.kh = c.kernel[0];
+  d.kw = c.kernel[1];
+  d.sh = c.stride[0];
+  d.sw = c.stride[1];
+  d.ph = c.pad[0];
+  d.pw = c.pad[1];
+  d.dh = c.dilation[0];
+  d.dw = c.dilation[1];
+  d.groups = c.groups;
+  d.bias = c.bias;
+  return d;
+}
+
+cuda::PoolDims pool_dims(const GraphLayer& l, std::int64_t n) {
+  const auto& p = l.spec.pool;
+  const Shape& x = l.in_shapes.at(0);
+  cuda::PoolDims d;
+  d.n = n;
+  d.c = x.c;
+  d.h = x.h;
+  d.w = x.w;
+  d.kh = p.kernel[0];
+  d.kw = p.kernel[1];
+  d.sh = p.stride[0];
+  d.sw = p.stride[1];
+  d.ph = p.pad[0];
+  d.pw = p.pad[1];
+  d.ho = l.out.h;
+  d.wo = l.out.w;
+  d.max = p.mode == PoolMode::Max;
+  d.count_include_pad = p.count_include_pad;
+  return d;
+}
+
+bool conv_op_of(const std::string& op, cuda::ConvOp* out) {
+  if (op == "forward" || op == "recompute") *out = cuda::ConvOp::Forward;
+  else if (op == "backward_data") *out = cuda::ConvOp::BackwardData;
+  else if (op == "backward_filter") *out = cuda::ConvOp::BackwardFilter;
+  else return false;
+  return true;
+}
+
+// One op of a layer other than a convolution, or an update: run_layer_op_cpu's semantics on
+// device pointers (LayerArgs holds device pointers here). `loss` receives the summed loss.
+void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string& op, const LayerArgs& a, double* loss) {
+  const std::int64_t n = a.n;
+  const std::int64_t out = out_elems(l) * n;
+  if (op == "update") {
+    cuda::sgd_update(c, l.params(), a.lr, a.dw, const_cast<float*>(a.w));
+    return;
+  }
+  const bool fwd = op == "forward" || op == "recompute";
+  switch (l.type()) {
+    case LayerType::Input: cuda::throw_error("the input layer has no ops"); break;
+    case LayerType::Conv: cuda::throw_error("a conv step without a micro-configuration"); break;
+    case LayerType::Fc: {
+      cuda::FcDims d{n, in_elems(l, 0), l.spec.fc.out_features, l.spec.fc.bias};
+      const float* bias = l.bias_elems ? a.w + l.weight_elems : nullptr;
+      if (fwd) cuda::fc_forward(c, d, a.x[0], a.w, bias, a.y);
+      else if (op == "backward_data") cuda::fc_backward_data(c, d, a.dy, a.w, a.dx[0], a.dx_accumulate[0]);
+      else cuda::fc_backward_filter(c, d, a.x[0], a.dy, a.dw, l.bias_elems ? a.dw + l.weight_elems : nullptr);
+      break;
+    }
+    case LayerType::Relu:
+      if (fwd) cuda::relu_forward(c, out, a.x[0], a.y);
+      else cuda::relu_backward(c, out, a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      break;
+    case LayerType::Pool: {
+      const cuda::PoolDims d = pool_dims(l, n);
+      if (fwd) cuda::pool_forward(c, d, a.x[0], a.y);
+      else cuda::pool_backward(c, d, a.x.empty() ? nullptr : a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::BatchNorm: {
+      const Shape& s = l.out;
+      cuda::BnDims d{n, s.c, s.h, s.w, l.spec.bn.eps};
+      float* saved = static_cast<float*>(a.aux);
+      if (op == "forward") cuda::bn_forward_training(c, d, a.x[0], a.w, a.w + s.c, a.y, saved);
+      else if (op == "recompute") cuda::bn_forward_saved(c, d, a.x[0], a.w, a.w + s.c, saved, a.y);
+      else cuda::bn_backward(c, d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::Lrn: {
+      const Shape& s = l.out;
+      cuda::LrnDims d{n, s.c, s.h, s.w, l.spec.lrn.size, l.spec.lrn.alpha, l.spec.lrn.beta, l.spec.lrn.k};
+      if (fwd) cuda::lrn_forward(c, d, a.x[0], a.y);
+      else cuda::lrn_backward(c, d, a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::Dropout: {
+      auto* mask = static_cast<std::uint8_t*>(a.aux);
+      const double ratio = l.spec.dropout.ratio;
+      if (op == "forward") cuda::dropout_forward(c, n, out_elems(l), a.first_sample, ratio, a.seed, a.x[0], a.y, mask);
+      else if (op == "recompute") cuda::dropout_apply(c, out, ratio, mask, a.x[0], a.y);
+      else cuda::dropout_backward(c, out, ratio, mask, a.dy, a.dx[0], a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::Add:
+      if (fwd) {
+        cuda::add_forward(c, out, a.x, a.y);
+      } else {
+        for (std::size_t i = 0; i < a.dx.size(); ++i)
+          if (a.dx[i]) cuda::add_backward(c, out, a.dy, a.dx[i], a.dx_accumulate[i]);
+      }
+      break;
+    case LayerType::Concat: {
+      std::vector<std::int64_t> cs;
+      for (const auto& s : l.in_shapes) cs.push_back(s.c);
+      const std::int64_t hw = l.out.h * l.out.w;
+      if (fwd) {
+        cuda::concat_forward(c, n, hw, cs, a.x, a.y);
+      } else {
+        for (std::size_t i = 0; i < a.dx.size(); ++i)
+          if (a.dx[i]) cuda::concat_backward(c, n, hw, cs, i, a.dy, a.dx[i], a.dx_accumulate[i]);
+      }
+      break;
+    }
+    case LayerType::SoftmaxLoss: {
+      const std::int64_t k = l.out.c;
+      // The per-sample losses go to the context's scratch buffer; the first call grows it, which
+      // synchronizes the compute stream once (in the warm-up iteration).
+      if (fwd) cuda::softmax_loss_forward(c, n, k, a.x[0], a.labels, a.y, loss);
+      else cuda::softmax_loss_backward(c, n, k, a.y, a.labels, 1.0 / static_cast<double>(a.total_batch), a.dx[0], a.dx_accumulate[0]);
+      break;
+    }
+  }
+}
+
+// A conv step's micro-configuration as cuDNN algorithms, checked once against this device.
+struct ConvConfig {
+  std::vector<MicroStep> source;  // the step's config it was made from
+  std::int64_t sub_batch = 0;
+  cuda::ConvOp op = cuda::ConvOp::Forward;
+  std::vector<cuda::MicroConfig> micro;
+};
+
+struct Slot {
+  cuda::Event start, end;  // timing enabled
+  int step = -1;
+  int round = 0;           // -1: a final step
+  int stream = 0;
+};
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend(const Graph& g, int index)
+      : g_(g),
+        index_(index),
+        device_(index),
+        free_before_(free_device_bytes()),
+        ctx_(compute_.get(), /*allow_tf32=*/false),
+        loss_(sizeof(double)) {
+    description_ = fmt::format("cuda:{} ({}, cuDNN {}, no TF32)", index_, device_.name(), cuda::library_versions().cudnn);
+  }
+
+  ~CudaBackend() override {
+    // Nothing may still run on memory about to be freed; a failure here means the context is
+    // broken already, and destructors do not throw.
+    for (cudaStream_t s : {compute_.get(), h2d_.get(), d2h_.get()}) cudaStreamSynchronize(s);
+    cudaGetLastError();
+  }
+
+  std::string description() const override { return description_; }
+
+  void allocate(std::int64_t arena_bytes, const std::vector<std::int64_t>& host_bytes) override {
+    device_.select();
+    synchronize_all();
+    hosts_.clear();
+    arena_.reset();
+    arena_bytes_ = std::max<std::int64_t>(arena_bytes, 256);
+    try {
+      arena_ = cuda::DeviceBuffer(static_cast<std::size_t>(arena_bytes_));
+    } catch (const CudaError& e) {
+      if (!e.out_of_memory()) throw;
+      throw UserError("", device_option(),
+                      fmt::format("cannot allocate an arena of {} bytes on {} ({} bytes free): {}", arena_bytes_, description_,
+                                  free_device_bytes(), e.what()));
+    }
+    // Zeroed as the CPU backend's arena and host buffers are, so both start from the same bytes.
+    UCPLAN_CUDA(cudaMemsetAsync(arena_.get(), 0, static_cast<std::size_t>(arena_bytes_), compute_.get()));
+    UCPLAN_CUDA(cudaStreamSynchronize(compute_.get()));
+    for (auto b : host_bytes) {
+      hosts_.emplace_back(static_cast<std::size_t>(std::max<std::int64_t>(b, 1)));
+      std::memset(hosts_.back().get(), 0, hosts_.back().bytes());
+    }
+    host_bytes_ = host_bytes;
+    note_memory_held();
+  }
+
+  void* host(int id) override { return hosts_.at(static_cast<std::size_t>(id)).get(); }
+
+  // Synchronous, on the compute stream (plain cudaMemcpy runs on the legacy default stream,
+  // which does not order itself with the non-blocking streams).
+  void write(std::int64_t offset, const void* src, std::int64_t bytes) override {
+    check_range(offset, bytes, "write");
+    synchronize_all();
+    UCPLAN_CUDA(cudaMemcpyAsync(arena_ptr(offset), src, static_cast<std::size_t>(bytes), cudaMemcpyHostToDevice, compute_.get()));
+    UCPLAN_CUDA(cudaStreamSynchronize(compute_.get()));
+  }
+  void read(std::int64_t offset, void* dst, std::int64_t bytes) override {
+    check_range(offset, bytes, "read");
+    synchronize_all();
+    UCPLAN_CUDA(cudaMemcpyAsync(dst, arena_ptr(offset), static_cast<std::size_t>(bytes), cudaMemcpyDeviceToHost, compute_.get()));
+    UCPLAN_CUDA(cudaStreamSynchronize(compute_.get()));
+  }
+  void fill(std::int64_t offset, std::int64_t bytes, unsigned char value) override {
+    check_range(offset, bytes, "fill");
+    synchronize_all();
+    UCPLAN_CUDA(cudaMemsetAsync(arena_ptr(offset), value, static_cast<std::size_t>(bytes), compute_.get()));
+    UCPLAN_CUDA(cudaStreamSynchronize(compute_.get()));
+  }
+
+  std::int64_t device_memory_bytes() override {
+    note_memory_held();
+    return std::max(held_bytes_, arena_bytes_);
+  }
+
+  void begin() override {
+    error_ = nullptr;
+    used_ = synced_ = harvested_ = 0;
+    timeline_.clear();
+    std::fill(slot_of_.begin(), slot_of_.end(), -1);
+    try {
+      begin_.record(compute_.get());
+      // The copy streams start no earlier than `begin` either, so no time is negative.
+      h2d_.wait(begin_.get());
+      d2h_.wait(begin_.get());
+    } catch (const CudaError& e) {
+      error_ = std::make_exception_ptr(CudaError(fmt::format("cuda:{} begin: {}", index_, e.what()), e.library(), e.code(), e.kind()));
+    }
+  }
+
+  void submit(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) override {
+    if (error_) return;  // after a failure nothing more runs until barrier() reports it
+    try {
+      enqueue(s, round, ctx, poison);
+    } catch (const CudaError& e) {
+      error_ = std::make_exception_ptr(
+          CudaError(fmt::format("cuda:{} {}{}", index_, step_context(s, round), e.what()), e.library(), e.code(), e.kind()));
+    } catch (const UserError& e) {
+      error_ = std::make_exception_ptr(UserError(e.file(), e.where(), step_context(s, round) + e.reason()));
+    } catch (const std::exception& e) {
+      error_ = std::make_exception_ptr(CudaError(fmt::format("cuda:{} {}{}", index_, step_context(s, round), e.what()), "ucplan",
+                                                 0, CudaError::Kind::Other));
+    }
+  }
+
+  void barrier() override {
+    // The times of the phases before this one, read while the device still runs this one.
+    try {
+      harvest(synced_);
+    } catch (const CudaError& e) {
+      if (!error_)
+        error_ = std::make_exception_ptr(
+            CudaError(fmt::format("cuda:{} reading the step times: {}", index_, e.what()), e.library(), e.code(), e.kind()));
+    }
+    for (const cuda::Stream* st : {&compute_, &h2d_, &d2h_}) {
+      try {
+        st->synchronize();
+      } catch (const CudaError& e) {
+        if (!error_)
+          error_ = std::make_exception_ptr(CudaError(
+              fmt::format("cuda:{} barrier: a step of {} failed on the device (CUDA_LAUNCH_BLOCKING=1 names it): {}", index_,
+                          last_final_ ? "the final steps" : fmt::format("round {}", last_round_), e.what()),
+              e.library(), e.code(), e.kind()));
+      }
+    }
+    synced_ = used_;
+    std::fill(slot_of_.begin(), slot_of_.end(), -1);  // every submitted step has completed
+    if (error_) {
+      std::exception_ptr e = error_;
+      error_ = nullptr;
+      std::rethrow_exception(e);
+    }
+  }
+
+  std::vector<MeasuredStep> end() override {
+    barrier();
+    try {
+      harvest(used_);
+    } catch (const CudaError& e) {
+      throw CudaError(fmt::format("cuda:{} end, reading the step times: {}", index_, e.what()), e.library(), e.code(), e.kind());
+    }
+    return timeline_;
+  }
+
+ private:
+  static std::int64_t free_device_bytes() {
+    std::size_t free = 0, total = 0;
+    UCPLAN_CUDA(cudaMemGetInfo(&free, &total));
+    return static_cast<std::int64_t>(free);
+  }
+
+  // What this backend holds on the device: the arena, the handles, the descriptor caches'
+  // workspace queries, the scratch buffer and the kernel modules loaded so far (lazy loading),
+  // as the drop in free memory since it started (the CUDA context itself excluded).
+  void note_memory_held() { held_bytes_ = std::max(held_bytes_, free_before_ - free_device_bytes()); }
+
+  std::string device_option() const { return fmt::format("--device cuda:{}", index_); }
+
+  std::string step_context(const ResolvedStep& s, int round) const {
+    std::string what = s.op;
+    if (s.layer >= 0 && static_cast<std::size_t>(s.layer) < g_.layers.size()) what += " " + g_.layers[static_cast<std::size_t>(s.layer)].name();
+    return fmt::format("step {} ({}, {}): ", s.id, what, s.final ? "final" : fmt::format("round {}", round));
+  }
+
+  void synchronize_all() {
+    compute_.synchronize();
+    h2d_.synchronize();
+    d2h_.synchronize();
+  }
+
+  void check_range(std::int64_t offset, std::int64_t bytes, const char* what) const {
+    UCPLAN_CHECK(arena_.get() && offset >= 0 && bytes >= 0 && offset + bytes <= arena_bytes_,
+                 fmt::format("{} of {} bytes at {} is outside the arena of {} bytes", what, bytes, offset, arena_bytes_));
+  }
+
+  char* arena_ptr(std::int64_t offset) const { return arena_.as<char>() + offset; }
+  float* f(std::int64_t offset) const { return offset < 0 ? nullptr : reinterpret_cast<float*>(arena_ptr(offset)); }
+
+  cudaStream_t stream(int s) const {
+    switch (s) {
+      case 0: return compute_.get();
+      case 1: return h2d_.get();
+      case 2: return d2h_.get();
+      default: cuda::throw_error(fmt::format("stream {} (0 compute, 1 h2d, 2 d2h)", s));
+    }
+  }
+
+  std::int64_t ns_since_begin(const cuda::Event& e) const {
+    float ms = 0;
+    UCPLAN_CUDA(cudaEventElapsedTime(&ms, begin_.get(), e.get()));
+    return std::llround(static_cast<double>(ms) * 1e6);
+  }
+
+  // Appends the times of slots [harvested_, upto), all completed, to the timeline.
+  void harvest(std::size_t upto) {
+    for (; harvested_ < upto; ++harvested_) {
+      const Slot& k = slots_[harvested_];
+      timeline_.push_back({k.step, k.round, ns_since_begin(k.start), ns_since_begin(k.end)});
+    }
+  }
+
+  // The waited step's `end` in this phase, unless it ran on the same stream (already ordered) or
+  // has not run since the last barrier (completed).
+  void wait_for(cudaStream_t st, int stream_index, int step) {
+    if (step < 0 || static_cast<std::size_t>(step) >= slot_of_.size()) return;
+    const int k = slot_of_[static_cast<std::size_t>(step)];
+    if (k < 0 || slots_[static_cast<std::size_t>(k)].stream == stream_index) return;
+    UCPLAN_CUDA(cudaStreamWaitEvent(st, slots_[static_cast<std::size_t>(k)].end.get(), 0));
+  }
+
+  void enqueue(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) {
+    UCPLAN_CHECK(arena_.get(), "allocate() comes before submit()");
+    UCPLAN_CHECK(s.id >= 0, "a resolved step has an id");
+    const cudaStream_t st = stream(s.stream);
+    last_round_ = round;
+    last_final_ = s.final;
+    if (used_ == slots_.size()) slots_.emplace_back();  // events made once, reused by later iterations
+    const std::size_t k = used_++;
+    Slot& slot = slots_[k];
+    slot.step = s.id;
+    slot.round = s.final ? -1 : round;
+    slot.stream = s.stream;
+    try {
+      for (int w : s.waits) wait_for(st, s.stream, w);
+      slot.start.record(st);
+      run(s, round, ctx, st);
+      if (poison && !s.poison_after.empty()) {
+        for (int w : s.poison_waits) wait_for(st, s.stream, w);
+        for (const auto& [off, size] : s.poison_after) {
+          check_range(off, size, "poison");
+          UCPLAN_CUDA(cudaMemsetAsync(arena_ptr(off), kPoisonByte, static_cast<std::size_t>(size), st));
+        }
+      }
+      slot.end.record(st);
+    } catch (...) {
+      used_ = k;  // its `end` was never recorded: the step has no time, and the slot is free again
+      throw;
+    }
+    if (slot_of_.size() <= static_cast<std::size_t>(s.id)) slot_of_.resize(static_cast<std::size_t>(s.id) + 1, -1);
+    slot_of_[static_cast<std::size_t>(s.id)] = static_cast<int>(k);
+  }
+
+  void run(const ResolvedStep& s, int round, const RunContext& ctx, cudaStream_t st) {
+    if (s.op == "prefetch" || s.op == "offload") {
+      const std::int64_t host_offset = s.input ? static_cast<std::int64_t>(round) * s.bytes : 0;
+      if (s.host < 0 || static_cast<std::size_t>(s.host) >= hosts_.size() ||
+          host_offset + s.bytes > host_bytes_[static_cast<std::size_t>(s.host)])
+        cuda::throw_error(fmt::format("host buffer {}: {} bytes at {} are outside it", s.host, s.bytes, host_offset));
+      check_range(s.device, s.bytes, s.op.c_str());
+      char* h = hosts_[static_cast<std::size_t>(s.host)].as<char>() + host_offset;
+      const auto bytes = static_cast<std::size_t>(s.bytes);
+      if (s.op == "prefetch") UCPLAN_CUDA(cudaMemcpyAsync(arena_ptr(s.device), h, bytes, cudaMemcpyHostToDevice, st));
+      else UCPLAN_CUDA(cudaMemcpyAsync(h, arena_ptr(s.device), bytes, cudaMemcpyDeviceToHost, st));
+      return;
+    }
+    if (s.stream != 0) cuda::throw_error(fmt::format("compute op {} on stream {}: the handles are bound to the compute stream", s.op, s.stream));
+    if (s.layer < 0 || static_cast<std::size_t>(s.layer) >= g_.layers.size()) cuda::throw_error(fmt::format("no layer {}", s.layer));
+    const GraphLayer& l = g_.layers[static_cast<std::size_t>(s.layer)];
+    LayerArgs a;
+    for (auto off : s.x) a.x.push_back(f(off));
+    a.y = f(s.y);
+    a.w = f(s.w);
+    a.dw = f(s.dw);
+    a.aux = s.aux < 0 ? nullptr : arena_ptr(s.aux);
+    a.dy = f(s.dy);
+    for (auto off : s.dx) a.dx.push_back(f(off));
+    a.dx_accumulate = s.dx_accumulate;
+    a.labels = s.labels < 0 ? nullptr : reinterpret_cast<const std::int32_t*>(arena_ptr(s.labels));
+    a.workspace = s.workspace < 0 ? nullptr : arena_ptr(s.workspace);
+    a.n = ctx.sub_batch;
+    a.first_sample = static_cast<std::int64_t>(round) * ctx.sub_batch;
+    a.total_batch = ctx.total_batch;
+    a.seed = ctx.seed;
+    a.lr = ctx.lr;
+    if (!s.config.empty() && s.op != "update") {
+      run_conv(s, l, a);
+    } else {
+      run_layer_op_cuda(ctx_, l, s.op, a, loss_.as<double>());
+    }
+  }
+
+  void run_conv(const ResolvedStep& s, const GraphLayer& l, const LayerArgs& a) {
+    const ConvConfig& c = conv_config(s, l, a.n);
+    const cuda::ConvDims whole = conv_dims(l, a.n);
+    const auto ws = static_cast<std::size_t>(s.workspace < 0 ? 0 : s.workspace_bytes);
+    switch (c.op) {
+      case cuda::ConvOp::Forward:
+        cuda::conv_forward_micro(ctx_, whole, c.micro, a.x.at(0), a.w, l.bias_elems ? a.w + l.weight_elems : nullptr, a.y,
+                                 a.workspace, ws);
+        break;
+      case cuda::ConvOp::BackwardData:
+        cuda::conv_backward_data_micro(ctx_, whole, c.micro, a.dy, a.w, a.dx.at(0), a.dx_accumulate.at(0) != 0, a.workspace, ws);
+        break;
+      case cuda::ConvOp::BackwardFilter:  // always accumulates: the rounds and micro-batches add up in dW
+        cuda::conv_backward_filter_micro(ctx_, whole, c.micro, a.x.at(0), a.dy, a.dw,
+                                         l.bias_elems ? a.dw + l.weight_elems : nullptr, a.workspace, ws);
+        break;
+    }
+  }
+
+  // The step's micro-configuration parsed and checked against cuDNN on this device, once per
+  // step: a plan compiled from another device's profile (CPU algorithm names, smaller
+  // workspaces) is the user's error, reported before anything of the step runs.
+  const ConvConfig& conv_config(const ResolvedStep& s, const GraphLayer& l, std::int64_t sub_batch) {
+    auto it = conv_configs_.find(s.id);
+    if (it != conv_configs_.end() && it->second.source == s.config && it->second.sub_batch == sub_batch) return it->second;
+    ConvConfig c;
+    c.source = s.config;
+    c.sub_batch = sub_batch;
+    if (!conv_op_of(s.op, &c.op)) cuda::throw_error(fmt::format("a conv layer has no op \"{}\"", s.op));
+    for (const MicroStep& m : s.config) {
+      cuda::ConvAlgo algo;
+      if (!cuda::parse_conv_algo(c.op, m.algo, &algo))
+        throw UserError("", device_option(),
+                        fmt::format("\"{}\" is not a cuDNN {} algorithm: the plan was compiled for another device (compile "
+                                    "it from a profile made with --device cuda)",
+                                    m.algo, cuda::conv_op_name(c.op)));
+      c.micro.push_back({algo, m.batch});
+    }
+    std::size_t need = 0;
+    const cuda::ConvDims whole = conv_dims(l, sub_batch);
+    if (!cuda::conv_workspace_micro(ctx_, whole, c.micro, &need))
+      throw UserError("", device_option(),
+                      fmt::format("cuDNN on {} does not support the plan's {} configuration of {}: compile the plan from a "
+                                  "profile of this device",
+                                  description_, cuda::conv_op_name(c.op), l.name()));
+    const std::int64_t given = s.workspace < 0 ? 0 : s.workspace_bytes;
+    if (static_cast<std::int64_t>(need) > given)
+      throw UserError("", device_option(),
+                      fmt::format("the plan gives {} {} a workspace of {} bytes, cuDNN on this device needs {}: compile "
+                                  "the plan from a profile of this device",
+                                  l.name(), cuda::conv_op_name(c.op), given, need));
+    return conv_configs_[s.id] = std::move(c);
+  }
+
+  // Declaration order is construction order: the device is selected and its free memory read
+  // before any stream, handle or buffer exists.
+  const Graph g_;
+  const int index_;
+  cuda::Device device_;
+  const std::int64_t free_before_;
+  cuda::Stream compute_, h2d_, d2h_;
+  cuda::Context ctx_;              // cuDNN + cuBLAS handles on the compute stream, no TF32
+  cuda::DeviceBuffer loss_;        // the softmax loss (one double), kept on the device
+  cuda::Event begin_;
+  std::string description_;
+  std::vector<Slot> slots_;        // event pairs, reused from one begin() to the next
+  std::size_t used_ = 0;           // slots taken since begin()
+  std::size_t synced_ = 0;         // slots submitted before the last barrier(): completed
+  std::size_t harvested_ = 0;      // slots whose times are in timeline_
+  std::vector<int> slot_of_;       // per step id: its slot in this phase, -1 when not submitted
+  cuda::DeviceBuffer arena_;
+  std::int64_t arena_bytes_ = 0;
+  std::vector<cuda::PinnedBuffer> hosts_;
+  std::vector<std::int64_t> host_bytes_;
+  std::unordered_map<int, ConvConfig> conv_configs_;
+  std::exception_ptr error_;
+  int last_round_ = 0;
+  bool last_final_ = false;
+  std::vector<MeasuredStep> timeline_;
+  std::int64_t held_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index) {
+  std::string why;
+  if (!cuda::cuda_device_available(&why)) throw UserError("", "--device cuda", "no CUDA device: " + why);
+  try {
+    return std::make_unique<CudaBackend>(g, device_index);
+  } catch (const CudaError& e) {
+    throw UserError("", "--device cuda", fmt::format("no CUDA device: device {} cannot be used: {}", device_index, e.what()));
+  }
+}
+
+}  // namespace ucplan

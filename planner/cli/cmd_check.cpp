@@ -1,5 +1,92 @@
+// `ucplan check`: every plan passes the independent verifier; with --recompile it is also
+// reproduced byte for byte from its embedded inputs and the profile it names (how plans are
+// kept valid and up to date in CI).
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
 #include "commands.h"
 #include "planner/model/errors.h"
+#include "planner/model/sha256.h"
+#include "planner/passes/pipeline.h"
+#include "planner/passes/verify.h"
+
 namespace ucplan {
-int run_check(const CheckOptions&) { throw UserError("", "check", "not implemented yet"); }
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path, "", "cannot open the file for reading");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// First differing line, for the report.
+std::string first_difference(const std::string& a, const std::string& b) {
+  std::istringstream sa(a), sb(b);
+  std::string la, lb;
+  int line = 0;
+  while (true) {
+    bool ga = static_cast<bool>(std::getline(sa, la)), gb = static_cast<bool>(std::getline(sb, lb));
+    ++line;
+    if (!ga && !gb) return "";
+    if (!ga || !gb || la != lb) {
+      auto cut = [](const std::string& s) { return s.size() > 160 ? s.substr(0, 160) + "..." : s; };
+      return fmt::format("line {}: file has {}, recompiled has {}", line, ga ? "'" + cut(la) + "'" : "nothing",
+                         gb ? "'" + cut(lb) + "'" : "nothing");
+    }
+  }
+}
+
+}  // namespace
+
+int run_check(const CheckOptions& o) {
+  int failures = 0;
+  for (const auto& path : o.plans) {
+    const Plan plan = load_plan(path);
+    std::string error = find_plan_error(plan);
+    if (!error.empty()) {
+      fmt::print("FAIL {}: {}\n", path, error);
+      ++failures;
+      continue;
+    }
+    if (o.recompile) {
+      const std::string text = read_text(path);
+      const std::string profile_text = read_text(plan.profile_path);
+      if (sha256_hex(profile_text) != plan.profile_sha256) {
+        fmt::print("FAIL {}: profile {} has changed since the plan was made (sha256 differs)\n", path, plan.profile_path);
+        ++failures;
+        continue;
+      }
+      CompileInput in;
+      in.network = plan.network;
+      in.network_file = path + " (embedded network)";
+      in.profile = load_profile(plan.profile_path);
+      in.profile_path = plan.profile_path;
+      in.profile_sha256 = plan.profile_sha256;
+      in.batch = plan.batch;
+      in.budget_bytes = plan.budget_bytes;
+      in.strategy = plan.strategy;
+      in.sub_batch = plan.sub_batch_option;
+      in.workspace = plan.workspace_option;
+      in.micro_batches = plan.micro_batches;
+      const std::string again = plan_to_json_text(make_plan(in).plan);
+      if (again != text) {
+        fmt::print("FAIL {}: recompiling gives a different plan ({})\n", path, first_difference(text, again));
+        ++failures;
+        continue;
+      }
+    }
+    fmt::print("ok   {}: {} steps, {} predicted, peak {} of {}{}\n", path, plan.steps.size(),
+               fmt::format("{:.3f} ms", static_cast<double>(plan.summary.predicted_ns) / 1e6),
+               fmt::format("{} B", plan.summary.peak_bytes), fmt::format("{} B", plan.budget_bytes),
+               o.recompile ? ", reproduced" : "");
+  }
+  if (o.plans.size() > 1) fmt::print("{} of {} plans valid\n", o.plans.size() - failures, o.plans.size());
+  return failures ? 1 : 0;
+}
+
 }  // namespace ucplan

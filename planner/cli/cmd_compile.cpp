@@ -1,5 +1,259 @@
+// `ucplan compile`: the planner pipeline (passes/pipeline.h) and its report; `--conv-only`
+// reports just the convolution configuration pass (mu-cuDNN §III) for one or more workspace
+// settings and micro-batch policies side by side.
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
 #include "commands.h"
 #include "planner/model/errors.h"
+#include "planner/model/json_util.h"
+#include "planner/model/plan_views.h"
+#include "planner/model/sha256.h"
+#include "planner/model/units.h"
+#include "planner/passes/conv_config.h"
+#include "planner/passes/costs.h"
+#include "planner/passes/pipeline.h"
+#include "planner/passes/route.h"
+#include "report.h"
+
 namespace ucplan {
-int run_compile(const CompileOptions&) { throw UserError("", "compile", "not implemented yet"); }
+
+namespace {
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path, "", "cannot open the file for reading");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct KernelChoice {
+  std::string label;
+  std::vector<MicroStep> config;
+  std::int64_t time_ns = 0, workspace = 0;
+};
+
+struct SettingResult {
+  std::string setting, policy;
+  bool ok = false;
+  std::string why;
+  std::vector<KernelChoice> kernels;
+  std::int64_t total_ns = 0, total_workspace = 0, max_workspace = 0;
+  double solve_ms = 0;
+};
+
+// One workspace setting under one micro-batch policy: every conv kernel's choice.
+SettingResult choose(const Graph& g, const TaskGraph& tg, const CostTable& ct, const WorkspaceOption& w, const std::string& setting,
+                     const std::string& policy) {
+  SettingResult r;
+  r.setting = setting;
+  r.policy = policy;
+  std::vector<int> ids;
+  std::vector<std::vector<ConvConfig>> fronts;
+  for (const Task& t : tg.tasks)
+    if (t.round_task && t.conv_kernel) {
+      ids.push_back(t.id);
+      fronts.push_back(ct.tasks[t.id].front);
+    }
+  std::vector<ConvConfig> chosen;
+  auto start = std::chrono::steady_clock::now();
+  if (w.kind == WorkspaceOption::Kind::WD) {
+    auto sol = solve_wd(fronts, w.bytes);
+    if (!sol) {
+      r.why = "infeasible: the kernels need more workspace together";
+      return r;
+    }
+    for (std::size_t k = 0; k < ids.size(); ++k) chosen.push_back(fronts[k][sol->choice[k]]);
+  } else {
+    const std::int64_t limit = w.kind == WorkspaceOption::Kind::WR ? w.bytes : INT64_MAX;
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      auto c = fastest_within(fronts[k], limit);
+      if (!c) {
+        r.why = fmt::format("{}:{} needs more than {}", g.layers[tg.tasks[ids[k]].layer].name(), task_kind_name(tg.tasks[ids[k]].kind),
+                            format_bytes(limit));
+        return r;
+      }
+      chosen.push_back(*c);
+    }
+  }
+  r.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    const Task& t = tg.tasks[ids[k]];
+    KernelChoice kc;
+    kc.label = fmt::format("{}:{}", g.layers[t.layer].name(), task_kind_name(t.kind));
+    for (const auto& m : chosen[k].micro) kc.config.push_back({m.algo, m.micro_batch});
+    kc.time_ns = chosen[k].time_ns;
+    kc.workspace = chosen[k].workspace_bytes;
+    r.total_ns += kc.time_ns;
+    r.total_workspace += kc.workspace;
+    r.max_workspace = std::max(r.max_workspace, kc.workspace);
+    r.kernels.push_back(std::move(kc));
+  }
+  r.ok = true;
+  return r;
+}
+
+int conv_only_report(const CompileOptions& o, const Network& net, const std::string& net_path, const Profile& prof) {
+  const Graph g = build_graph(net, net_path);
+  const TaskGraph tg = build_tasks(g, construct_route(g));
+  const std::int64_t batch = o.batch > 0 ? o.batch : prof.batch;
+  std::vector<std::string> settings = o.workspace.empty() ? std::vector<std::string>{"dynamic"} : o.workspace;
+  // The policies the profile's sizes allow, coarsest first: undivided is cuDNN alone.
+  std::vector<std::string> policies{"undivided"};
+  if (prof.sizes_policy != "undivided") policies.push_back("powerOfTwo");
+  if (prof.sizes_policy == "all") policies.push_back("all");
+  std::vector<SettingResult> results;
+  std::map<std::string, double> dp_ms;
+  for (const auto& policy : policies) {
+    auto start = std::chrono::steady_clock::now();
+    const CostTable ct = build_cost_table(g, tg, prof, o.profile, batch, policy);
+    dp_ms[policy] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    for (const auto& s : settings) results.push_back(choose(g, tg, ct, parse_workspace_option(s), s, policy));
+    if (!o.pareto.empty() && policy == policies.back()) {
+      bool found = false;
+      for (const Task& t : tg.tasks) {
+        if (!t.conv_kernel || !t.round_task) continue;
+        if (fmt::format("{}:{}", g.layers[t.layer].name(), task_kind_name(t.kind)) != o.pareto) continue;
+        found = true;
+        Table tab({"workspace", "time", "configuration"}, {true, true, false});
+        for (const auto& c : ct.tasks[t.id].front) {
+          std::vector<MicroStep> ms;
+          for (const auto& m : c.micro) ms.push_back({m.algo, m.micro_batch});
+          tab.add({format_bytes(c.workspace_bytes), format_ns(c.time_ns), config_text(ms)});
+        }
+        fmt::print("Pareto front of {} at batch {} ({} policy, {} configurations; mu-cuDNN Fig. 6):\n{}\n", o.pareto, batch, policy,
+                   ct.tasks[t.id].front.size(), tab.str());
+      }
+      if (!found) throw UserError("", "--pareto", fmt::format("no conv kernel \"{}\" (use LAYER:forward|backward_data|backward_filter)", o.pareto));
+    }
+  }
+  auto undivided_of = [&](const std::string& setting) -> const SettingResult* {
+    for (const auto& r : results)
+      if (r.setting == setting && r.policy == "undivided") return &r;
+    return nullptr;
+  };
+  if (o.json) {
+    OrderedJson j;
+    j["network"] = g.net.name;
+    j["batch"] = batch;
+    j["profile_source"] = prof.source;
+    j["dp_ms"] = dp_ms;
+    OrderedJson rs = OrderedJson::array();
+    for (const auto& r : results) {
+      OrderedJson ks = OrderedJson::array();
+      const SettingResult* u = undivided_of(r.setting);
+      for (std::size_t k = 0; k < r.kernels.size(); ++k) {
+        const auto& kc = r.kernels[k];
+        OrderedJson cfg = OrderedJson::array();
+        for (const auto& m : kc.config) cfg.push_back(OrderedJson::array({m.algo, m.batch}));
+        OrderedJson kj = {{"kernel", kc.label}, {"config", cfg}, {"time_ns", kc.time_ns}, {"workspace_bytes", kc.workspace}};
+        if (u && u->ok) kj["undivided_time_ns"] = u->kernels[k].time_ns;
+        ks.push_back(std::move(kj));
+      }
+      rs.push_back({{"setting", r.setting}, {"policy", r.policy}, {"ok", r.ok}, {"why", r.why}, {"total_time_ns", r.total_ns},
+                    {"total_workspace_bytes", r.total_workspace}, {"solve_ms", r.solve_ms}, {"kernels", ks}});
+    }
+    j["results"] = std::move(rs);
+    fmt::print("{}", dump_json(j));
+    return 0;
+  }
+  fmt::print("Convolution kernels of {} at batch {} ({} kernels), costs {} ({})\n", g.net.name, batch,
+             results.empty() ? 0 : results.front().kernels.size(), prof.measured() ? "measured" : "MODELLED", prof.source);
+  std::vector<std::string> header{"setting"};
+  for (const auto& p : policies) header.push_back(p);
+  Table totals(header, std::vector<bool>(header.size(), true));
+  for (const auto& s : settings) {
+    std::vector<std::string> row{s};
+    const SettingResult* u = undivided_of(s);
+    for (const auto& p : policies)
+      for (const auto& r : results)
+        if (r.setting == s && r.policy == p) {
+          if (!r.ok) row.push_back("infeasible");
+          else if (p == "undivided" || !u || !u->ok) row.push_back(format_ns(r.total_ns));
+          else
+            row.push_back(fmt::format("{} ({:.2f}x)", format_ns(r.total_ns),
+                                      static_cast<double>(u->total_ns) / static_cast<double>(std::max<std::int64_t>(r.total_ns, 1))));
+        }
+    totals.add(row);
+  }
+  fmt::print("\nTotal convolution time (sum over kernels; speedup vs undivided under the same setting):\n{}", totals.str());
+  std::string dp;
+  for (const auto& [p, ms] : dp_ms) dp += fmt::format("{}{} {:.1f} ms", dp.empty() ? "" : ", ", p, ms);
+  fmt::print("Pareto-front DP time: {}\n", dp);
+  const std::string finest = policies.back();
+  for (const auto& r : results) {
+    if (r.policy != finest) continue;
+    const SettingResult* u = undivided_of(r.setting);
+    fmt::print("\n{} with {} micro-batches{}:\n", r.setting, finest,
+               r.setting.rfind("wd:", 0) == 0 ? fmt::format(" (ILP solved in {:.1f} ms; the division of the total is the workspace column)", r.solve_ms) : "");
+    if (!r.ok) {
+      fmt::print("  infeasible: {}\n", r.why);
+      continue;
+    }
+    Table t({"kernel", "configuration", "workspace", "share", "time", "undivided", "speedup"}, {false, false, true, true, true, true, true});
+    for (std::size_t k = 0; k < r.kernels.size(); ++k) {
+      const auto& kc = r.kernels[k];
+      std::string ut = "-", sp = "-";
+      if (u && u->ok) {
+        ut = format_ns(u->kernels[k].time_ns);
+        sp = fmt::format("{:.2f}x", static_cast<double>(u->kernels[k].time_ns) / static_cast<double>(std::max<std::int64_t>(kc.time_ns, 1)));
+      }
+      std::string share = r.total_workspace > 0 ? fmt::format("{:.1f} %", 100.0 * static_cast<double>(kc.workspace) / static_cast<double>(r.total_workspace)) : "-";
+      t.add({kc.label, config_text(kc.config), format_bytes(kc.workspace), share, format_ns(kc.time_ns), ut, sp});
+    }
+    fmt::print("{}total workspace {} (largest {}), total time {}\n", t.str(), format_bytes(r.total_workspace), format_bytes(r.max_workspace),
+               format_ns(r.total_ns));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_compile(const CompileOptions& o) {
+  const std::string net_path = resolve_network_path(o.network);
+  const Network net = load_network(net_path);
+  const Profile prof = load_profile(o.profile);
+  if (o.conv_only) return conv_only_report(o, net, net_path, prof);
+  if (!o.pareto.empty()) throw UserError("", "--pareto", "only with --conv-only");
+  if (o.workspace.size() > 1) throw UserError("", "--workspace", "give one setting for a plan (several only with --conv-only)");
+  if (o.budget.empty()) throw UserError("", "--budget", "required: the device memory budget, e.g. --budget 12GiB");
+  auto budget = parse_bytes(o.budget);
+  if (!budget || *budget <= 0) throw UserError("", "--budget", fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB)", o.budget));
+  if (o.output.empty() && o.dump_after.empty() && o.trace.empty())
+    throw UserError("", "-o", "give -o PLAN.json (or --dump-after STAGE / --trace FILE to only look)");
+
+  CompileInput in;
+  in.network = net;
+  in.network_file = net_path;
+  in.profile = prof;
+  in.profile_path = o.profile;
+  in.profile_sha256 = sha256_hex(read_bytes(o.profile));
+  in.batch = o.batch;
+  in.budget_bytes = *budget;
+  in.strategy = o.strategy;
+  in.sub_batch = o.sub_batch;
+  in.workspace = o.workspace.empty() ? "dynamic" : o.workspace.front();
+  in.micro_batches = o.micro_batches;
+  in.dump_after = o.dump_after;
+  auto start = std::chrono::steady_clock::now();
+  CompileResult r = make_plan(in);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!o.dump_after.empty()) fmt::print("{}", r.dump);
+  if (!o.output.empty()) write_file_atomically(o.output, plan_to_json_text(r.plan));
+  if (!o.trace.empty()) write_file_atomically(o.trace, chrome_trace(r.plan));
+  if (!o.quiet && o.dump_after.empty()) {
+    fmt::print("{}", plan_summary(r.plan));
+    std::string tried;
+    for (const auto& c : r.candidates)
+      tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", c.sub_batch, c.ok ? format_ns(c.predicted_ns) : c.why);
+    fmt::print("  candidates    {}\n", tried);
+    fmt::print("  compiled in   {}{}\n", format_seconds(seconds), o.output.empty() ? "" : ", plan written to " + o.output);
+  }
+  return 0;
+}
+
 }  // namespace ucplan

@@ -1,5 +1,50 @@
+// `ucplan explain`: what a plan does and what it predicts, for a reader.
+#include <fmt/format.h>
+
 #include "commands.h"
 #include "planner/model/errors.h"
+#include "planner/model/json_util.h"
+#include "planner/model/plan_views.h"
+#include "planner/model/units.h"
+#include "planner/passes/verify.h"
+#include "report.h"
+
 namespace ucplan {
-int run_explain(const ExplainOptions&) { throw UserError("", "explain", "not implemented yet"); }
+
+int run_explain(const ExplainOptions& o) {
+  const Plan p = load_plan(o.plan);
+  const std::string error = find_plan_error(p);
+  if (!o.trace.empty()) write_file_atomically(o.trace, chrome_trace(p));
+  if (!o.svg.empty()) write_file_atomically(o.svg, memory_svg(p));
+  if (o.json) {
+    const PlanSummary& s = p.summary;
+    OrderedJson j = {{"plan", o.plan},
+                     {"valid", error.empty()},
+                     {"error", error},
+                     {"network", p.network.name},
+                     {"profile_source", p.profile_source},
+                     {"strategy", p.strategy},
+                     {"batch", p.batch},
+                     {"sub_batch", p.sub_batch},
+                     {"rounds", p.rounds},
+                     {"budget_bytes", p.budget_bytes},
+                     {"predicted_ns", s.predicted_ns},
+                     {"ideal_ns", s.ideal_ns},
+                     {"overhead", s.ideal_ns ? static_cast<double>(s.predicted_ns - s.ideal_ns) / static_cast<double>(s.ideal_ns) : 0.0},
+                     {"peak_bytes", s.peak_bytes},
+                     {"lower_bound_bytes", s.lower_bound_bytes},
+                     {"offload_bytes", s.offload_bytes},
+                     {"prefetch_bytes", s.prefetch_bytes},
+                     {"recompute_ns", s.recompute_ns}};
+    fmt::print("{}", dump_json(j));
+    return error.empty() ? 0 : 1;
+  }
+  fmt::print("{}", plan_summary(p));
+  fmt::print("  verifier      {}\n\n", error.empty() ? "valid" : "INVALID: " + error);
+  fmt::print("Per layer (one round):\n{}", plan_decisions(p));
+  if (!o.trace.empty()) fmt::print("\npredicted timeline written to {} (open in https://ui.perfetto.dev)\n", o.trace);
+  if (!o.svg.empty()) fmt::print("memory plot written to {}\n", o.svg);
+  return error.empty() ? 0 : 1;
+}
+
 }  // namespace ucplan

@@ -29,13 +29,15 @@ struct CompileOptions {
   std::int64_t batch = 0;      // 0: the profile's batch
   std::string strategy = "ucplan";
   std::string sub_batch = "auto";
-  std::string workspace = "dynamic";
+  std::vector<std::string> workspace;   // one for a plan; several side by side with --conv-only
+  std::string micro_batches = "all";
   std::string output;
   std::string trace;
   std::string dump_after;      // pass name
   bool conv_only = false;      // conv configuration report only (no memory plan)
   std::string pareto;          // kernel name: print its Pareto front
   bool quiet = false;
+  bool json = false;           // --conv-only: JSON report
 };
 int run_compile(const CompileOptions& o);
 

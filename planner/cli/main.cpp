@@ -87,7 +87,11 @@ int main(int argc, char** argv) {
                         "networks, which changes their statistics) | N samples per round");
   c_compile->add_option("--workspace", compile.workspace,
                         "convolution workspace policy: dynamic (default: per step, by gain, moDNN Eq. 5) | wr:SIZE "
-                        "(per-kernel limit, mu-cuDNN WR) | wd:SIZE (total over kernels, mu-cuDNN WD ILP)");
+                        "(per-kernel limit, mu-cuDNN WR) | wd:SIZE (total over kernels, mu-cuDNN WD ILP); with "
+                        "--conv-only it may be repeated to compare settings side by side");
+  c_compile->add_option("--micro-batches", compile.micro_batches,
+                        "micro-batch sizes conv kernels may use: all (default: every size in the profile) | powerOfTwo | "
+                        "undivided (cuDNN alone)");
   c_compile->add_option("-o,--output", compile.output, "plan file to write (written atomically)");
   c_compile->add_option("--trace", compile.trace, "also write the predicted timeline as a Chrome trace (Perfetto) to FILE");
   c_compile->add_option("--dump-after", compile.dump_after,
@@ -96,6 +100,7 @@ int main(int argc, char** argv) {
   c_compile->add_flag("--conv-only", compile.conv_only, "only choose convolution configurations and report them (no memory plan)");
   c_compile->add_option("--pareto", compile.pareto, "with --conv-only: print the Pareto front (time vs workspace) of one kernel, named LAYER:OP, e.g. conv2:forward");
   c_compile->add_flag("--quiet,-q", compile.quiet, "no report on stdout");
+  c_compile->add_flag("--json", compile.json, "with --conv-only: print the report as JSON");
 
   ucplan::CheckOptions check;
   auto* c_check = app.add_subcommand("check", "verify plans (independent re-simulation); exit 1 if any is invalid");

@@ -63,3 +63,90 @@ std::string format_flops(double f) {
 }
 
 }  // namespace ucplan
+
+#include <map>
+
+#include "planner/model/plan.h"
+#include "planner/model/units.h"
+
+namespace ucplan {
+
+std::string config_text(const std::vector<MicroStep>& config) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < config.size()) {
+    std::size_t j = i;
+    while (j < config.size() && config[j] == config[i]) ++j;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{}x{}", config[i].algo, config[i].batch);
+    if (j - i > 1) out += fmt::format(" (x{})", j - i);
+    i = j;
+  }
+  return out;
+}
+
+std::string plan_summary(const Plan& p) {
+  const PlanSummary& s = p.summary;
+  std::string out;
+  out += fmt::format("{}: batch {} = {} round{} of {}, budget {}, strategy {}\n", p.network.name, p.batch, p.rounds,
+                     p.rounds == 1 ? "" : "s", p.sub_batch, format_bytes(p.budget_bytes), p.strategy);
+  out += fmt::format("  times         predicted from {} costs ({})\n", p.profile_source == "measured" ? "measured" : "MODELLED",
+                     p.profile_source == "measured" ? p.device : p.profile_source);
+  double overhead = s.ideal_ns > 0 ? static_cast<double>(s.predicted_ns - s.ideal_ns) / static_cast<double>(s.ideal_ns) : 0;
+  out += fmt::format("  iteration     {} predicted; ideal {} (unlimited memory, fastest configurations): overhead {}\n",
+                     format_ns(s.predicted_ns), format_ns(s.ideal_ns), format_percent(overhead));
+  out += fmt::format("  memory        peak {} of the {} budget; lower bound {} (moDNN Eq. 2)\n", format_bytes(s.peak_bytes),
+                     format_bytes(p.budget_bytes), format_bytes(s.lower_bound_bytes));
+  out += fmt::format("  transfers     offload {}, prefetch {} (of which inputs {}) per iteration\n", format_bytes(s.offload_bytes),
+                     format_bytes(s.prefetch_bytes), format_bytes(s.input_bytes));
+  out += fmt::format("  recompute     {} step{} per round, {} per iteration\n", s.recompute_steps, s.recompute_steps == 1 ? "" : "s",
+                     format_ns(s.recompute_ns));
+  out += fmt::format("  sub-batch     {} (moDNN Eq. 3 suggests {}){}\n", p.sub_batch, p.modnn_sub_batch,
+                     p.sub_batch_changes_statistics ? "; batch-norm statistics are per sub-batch" : "");
+  out += fmt::format("  workspace     {}; largest {}\n", p.workspace_policy, format_bytes(s.workspace_peak_bytes));
+  for (const auto& n : p.notes) out += "  note          " + n + "\n";
+  return out;
+}
+
+std::string plan_decisions(const Plan& p) {
+  struct Row {
+    std::string offload, prefetch, recompute, forward, backward;
+    std::int64_t offload_bytes = 0;
+    int offloads = 0, prefetches = 0, recomputes = 0;
+  };
+  std::map<std::string, Row> rows;
+  std::map<std::string, std::int64_t> buffer_size;
+  for (const auto& b : p.buffers) buffer_size[b.tensor] = std::max(buffer_size[b.tensor], b.size);
+  auto layer_of = [](const std::string& tensor) {
+    auto c = tensor.find(':');
+    return c == std::string::npos ? tensor : tensor.substr(c + 1);
+  };
+  for (const auto& s : p.steps) {
+    if (s.op == "offload") {
+      Row& r = rows[layer_of(s.tensor)];
+      r.offloads++;
+      r.offload += (r.offload.empty() ? "" : " ") + s.tensor.substr(0, s.tensor.find(':'));
+    } else if (s.op == "prefetch") {
+      rows[layer_of(s.tensor)].prefetches++;
+    } else if (s.op == "recompute") {
+      rows[s.layer].recomputes++;
+    }
+  }
+  for (const auto& k : p.kernels) {
+    Row& r = rows[k.layer];
+    std::string text = fmt::format("{} {} ({})", k.op == "forward" ? "" : k.op == "backward_data" ? "data:" : "filter:",
+                                   config_text(k.config), format_bytes(k.workspace_bytes));
+    if (k.op == "forward") r.forward = config_text(k.config) + " (" + format_bytes(k.workspace_bytes) + ")";
+    else r.backward += (r.backward.empty() ? "" : "; ") + text;
+  }
+  Table t({"layer", "type", "offloaded", "prefetches", "recomputed", "forward config (workspace)", "backward configs"});
+  for (const auto& l : p.network.layers) {
+    Row& r = rows[l.name];
+    t.add({l.name, layer_type_name(l.type), r.offload.empty() ? "-" : r.offload, r.prefetches ? std::to_string(r.prefetches) : "-",
+           r.recomputes ? fmt::format("{}x", r.recomputes) : "-", r.forward.empty() ? "-" : r.forward,
+           r.backward.empty() ? "-" : r.backward});
+  }
+  return t.str();
+}
+
+}  // namespace ucplan

@@ -24,3 +24,17 @@ std::string with_thousands(long long v);   // 1234567 -> "1,234,567"
 std::string format_flops(double flops);     // 1.2e9 -> "1.20 GFLOP"
 
 }  // namespace ucplan
+
+namespace ucplan {
+
+struct Plan;
+// The headline numbers of a plan: predicted vs ideal time, peak vs budget vs bound, bytes moved,
+// recomputation, sub-batch and workspace policy. Says whether times are modelled or measured.
+std::string plan_summary(const Plan& p);
+// Per layer, what the plan does with it (explain): configurations, offload, prefetch, recompute.
+std::string plan_decisions(const Plan& p);
+// "fft x32, fft x32, ..." compressed to "fft x32 (x8)".
+struct MicroStep;
+std::string config_text(const std::vector<MicroStep>& config);
+
+}  // namespace ucplan

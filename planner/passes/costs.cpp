@@ -1,1 +1,117 @@
-// placeholder: implemented in a later step
+#include "costs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "planner/model/errors.h"
+
+namespace ucplan {
+
+std::int64_t seconds_to_ns(double seconds) { return static_cast<std::int64_t>(std::llround(seconds * 1e9)); }
+
+std::int64_t CostTable::h2d_ns(std::int64_t bytes) const { return bytes <= 0 ? 0 : seconds_to_ns(h2d.seconds(bytes)); }
+std::int64_t CostTable::d2h_ns(std::int64_t bytes) const { return bytes <= 0 ? 0 : seconds_to_ns(d2h.seconds(bytes)); }
+
+std::vector<std::int64_t> costable_sub_batches(const Profile& p, std::int64_t batch) {
+  std::vector<std::int64_t> out;
+  for (auto s : p.sizes)
+    if (s <= batch && batch % s == 0) out.push_back(s);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+namespace {
+
+const char* profile_op(const Task& t) {
+  switch (t.kind) {
+    case TaskKind::Forward: return "forward";
+    case TaskKind::Backward: return "backward";
+    case TaskKind::BackwardData: return "backward_data";
+    case TaskKind::BackwardFilter: return "backward_filter";
+    case TaskKind::Update: return "update";
+  }
+  return "?";
+}
+
+}  // namespace
+
+namespace {
+
+bool micro_size_allowed(const std::string& policy, std::int64_t size, std::int64_t sub_batch) {
+  if (policy.empty() || policy == "all") return true;
+  if (policy == "undivided") return size == sub_batch;
+  UCPLAN_CHECK(policy == "powerOfTwo", "unknown micro-batch policy " + policy);
+  return size == sub_batch || (size & (size - 1)) == 0;
+}
+
+}  // namespace
+
+CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p, const std::string& file,
+                           std::int64_t sub_batch, const std::string& policy) {
+  CostTable ct;
+  ct.sub_batch = sub_batch;
+  ct.h2d = p.h2d;
+  ct.d2h = p.d2h;
+  ct.duplex = p.duplex;
+  ct.tasks.resize(tg.tasks.size());
+  ct.forward_task.assign(g.layers.size(), -1);
+  // Costs are shared by every task with the same signature and op: compute each once.
+  std::map<std::pair<std::string, std::string>, TaskCost> memo;
+  for (const Task& t : tg.tasks) {
+    if (t.kind == TaskKind::Forward) ct.forward_task[t.layer] = t.id;
+    const std::string sig = layer_signature(g, t.layer);
+    const std::string op = profile_op(t);
+    auto key = std::make_pair(sig, op);
+    auto it = memo.find(key);
+    if (it != memo.end()) {
+      ct.tasks[t.id] = it->second;
+      continue;
+    }
+    const SignatureCosts* sc = p.find(sig);
+    const std::string& layer = g.layers[t.layer].name();
+    if (!sc)
+      throw UserError(file, fmt::format("layer {}", layer),
+                      fmt::format("the profile has no costs for signature \"{}\" (was it made for network {}?)", sig,
+                                  g.net.name));
+    TaskCost tc;
+    tc.conv = t.conv_kernel;
+    if (t.conv_kernel) {
+      std::vector<MicroOption> options;
+      for (const auto& c : sc->costs)
+        if (c.op == op && c.ok() && c.batch >= 1 && c.batch <= sub_batch && micro_size_allowed(policy, c.batch, sub_batch))
+          options.push_back({c.algo, c.batch, seconds_to_ns(c.seconds), c.workspace_bytes});
+      tc.front = pareto_front(options, sub_batch);
+      if (tc.front.empty())
+        throw UserError(file, fmt::format("layer {} ({})", layer, op),
+                        fmt::format("no working algorithm measured whose micro-batches can make up {} samples", sub_batch));
+      tc.time_ns = tc.front.back().time_ns;
+      tc.baseline_ns = tc.front.front().time_ns;
+      tc.min_workspace = tc.front.front().workspace_bytes;
+      std::int64_t undivided = INT64_MAX;
+      for (const auto& o : options)
+        if (o.micro_batch == sub_batch) undivided = std::min(undivided, o.time_ns);
+      tc.undivided_ns = undivided == INT64_MAX ? tc.time_ns : undivided;
+    } else {
+      const std::int64_t want = t.kind == TaskKind::Update ? 0 : sub_batch;
+      const OpCost* best = nullptr;
+      for (const auto& c : sc->costs)
+        if (c.op == op && c.ok() && c.batch == want && (!best || c.seconds < best->seconds)) best = &c;
+      if (!best)
+        throw UserError(file, fmt::format("layer {} ({})", layer, op),
+                        want == 0 ? std::string("no update cost in the profile")
+                                  : fmt::format("no successful measurement at batch {} (sizes measured: see \"sizes\")", want));
+      tc.time_ns = seconds_to_ns(best->seconds);
+      tc.baseline_ns = tc.time_ns;
+      tc.undivided_ns = tc.time_ns;
+    }
+    memo.emplace(key, tc);
+    ct.tasks[t.id] = std::move(tc);
+  }
+  return ct;
+}
+
+}  // namespace ucplan

@@ -1,7 +1,9 @@
 // Memory lower bound, moDNN Eq. (2): the weights (and their gradients, resident) plus the
 // largest single task at sub-batch 1 with zero-workspace algorithms:
 //   M_min = S_W + max_t ( Σ_{d ∈ I(t)} Size(d, 1) + Size(O(t), 1) ).
-// Any budget at or above it admits a plan (offloading everything else and defragmenting).
+// Sizes are counted as the arena places them, each rounded up to its alignment (256 bytes), so
+// the bound is exactly what a plan needs: any budget at or above it admits a plan (offloading
+// everything else and defragmenting when needed).
 #pragma once
 
 #include <cstdint>

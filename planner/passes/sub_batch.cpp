@@ -1,1 +1,85 @@
-// placeholder: implemented in a later step
+#include "sub_batch.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "planner/model/errors.h"
+#include "simulator.h"
+
+namespace ucplan {
+
+std::vector<std::int64_t> sub_batch_candidates(const SubBatchOptions& o, const std::vector<std::int64_t>& costable,
+                                               std::int64_t batch) {
+  std::vector<std::int64_t> out;
+  if (o.option == "auto" || o.option == "any") {
+    for (auto b : costable)
+      if (o.option == "any" || !o.has_batch_norm || b == batch) out.push_back(b);
+  } else {
+    std::int64_t n = 0;
+    auto [ptr, ec] = std::from_chars(o.option.data(), o.option.data() + o.option.size(), n);
+    if (ec != std::errc() || ptr != o.option.data() + o.option.size() || n < 1)
+      throw UserError("", "--sub-batch", fmt::format("expected auto, any or a number of samples, got \"{}\"", o.option));
+    if (batch % n != 0) throw UserError("", "--sub-batch", fmt::format("{} does not divide the batch {}", n, batch));
+    if (std::find(costable.begin(), costable.end(), n) == costable.end())
+      throw UserError("", "--sub-batch", fmt::format("the profile has no measurements at {} samples (profile with --sizes all or powerOfTwo)", n));
+    out.push_back(n);
+  }
+  std::sort(out.rbegin(), out.rend());
+  return out;
+}
+
+namespace {
+
+std::int64_t task_data_bytes(const TaskGraph& tg, const Task& t, std::int64_t b) {
+  std::int64_t bytes = 0;
+  for (int id : tg.touched(t))
+    if (!tg.tensors[id].resident()) bytes += align_up(tg.tensors[id].bytes(b));
+  return bytes;
+}
+
+}  // namespace
+
+std::int64_t max_task_bytes_fastest(const TaskGraph& tg, const CostTable& costs) {
+  std::int64_t best = 0;
+  for (const Task& t : tg.tasks) {
+    std::int64_t ws = t.conv_kernel ? align_up(costs.tasks[t.id].front.back().workspace_bytes) : 0;
+    best = std::max(best, task_data_bytes(tg, t, costs.sub_batch) + ws);
+  }
+  return best;
+}
+
+std::int64_t min_plan_bytes(const TaskGraph& tg, const CostTable& costs) {
+  std::int64_t resident = 0;
+  for (const Tensor& t : tg.tensors)
+    if (t.resident()) resident += align_up(t.bytes(1));
+  std::int64_t best = 0;
+  for (const Task& t : tg.tasks) {
+    std::int64_t ws = t.conv_kernel ? align_up(costs.tasks[t.id].min_workspace) : 0;
+    best = std::max(best, task_data_bytes(tg, t, costs.sub_batch) + ws);
+  }
+  return resident + best;
+}
+
+std::int64_t modnn_sub_batch(const TaskGraph& tg, const std::map<std::int64_t, CostTable>& tables, std::int64_t budget) {
+  if (tables.empty()) return 0;
+  std::int64_t resident = 0;
+  for (const Tensor& t : tg.tensors)
+    if (t.resident()) resident += align_up(t.bytes(1));
+  const std::int64_t room = budget - resident;
+  std::int64_t b = tables.rbegin()->first;
+  for (int iteration = 0; iteration < 32; ++iteration) {
+    const std::int64_t need = max_task_bytes_fastest(tg, tables.at(b));
+    const double target = static_cast<double>(b) * static_cast<double>(room) / static_cast<double>(std::max<std::int64_t>(need, 1));
+    // The largest candidate not above the target (the smallest if none is).
+    std::int64_t next = tables.begin()->first;
+    for (const auto& [size, table] : tables)
+      if (static_cast<double>(size) <= target) next = size;
+    if (next == b) break;
+    b = next;
+  }
+  return b;
+}
+
+}  // namespace ucplan

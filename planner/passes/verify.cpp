@@ -1,1 +1,483 @@
-// placeholder: implemented in a later step
+#include "verify.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "planner/model/errors.h"
+#include "planner/model/graph.h"
+#include "planner/model/tasks.h"
+
+namespace ucplan {
+
+namespace {
+
+constexpr int kNumStreams = 3;
+using Clock = std::array<int, kNumStreams>;
+
+int stream_index(const std::string& s) {
+  if (s == "compute") return 0;
+  if (s == "h2d") return 1;
+  if (s == "d2h") return 2;
+  return -1;
+}
+
+// Thrown internally to stop at the first error; find_plan_error returns its text.
+struct Invalid {
+  std::string what;
+};
+[[noreturn]] void invalid(std::string what) { throw Invalid{std::move(what)}; }
+
+class Checker {
+ public:
+  explicit Checker(const Plan& p) : p_(p) {}
+  void run();
+
+ private:
+  struct BufferState {
+    int version = -1;             // version of its tensor it holds; -1: nothing valid
+    bool dead = false;            // its bytes were taken by another buffer
+    int killer = -1;              // the buffer that took them
+    int killed_at = -1;
+    Clock last{-1, -1, -1};       // last access per stream
+    int writer = -1;
+    int first = -1, last_step = -1;
+  };
+  struct HostState {
+    int version = -1;
+    int writer = -1;              // d2h step that wrote it; -1 when loaded before the iteration
+    Clock readers{-1, -1, -1};
+  };
+  struct Segment {
+    std::int64_t end;
+    int buffer;
+  };
+
+  std::string step_name(const PlanStep& s) const {
+    if (s.stream == "compute") return fmt::format("step {} ({} {})", s.id, s.op, s.layer);
+    return fmt::format("step {} ({} {})", s.id, s.op, s.tensor);
+  }
+  bool hb(int a, int b) const {  // step a happens before (or is) step b
+    if (a < 0) return true;
+    return clocks_[b][stream_of_[a]] >= a;
+  }
+  void check_structure();
+  void rebuild_tasks();
+  void activate(int buffer, int step);
+  void touch(int buffer, int step, bool write);
+  int tensor_id(const std::string& name) const;
+  int buffer_for(const PlanStep& s, const std::vector<int>& list, int tensor, const char* what);
+  void read(const PlanStep& s, int buffer, int tensor);
+  void write(const PlanStep& s, int buffer, int tensor, bool bump);
+  void check_lists(const PlanStep& s, const std::vector<int>& reads, const std::vector<int>& writes,
+                   const std::vector<int>& accs);
+  void check_config(const PlanStep& s, bool conv);
+
+  const Plan& p_;
+  Graph g_;
+  TaskGraph tg_;
+  std::unordered_map<std::string, int> tensor_of_name_;
+  std::vector<Clock> clocks_;
+  std::vector<int> stream_of_;
+  std::vector<BufferState> bs_;
+  std::vector<HostState> hs_;
+  std::vector<int> cur_;   // per tensor: current version
+  std::map<std::int64_t, Segment> occupants_;
+  int first_final_ = 0;
+};
+
+void Checker::check_structure() {
+  if (p_.sub_batch < 1 || p_.rounds < 1 || p_.sub_batch * p_.rounds != p_.batch)
+    invalid(fmt::format("sub-batch {} x {} rounds does not make the batch {}", p_.sub_batch, p_.rounds, p_.batch));
+  if (p_.arena_bytes > p_.budget_bytes)
+    invalid(fmt::format("the arena ({} bytes) exceeds the budget ({} bytes)", p_.arena_bytes, p_.budget_bytes));
+  if (p_.summary.peak_bytes != p_.arena_bytes)
+    invalid(fmt::format("summary peak {} differs from the arena size {}", p_.summary.peak_bytes, p_.arena_bytes));
+  for (std::size_t i = 0; i < p_.buffers.size(); ++i) {
+    const PlanBuffer& b = p_.buffers[i];
+    if (b.id != static_cast<int>(i)) invalid(fmt::format("buffer {} has id {}", i, b.id));
+    if (b.size <= 0 || b.offset < 0 || b.offset + b.size > p_.arena_bytes)
+      invalid(fmt::format("buffer {} ({}) [{}, {}) lies outside the arena of {} bytes", b.id, b.tensor, b.offset,
+                          b.offset + b.size, p_.arena_bytes));
+  }
+  for (std::size_t i = 0; i < p_.host_buffers.size(); ++i)
+    if (p_.host_buffers[i].id != static_cast<int>(i)) invalid(fmt::format("host buffer {} has id {}", i, p_.host_buffers[i].id));
+  const int n = static_cast<int>(p_.steps.size());
+  first_final_ = n;
+  for (int i = 0; i < n; ++i) {
+    const PlanStep& s = p_.steps[i];
+    if (s.id != i) invalid(fmt::format("step {} has id {}", i, s.id));
+    int si = stream_index(s.stream);
+    if (si < 0) invalid(fmt::format("{}: unknown stream \"{}\"", step_name(s), s.stream));
+    stream_of_.push_back(si);
+    static const std::set<std::string> compute_ops = {"forward", "backward", "backward_data", "backward_filter", "recompute",
+                                                      "update"};
+    bool op_ok = (si == 0 && compute_ops.count(s.op)) || (si == 1 && s.op == "prefetch") || (si == 2 && s.op == "offload");
+    if (!op_ok) invalid(fmt::format("{}: op \"{}\" cannot run on stream {}", step_name(s), s.op, s.stream));
+    if (s.final) {
+      if (first_final_ == n) first_final_ = i;
+      if (si != 0 || s.op != "update" || !s.waits.empty()) invalid(fmt::format("{}: final steps are updates on the compute stream, without waits", step_name(s)));
+    } else if (first_final_ != n) {
+      invalid(fmt::format("{}: a round step after the final steps", step_name(s)));
+    }
+    for (int w : s.waits) {
+      if (w < 0 || w >= i) invalid(fmt::format("{}: waits for step {}, which is not an earlier step", step_name(s), w));
+      if (p_.steps[w].final) invalid(fmt::format("{}: waits for final step {}", step_name(s), w));
+      if (p_.steps[w].stream == s.stream) invalid(fmt::format("{}: waits for step {} on its own stream", step_name(s), w));
+    }
+    auto valid_buffers = [&](const std::vector<int>& v) {
+      for (int b : v)
+        if (b < 0 || b >= static_cast<int>(p_.buffers.size())) invalid(fmt::format("{}: unknown buffer {}", step_name(s), b));
+    };
+    valid_buffers(s.reads);
+    valid_buffers(s.writes);
+    valid_buffers(s.accumulates);
+    if (s.workspace >= static_cast<int>(p_.buffers.size())) invalid(fmt::format("{}: unknown workspace buffer {}", step_name(s), s.workspace));
+    if (s.host >= static_cast<int>(p_.host_buffers.size())) invalid(fmt::format("{}: unknown host buffer {}", step_name(s), s.host));
+    if (s.end_ns < s.start_ns) invalid(fmt::format("{}: ends before it starts", step_name(s)));
+  }
+}
+
+// The iteration's tasks, in the plan's own forward order (any valid topological order).
+void Checker::rebuild_tasks() {
+  try {
+    g_ = build_graph(p_.network, "the plan's network");
+  } catch (const UserError& e) {
+    invalid(std::string("the embedded network is invalid: ") + e.what());
+  }
+  std::vector<int> route{0};
+  std::vector<char> seen(g_.layers.size(), 0);
+  seen[0] = 1;
+  for (const PlanStep& s : p_.steps) {
+    if (s.op != "forward") continue;
+    int l = g_.index_of(s.layer);
+    if (l <= 0) invalid(fmt::format("{}: unknown layer \"{}\"", step_name(s), s.layer));
+    if (seen[l]) invalid(fmt::format("{}: layer {} runs forward twice", step_name(s), s.layer));
+    for (int in : g_.layers[l].inputs)
+      if (!seen[in]) invalid(fmt::format("{}: runs before its input {}", step_name(s), g_.layers[in].name()));
+    seen[l] = 1;
+    route.push_back(l);
+  }
+  for (std::size_t l = 1; l < g_.layers.size(); ++l)
+    if (!seen[l]) invalid(fmt::format("the plan never runs forward of layer {}", g_.layers[l].name()));
+  tg_ = build_tasks(g_, route);
+  for (const Tensor& t : tg_.tensors) tensor_of_name_[t.name] = t.id;
+}
+
+int Checker::tensor_id(const std::string& name) const {
+  auto it = tensor_of_name_.find(name);
+  return it == tensor_of_name_.end() ? -1 : it->second;
+}
+
+void Checker::activate(int b, int step) {
+  const PlanBuffer& nb = p_.buffers[b];
+  const std::int64_t lo = nb.offset, hi = nb.offset + nb.size;
+  // Collect occupants of [lo, hi).
+  auto it = occupants_.upper_bound(lo);
+  if (it != occupants_.begin()) --it;
+  std::vector<std::pair<std::int64_t, Segment>> overlapping;
+  while (it != occupants_.end() && it->first < hi) {
+    if (it->second.end > lo) overlapping.emplace_back(it->first, it->second);
+    ++it;
+  }
+  for (const auto& [off, seg] : overlapping) {
+    const int a = seg.buffer;
+    const PlanBuffer& ab = p_.buffers[a];
+    const std::int64_t x = std::max(lo, off), y = std::min(hi, seg.end);
+    if (ab.resident)
+      invalid(fmt::format("buffer {} ({}) overlaps resident buffer {} ({}) at bytes [{}, {})", b, nb.tensor, a, ab.tensor, x, y));
+    if (ab.last_step >= step)
+      invalid(fmt::format("buffers {} ({}) and {} ({}) share bytes [{}, {}) while both live (steps {}-{} and {}-{})", a,
+                          ab.tensor, b, nb.tensor, x, y, ab.first_step, ab.last_step, nb.first_step, nb.last_step));
+    for (int k = 0; k < kNumStreams; ++k) {
+      int acc = bs_[a].last[k];
+      if (!hb(acc, step))
+        invalid(fmt::format("buffers {} ({}) and {} ({}) share bytes [{}, {}) but step {} (last use of the first) is not "
+                            "ordered before step {} (first use of the second): a missing wait",
+                            a, ab.tensor, b, nb.tensor, x, y, acc, step));
+    }
+    bs_[a].dead = true;
+    bs_[a].killer = b;
+    bs_[a].killed_at = step;
+  }
+  // Replace [lo, hi) by b, keeping the uncovered ends of split segments.
+  for (const auto& [off, seg] : overlapping) {
+    occupants_.erase(off);
+    if (off < lo) occupants_[off] = Segment{lo, seg.buffer};
+    if (seg.end > hi) occupants_[hi] = Segment{seg.end, seg.buffer};
+  }
+  occupants_[lo] = Segment{hi, b};
+}
+
+void Checker::touch(int b, int step, bool write) {
+  BufferState& s = bs_[b];
+  const PlanBuffer& pb = p_.buffers[b];
+  if (!pb.resident) {
+    if (s.first < 0) {
+      if (step != pb.first_step)
+        invalid(fmt::format("buffer {} ({}) is first used by step {} but says first_step {}", b, pb.tensor, step, pb.first_step));
+      activate(b, step);
+      s.first = step;
+    }
+    if (step > pb.last_step)
+      invalid(fmt::format("step {} uses buffer {} ({}) after its last_step {}", step, b, pb.tensor, pb.last_step));
+    if (s.dead)
+      invalid(fmt::format("step {} uses buffer {} ({}) after its bytes were taken by buffer {} ({}) at step {}: a use after free",
+                          step, b, pb.tensor, s.killer, p_.buffers[s.killer].tensor, s.killed_at));
+  }
+  if (write) {
+    for (int k = 0; k < kNumStreams; ++k)
+      if (!hb(s.last[k], step))
+        invalid(fmt::format("step {} writes buffer {} ({}) while step {} may still be using it: a missing wait", step, b,
+                            pb.tensor, s.last[k]));
+    s.writer = step;
+  }
+  s.last[stream_of_[step]] = std::max(s.last[stream_of_[step]], step);
+  s.last_step = step;
+}
+
+int Checker::buffer_for(const PlanStep& s, const std::vector<int>& list, int tensor, const char* what) {
+  const std::string& name = tg_.tensors[tensor].name;
+  int found = -1;
+  for (int b : list)
+    if (p_.buffers[b].tensor == name) {
+      if (found >= 0) invalid(fmt::format("{}: lists two buffers holding {}", step_name(s), name));
+      found = b;
+    }
+  if (found < 0) invalid(fmt::format("{}: {} {} but names no buffer holding it", step_name(s), what, name));
+  const std::int64_t need = tg_.tensors[tensor].bytes(p_.sub_batch);
+  if (p_.buffers[found].size < need)
+    invalid(fmt::format("{}: buffer {} holding {} has {} bytes, the tensor needs {}", step_name(s), found, name,
+                        p_.buffers[found].size, need));
+  return found;
+}
+
+void Checker::read(const PlanStep& s, int b, int t) {
+  BufferState& st = bs_[b];
+  const std::string& name = tg_.tensors[t].name;
+  touch(b, s.id, false);
+  if (st.version < 0)
+    invalid(fmt::format("{}: reads {} from buffer {}, which holds no value of it (a missing prefetch or recompute?)",
+                        step_name(s), name, b));
+  if (st.version != cur_[t])
+    invalid(fmt::format("{}: reads a stale copy of {} from buffer {} (version {}, current {})", step_name(s), name, b,
+                        st.version, cur_[t]));
+  if (!hb(st.writer, s.id))
+    invalid(fmt::format("{}: reads {} from buffer {} without waiting for step {}, which writes it", step_name(s), name, b,
+                        st.writer));
+}
+
+void Checker::write(const PlanStep& s, int b, int t, bool bump) {
+  touch(b, s.id, true);
+  if (bump) ++cur_[t];
+  bs_[b].version = cur_[t];
+}
+
+void Checker::check_lists(const PlanStep& s, const std::vector<int>& reads, const std::vector<int>& writes,
+                          const std::vector<int>& accs) {
+  if (s.reads.size() != reads.size() || s.writes.size() != writes.size() || s.accumulates.size() != accs.size())
+    invalid(fmt::format("{}: touches {}/{}/{} buffers (read/written/accumulated) but its task needs {}/{}/{}", step_name(s),
+                        s.reads.size(), s.writes.size(), s.accumulates.size(), reads.size(), writes.size(), accs.size()));
+  std::vector<int> rb, wb, ab;
+  for (int t : reads) rb.push_back(buffer_for(s, s.reads, t, "reads"));
+  for (int t : accs) ab.push_back(buffer_for(s, s.accumulates, t, "accumulates into"));
+  for (int t : writes) wb.push_back(buffer_for(s, s.writes, t, "writes"));
+  for (std::size_t i = 0; i < reads.size(); ++i) read(s, rb[i], reads[i]);
+  for (std::size_t i = 0; i < accs.size(); ++i) read(s, ab[i], accs[i]);
+  if (s.workspace >= 0) {
+    if (p_.buffers[s.workspace].tensor != "workspace")
+      invalid(fmt::format("{}: its workspace buffer {} holds {}", step_name(s), s.workspace, p_.buffers[s.workspace].tensor));
+    touch(s.workspace, s.id, true);
+  }
+  for (std::size_t i = 0; i < accs.size(); ++i) write(s, ab[i], accs[i], true);
+  for (std::size_t i = 0; i < writes.size(); ++i) write(s, wb[i], writes[i], s.op != "recompute");
+}
+
+void Checker::check_config(const PlanStep& s, bool conv) {
+  if (!conv) {
+    if (!s.config.empty()) invalid(fmt::format("{}: a configuration on a step that is not a convolution", step_name(s)));
+    return;
+  }
+  if (s.config.empty()) invalid(fmt::format("{}: a convolution without a configuration", step_name(s)));
+  std::int64_t total = 0;
+  for (const auto& m : s.config) {
+    if (m.batch < 1) invalid(fmt::format("{}: a micro-batch of {} samples", step_name(s), m.batch));
+    total += m.batch;
+  }
+  if (total != p_.sub_batch)
+    invalid(fmt::format("{}: micro-batches add up to {} samples, the sub-batch is {}", step_name(s), total, p_.sub_batch));
+}
+
+void Checker::run() {
+  check_structure();
+  rebuild_tasks();
+  const int n = static_cast<int>(p_.steps.size());
+  bs_.assign(p_.buffers.size(), BufferState{});
+  hs_.assign(p_.host_buffers.size(), HostState{});
+  cur_.assign(tg_.tensors.size(), 0);
+  // Values present before the round: weights, zeroed weight gradients, the inputs on the host.
+  for (const Tensor& t : tg_.tensors)
+    if (t.resident() || t.host_input) cur_[t.id] = 1;
+  std::vector<char> resident_seen(tg_.tensors.size(), 0);
+  for (const PlanBuffer& b : p_.buffers) {
+    if (!b.resident) continue;
+    int t = tensor_id(b.tensor);
+    if (t < 0 || !tg_.tensors[t].resident()) invalid(fmt::format("resident buffer {} holds {}, which is not a weight", b.id, b.tensor));
+    if (resident_seen[t]) invalid(fmt::format("two resident buffers hold {}", b.tensor));
+    resident_seen[t] = 1;
+    if (b.size < tg_.tensors[t].bytes(1)) invalid(fmt::format("resident buffer {} is smaller than {}", b.id, b.tensor));
+    if (b.first_step != 0 || b.last_step != n - 1)
+      invalid(fmt::format("resident buffer {} ({}) must live for the whole program", b.id, b.tensor));
+    bs_[b.id].version = 1;
+  }
+  for (const Tensor& t : tg_.tensors)
+    if (t.resident() && !resident_seen[t.id]) invalid(fmt::format("no resident buffer holds {}", t.name));
+  // Resident buffers occupy their bytes for the whole program; nothing else may share them.
+  for (const PlanBuffer& b : p_.buffers)
+    if (b.resident) {
+      auto it = occupants_.lower_bound(b.offset);
+      bool clash = (it != occupants_.end() && it->first < b.offset + b.size) ||
+                   (it != occupants_.begin() && std::prev(it)->second.end > b.offset);
+      if (clash) invalid(fmt::format("resident buffers overlap at buffer {} ({})", b.id, b.tensor));
+      occupants_[b.offset] = Segment{b.offset + b.size, b.id};
+    }
+  for (const PlanHostBuffer& h : p_.host_buffers) {
+    int t = tensor_id(h.tensor);
+    if (t < 0) invalid(fmt::format("host buffer {} holds unknown tensor {}", h.id, h.tensor));
+    const std::int64_t need = h.input ? tg_.tensors[t].bytes(p_.batch) : tg_.tensors[t].bytes(p_.sub_batch);
+    if (h.input != tg_.tensors[t].host_input || h.size < need)
+      invalid(fmt::format("host buffer {} ({}) has {} bytes, needs {}{}", h.id, h.tensor, h.size, need, h.input ? " (the whole batch)" : ""));
+    if (h.input) hs_[h.id].version = 1;
+  }
+
+  std::vector<int> round_tasks, final_tasks;
+  for (const Task& t : tg_.tasks) (t.round_task ? round_tasks : final_tasks).push_back(t.id);
+  std::size_t next_task = 0;
+  clocks_.assign(n, Clock{-1, -1, -1});
+  std::array<int, kNumStreams> last_on{-1, -1, -1};
+  std::int64_t round_end = 0;
+  for (int i = 0; i < first_final_; ++i) {
+    const PlanStep& s = p_.steps[i];
+    const int si = stream_of_[i];
+    Clock c = last_on[si] >= 0 ? clocks_[last_on[si]] : Clock{-1, -1, -1};
+    std::int64_t start = last_on[si] >= 0 ? p_.steps[last_on[si]].end_ns : 0;
+    for (int w : s.waits) {
+      for (int k = 0; k < kNumStreams; ++k) c[k] = std::max(c[k], clocks_[w][k]);
+      start = std::max(start, p_.steps[w].end_ns);
+    }
+    c[si] = i;
+    clocks_[i] = c;
+    last_on[si] = i;
+    if (s.start_ns != start)
+      invalid(fmt::format("{}: predicted start {} ns, but its stream and waits give {} ns", step_name(s), s.start_ns, start));
+    round_end = std::max(round_end, s.end_ns);
+
+    if (s.op == "prefetch" || s.op == "offload") {
+      int t = tensor_id(s.tensor);
+      if (t < 0 || tg_.tensors[t].resident()) invalid(fmt::format("{}: moves \"{}\", which is not a movable tensor", step_name(s), s.tensor));
+      if (s.host < 0 || p_.host_buffers[s.host].tensor != s.tensor)
+        invalid(fmt::format("{}: its host buffer does not hold {}", step_name(s), s.tensor));
+      if (!s.accumulates.empty() || s.workspace >= 0 || !s.config.empty())
+        invalid(fmt::format("{}: a copy only reads one buffer and writes one", step_name(s)));
+      HostState& h = hs_[s.host];
+      if (s.op == "offload") {
+        if (s.reads.size() != 1 || !s.writes.empty()) invalid(fmt::format("{}: an offload reads one device buffer", step_name(s)));
+        int b = buffer_for(s, s.reads, t, "offloads");
+        read(s, b, t);
+        for (int k = 0; k < kNumStreams; ++k)
+          if (!hb(h.readers[k], i))
+            invalid(fmt::format("{}: overwrites host buffer {} while step {} may still read it", step_name(s), s.host, h.readers[k]));
+        h.version = cur_[t];
+        h.writer = i;
+      } else {
+        if (s.writes.size() != 1 || !s.reads.empty()) invalid(fmt::format("{}: a prefetch writes one device buffer", step_name(s)));
+        if (h.version < 0) invalid(fmt::format("{}: prefetches {} from host buffer {}, which holds no value of it", step_name(s), s.tensor, s.host));
+        if (h.version != cur_[t])
+          invalid(fmt::format("{}: prefetches a stale host copy of {} (version {}, current {})", step_name(s), s.tensor, h.version, cur_[t]));
+        if (!hb(h.writer, i)) invalid(fmt::format("{}: prefetches {} without waiting for step {}, which offloads it", step_name(s), s.tensor, h.writer));
+        int b = buffer_for(s, s.writes, t, "prefetches");
+        touch(b, i, true);
+        bs_[b].version = h.version;
+        h.readers[si] = i;
+      }
+      continue;
+    }
+    if (s.op == "update") invalid(fmt::format("{}: an update inside the round", step_name(s)));
+    if (s.host >= 0) invalid(fmt::format("{}: a compute step does not use host buffers", step_name(s)));
+    int l = g_.index_of(s.layer);
+    if (l <= 0) invalid(fmt::format("{}: unknown layer \"{}\"", step_name(s), s.layer));
+    if (s.op == "recompute") {
+      const int y = tg_.y_of[l];
+      if (cur_[y] == 0) invalid(fmt::format("{}: recomputes {} before it was ever computed", step_name(s), tg_.tensors[y].name));
+      const Task* f = nullptr;
+      for (const Task& t : tg_.tasks)
+        if (t.kind == TaskKind::Forward && t.layer == l) f = &t;
+      std::vector<int> reads = f->reads;
+      if (tg_.aux_of[l] >= 0) reads.push_back(tg_.aux_of[l]);
+      check_config(s, g_.layers[l].type() == LayerType::Conv);
+      check_lists(s, reads, {y}, {});
+      continue;
+    }
+    if (next_task >= round_tasks.size()) invalid(fmt::format("{}: more compute steps than the iteration has tasks", step_name(s)));
+    const Task& t = tg_.tasks[round_tasks[next_task++]];
+    if (s.op != task_kind_name(t.kind) || l != t.layer)
+      invalid(fmt::format("{}: expected {} of {} at this point of the round", step_name(s), task_kind_name(t.kind),
+                          g_.layers[t.layer].name()));
+    check_config(s, t.conv_kernel);
+    if (!t.conv_kernel && s.workspace >= 0) invalid(fmt::format("{}: a workspace on a step that is not a convolution", step_name(s)));
+    check_lists(s, t.reads, t.writes, t.accumulates);
+  }
+  if (next_task != round_tasks.size()) {
+    const Task& t = tg_.tasks[round_tasks[next_task]];
+    invalid(fmt::format("the plan never runs {} of {}", task_kind_name(t.kind), g_.layers[t.layer].name()));
+  }
+  // Final phase: the updates, in order, on the compute stream.
+  std::int64_t t_final = 0;
+  if (static_cast<std::size_t>(n - first_final_) != final_tasks.size())
+    invalid(fmt::format("the plan has {} final steps, the iteration has {} updates", n - first_final_, final_tasks.size()));
+  for (int i = first_final_; i < n; ++i) {
+    const PlanStep& s = p_.steps[i];
+    const Task& t = tg_.tasks[final_tasks[i - first_final_]];
+    if (g_.index_of(s.layer) != t.layer) invalid(fmt::format("{}: expected update of {}", step_name(s), g_.layers[t.layer].name()));
+    if (s.start_ns != t_final) invalid(fmt::format("{}: predicted start {} ns, the previous update ends at {} ns", step_name(s), s.start_ns, t_final));
+    t_final = s.end_ns;
+    for (int b : s.reads)
+      if (!p_.buffers[b].resident) invalid(fmt::format("{}: an update touches a non-resident buffer", step_name(s)));
+    for (int b : s.writes)
+      if (!p_.buffers[b].resident) invalid(fmt::format("{}: an update touches a non-resident buffer", step_name(s)));
+    if (s.reads.size() != 1 || s.writes.size() != 1 || p_.buffers[s.reads[0]].tensor != tg_.tensors[t.reads[0]].name ||
+        p_.buffers[s.writes[0]].tensor != tg_.tensors[t.writes[0]].name)
+      invalid(fmt::format("{}: an update reads the weight gradient and writes the weight", step_name(s)));
+  }
+  for (std::size_t b = 0; b < p_.buffers.size(); ++b) {
+    const PlanBuffer& pb = p_.buffers[b];
+    if (pb.resident) continue;
+    if (bs_[b].first < 0) invalid(fmt::format("buffer {} ({}) is never used", b, pb.tensor));
+    if (bs_[b].last_step != pb.last_step)
+      invalid(fmt::format("buffer {} ({}) says last_step {} but its last use is step {}", b, pb.tensor, pb.last_step, bs_[b].last_step));
+  }
+  const PlanSummary& sum = p_.summary;
+  if (sum.round_ns != round_end) invalid(fmt::format("summary round time {} ns, the steps give {} ns", sum.round_ns, round_end));
+  if (sum.final_ns != t_final) invalid(fmt::format("summary final time {} ns, the steps give {} ns", sum.final_ns, t_final));
+  if (sum.predicted_ns != p_.rounds * round_end + t_final)
+    invalid(fmt::format("summary iteration time {} ns, rounds x round + final give {} ns", sum.predicted_ns,
+                        p_.rounds * round_end + t_final));
+}
+
+}  // namespace
+
+std::string find_plan_error(const Plan& plan) {
+  try {
+    Checker c(plan);
+    c.run();
+  } catch (const Invalid& e) {
+    return e.what;
+  }
+  return "";
+}
+
+}  // namespace ucplan

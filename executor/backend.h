@@ -1,0 +1,84 @@
+// The executor's backend interface: one arena, pinned host buffers, a compute stream and two
+// copy streams (host->device, device->host) whose steps start after the steps they wait for.
+// A backend runs resolved steps (replay.h turns a plan's steps into arena offsets by operand
+// role, once); it knows how to run each op on its device, nothing about plans or scheduling.
+// Two backends: cpu (always built; streams are threads, so overlap is real) and cuda.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "planner/model/graph.h"
+#include "planner/model/plan.h"
+#include "planner/model/plan_views.h"
+
+namespace ucplan {
+
+// One plan step with its operands as arena offsets (-1: absent).
+struct ResolvedStep {
+  int id = -1;
+  int stream = 0;                    // 0 compute, 1 h2d, 2 d2h
+  bool final = false;                // runs once after the rounds
+  std::string op;                    // forward | recompute | backward | backward_data | backward_filter | update | offload | prefetch
+  int layer = -1;                    // graph layer (compute steps)
+  std::vector<int> waits;            // earlier steps of the same round (or of the final phase)
+  // Compute operands (roles as in executor/cpu_ops.h LayerArgs).
+  std::vector<std::int64_t> x;
+  std::int64_t y = -1, w = -1, dw = -1, aux = -1, dy = -1, labels = -1;
+  std::vector<std::int64_t> dx;
+  std::vector<char> dx_accumulate;
+  std::int64_t workspace = -1, workspace_bytes = 0;
+  std::vector<MicroStep> config;     // conv kernels
+  // Copies: device offset, host buffer, bytes; an input host buffer holds the whole batch and
+  // each round copies its own slice (host offset = round * bytes).
+  std::int64_t device = -1;
+  int host = -1;
+  std::int64_t bytes = 0;
+  bool input = false;
+  // Check mode: regions whose buffers end with this step, to poison (NaN) once this step and
+  // `poison_waits` (the buffers' last uses on other streams) are done.
+  std::vector<std::pair<std::int64_t, std::int64_t>> poison_after;
+  std::vector<int> poison_waits;
+};
+
+struct RunContext {
+  std::int64_t sub_batch = 0;
+  std::int64_t total_batch = 0;
+  double lr = 0.01;
+  std::uint64_t seed = 0x5eed;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string description() const = 0;
+  // One arena and the host buffers (pinned where that means something).
+  virtual void allocate(std::int64_t arena_bytes, const std::vector<std::int64_t>& host_bytes) = 0;
+  virtual void* host(int id) = 0;
+  // Synchronous transfers of initial values and results, outside the timed program.
+  virtual void write(std::int64_t offset, const void* src, std::int64_t bytes) = 0;
+  virtual void read(std::int64_t offset, void* dst, std::int64_t bytes) = 0;
+  virtual void fill(std::int64_t offset, std::int64_t bytes, unsigned char value) = 0;
+  // Timing of an iteration: begin(), then submit() steps in id order (non-blocking, each runs
+  // on its stream after its waits within the same round), barrier() between rounds, end().
+  virtual void begin() = 0;
+  virtual void submit(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) = 0;
+  virtual void barrier() = 0;
+  virtual std::vector<MeasuredStep> end() = 0;   // times since begin(), per executed step
+  // Device memory this run holds (arena + host-side library overhead where measurable).
+  virtual std::int64_t device_memory_bytes() = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const Graph& g);
+#ifdef UCPLAN_HAVE_CUDA
+// Throws UserError when no CUDA device is usable.
+std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index);
+#endif
+
+// NaN in every float of a poisoned region: 0xFF bytes.
+constexpr unsigned char kPoisonByte = 0xFF;
+
+}  // namespace ucplan

@@ -1,0 +1,197 @@
+#include "cpu_ops.h"
+
+#include <cstring>
+
+#include "cpu/kernels.h"
+#include "planner/model/errors.h"
+
+namespace ucplan {
+
+std::int64_t out_elems(const GraphLayer& l) { return l.out.elems(); }
+std::int64_t in_elems(const GraphLayer& l, std::size_t i) { return l.in_shapes[i].elems(); }
+
+namespace {
+
+cpu::ConvDims conv_dims(const GraphLayer& l, std::int64_t n) {
+  const auto& c = l.spec.conv;
+  const Shape& x = l.in_shapes[0];
+  cpu::ConvDims d;
+  d.n = n;
+  d.c = x.c;
+  d.h = x.h;
+  d.w = x.w;
+  d.k = c.out_channels;
+  d.kh = c.kernel[0];
+  d.kw = c.kernel[1];
+  d.sh = c.stride[0];
+  d.sw = c.stride[1];
+  d.ph = c.pad[0];
+  d.pw = c.pad[1];
+  d.dh = c.dilation[0];
+  d.dw = c.dilation[1];
+  d.groups = c.groups;
+  d.bias = c.bias;
+  return d;
+}
+
+cpu::PoolDims pool_dims(const GraphLayer& l, std::int64_t n) {
+  const auto& p = l.spec.pool;
+  const Shape& x = l.in_shapes[0];
+  cpu::PoolDims d;
+  d.n = n;
+  d.c = x.c;
+  d.h = x.h;
+  d.w = x.w;
+  d.kh = p.kernel[0];
+  d.kw = p.kernel[1];
+  d.sh = p.stride[0];
+  d.sw = p.stride[1];
+  d.ph = p.pad[0];
+  d.pw = p.pad[1];
+  d.ho = l.out.h;
+  d.wo = l.out.w;
+  d.max = p.mode == PoolMode::Max;
+  d.count_include_pad = p.count_include_pad;
+  return d;
+}
+
+cpu::ConvAlgo conv_algo(const std::string& name) {
+  cpu::ConvAlgo a;
+  UCPLAN_CHECK(cpu::parse_conv_algo(name, &a), "unknown CPU conv algorithm " + name);
+  return a;
+}
+
+cpu::ConvOp conv_op(const std::string& op) {
+  if (op == "forward" || op == "recompute") return cpu::ConvOp::Forward;
+  if (op == "backward_data") return cpu::ConvOp::BackwardData;
+  UCPLAN_CHECK(op == "backward_filter", "unknown conv op " + op);
+  return cpu::ConvOp::BackwardFilter;
+}
+
+}  // namespace
+
+std::vector<std::string> conv_algorithms_cpu() {
+  std::vector<std::string> out;
+  for (auto a : cpu::conv_algorithms()) out.push_back(cpu::conv_algo_name(a));
+  return out;
+}
+
+bool layer_op_supported_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t n) {
+  if (l.type() != LayerType::Conv || op == "update") return true;
+  cpu::ConvAlgo a;
+  if (!cpu::parse_conv_algo(algo, &a)) return false;
+  return cpu::conv_supported(conv_dims(l, n), conv_op(op), a);
+}
+
+std::int64_t layer_op_workspace_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t n) {
+  if (l.type() != LayerType::Conv || op == "update") return 0;
+  return cpu::conv_workspace_bytes(conv_dims(l, n), conv_op(op), conv_algo(algo));
+}
+
+void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, const LayerArgs& a) {
+  const std::int64_t n = a.n;
+  const std::int64_t out = out_elems(l) * n;
+  if (op == "update") {
+    cpu::sgd_update(l.params(), a.lr, a.dw, const_cast<float*>(a.w));
+    return;
+  }
+  const bool fwd = op == "forward" || op == "recompute";
+  switch (l.type()) {
+    case LayerType::Input: UCPLAN_CHECK(false, "the input layer has no ops"); break;
+    case LayerType::Conv: {
+      const cpu::ConvDims d = conv_dims(l, n);
+      const cpu::ConvAlgo al = conv_algo(algo);
+      const float* bias = l.bias_elems ? a.w + l.weight_elems : nullptr;
+      if (fwd) cpu::conv_forward(d, al, a.x[0], a.w, bias, a.y, a.workspace);
+      else if (op == "backward_data") cpu::conv_backward_data(d, al, a.dy, a.w, a.dx[0], a.dx_accumulate[0], a.workspace);
+      else cpu::conv_backward_filter(d, al, a.x[0], a.dy, a.dw, l.bias_elems ? a.dw + l.weight_elems : nullptr, a.workspace);
+      break;
+    }
+    case LayerType::Fc: {
+      cpu::FcDims d{n, in_elems(l, 0), l.spec.fc.out_features, l.spec.fc.bias};
+      const float* bias = l.bias_elems ? a.w + l.weight_elems : nullptr;
+      if (fwd) cpu::fc_forward(d, a.x[0], a.w, bias, a.y);
+      else if (op == "backward_data") cpu::fc_backward_data(d, a.dy, a.w, a.dx[0], a.dx_accumulate[0]);
+      else cpu::fc_backward_filter(d, a.x[0], a.dy, a.dw, l.bias_elems ? a.dw + l.weight_elems : nullptr);
+      break;
+    }
+    case LayerType::Relu:
+      if (fwd) cpu::relu_forward(out, a.x[0], a.y);
+      else cpu::relu_backward(out, a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      break;
+    case LayerType::Pool: {
+      const cpu::PoolDims d = pool_dims(l, n);
+      if (fwd) cpu::pool_forward(d, a.x[0], a.y);
+      else cpu::pool_backward(d, a.x.empty() ? nullptr : a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::BatchNorm: {
+      const Shape& s = l.out;
+      cpu::BnDims d{n, s.c, s.h, s.w, l.spec.bn.eps};
+      float* saved = static_cast<float*>(a.aux);
+      if (op == "forward") cpu::bn_forward_training(d, a.x[0], a.w, a.w + s.c, a.y, saved);
+      else if (op == "recompute") cpu::bn_forward_saved(d, a.x[0], a.w, a.w + s.c, saved, a.y);
+      else cpu::bn_backward(d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::Lrn: {
+      const Shape& s = l.out;
+      cpu::LrnDims d{n, s.c, s.h, s.w, l.spec.lrn.size, l.spec.lrn.alpha, l.spec.lrn.beta, l.spec.lrn.k};
+      if (fwd) cpu::lrn_forward(d, a.x[0], a.y);
+      else cpu::lrn_backward(d, a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::Dropout: {
+      auto* mask = static_cast<std::uint8_t*>(a.aux);
+      if (op == "forward") cpu::dropout_forward(n, out_elems(l), a.first_sample, l.spec.dropout.ratio, a.seed, a.x[0], a.y, mask);
+      else if (op == "recompute") cpu::dropout_apply(out, l.spec.dropout.ratio, mask, a.x[0], a.y);
+      else cpu::dropout_backward(out, l.spec.dropout.ratio, mask, a.dy, a.dx[0], a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::Add:
+      if (fwd) {
+        cpu::add_forward(out, a.x, a.y);
+      } else {
+        for (std::size_t i = 0; i < a.dx.size(); ++i)
+          if (a.dx[i]) cpu::add_backward(out, a.dy, a.dx[i], a.dx_accumulate[i]);
+      }
+      break;
+    case LayerType::Concat: {
+      std::vector<std::int64_t> cs;
+      for (const auto& s : l.in_shapes) cs.push_back(s.c);
+      const std::int64_t hw = l.out.h * l.out.w;
+      if (fwd) {
+        cpu::concat_forward(n, hw, cs, a.x, a.y);
+      } else {
+        for (std::size_t i = 0; i < a.dx.size(); ++i)
+          if (a.dx[i]) cpu::concat_backward(n, hw, cs, i, a.dy, a.dx[i], a.dx_accumulate[i]);
+      }
+      break;
+    }
+    case LayerType::SoftmaxLoss: {
+      const std::int64_t k = l.out.c;
+      if (fwd) cpu::softmax_loss_forward(n, k, a.x[0], a.labels, a.y);
+      else cpu::softmax_loss_backward(n, k, a.y, a.labels, 1.0 / static_cast<double>(a.total_batch), a.dx[0], a.dx_accumulate[0]);
+      break;
+    }
+  }
+}
+
+void run_conv_config_cpu(const GraphLayer& l, const std::string& op, const std::vector<MicroStep>& config, const LayerArgs& a) {
+  const std::int64_t in_per = in_elems(l, 0), out_per = out_elems(l);
+  std::int64_t done = 0;
+  for (const auto& m : config) {
+    LayerArgs s = a;
+    s.n = m.batch;
+    s.first_sample = a.first_sample + done;
+    if (!a.x.empty() && a.x[0]) s.x[0] = a.x[0] + done * in_per;
+    if (a.y) s.y = a.y + done * out_per;
+    if (a.dy) s.dy = a.dy + done * out_per;
+    if (!a.dx.empty() && a.dx[0]) s.dx[0] = a.dx[0] + done * in_per;
+    run_layer_op_cpu(l, op, m.algo, s);
+    done += m.batch;
+  }
+  UCPLAN_CHECK(done == a.n, "micro-batches add up to the sub-batch");
+}
+
+}  // namespace ucplan

@@ -1,0 +1,29 @@
+// The reference the check mode compares with: the same network, batch, sub-batch rounds,
+// weights and inputs, run as plainly as possible: every tensor in its own host vector, layers
+// in topological order, convolutions undivided, no offload, no recomputation, no shared memory.
+// Independent of the plan's schedule by construction. Each conv kernel uses the algorithm the
+// plan uses for it (its first micro-batch's), because batch-norm backward can amplify the
+// rounding differences between algorithms by 10^3 (its dx is a small residual of large terms):
+// comparing across algorithms would measure that, not the schedule. The algorithms themselves
+// are checked against naive float64 code and finite differences in the kernel tests.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "planner/model/graph.h"
+
+namespace ucplan {
+
+struct ReferenceResult {
+  std::map<std::string, std::vector<float>> weight_gradients;   // "dW:layer" -> values
+  double loss = 0;                                               // mean over the batch
+};
+
+// conv_algo: "layer:op" (forward, backward_data, backward_filter) -> algorithm; "direct" if absent.
+ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int64_t sub_batch, std::uint64_t seed,
+                                    const std::map<std::string, std::string>& conv_algo = {});
+
+}  // namespace ucplan

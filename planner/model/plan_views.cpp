@@ -1,0 +1,137 @@
+#include "plan_views.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "json_util.h"
+#include "units.h"
+
+namespace ucplan {
+
+namespace {
+
+int tid_of(const std::string& stream) { return stream == "compute" ? 1 : stream == "h2d" ? 2 : 3; }
+
+std::string step_label(const PlanStep& s) {
+  if (s.stream == "compute") return s.op + " " + s.layer;
+  return s.op + " " + s.tensor;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::int64_t, std::int64_t>> memory_profile(const Plan& plan) {
+  std::int64_t resident = 0;
+  std::map<std::int64_t, std::int64_t> delta;
+  for (const auto& b : plan.buffers) {
+    if (b.resident) {
+      resident += b.size;
+      continue;
+    }
+    if (b.first_step < 0 || plan.steps[b.first_step].final) continue;
+    delta[plan.steps[b.first_step].start_ns] += b.size;
+    delta[plan.steps[b.last_step].end_ns] -= b.size;
+  }
+  std::vector<std::pair<std::int64_t, std::int64_t>> points{{0, resident}};
+  std::int64_t in_use = resident;
+  for (const auto& [t, d] : delta) {
+    in_use += d;
+    if (points.back().first == t) points.back().second = in_use;
+    else points.emplace_back(t, in_use);
+  }
+  return points;
+}
+
+std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* measured, int max_rounds) {
+  OrderedJson events = OrderedJson::array();
+  const std::string source = measured ? "measured" : "predicted";
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", fmt::format("ucplan {} ({})", plan.network.name, source)}}}});
+  for (const char* s : {"compute", "h2d", "d2h"})
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid_of(s)}, {"args", {{"name", s}}}});
+  auto add = [&](const PlanStep& s, int round, std::int64_t start, std::int64_t end) {
+    OrderedJson args = {{"step", s.id}, {"round", round}};
+    if (!s.config.empty()) {
+      std::string c;
+      for (const auto& m : s.config) c += fmt::format("{}{}x{}", c.empty() ? "" : ", ", m.algo, m.batch);
+      args["config"] = c;
+    }
+    events.push_back({{"name", step_label(s)}, {"cat", s.op}, {"ph", "X"}, {"pid", 1}, {"tid", tid_of(s.stream)},
+                      {"ts", static_cast<double>(start) / 1000.0}, {"dur", static_cast<double>(end - start) / 1000.0},
+                      {"args", args}});
+  };
+  std::int64_t final_offset = 0;
+  if (measured) {
+    for (const auto& m : *measured) add(plan.steps[m.step], m.round, m.start_ns, m.end_ns);
+  } else {
+    const int rounds = static_cast<int>(std::min<std::int64_t>(plan.rounds, max_rounds));
+    for (int r = 0; r < rounds; ++r)
+      for (const auto& s : plan.steps)
+        if (!s.final) add(s, r, r * plan.summary.round_ns + s.start_ns, r * plan.summary.round_ns + s.end_ns);
+    final_offset = rounds * plan.summary.round_ns;
+    for (const auto& s : plan.steps)
+      if (s.final) add(s, -1, final_offset + s.start_ns, final_offset + s.end_ns);
+    // Memory counter track of the predicted rounds.
+    auto profile = memory_profile(plan);
+    for (int r = 0; r < rounds; ++r)
+      for (const auto& [t, bytes] : profile)
+        events.push_back({{"name", "arena bytes in use"}, {"ph", "C"}, {"pid", 1},
+                          {"ts", static_cast<double>(r * plan.summary.round_ns + t) / 1000.0}, {"args", {{"bytes", bytes}}}});
+  }
+  OrderedJson doc = {{"displayTimeUnit", "ms"},
+                     {"otherData", {{"network", plan.network.name}, {"timeline", source}, {"profile_source", plan.profile_source},
+                                    {"budget_bytes", plan.budget_bytes}, {"rounds", plan.rounds}}},
+                     {"traceEvents", events}};
+  return dump_json(doc);
+}
+
+std::string memory_svg(const Plan& plan) {
+  const auto points = memory_profile(plan);
+  const double W = 900, H = 420, left = 90, right = 20, top = 40, bottom = 50;
+  const double t_max = static_cast<double>(std::max<std::int64_t>(plan.summary.round_ns, 1));
+  double y_max = static_cast<double>(plan.budget_bytes);
+  for (const auto& p : points) y_max = std::max(y_max, static_cast<double>(p.second));
+  y_max *= 1.05;
+  auto X = [&](double t) { return left + (W - left - right) * t / t_max; };
+  auto Y = [&](double b) { return top + (H - top - bottom) * (1.0 - b / y_max); };
+  std::string path;
+  double prev_y = Y(static_cast<double>(points.front().second));
+  path += fmt::format("M {:.1f} {:.1f}", X(0), prev_y);
+  for (const auto& [t, b] : points) {
+    double x = X(static_cast<double>(t)), y = Y(static_cast<double>(b));
+    path += fmt::format(" L {:.1f} {:.1f} L {:.1f} {:.1f}", x, prev_y, x, y);
+    prev_y = y;
+  }
+  path += fmt::format(" L {:.1f} {:.1f}", X(t_max), prev_y);
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
+      "<text x=\"{2}\" y=\"22\" font-size=\"14\">{3}, batch {4} ({5} rounds of {6}), strategy {7}: arena bytes in use over one round "
+      "({8})</text>\n",
+      W, H, left, plan.network.name, plan.batch, plan.rounds, plan.sub_batch, plan.strategy,
+      plan.profile_source == "measured" ? "predicted from measured costs" : "predicted from " + plan.profile_source);
+  auto hline = [&](double bytes, const char* color, const std::string& label) {
+    double y = Y(bytes);
+    svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-dasharray=\"6 4\"/>\n", left, y,
+                       W - right, y, color);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"{}\" text-anchor=\"end\">{}</text>\n", W - right - 4, y - 4, color, label);
+  };
+  hline(static_cast<double>(plan.budget_bytes), "#c0392b", "budget " + format_bytes(plan.budget_bytes));
+  hline(static_cast<double>(plan.summary.lower_bound_bytes), "#7f8c8d", "lower bound " + format_bytes(plan.summary.lower_bound_bytes));
+  svg += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#2c7fb8\" stroke-width=\"1.5\"/>\n", path);
+  // Axes with a few ticks.
+  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n", left, top, H - bottom);
+  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", left, H - bottom, W - right);
+  for (int i = 0; i <= 4; ++i) {
+    double b = y_max * i / 4.0, t = t_max * i / 4.0;
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 6, Y(b) + 4,
+                       format_bytes(static_cast<std::int64_t>(b)));
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", X(t), H - bottom + 18,
+                       format_ns(static_cast<std::int64_t>(t)));
+  }
+  svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">time in the round</text>\n", (left + W - right) / 2, H - 10);
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace ucplan

@@ -1,0 +1,32 @@
+// Views of a plan's timeline for people: a Chrome trace (opens in Perfetto or chrome://tracing)
+// with one track per stream and a counter track of arena bytes in use, and an SVG plot of memory
+// over one round (like SuperNeurons Fig. 10). The executor passes its measured step times to
+// get the same views of what really happened.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan.h"
+
+namespace ucplan {
+
+struct MeasuredStep {
+  int step = -1;
+  int round = 0;                // -1 for final steps
+  std::int64_t start_ns = 0;    // from the start of the iteration
+  std::int64_t end_ns = 0;
+};
+
+// Predicted (measured == nullptr): every round laid end to end, then the final steps; at most
+// `max_rounds` rounds are drawn (the rest are identical).
+std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* measured = nullptr, int max_rounds = 4);
+
+// Arena bytes in use over one predicted round, with the budget and the lower bound.
+std::string memory_svg(const Plan& plan);
+
+// Bytes in use over one round: (time, bytes) points of a step function, time-ordered.
+std::vector<std::pair<std::int64_t, std::int64_t>> memory_profile(const Plan& plan);
+
+}  // namespace ucplan

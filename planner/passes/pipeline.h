@@ -1,0 +1,58 @@
+// make_plan(): the planner as a straight list of passes (STYLE.md #2):
+//   graph -> route -> tasks -> liveness -> lower bound -> sub-batch candidates (Eq. 3) ->
+//   per candidate: costs (conv Pareto fronts) -> workspace policy (dynamic | WR | WD) ->
+//   schedule (strategy) -> the fastest -> plan -> verify.
+// `dump_after` names a stage whose JSON is returned in CompileResult::dump.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/model/network.h"
+#include "planner/model/plan.h"
+#include "planner/model/profile.h"
+
+namespace ucplan {
+
+struct CompileInput {
+  Network network;
+  std::string network_file;
+  Profile profile;
+  std::string profile_path;
+  std::string profile_sha256;
+  std::int64_t batch = 0;          // 0: the profile's
+  std::int64_t budget_bytes = 0;
+  std::string strategy = "ucplan";
+  std::string sub_batch = "auto";
+  std::string workspace = "dynamic";
+  std::string micro_batches = "all";  // all | powerOfTwo | undivided (mu-cuDNN §III-B policies)
+  std::string dump_after;          // "" or a stage name (see dump_stage_names())
+};
+
+struct CandidateOutcome {
+  std::int64_t sub_batch = 0;
+  bool ok = false;
+  std::string why;                 // when not ok
+  std::int64_t predicted_ns = 0;   // rounds * round + final
+};
+
+struct CompileResult {
+  Plan plan;
+  std::vector<CandidateOutcome> candidates;  // every sub-batch size tried, for the report
+  std::string dump;                          // JSON text of the stage asked for, if any
+};
+
+std::vector<std::string> dump_stage_names();
+
+// Throws UserError on bad options, a budget below the bound, or no strategy result that fits.
+CompileResult make_plan(const CompileInput& in);
+
+// Parses --workspace: "dynamic", "wr:SIZE" or "wd:SIZE" (SIZE with a unit). Throws UserError.
+struct WorkspaceOption {
+  enum class Kind { Dynamic, WR, WD } kind = Kind::Dynamic;
+  std::int64_t bytes = 0;
+};
+WorkspaceOption parse_workspace_option(const std::string& text);
+
+}  // namespace ucplan

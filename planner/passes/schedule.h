@@ -1,0 +1,111 @@
+// Schedule pass (moDNN Alg. 1, §IV-B): simulate one round of tasks in route order on a compute
+// stream and two copy streams with a first-fit arena at static offsets. Per task: make its
+// inputs resident (prefetch from host, or recompute if dropped), allocate its outputs,
+// offloading on an allocation failure with the scheme of least delay (defragmenting when none
+// exists), pick a conv configuration, prefetch for later tasks by Eq. (4), then run it and free
+// what is dead. The strategy (policy) plugs in through the Strategy interface; the mechanism is
+// the same for every strategy, so comparisons are made in one simulator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "costs.h"
+#include "planner/model/plan.h"
+
+namespace ucplan {
+
+// What happens to a tensor between its last forward use and its first backward use.
+enum class Residency {
+  Keep,       // stays on the device; may be offloaded on demand (tensor cache) if the strategy allows
+  Offload,    // copied to the host right after it is produced (overlapped), freed after its last
+              // forward use, prefetched before its first backward use (vDNN, moDNN)
+  Recompute,  // freed after its last forward use, recomputed from its producer's inputs when a
+              // backward task needs it (SuperNeurons §3.4, Chen et al.'s checkpointing)
+};
+const char* residency_name(Residency r);
+
+enum class PrefetchMode {
+  Eq4,        // moDNN Eq. (4): look ahead, start a prefetch when waiting longer would delay its task
+  NextLayer,  // vDNN: during a layer's backward, prefetch what the next layer's tasks need
+  OnDemand,   // no look-ahead: copy in right before the task that needs it
+};
+
+// What a strategy sees when it picks a conv configuration.
+struct ConfigContext {
+  int task = -1;
+  const TaskCost* cost = nullptr;          // the Pareto front
+  std::int64_t largest_free = 0;           // contiguous bytes free now, without evicting anything
+  std::vector<std::int64_t> evict_delay;   // per front entry: predicted delay (ns) to make room
+  std::vector<std::int64_t> prefetch_penalty;  // per front entry: Eq. (5)'s delayed-prefetch term
+  int fixed = -1;                          // WR/WD: the configuration fixed for this task
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+  virtual Residency residency(int tensor) const = 0;
+  virtual PrefetchMode prefetch_mode() const = 0;
+  // Tensor cache (SuperNeurons §3.3.2) / moDNN offloading: when an allocation fails, offload
+  // something. Without it a strategy that does not fit fails, as the original systems do.
+  virtual bool evict_on_demand() const = 0;
+  // Index into ctx.cost->front.
+  virtual std::size_t choose_config(const ConfigContext& ctx) = 0;
+};
+
+// moDNN Eq. (5): gain = T_base - T_alg - T_off,alg - T_pre,alg; the maximum wins (ties: smaller
+// workspace). Used by the ucplan strategy; exposed for tests.
+std::size_t choose_config_by_gain(const ConfigContext& ctx);
+// SuperNeurons §3.5 / vDNN: the fastest configuration that fits in free memory now.
+std::size_t choose_fastest_fitting(const ConfigContext& ctx);
+
+struct ScheduleInput {
+  const Graph* graph = nullptr;
+  const TaskGraph* tasks = nullptr;
+  const CostTable* costs = nullptr;
+  std::int64_t budget_bytes = 0;
+  std::int64_t batch = 0;               // whole batch (host input buffers hold it)
+  std::vector<int> fixed_config;        // per task: WR/WD choice (index into its front) or -1
+  int lookahead = 24;                   // Eq. (4) look-ahead window, in tasks
+};
+
+struct ScheduleResult {
+  bool ok = false;
+  std::string failure;                  // why not, when !ok
+  std::vector<PlanStep> steps;          // round steps then final steps
+  std::vector<PlanBuffer> buffers;
+  std::vector<PlanHostBuffer> host_buffers;
+  std::vector<PlanKernel> kernels;      // conv kernel choices in the round (first execution)
+  std::int64_t round_ns = 0, final_ns = 0;
+  std::int64_t arena_bytes = 0;
+  std::int64_t offload_bytes = 0, prefetch_bytes = 0, input_bytes = 0;
+  std::int64_t recompute_ns = 0, recompute_steps = 0;
+  std::int64_t workspace_peak_bytes = 0;
+  std::int64_t stall_ns = 0;            // compute waiting on copies or on freed memory
+  int defragmentations = 0;
+  // For the ucplan strategy's search: per tensor, what happened.
+  std::vector<char> evicted_dirty;      // offloaded on demand (not planned)
+  std::vector<std::int64_t> stall_by_tensor;  // compute time lost waiting for its prefetch
+};
+
+ScheduleResult simulate_schedule(const ScheduleInput& in, Strategy& strategy);
+
+// The strategies of the same scheduler (names as on the command line).
+std::vector<std::string> strategy_names();
+// `workspace_fixed` is true under --workspace wr:/wd: (configurations come from fixed_config).
+std::unique_ptr<Strategy> make_baseline_strategy(const std::string& name, const Graph& g, const TaskGraph& tg,
+                                                 const CostTable& costs);
+// A strategy given by an explicit per-tensor table (the ucplan search builds these).
+std::unique_ptr<Strategy> make_table_strategy(std::string name, std::vector<Residency> table, PrefetchMode prefetch,
+                                              bool evict_on_demand, bool by_gain);
+
+// The ucplan strategy: moDNN scheduling (Eq. 4 prefetch, Eq. 5 gain, offload on demand) plus a
+// search over per-tensor residency decisions (keep / offload early / recompute) judged by the
+// simulator itself, seeded with the baselines' decisions, so its predicted time is never worse
+// than theirs. Returns the best result found (and its decisions in `table`).
+ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table = nullptr);
+
+}  // namespace ucplan

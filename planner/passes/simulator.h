@@ -1,0 +1,87 @@
+// The stream/memory simulator the scheduler drives (moDNN §IV-B: "Algorithm 1 simulates the
+// actual execution process"). It knows streams, steps, times and an arena; nothing about tasks
+// or strategies, which plug in from schedule.h.
+//  - Timeline: a step starts when the previous step on its stream has ended and every step it
+//    waits for has ended; durations are integer nanoseconds.
+//  - Arena: static offsets, first-fit over an address-ordered list of blocks (moDNN's linked
+//    list). A freed block remembers, per stream, the last step that touched what it held: a
+//    later buffer placed there must wait for those steps (on other streams) before touching it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace ucplan {
+
+enum class Stream { Compute = 0, H2D = 1, D2H = 2 };
+constexpr int kStreams = 3;
+const char* stream_name(Stream s);
+
+// Per stream, the latest step (id) that must have ended; -1 for none. Steps on one stream end
+// in issue order, so the latest one stands for all earlier ones.
+using ReadySet = std::array<int, kStreams>;
+constexpr ReadySet kNoneReady = {-1, -1, -1};
+void merge_into(ReadySet& into, const ReadySet& from);
+void merge_into(ReadySet& into, int step, Stream s);
+
+class Timeline {
+ public:
+  struct Step {
+    Stream stream;
+    std::int64_t start = 0, end = 0;
+    std::vector<int> waits;   // steps on other streams
+  };
+  // `waits` may name steps on any stream; those on `s` itself are implied by stream order and
+  // dropped. Returns the new step's id.
+  int issue(Stream s, std::int64_t duration, const ReadySet& waits);
+  const Step& step(int id) const { return steps_[id]; }
+  int size() const { return static_cast<int>(steps_.size()); }
+  std::int64_t stream_end(Stream s) const { return end_[static_cast<int>(s)]; }
+  int last_on(Stream s) const { return last_[static_cast<int>(s)]; }
+  std::int64_t ready_time(const ReadySet& r) const;   // when all of r have ended
+  std::int64_t makespan() const;
+
+ private:
+  std::vector<Step> steps_;
+  std::array<std::int64_t, kStreams> end_{0, 0, 0};
+  std::array<int, kStreams> last_{-1, -1, -1};
+};
+
+class Arena {
+ public:
+  struct Block {
+    std::int64_t size = 0;
+    int owner = -1;               // -1: free; else the caller's id for what occupies it
+    ReadySet ready = kNoneReady;  // free blocks: steps that must end before reuse
+  };
+  Arena(std::int64_t begin, std::int64_t end);
+  // First fit. On success returns the offset; `waits` receives the ready sets of the free space
+  // taken. nullopt when no free block is large enough (fragmentation or full).
+  std::optional<std::int64_t> allocate(std::int64_t size, int owner, ReadySet* waits);
+  // Allocates exactly at `offset` (which must lie in one free block).
+  void allocate_at(std::int64_t offset, std::int64_t size, int owner, ReadySet* waits);
+  void release(std::int64_t offset, const ReadySet& ready);
+  const std::map<std::int64_t, Block>& blocks() const { return blocks_; }
+  std::int64_t begin() const { return begin_; }
+  std::int64_t end() const { return end_; }
+  std::int64_t high_water() const { return high_water_; }
+  std::int64_t free_bytes() const { return free_bytes_; }
+  std::int64_t largest_free() const;
+  std::int64_t used_bytes() const { return (end_ - begin_) - free_bytes_; }
+
+ private:
+  std::int64_t begin_, end_;
+  std::map<std::int64_t, Block> blocks_;
+  std::int64_t high_water_ = 0;
+  std::int64_t free_bytes_ = 0;
+};
+
+// Buffers are aligned so that every kernel gets aligned pointers (cuDNN wants 16 bytes at
+// least; 256 matches cudaMalloc's alignment).
+constexpr std::int64_t kAlignment = 256;
+inline std::int64_t align_up(std::int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+}  // namespace ucplan

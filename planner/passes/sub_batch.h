@@ -1,0 +1,42 @@
+// Sub-batch size (moDNN §IV-A): rounds of b samples with weight gradients accumulated, so the
+// batch (and SGD) is unchanged while activations shrink with b. Eq. (3) iterated with the
+// profile,
+//     b <- b * (M - S_W) / max_t M_min(t, b),   M_min per Eq. (1) with the fastest
+//                                                configuration's workspace,
+// gives moDNN's choice; the pipeline then simulates every feasible candidate and keeps the
+// fastest plan. Splitting the pass changes batch-norm statistics (micro-batching inside a conv
+// kernel does not), so a network with bn is split only when the user allows it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "costs.h"
+
+namespace ucplan {
+
+struct SubBatchOptions {
+  std::string option = "auto";    // auto | any | N
+  bool has_batch_norm = false;
+};
+
+// Candidate sub-batch sizes: divisors of the batch the profile can cost, filtered by the
+// option (auto keeps only the whole batch for batch-norm networks). Descending.
+// Throws UserError for an N that is not a costable divisor.
+std::vector<std::int64_t> sub_batch_candidates(const SubBatchOptions& o, const std::vector<std::int64_t>& costable,
+                                               std::int64_t batch);
+
+// Eq. (1) with the fastest configuration's workspace, maximised over tasks: the most memory
+// one task needs at this sub-batch (weights excluded).
+std::int64_t max_task_bytes_fastest(const TaskGraph& tg, const CostTable& costs);
+// Eq. (1) with the smallest workspace: the least memory any plan at this sub-batch needs,
+// weights included (the lower bound at b, for this profile's algorithms).
+std::int64_t min_plan_bytes(const TaskGraph& tg, const CostTable& costs);
+
+// moDNN Eq. (3), iterated to a fixed point over the candidates (cost tables by size).
+std::int64_t modnn_sub_batch(const TaskGraph& tg, const std::map<std::int64_t, CostTable>& tables,
+                             std::int64_t budget_bytes);
+
+}  // namespace ucplan

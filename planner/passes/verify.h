@@ -1,0 +1,26 @@
+// The plan checker (DESIGN.md pass 7; STYLE.md #5): independent code that re-simulates a
+// finished plan from the plan alone. It rebuilds the task list from the embedded network (in the
+// plan's own forward order), derives happens-before from stream order and waits (vector clocks),
+// and replays every step with versioned buffer contents:
+//  - every wait names an earlier step on another stream; buffers lie inside the arena, the arena
+//    inside the budget;
+//  - two buffers that share bytes are never live at once: every access of the earlier happens
+//    before the first access of the later;
+//  - every read finds the current value of its tensor, written by a step that happens before it
+//    (a missing prefetch, a read after free or of stale data are all caught here);
+//  - a write waits for every earlier access of its buffer (no write-after-read race with a copy);
+//  - the compute steps are exactly the training iteration's tasks, each after its inputs exist;
+//  - the predicted start/end times follow from stream order, waits and durations, and the
+//    summary (round time, iteration time, peak) agrees with the steps.
+#pragma once
+
+#include <string>
+
+#include "planner/model/plan.h"
+
+namespace ucplan {
+
+// "" when the plan is valid, else one line saying which step or buffer is wrong and why.
+std::string find_plan_error(const Plan& plan);
+
+}  // namespace ucplan

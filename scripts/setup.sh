@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set-up on a fresh Debian 12 machine, idempotent: installs what is missing (apt-get for the
+# C++ libraries, pip for the JSON Schema validator the tests use), configures and builds.
+# Usage: scripts/setup.sh [BUILD_DIR]   (default: build)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-"$root/build"}
+
+packages=(build-essential cmake ninja-build pkg-config coinor-libcbc-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+          doctest-dev libopenblas-dev python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if ! python3 -c "import jsonschema" 2>/dev/null; then
+  echo "setup: installing the jsonschema Python package"
+  python3 -m pip install --quiet jsonschema 2>/dev/null || python3 -m pip install --quiet --break-system-packages jsonschema
+fi
+
+# CUDA is built where nvcc and cuDNN are found (AUTO); nothing here needs a GPU to run.
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUCPLAN_WERROR=ON ${UCPLAN_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j "$(nproc)"
+echo "setup: built in $build (ucplan, ucplan-profile, ucplan-run, tests)"
