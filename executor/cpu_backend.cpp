@@ -189,6 +189,13 @@ class CpuBackend : public Backend {
     a.total_batch = item.ctx.total_batch;
     a.seed = item.ctx.seed;
     a.lr = item.ctx.lr;
+    for (const auto& m : s.config) {
+      cpu::ConvAlgo algo;
+      if (!cpu::parse_conv_algo(m.algo, &algo))
+        throw UserError("", "--device cpu",
+                        fmt::format("step {} ({} {}) uses \"{}\", which is not a CPU algorithm: compile the plan from a "
+                                    "profile of this device", s.id, s.op, l.name(), m.algo));
+    }
     if (!s.config.empty()) run_conv_config_cpu(l, s.op, s.config, a);
     else run_layer_op_cpu(l, s.op, "default", a);
   }

@@ -10,8 +10,6 @@ namespace ucplan {
 std::int64_t out_elems(const GraphLayer& l) { return l.out.elems(); }
 std::int64_t in_elems(const GraphLayer& l, std::size_t i) { return l.in_shapes[i].elems(); }
 
-namespace {
-
 cpu::ConvDims conv_dims(const GraphLayer& l, std::int64_t n) {
   const auto& c = l.spec.conv;
   const Shape& x = l.in_shapes[0];
@@ -54,6 +52,8 @@ cpu::PoolDims pool_dims(const GraphLayer& l, std::int64_t n) {
   d.count_include_pad = p.count_include_pad;
   return d;
 }
+
+namespace {
 
 cpu::ConvAlgo conv_algo(const std::string& name) {
   cpu::ConvAlgo a;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/cpu/kernels.h"
 #include "planner/model/graph.h"
 #include "planner/model/plan.h"
 
@@ -41,6 +42,10 @@ std::vector<std::string> conv_algorithms_cpu();
 // A conv kernel over its micro-configuration: the micro-batches run one after another on one
 // workspace, pointers offset along N (mu-cuDNN §II); backward-filter accumulates.
 void run_conv_config_cpu(const GraphLayer& l, const std::string& op, const std::vector<MicroStep>& config, const LayerArgs& a);
+
+// A conv or pool layer's kernel dimensions at n samples (the same for the CPU and CUDA kernels).
+cpu::ConvDims conv_dims(const GraphLayer& l, std::int64_t n);
+cpu::PoolDims pool_dims(const GraphLayer& l, std::int64_t n);
 
 // Per-sample elements of a layer's output and of input i.
 std::int64_t out_elems(const GraphLayer& l);

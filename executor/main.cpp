@@ -115,5 +115,8 @@ int main(int argc, char** argv) {
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan run: error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {  // a device failure at run time (e.g. a CUDA error)
+    std::fprintf(stderr, "ucplan run: error: %s\n", e.what());
+    return 1;
   }
 }

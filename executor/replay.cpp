@@ -244,6 +244,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       rep.timeline = std::move(timeline);
     }
   }
+  rep.device_memory_bytes = std::max(rep.device_memory_bytes, backend.device_memory_bytes());  // after what the run took
   std::vector<double> sorted = rep.iteration_seconds;
   std::sort(sorted.begin(), sorted.end());
   if (!sorted.empty()) {

@@ -304,7 +304,7 @@ std::vector<std::vector<ConvConfig>> random_fronts(Rng& rng, int kernels, bool r
 }  // namespace
 
 TEST_CASE("solve_wd equals brute force over all combinations (feasible, tight and infeasible)") {
-  int solved = 0, infeasible = 0, exact_ilp = 0, rounded_ilp = 0, cut_rounds = 0;
+  int solved = 0, infeasible = 0, cbc_used = 0, rounded = 0, unproven = 0;
   for (std::uint64_t seed = 2000; seed < 2300; ++seed) {
     Rng rng(seed);
     const bool realistic = rng.coin(40);
@@ -346,12 +346,24 @@ TEST_CASE("solve_wd equals brute force over all combinations (feasible, tight an
         continue;
       }
       ++solved;
-      exact_ilp += wd->ilp_solves == 1;
-      rounded_ilp += wd->ilp_solves >= 2;
-      cut_rounds += wd->ilp_solves >= 3;
-      CHECK(wd->optimal);
-      CHECK(wd->time_ns == *truth);
+      cbc_used += wd->ilp_solves > 0;
+      rounded += wd->workspace_unit > 1;
       CHECK(wd->workspace_bytes <= total);
+      CHECK(wd->lower_bound_ns <= *truth);
+      if (wd->optimal) {
+        CHECK(wd->time_ns == *truth);
+        CHECK(wd->lower_bound_ns == wd->time_ns);
+      } else {
+        // Only the rounded problem can miss, and by no more than the optimum of a total
+        // reduced by one unit per kernel (each rounded-up weight errs by less than a unit).
+        ++unproven;
+        CHECK(wd->workspace_unit > 1);
+        std::optional<std::int64_t> reduced;
+        for (const auto& [w, t] : combos)
+          if (w <= total - kernels * wd->workspace_unit && (!reduced || t < *reduced)) reduced = t;
+        CHECK(wd->time_ns >= *truth);
+        if (reduced) CHECK(wd->time_ns <= *reduced);
+      }
       REQUIRE(int(wd->choice.size()) == kernels);
       std::int64_t t = 0, w = 0;
       for (int k = 0; k < kernels; ++k) {
@@ -364,12 +376,14 @@ TEST_CASE("solve_wd equals brute force over all combinations (feasible, tight an
       CHECK(w == wd->workspace_bytes);
     }
   }
-  MESSAGE("WD cases: ", solved, " solved (", exact_ilp, " one exact ILP, ", rounded_ilp,
-          " rounded, ", cut_rounds, " needing cuts), ", infeasible, " infeasible");
+  MESSAGE("WD cases: ", solved, " solved (CBC ran in ", cbc_used, ", ", rounded,
+          " with rounded workspaces, ", unproven, " not proven optimal), ", infeasible,
+          " infeasible");
   CHECK(solved > 1000);
   CHECK(infeasible > 300);
-  CHECK(exact_ilp > 300);     // CBC really decides most of them
-  CHECK(rounded_ilp > 100);   // and realistic byte counts go through the rounding
+  CHECK(cbc_used > 200);        // CBC really decides many of them
+  CHECK(rounded > 100);         // and realistic byte counts go through the rounding
+  CHECK(unproven * 100 < solved);   // totals sitting exactly on a combination, 1 byte apart
   CHECK(solve_wd({}, 0)->choice.empty());   // no kernels: trivially optimal
   CHECK(!solve_wd({{}, {{{}, 1, 0}}}, 100));   // a kernel without configurations
 }

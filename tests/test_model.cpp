@@ -1,1 +1,1011 @@
+// The model and the first three passes against arithmetic done by hand from the papers'
+// definitions (STYLE.md #10: every expected number is worked out in a comment beside it):
+//   graph.h        shapes, parameter counts, FLOPs, user errors naming layer and field;
+//   tasks.h        moDNN's TDFG: which tensors each forward/backward/update task touches;
+//   route.h        SuperNeurons Alg. 1 (DFS with join counters), Fig. 6;
+//   liveness.h     SuperNeurons §3.2, Fig. 5 (in/out sets) and peak = Σl^f + l^b_N;
+//   lower_bound.h  moDNN Eq. (2) (and Eq. (1) without workspace at sub-batch b).
+// Sizes are float32 (4 bytes per element) unless said otherwise; "B" below means bytes.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "planner/model/errors.h"
+#include "planner/model/graph.h"
+#include "planner/model/network.h"
+#include "planner/model/tasks.h"
+#include "planner/passes/liveness.h"
+#include "planner/passes/lower_bound.h"
+#include "planner/passes/route.h"
+
+using namespace ucplan;
+
+namespace {
+
+// ---- building networks in code ------------------------------------------------------------
+
+Layer simple(const std::string& name, LayerType type, std::vector<std::string> inputs) {
+  Layer l;
+  l.name = name;
+  l.type = type;
+  l.inputs = std::move(inputs);
+  return l;
+}
+
+Layer conv(const std::string& name, const std::string& in, std::int64_t out, std::int64_t k, std::int64_t stride = 1,
+           std::int64_t pad = 0, std::int64_t dilation = 1, std::int64_t groups = 1, bool bias = true) {
+  Layer l = simple(name, LayerType::Conv, {in});
+  l.conv.out_channels = out;
+  l.conv.kernel = {k, k};
+  l.conv.stride = {stride, stride};
+  l.conv.pad = {pad, pad};
+  l.conv.dilation = {dilation, dilation};
+  l.conv.groups = groups;
+  l.conv.bias = bias;
+  return l;
+}
+
+Layer pool(const std::string& name, const std::string& in, PoolMode mode, std::int64_t k, std::int64_t stride,
+           std::int64_t pad = 0, bool ceil_mode = false) {
+  Layer l = simple(name, LayerType::Pool, {in});
+  l.pool.mode = mode;
+  l.pool.kernel = {k, k};
+  l.pool.stride = {stride, stride};
+  l.pool.pad = {pad, pad};
+  l.pool.ceil_mode = ceil_mode;
+  return l;
+}
+
+Layer global_pool(const std::string& name, const std::string& in, PoolMode mode) {
+  Layer l = simple(name, LayerType::Pool, {in});
+  l.pool.mode = mode;
+  l.pool.global = true;
+  return l;
+}
+
+Layer fc(const std::string& name, const std::string& in, std::int64_t out, bool bias = true) {
+  Layer l = simple(name, LayerType::Fc, {in});
+  l.fc.out_features = out;
+  l.fc.bias = bias;
+  return l;
+}
+
+Layer relu(const std::string& name, const std::string& in) { return simple(name, LayerType::Relu, {in}); }
+Layer bn(const std::string& name, const std::string& in) { return simple(name, LayerType::BatchNorm, {in}); }
+Layer lrn(const std::string& name, const std::string& in) { return simple(name, LayerType::Lrn, {in}); }
+Layer dropout(const std::string& name, const std::string& in) { return simple(name, LayerType::Dropout, {in}); }
+Layer loss(const std::string& name, const std::string& in) { return simple(name, LayerType::SoftmaxLoss, {in}); }
+Layer add(const std::string& name, std::vector<std::string> in) { return simple(name, LayerType::Add, std::move(in)); }
+Layer concat(const std::string& name, std::vector<std::string> in) { return simple(name, LayerType::Concat, std::move(in)); }
+
+Network make_net(std::array<std::int64_t, 3> input_chw, std::int64_t labels, std::vector<Layer> layers,
+                 const std::string& input_name = "data") {
+  Network n;
+  n.name = "test";
+  n.input_name = input_name;
+  n.input_shape = input_chw;
+  n.labels = labels;
+  n.layers = std::move(layers);
+  return n;
+}
+
+Graph graph_of(const Network& n) { return build_graph(n, "test"); }
+
+const GraphLayer& layer(const Graph& g, const std::string& name) {
+  int i = g.index_of(name);
+  REQUIRE_MESSAGE(i >= 0, "no layer " << name);
+  return g.layers[i];
+}
+
+// ---- naming what the passes return ----------------------------------------------------------
+
+// "b, a, c" -> "a, b, c": expected sets are written in any order and compared sorted.
+std::string sorted_list(const std::string& list) {
+  std::vector<std::string> items;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (!item.empty()) items.push_back(item);
+  }
+  std::sort(items.begin(), items.end());
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::string names(const TaskGraph& tg, const std::vector<int>& ids) {
+  std::string list;
+  for (int id : ids) list += tg.tensors.at(id).name + ",";
+  return sorted_list(list);
+}
+
+std::string route_names(const Graph& g, const std::vector<int>& route) {
+  std::string s;
+  for (int l : route) s += (s.empty() ? "" : " ") + g.layers.at(l).name();
+  return s;
+}
+
+std::string task_label(const Graph& g, const Task& t) {
+  return std::string(task_kind_name(t.kind)) + ":" + g.layers.at(t.layer).name();
+}
+
+std::string task_sequence(const Graph& g, const TaskGraph& tg) {
+  std::string s;
+  for (const auto& t : tg.tasks) s += (s.empty() ? "" : " ") + task_label(g, t);
+  return s;
+}
+
+int task_index(const Graph& g, const TaskGraph& tg, const std::string& name, TaskKind kind) {
+  int found = -1;
+  for (const auto& t : tg.tasks)
+    if (t.kind == kind && g.layers[t.layer].name() == name) {
+      REQUIRE_MESSAGE(found < 0, "two " << task_kind_name(kind) << " tasks for " << name);
+      found = t.id;
+    }
+  return found;
+}
+
+const Task& task(const Graph& g, const TaskGraph& tg, const std::string& name, TaskKind kind) {
+  int i = task_index(g, tg, name, kind);
+  REQUIRE_MESSAGE(i >= 0, "no " << task_kind_name(kind) << " task for " << name);
+  return tg.tasks[i];
+}
+
+int tensor_id(const TaskGraph& tg, const std::string& name) {
+  for (const auto& t : tg.tensors)
+    if (t.name == name) return t.id;
+  return -1;
+}
+
+const Tensor& tensor(const TaskGraph& tg, const std::string& name) {
+  int i = tensor_id(tg, name);
+  REQUIRE_MESSAGE(i >= 0, "no tensor " << name);
+  return tg.tensors[i];
+}
+
+// Step (index in Liveness::steps) of a task.
+int step_of(const Liveness& lv, int task_id) {
+  auto it = std::find(lv.steps.begin(), lv.steps.end(), task_id);
+  REQUIRE(it != lv.steps.end());
+  return static_cast<int>(it - lv.steps.begin());
+}
+
+// An independent transcription of SuperNeurons Alg. 1 (recursive, as printed) to compare with
+// the iterative implementation on the zoo.
+void route_construct(const Graph& g, int l, std::vector<int>& counter, std::vector<int>& route) {
+  ++counter[l];                                                            // line 4
+  if (counter[l] < static_cast<int>(g.layers[l].inputs.size())) return;   // lines 5-6
+  route.push_back(l);                                                      // line 7
+  for (int next : g.layers[l].consumers) route_construct(g, next, counter, route);  // lines 8-10
+  counter[l] = 0;                                                          // line 11
+}
+
+// Route is a permutation of all layers, input first, every layer after all its inputs.
+std::string topo_error(const Graph& g, const std::vector<int>& route) {
+  const int n = static_cast<int>(g.layers.size());
+  if (static_cast<int>(route.size()) != n) return "route has " + std::to_string(route.size()) + " of " + std::to_string(n);
+  if (route[0] != 0) return "route does not start with the input";
+  std::vector<int> pos(n, -1);
+  for (int i = 0; i < n; ++i) {
+    if (route[i] < 0 || route[i] >= n || pos[route[i]] >= 0) return "route repeats or invents a layer";
+    pos[route[i]] = i;
+  }
+  for (int l = 0; l < n; ++l)
+    for (int in : g.layers[l].inputs)
+      if (pos[in] >= pos[l]) return g.layers[l].name() + " is routed before its input " + g.layers[in].name();
+  return "";
+}
+
+}  // namespace
+
+// =============================================================================================
+// 1. Route: SuperNeurons Alg. 1
+// =============================================================================================
+
+TEST_CASE("route: SuperNeurons Fig. 6, two nested fans; e, g and h are the prerequisites of i") {
+  // Fig. 6 reconstructed: layers a..j, a the input. b fans out to c and d (fan 1: b, c, d);
+  // inside d's branch f fans out to g and h (fan 2: f, g, h, nested in fan 1); i joins e, g and h.
+  //
+  //        a - b - c - e ----------.
+  //             \                   i - j
+  //              d - f - g --------/|
+  //                   \            /
+  //                    h ---------'
+  //
+  // Alg. 1 by hand (DFS from a, consumers in file order, counter(i) must reach 3):
+  //   a -> b -> c -> e -> i (counter 1 < 3: return)
+  //   back to b -> d -> f -> g -> i (counter 2 < 3: return)
+  //   back to f -> h -> i (counter 3 = 3: route i) -> j
+  //   route: a b c e d f g h i j          (file order / Kahn would give a b c d e f g h i j)
+  std::vector<Layer> layers = {relu("b", "a"),      relu("c", "b"), relu("d", "b"),
+                               relu("e", "c"),      relu("f", "d"), relu("g", "f"),
+                               relu("h", "f"),      concat("i", {"e", "g", "h"}), relu("j", "i")};
+  Graph g = graph_of(make_net({2, 3, 3}, 1, layers, "a"));
+  std::vector<int> route = construct_route(g);
+  CHECK(route_names(g, route) == "a b c e d f g h i j");
+  CHECK(topo_error(g, route) == "");
+  // i is routed only after all three of its prerequisites.
+  auto pos = [&](const char* n) { return std::find(route.begin(), route.end(), g.index_of(n)) - route.begin(); };
+  CHECK(pos("i") > pos("e"));
+  CHECK(pos("i") > pos("g"));
+  CHECK(pos("i") > pos("h"));
+  CHECK(pos("i") == pos("h") + 1);  // entered from h, the last prerequisite reached
+
+  SUBCASE("consumers are explored in file order") {
+    // Same graph, d listed before c in the file: b's consumers are now (d, c).
+    //   a -> b -> d -> f -> g -> i (1 < 3) ; f -> h -> i (2 < 3) ; b -> c -> e -> i (3) -> j
+    //   route: a b d f g h c e i j
+    std::vector<Layer> swapped = layers;
+    std::swap(swapped[1], swapped[2]);
+    Graph g2 = graph_of(make_net({2, 3, 3}, 1, swapped, "a"));
+    std::vector<int> r2 = construct_route(g2);
+    CHECK(route_names(g2, r2) == "a b d f g h c e i j");
+    CHECK(topo_error(g2, r2) == "");
+  }
+}
+
+TEST_CASE("route: a topological order on every zoo network, equal to Alg. 1 as printed") {
+  namespace fs = std::filesystem;
+  const std::string zoo = zoo_directory();
+  REQUIRE(fs::is_directory(zoo));
+  int checked = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(zoo)) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".json") continue;
+    const std::string rel = fs::relative(entry.path(), zoo).replace_extension("").generic_string();
+    CAPTURE(rel);
+    Graph g = build_graph(load_network(zoo + "/" + rel + ".json"), rel);
+    std::vector<int> route = construct_route(g);
+    CHECK(topo_error(g, route) == "");
+    if (g.layers.size() < 5000) {  // the recursive transcription, on networks it cannot overflow on
+      std::vector<int> counter(g.layers.size(), 0), expected;
+      route_construct(g, 0, counter, expected);
+      CHECK(route == expected);
+    }
+    ++checked;
+  }
+  // 13 named networks + the DeepBench conv layers; at least the named ones must be there.
+  CHECK(checked >= 13);
+  MESSAGE("routes checked on " << checked << " zoo networks");
+}
+
+TEST_CASE("route: a 10^4-layer chain does not overflow the stack") {
+  // data -> c0 (1x1 conv, 1 channel, so gradients are needed all the way down) -> r1 -> ... ->
+  // r10000: the only route is 0, 1, ..., 10001.
+  const int n = 10000;
+  std::vector<Layer> layers;
+  layers.reserve(n + 1);
+  Layer c0;
+  c0.name = "c0";
+  c0.type = LayerType::Conv;
+  c0.inputs = {"data"};
+  c0.conv.out_channels = 1;
+  c0.conv.bias = true;
+  layers.push_back(c0);
+  for (int i = 1; i <= n; ++i) layers.push_back(relu("r" + std::to_string(i), i == 1 ? "c0" : "r" + std::to_string(i - 1)));
+  Graph g = graph_of(make_net({1, 2, 2}, 1, layers));
+  std::vector<int> route = construct_route(g);
+  REQUIRE(route.size() == static_cast<std::size_t>(n + 2));
+  bool identity = true;
+  for (int i = 0; i <= n + 1; ++i) identity = identity && route[i] == i;
+  CHECK(identity);
+  // The later passes are iterative too. Every tensor is 1x2x2 = 16 B per sample; c0 has 2
+  // parameters (weight and bias): 8 B, and 8 B of gradient. Steps: 10001 forward, 10000 relu
+  // backwards (r1's writes dY:c0, needed for c0's weight gradient), c0's backward-filter (no
+  // backward-data: it reads the network input): 20002.
+  TaskGraph tg = build_tasks(g, route);
+  Liveness lv = compute_liveness(tg, 1);
+  CHECK(lv.steps.size() == static_cast<std::size_t>(2 * n + 2));
+  // Peak at the first backward step (r10000's, step 10001): Y_data (read again by c0's
+  // backward-filter at the very end), Y_r1..Y_r10000 (each read by its own backward), dY_r10000
+  // (host-provided: a sink) and dY_r9999 (written) = 10003 tensors x 16 B, + 16 B resident.
+  // (Y_c0 died at step 1: no backward reads a conv's output.)
+  CHECK(lv.liveness_peak == 10003 * 16 + 16);
+  CHECK(lv.peak_step == n + 1);
+}
+
+// =============================================================================================
+// 2. Liveness: SuperNeurons Fig. 5 and §3.2
+// =============================================================================================
+
+TEST_CASE("liveness: SuperNeurons Fig. 5 on the network of Fig. 3c") {
+  // Fig. 3c / Fig. 5: DATA0 forks; CONV1 reads DATA; CONV2 -> POOL3 reads DATA too; the two
+  // branches join before the FC layer (FC4), then SOFTMAX5; Fig. 5's backward steps are
+  // FC7, POOL8, CONV9 (needs t_0 = DATA's output), CONV10, DATA11. Our FC has one input,
+  // so the join is an explicit concat:
+  //   data 1x4x4 (64 B)
+  //   conv1: data, 1 out, k2 s2      -> 1x2x2 (16 B),  W 1*1*2*2+1 =  5 params = 20 B
+  //   conv2: data, 2 out, k3 p1      -> 2x4x4 (128 B), W 2*1*3*3+2 = 20 params = 80 B
+  //   pool3: max k2 s2 of conv2      -> 2x2x2 (32 B)
+  //   cat4:  concat(conv1, pool3)    -> 3x2x2 (48 B)
+  //   fc5:   3 out                   -> 3     (12 B),  W 12*3+3    = 39 params = 156 B
+  //   loss6: softmax_loss            -> 3     (12 B);  labels 4 B per sample
+  // Resident: W + dW = 2 * (20 + 80 + 156) = 512 B.
+  // Route (Alg. 1): data conv1 [cat4: counter 1 < 2] conv2 pool3 cat4 fc5 loss6.
+  Network net = make_net({1, 4, 4}, 3,
+                         {conv("conv1", "data", 1, 2, 2), conv("conv2", "data", 2, 3, 1, 1), pool("pool3", "conv2", PoolMode::Max, 2, 2),
+                          concat("cat4", {"conv1", "pool3"}), fc("fc5", "cat4", 3), loss("loss6", "fc5")});
+  Graph g = graph_of(net);
+  std::vector<int> route = construct_route(g);
+  REQUIRE(route_names(g, route) == "data conv1 conv2 pool3 cat4 fc5 loss6");
+  TaskGraph tg = build_tasks(g, route);
+  Liveness lv = compute_liveness(tg, 1);
+
+  // Steps of one round (updates run after all rounds and are not steps), with what each touches:
+  //   s0  forward conv1          Y:data, W -> Y:conv1
+  //   s1  forward conv2          Y:data, W -> Y:conv2
+  //   s2  forward pool3          Y:conv2 -> Y:pool3
+  //   s3  forward cat4           Y:conv1, Y:pool3 -> Y:cat4
+  //   s4  forward fc5            Y:cat4, W -> Y:fc5
+  //   s5  forward loss6          Y:fc5, labels -> Y:loss6
+  //   s6  backward loss6         Y:loss6, labels -> dY:fc5
+  //   s7  backward_filter fc5    Y:cat4, dY:fc5 -> dW            (Fig. 5's FC7)
+  //   s8  backward_data fc5      dY:fc5, W -> dY:cat4
+  //   s9  backward cat4          dY:cat4 -> dY:conv1, dY:pool3
+  //   s10 backward pool3 (max)   Y:conv2, Y:pool3, dY:pool3 -> dY:conv2   (Fig. 5's POOL8)
+  //   s11 backward_filter conv2  Y:data, dY:conv2 -> dW           (Fig. 5's CONV9: needs t_0)
+  //   s12 backward_filter conv1  Y:data, dY:conv1 -> dW           (CONV10; no backward_data:
+  //                                                                 both convs read the input)
+  CHECK(task_sequence(g, tg) ==
+        "forward:conv1 forward:conv2 forward:pool3 forward:cat4 forward:fc5 forward:loss6 "
+        "backward:loss6 backward_filter:fc5 backward_data:fc5 backward:cat4 backward:pool3 "
+        "backward_filter:conv2 backward_filter:conv1 update:conv1 update:conv2 update:fc5");
+  REQUIRE(lv.steps.size() == 13);
+
+  // Lifetimes [first step, last step] of the non-resident tensors:
+  //   Y:data  64 [0,12]   Y:conv1 16 [0,3]    Y:conv2 128 [1,10]   Y:pool3 32 [2,10]
+  //   Y:cat4  48 [3,7]    Y:fc5   12 [4,5]    Y:loss6  12 [5,6]    labels   4 [5,6]
+  //   dY:fc5  12 [6,8]    dY:cat4 48 [8,9]    dY:conv1 16 [9,12]   dY:pool3 32 [9,10]
+  //   dY:conv2 128 [10,11]
+  // Y:conv1 dies at the join (s3): no backward reads a conv's own output. Y:conv2 lives to s10
+  // because max-pool's backward reads its input X as well as Y.
+  auto life = [&](const char* n) {
+    int id = tensor_id(tg, n);
+    REQUIRE(id >= 0);
+    return std::array<int, 2>{lv.first_step[id], lv.last_step[id]};
+  };
+  CHECK(life("Y:data") == std::array<int, 2>{0, 12});
+  CHECK(life("Y:conv1") == std::array<int, 2>{0, 3});
+  CHECK(life("Y:conv2") == std::array<int, 2>{1, 10});
+  CHECK(life("Y:cat4") == std::array<int, 2>{3, 7});
+  CHECK(life("dY:conv1") == std::array<int, 2>{9, 12});
+  CHECK(life("dY:conv2") == std::array<int, 2>{10, 11});
+  CHECK(lv.first_step[tensor_id(tg, "W:fc5")] == -1);  // resident: not tracked per step
+
+  // in = live before the step, out = live after it (Fig. 5's sets):
+  //   s0  in {}                                          out {Y:data, Y:conv1}
+  //   s3  in {Y:data, Y:conv1, Y:conv2, Y:pool3}         out {Y:data, Y:conv2, Y:pool3, Y:cat4}
+  //   s7  in {Y:data, Y:conv2, Y:pool3, Y:cat4, dY:fc5}  out {Y:data, Y:conv2, Y:pool3, dY:fc5}
+  //       (like Fig. 5's FC7: its last reader frees Y:cat4)
+  //   s10 in {Y:data, Y:conv2, Y:pool3, dY:conv1, dY:pool3}
+  //       out {Y:data, dY:conv1, dY:conv2}
+  //   s12 in {Y:data, dY:conv1}                          out {}   (Fig. 5: empty final out)
+  CHECK(names(tg, lv.in_set(0)) == "");
+  CHECK(names(tg, lv.out_set(0)) == sorted_list("Y:data, Y:conv1"));
+  CHECK(names(tg, lv.in_set(3)) == sorted_list("Y:data, Y:conv1, Y:conv2, Y:pool3"));
+  CHECK(names(tg, lv.out_set(3)) == sorted_list("Y:data, Y:conv2, Y:pool3, Y:cat4"));
+  CHECK(step_of(lv, task_index(g, tg, "fc5", TaskKind::BackwardFilter)) == 7);
+  CHECK(names(tg, lv.in_set(7)) == sorted_list("Y:data, Y:conv2, Y:pool3, Y:cat4, dY:fc5"));
+  CHECK(names(tg, lv.out_set(7)) == sorted_list("Y:data, Y:conv2, Y:pool3, dY:fc5"));
+  CHECK(names(tg, lv.in_set(10)) == sorted_list("Y:data, Y:conv2, Y:pool3, dY:conv1, dY:pool3"));
+  CHECK(names(tg, lv.out_set(10)) == sorted_list("Y:data, dY:conv1, dY:conv2"));
+  CHECK(names(tg, lv.in_set(12)) == sorted_list("Y:data, dY:conv1"));
+  CHECK(names(tg, lv.out_set(12)) == "");
+
+  // Live bytes per step = 512 resident + tensors with first <= s <= last:
+  //   s0  64+16                    =  80    s7  64+128+32+48+12          = 284
+  //   s1  64+16+128                = 208    s8  64+128+32+12+48          = 284
+  //   s2  64+16+128+32             = 240    s9  64+128+32+48+16+32       = 320
+  //   s3  64+16+128+32+48          = 288    s10 64+128+32+16+32+128      = 400
+  //   s4  64+128+32+48+12          = 284    s11 64+16+128                = 208
+  //   s5  64+128+32+48+12+12+4     = 300    s12 64+16                    =  80
+  //   s6  64+128+32+48+12+4+12     = 300
+  const std::vector<std::int64_t> tensors_at = {80, 208, 240, 288, 284, 300, 300, 284, 284, 320, 400, 208, 80};
+  std::vector<std::int64_t> expected_live;
+  for (auto b : tensors_at) expected_live.push_back(512 + b);
+  CHECK(lv.resident_bytes == 512);
+  CHECK(lv.live_bytes == expected_live);
+  CHECK(lv.live_count == std::vector<int>{2, 3, 4, 5, 5, 7, 7, 5, 5, 6, 6, 3, 2});
+
+  // Baseline (every tensor its own allocation) = Σ all 13 tensors + resident:
+  //   64+16+128+32+48+12+12+4+12+48+16+32+128 = 552;  552 + 512 = 1064.
+  CHECK(lv.baseline_peak == 1064);
+  // Liveness peak: 400 + 512 = 912 at s10, the max-pool backward (as in Fig. 10a, where
+  // AlexNet's peak is the backward of a pool layer).
+  CHECK(lv.liveness_peak == 912);
+  CHECK(lv.peak_step == 10);
+  CHECK(lv.steps[lv.peak_step] == task_index(g, tg, "pool3", TaskKind::Backward));
+
+  SUBCASE("at batch 4 every activation and gradient is 4x, the weights are not") {
+    // 4 * 400 + 512 = 2112; baseline 4 * 552 + 512 = 2720.
+    Liveness lv4 = compute_liveness(tg, 4);
+    CHECK(lv4.liveness_peak == 2112);
+    CHECK(lv4.baseline_peak == 2720);
+    CHECK(lv4.peak_step == 10);
+  }
+}
+
+TEST_CASE("liveness: on a chain of identical layers, peak = Σ l^f + l^b_N (SuperNeurons §3.2)") {
+  // data (2x4x4) -> c1 -> ... -> cN, each conv 2->2, k3 p1, so every activation and every
+  // gradient is 2*4*4*4 = 128 B per sample; each conv W = 2*2*3*3 + 2 = 38 params = 152 B,
+  // W + dW = 304 B. No loss: cN is a sink, its gradient dY_N is host-provided.
+  // What our model counts (tasks.h): conv backward_filter reads X (= Y_{i-1}) and dY_i and
+  // writes dW_i; backward_data reads dY_i and W_i and writes dY_{i-1}; c1 reads the network
+  // input, so it has no backward_data. No backward reads a conv's own output Y_i.
+  // So l^f_i = X_i = Y_{i-1} (kept until c_i's backward_filter), l^b_i = dY_i.
+  // SuperNeurons: peak = Σ_{i=1..N} l^f_i + l^b_N = N*128 + 128 = (N+1)*128 (e.g. at the
+  // backward_filter of cN: Y_0..Y_{N-1} + dY_N); the forward of cN ties (Y_0..Y_N).
+  // Baseline Σ l^f + Σ l^b = (N+1) activations + N gradients = (2N+1)*128.
+  for (int n : {2, 5, 17}) {
+    CAPTURE(n);
+    std::vector<Layer> layers;
+    for (int i = 1; i <= n; ++i)
+      layers.push_back(conv("c" + std::to_string(i), i == 1 ? "data" : "c" + std::to_string(i - 1), 2, 3, 1, 1));
+    Graph g = graph_of(make_net({2, 4, 4}, 1, layers));
+    TaskGraph tg = build_tasks(g, construct_route(g));
+    Liveness lv = compute_liveness(tg, 1);
+    const std::int64_t resident = n * 304;
+    CHECK(lv.resident_bytes == resident);
+    CHECK(lv.liveness_peak == resident + (n + 1) * 128);
+    CHECK(lv.baseline_peak == resident + (2 * n + 1) * 128);
+    CHECK(lv.peak_step == n - 1);  // first step attaining it: forward of cN (strictly greater)
+    if (n == 5) {
+      // Steps: F c1..c5 (s0..s4), BF c5, BD c5, BF c4, BD c4, BF c3, BD c3, BF c2, BD c2, BF c1.
+      //   s0 Y0 Y1            2 | s5  Y0..Y4 dY5       6 | s10 Y0 Y1 dY3 dY2   4
+      //   s1 Y0..Y2           3 | s6  Y0..Y3 dY5 dY4   6 | s11 Y0 Y1 dY2       3
+      //   s2 Y0..Y3           4 | s7  Y0..Y3 dY4       5 | s12 Y0 dY2 dY1      3
+      //   s3 Y0..Y4           5 | s8  Y0..Y2 dY4 dY3   5 | s13 Y0 dY1          2
+      //   s4 Y0..Y5           6 | s9  Y0..Y2 dY3       4
+      // (Y5 is written at s4 and read by nothing; dY5 appears at s5, when its first reader runs.)
+      CHECK(lv.live_count == std::vector<int>{2, 3, 4, 5, 6, 6, 6, 5, 5, 4, 4, 3, 3, 2});
+      // cost^b at the backward_filter of c5 (s5) = Σ_{i=1..5} l^f_i + l^b_5 = 5*128 + 128.
+      CHECK(lv.live_bytes[5] == resident + 6 * 128);
+      CHECK(names(tg, lv.in_set(5)) == sorted_list("Y:data, Y:c1, Y:c2, Y:c3, Y:c4"));
+      CHECK(names(tg, lv.out_set(5)) == sorted_list("Y:data, Y:c1, Y:c2, Y:c3, dY:c5"));
+    }
+  }
+}
+
+// =============================================================================================
+// 3. Lower bound: moDNN Eq. (2), and Eq. (1) without workspace
+// =============================================================================================
+
+TEST_CASE("lower bound: moDNN Eq. (2) by hand on conv -> relu -> fc -> softmax_loss") {
+  // lower_bound.h counts every tensor as the arena places it, rounded up to 256 B:
+  // align(x) = ceil(x / 256) * 256. Shapes are chosen so activations are multiples of 256 B
+  // and only the labels and conv weights show the rounding.
+  //   data 4x4x4                   -> 64 elems  = 256 B per sample
+  //   conv: 8 out, k3 p1 -> 8x4x4  -> 128 elems = 512 B;  W 8*4*3*3 + 8 = 296 params = 1184 B -> 1280
+  //   relu               -> 8x4x4  -> 512 B
+  //   fc:   64 out                 -> 256 B;              W 128*64 + 64 = 8256 params = 33024 B (= 129*256)
+  //   loss: softmax_loss -> 64     -> 256 B;  labels 4 B per sample -> 256
+  // S_W (weights + weight gradients, resident) = 2 * (1280 + 33024) = 68608 B.
+  Graph g = graph_of(make_net({4, 4, 4}, 64, {conv("conv", "data", 8, 3, 1, 1), relu("relu", "conv"), fc("fc", "relu", 64), loss("loss", "fc")}));
+  TaskGraph tg = build_tasks(g, construct_route(g));
+  // Every task's inputs + outputs at sub-batch 1 (resident W, dW not counted), aligned:
+  //   forward conv             Y:data 256 + Y:conv 512                     =  768
+  //   forward relu             Y:conv 512 + Y:relu 512                     = 1024
+  //   forward fc               Y:relu 512 + Y:fc 256                       =  768
+  //   forward loss             Y:fc 256 + labels 256 + Y:loss 256          =  768
+  //   backward loss            Y:loss 256 + labels 256 -> dY:fc 256        =  768
+  //   backward_filter fc       Y:relu 512 + dY:fc 256 -> dW                =  768
+  //   backward_data fc         dY:fc 256 + W -> dY:relu 512                =  768
+  //   backward relu            Y:relu 512 + dY:relu 512 -> dY:conv 512     = 1536   <- max
+  //   backward_filter conv     Y:data 256 + dY:conv 512 -> dW              =  768
+  //   (no backward_data for conv: it reads the network input; updates touch only W, dW: 0)
+  CHECK(task_sequence(g, tg) ==
+        "forward:conv forward:relu forward:fc forward:loss backward:loss backward_filter:fc "
+        "backward_data:fc backward:relu backward_filter:conv update:conv update:fc");
+  CHECK(tensor(tg, "W:conv").bytes(1) == 1184);  // unaligned size, as the tensor records it
+  LowerBound lb = memory_lower_bound(tg);
+  CHECK(lb.sub_batch == 1);
+  CHECK(lb.resident_bytes == 68608);
+  CHECK(lb.max_task_bytes == 1536);
+  CHECK(lb.bytes == 68608 + 1536);  // 70144
+  CHECK(lb.task == task_index(g, tg, "relu", TaskKind::Backward));
+
+  // Eq. (1) without workspace at sub-batch 16: data 4096, conv/relu 8192, fc/loss 4096, labels
+  // 64 -> 256. Max is still the relu backward: 3 * 8192 = 24576 (forward loss: 4096 + 256 + 4096
+  // = 8448). Bound 68608 + 24576 = 93184.
+  LowerBound lb16 = memory_lower_bound(tg, 16);
+  CHECK(lb16.sub_batch == 16);
+  CHECK(lb16.resident_bytes == 68608);
+  CHECK(lb16.max_task_bytes == 24576);
+  CHECK(lb16.bytes == 93184);
+  CHECK(lb16.task == lb.task);
+}
+
+TEST_CASE("lower bound: a fixed-size tensor (bn's saved statistics) does not scale with b") {
+  //   data 16x2x2 = 64 elems = 256 B/sample; relu 256 B; bn 256 B; aux (mean + inv-std)
+  //   2*16*4 = 128 B fixed -> 256 aligned; bn W = gamma + beta = 32 params = 128 B -> 256,
+  //   S_W = 2 * 256 = 512. bn is a sink: dY:bn is host-provided.
+  // Tasks at b (aligned): forward relu 256b + 256b; forward bn Y:relu + Y:bn + aux = 512b + 256;
+  //   backward bn: Y:relu (X) + aux + dY:bn (+ dW resident) = 512b + 256 -- it writes no
+  //   dY:relu, since the relu has no weights and its input is the network input: nothing would
+  //   use it. relu has no backward at all.
+  // b = 1: max(512, 768, 768) = 768 -> 512 + 768 = 1280 (the first maximum: forward bn).
+  // b = 10: 5120 + 256 = 5376 -> 5888 (the aux stays 256; if it scaled it would be 6400).
+  Graph g = graph_of(make_net({16, 2, 2}, 1, {relu("relu", "data"), bn("bn", "relu")}));
+  TaskGraph tg = build_tasks(g, construct_route(g));
+  CHECK(task_sequence(g, tg) == "forward:relu forward:bn backward:bn update:bn");
+  CHECK(tensor(tg, "aux:bn").bytes(1) == 128);
+  CHECK(tensor(tg, "aux:bn").bytes(10) == 128);
+  LowerBound lb1 = memory_lower_bound(tg, 1);
+  CHECK(lb1.resident_bytes == 512);
+  CHECK(lb1.bytes == 1280);
+  LowerBound lb10 = memory_lower_bound(tg, 10);
+  CHECK(lb10.max_task_bytes == 5376);
+  CHECK(lb10.bytes == 5888);
+  CHECK(lb10.task == task_index(g, tg, "bn", TaskKind::Forward));
+}
+
+// =============================================================================================
+// 4. Tasks (moDNN's TDFG)
+// =============================================================================================
+
+TEST_CASE("tasks: exactly what each layer type's backward reads, writes and accumulates") {
+  // One network with every layer type, two fan-outs (n1 -> mp, ap; s -> c2, cat):
+  //   data 2x4x4 -> c1 conv(4, k3 p1) -> b1 bn -> r1 relu -> n1 lrn -> mp max-pool k2 s2 ----.
+  //                                                                  \-> ap avg-pool k2 s2 ---s add
+  //   s -> c2 conv(4, k1) ; cat = concat(s, c2) (8x2x2) -> dr dropout -> f fc(3) -> loss
+  // Route (Alg. 1): data c1 b1 r1 n1 mp [s: 1 < 2] ap s c2 [cat: 1 < 2] cat dr f loss.
+  Graph g = graph_of(make_net({2, 4, 4}, 3,
+                              {conv("c1", "data", 4, 3, 1, 1), bn("b1", "c1"), relu("r1", "b1"), lrn("n1", "r1"),
+                               pool("mp", "n1", PoolMode::Max, 2, 2), pool("ap", "n1", PoolMode::Avg, 2, 2), add("s", {"mp", "ap"}),
+                               conv("c2", "s", 4, 1), concat("cat", {"s", "c2"}), dropout("dr", "cat"), fc("f", "dr", 3),
+                               loss("loss", "f")}));
+  std::vector<int> route = construct_route(g);
+  REQUIRE(route_names(g, route) == "data c1 b1 r1 n1 mp ap s c2 cat dr f loss");
+  TaskGraph tg = build_tasks(g, route);
+
+  // Forward in route order; backward in reverse route order (conv/fc: filter, then data);
+  // then one update per weighted layer (c1, b1, c2, f) in route order.
+  CHECK(task_sequence(g, tg) ==
+        "forward:c1 forward:b1 forward:r1 forward:n1 forward:mp forward:ap forward:s forward:c2 "
+        "forward:cat forward:dr forward:f forward:loss "
+        "backward:loss backward_filter:f backward_data:f backward:dr backward:cat "
+        "backward_filter:c2 backward_data:c2 backward:s backward:ap backward:mp backward:n1 "
+        "backward:r1 backward:b1 backward_filter:c1 "
+        "update:c1 update:b1 update:c2 update:f");
+
+  auto reads = [&](const Task& t) { return names(tg, t.reads); };
+  auto writes = [&](const Task& t) { return names(tg, t.writes); };
+  auto accs = [&](const Task& t) { return names(tg, t.accumulates); };
+
+  SUBCASE("softmax_loss: Y and labels; no dY of its own") {
+    const Task& t = task(g, tg, "loss", TaskKind::Backward);
+    CHECK(reads(t) == sorted_list("Y:loss, labels"));
+    CHECK(writes(t) == "dY:f");
+    CHECK(accs(t) == "");
+    CHECK(tensor_id(tg, "dY:loss") == -1);
+    CHECK(tg.dy_of[g.index_of("loss")] == -1);
+  }
+  SUBCASE("fc: backward_filter reads X and dY, backward_data reads dY and W") {
+    const Task& f = task(g, tg, "f", TaskKind::BackwardFilter);
+    const Task& d = task(g, tg, "f", TaskKind::BackwardData);
+    CHECK(f.id + 1 == d.id);  // filter first, then data
+    CHECK(reads(f) == sorted_list("Y:dr, dY:f"));
+    CHECK(writes(f) == "dW:f");
+    CHECK(reads(d) == sorted_list("dY:f, W:f"));
+    CHECK(writes(d) == "dY:dr");
+    CHECK(task_index(g, tg, "f", TaskKind::Backward) == -1);
+    CHECK_FALSE(f.conv_kernel);  // only conv tasks are conv kernels
+  }
+  SUBCASE("dropout: only its mask and dY") {
+    const Task& t = task(g, tg, "dr", TaskKind::Backward);
+    CHECK(reads(t) == sorted_list("aux:dr, dY:dr"));
+    CHECK(writes(t) == "dY:cat");
+    // The mask is written by the forward, one byte per element: 8x2x2 = 32 B per sample.
+    CHECK(writes(task(g, tg, "dr", TaskKind::Forward)) == sorted_list("Y:dr, aux:dr"));
+    CHECK(tensor(tg, "aux:dr").bytes(1) == 32);
+    CHECK(tensor(tg, "aux:dr").bytes(3) == 96);
+  }
+  SUBCASE("concat and add: only dY; the first writer of a fan-out gradient overwrites, later ones add") {
+    // Backward order is loss f dr cat c2 s ap mp ...: cat runs before c2, so cat writes dY:s
+    // and c2's backward_data accumulates into it; ap runs before mp, so ap writes dY:n1 and
+    // mp accumulates.
+    const Task& cat = task(g, tg, "cat", TaskKind::Backward);
+    CHECK(reads(cat) == "dY:cat");
+    CHECK(writes(cat) == sorted_list("dY:s, dY:c2"));
+    CHECK(accs(cat) == "");
+    const Task& s = task(g, tg, "s", TaskKind::Backward);
+    CHECK(reads(s) == "dY:s");
+    CHECK(writes(s) == sorted_list("dY:mp, dY:ap"));
+    const Task& c2d = task(g, tg, "c2", TaskKind::BackwardData);
+    CHECK(writes(c2d) == "");
+    CHECK(accs(c2d) == "dY:s");
+  }
+  SUBCASE("conv: backward_filter reads X and dY, then backward_data reads dY and W") {
+    const Task& f = task(g, tg, "c2", TaskKind::BackwardFilter);
+    const Task& d = task(g, tg, "c2", TaskKind::BackwardData);
+    CHECK(f.id + 1 == d.id);
+    CHECK(reads(f) == sorted_list("Y:s, dY:c2"));
+    CHECK(writes(f) == "dW:c2");
+    CHECK(reads(d) == sorted_list("dY:c2, W:c2"));
+    CHECK(f.conv_kernel);
+    CHECK(d.conv_kernel);
+    CHECK(task(g, tg, "c2", TaskKind::Forward).conv_kernel);
+    CHECK_FALSE(task(g, tg, "c2", TaskKind::Update).conv_kernel);
+  }
+  SUBCASE("pooling: max reads X and Y, avg reads nothing but dY") {
+    const Task& ap = task(g, tg, "ap", TaskKind::Backward);
+    CHECK(reads(ap) == "dY:ap");
+    CHECK(writes(ap) == "dY:n1");
+    CHECK(accs(ap) == "");
+    const Task& mp = task(g, tg, "mp", TaskKind::Backward);
+    CHECK(reads(mp) == sorted_list("Y:n1, Y:mp, dY:mp"));
+    CHECK(writes(mp) == "");
+    CHECK(accs(mp) == "dY:n1");
+  }
+  SUBCASE("lrn: X and Y; relu: Y") {
+    const Task& n1 = task(g, tg, "n1", TaskKind::Backward);
+    CHECK(reads(n1) == sorted_list("Y:r1, Y:n1, dY:n1"));
+    CHECK(writes(n1) == "dY:r1");
+    const Task& r1 = task(g, tg, "r1", TaskKind::Backward);
+    CHECK(reads(r1) == sorted_list("Y:r1, dY:r1"));
+    CHECK(writes(r1) == "dY:b1");
+  }
+  SUBCASE("bn: X, saved statistics, gamma (W) and dY; writes dW and dX") {
+    const Task& t = task(g, tg, "b1", TaskKind::Backward);
+    CHECK(reads(t) == sorted_list("Y:c1, aux:b1, W:b1, dY:b1"));
+    CHECK(writes(t) == sorted_list("dW:b1, dY:c1"));
+    CHECK(writes(task(g, tg, "b1", TaskKind::Forward)) == sorted_list("Y:b1, aux:b1"));
+    // Saved mean and inverse std: 2 * 4 channels * 4 B = 32 B, whatever the batch.
+    CHECK(tensor(tg, "aux:b1").bytes(1) == 32);
+    CHECK(tensor(tg, "aux:b1").bytes(64) == 32);
+    // gamma + beta = 2 * 4 = 8 params = 32 B, resident.
+    CHECK(tensor(tg, "W:b1").bytes(64) == 32);
+    CHECK(tensor(tg, "W:b1").resident());
+  }
+  SUBCASE("a conv reading the network input has no backward_data") {
+    const Task& f = task(g, tg, "c1", TaskKind::BackwardFilter);
+    CHECK(reads(f) == sorted_list("Y:data, dY:c1"));
+    CHECK(writes(f) == "dW:c1");
+    CHECK(task_index(g, tg, "c1", TaskKind::BackwardData) == -1);
+    CHECK(tensor_id(tg, "dY:data") == -1);
+  }
+  SUBCASE("forward tasks read inputs and weights (and labels for the loss)") {
+    CHECK(reads(task(g, tg, "c1", TaskKind::Forward)) == sorted_list("Y:data, W:c1"));
+    CHECK(writes(task(g, tg, "c1", TaskKind::Forward)) == "Y:c1");
+    CHECK(reads(task(g, tg, "s", TaskKind::Forward)) == sorted_list("Y:mp, Y:ap"));
+    CHECK(reads(task(g, tg, "loss", TaskKind::Forward)) == sorted_list("Y:f, labels"));
+    CHECK(writes(task(g, tg, "loss", TaskKind::Forward)) == "Y:loss");
+  }
+  SUBCASE("updates: one per weighted layer, after every round task, outside the rounds") {
+    int first_update = -1, updates = 0;
+    for (const auto& t : tg.tasks) {
+      if (t.kind != TaskKind::Update) {
+        CHECK(t.round_task);
+        CHECK(first_update < 0);  // no round task after an update
+        continue;
+      }
+      if (first_update < 0) first_update = t.id;
+      ++updates;
+      CHECK_FALSE(t.round_task);
+      const std::string n = g.layers[t.layer].name();
+      CHECK(names(tg, t.reads) == "dW:" + n);
+      CHECK(names(tg, t.writes) == "W:" + n);
+    }
+    CHECK(updates == 4);  // c1, b1, c2, f; none for relu, lrn, pools, add, concat, dropout, loss
+    CHECK(first_update == 26);  // 12 forward + 14 backward before
+  }
+  SUBCASE("tensor sizes and host inputs") {
+    // Y:data 2x4x4 = 128 B/sample, host-provided; labels 4 B/sample, host-provided; no sink
+    // other than the loss, so no gradient is host-provided.
+    CHECK(tensor(tg, "Y:data").bytes(2) == 256);
+    CHECK(tensor(tg, "Y:data").host_input);
+    CHECK(tensor(tg, "labels").host_input);
+    CHECK(tensor(tg, "labels").bytes(8) == 32);
+    CHECK(tg.labels == tensor_id(tg, "labels"));
+    for (const auto& t : tg.tensors)
+      if (t.kind == TensorKind::Gradient) CHECK_MESSAGE(!t.host_input, t.name);
+    // Y:cat 8x2x2 = 32 elems = 128 B/sample; W:c1 = 4*2*3*3 + 4 = 76 params = 304 B fixed.
+    CHECK(tensor(tg, "Y:cat").bytes(1) == 128);
+    CHECK(tensor(tg, "W:c1").bytes(1) == 304);
+    CHECK(tensor(tg, "dW:c1").bytes(1000) == 304);
+    // Resident weights: c1 304 B; b1 (4+4)*4 = 32 B; c2 (4*4*1*1 + 4)*4 = 80 B;
+    // f: its input is 8x2x2 = 32 elems, (32*3 + 3)*4 = 396 B. W = 304+32+80+396 = 812 B,
+    // W + dW = 1624 B.
+    CHECK(tg.resident_bytes() == 1624);
+  }
+}
+
+TEST_CASE("tasks: a sink that is not a loss gets a host-provided gradient") {
+  // data 1x2x2 -> c conv(2, k1) -> r relu (sink, no head) ; c -> f fc(3) -> loss.
+  // r is a sink without a loss: its dY comes from the host; f's dY comes from the loss.
+  // Route (Alg. 1): data c r f loss (c's consumers in file order: r, f). Backward runs in
+  // reverse: loss, f (filter, data), r, c; so f's backward_data writes c's fan-out gradient
+  // dY:c first and r's backward accumulates into it.
+  Graph g = graph_of(make_net({1, 2, 2}, 3, {conv("c", "data", 2, 1), relu("r", "c"), fc("f", "c", 3), loss("loss", "f")}));
+  std::vector<int> route = construct_route(g);
+  REQUIRE(route_names(g, route) == "data c r f loss");
+  TaskGraph tg = build_tasks(g, route);
+  CHECK(tensor(tg, "dY:r").host_input);
+  CHECK_FALSE(tensor(tg, "dY:f").host_input);
+  CHECK_FALSE(tensor(tg, "dY:c").host_input);
+  CHECK(names(tg, task(g, tg, "f", TaskKind::BackwardData).writes) == "dY:c");
+  CHECK(names(tg, task(g, tg, "r", TaskKind::Backward).accumulates) == "dY:c");
+  CHECK(names(tg, task(g, tg, "r", TaskKind::Backward).reads) == sorted_list("Y:r, dY:r"));
+
+  SUBCASE("no loss at all: no labels tensor") {
+    Graph g2 = graph_of(make_net({1, 2, 2}, 3, {conv("c", "data", 2, 1), relu("r", "c")}));
+    TaskGraph tg2 = build_tasks(g2, construct_route(g2));
+    CHECK(tg2.labels == -1);
+    CHECK(tensor_id(tg2, "labels") == -1);
+    CHECK(tensor(tg2, "dY:r").host_input);
+    // The host-provided gradient is live from its first reader (r's backward, step 2) on.
+    Liveness lv = compute_liveness(tg2, 1);
+    CHECK(lv.first_step[tensor_id(tg2, "dY:r")] == 2);
+  }
+}
+
+TEST_CASE("tasks: a backward that would produce nothing is dropped") {
+  // relu and avg-pool right after the input: their backward would only write dY:data, which
+  // does not exist (no gradient for the network input), so there is no backward task.
+  // An fc on the input keeps its backward_filter (it writes dW) but has no backward_data.
+  Graph g = graph_of(make_net({1, 4, 4}, 1, {relu("r", "data"), pool("p", "data", PoolMode::Avg, 2, 2), fc("f", "data", 2)}));
+  TaskGraph tg = build_tasks(g, construct_route(g));
+  CHECK(task_sequence(g, tg) == "forward:r forward:p forward:f backward_filter:f update:f");
+  CHECK(names(tg, task(g, tg, "f", TaskKind::BackwardFilter).reads) == sorted_list("Y:data, dY:f"));
+  CHECK(tensor(tg, "dY:f").host_input);
+}
+
+
+// =============================================================================================
+// 5. Graph: shapes, parameters, FLOPs, errors
+// =============================================================================================
+
+TEST_CASE("graph: output shapes and parameter counts by hand, every layer type") {
+  Graph g = graph_of(make_net({4, 9, 9}, 10,
+                              {
+                                  // conv, groups 2, dilation 2, stride 2, pad 2 on 4x9x9:
+                                  //   span = 2*(3-1)+1 = 5; out = (9 + 2*2 - 5)/2 + 1 = 5 -> 6x5x5
+                                  //   W = 6 * (4/2) * 3*3 = 108, bias 6 -> 114 params
+                                  conv("gconv", "data", 6, 3, 2, 2, 2, 2),
+                                  // max pool k3 s2 on 6x5x5, floor: (5-3)/2+1 = 2 -> 6x2x2
+                                  pool("pfloor", "gconv", PoolMode::Max, 3, 2),
+                                  // max pool k2 s2 on 4x9x9: floor (9-2)/2+1 = 4; ceil ceil(7/2)+1 = 5,
+                                  //   last window starts at (5-1)*2 = 8 < 9: kept -> 4x5x5
+                                  pool("pceil", "data", PoolMode::Max, 2, 2, 0, true),
+                                  pool("pceil_floor", "data", PoolMode::Max, 2, 2, 0, false),  // 4x4x4
+                                  // global avg on 6x5x5 -> 6x1x1
+                                  global_pool("gap", "gconv", PoolMode::Avg),
+                                  // bn on 6x5x5: gamma + beta = 12 params; saved stats 2*6*4 = 48 B
+                                  bn("norm", "gconv"),
+                                  // lrn, relu, dropout: same shape, no parameters
+                                  lrn("lrn", "norm"),
+                                  relu("act", "lrn"),
+                                  dropout("drop", "act"),
+                                  // concat 6x5x5 + 4x5x5 + 6x5x5 -> 16x5x5
+                                  concat("cat", {"drop", "pceil", "act"}),
+                                  // add of two 6x5x5 -> 6x5x5
+                                  add("sum", {"act", "drop"}),
+                                  // fc on 16x5x5 = 400 inputs -> 10: 400*10 + 10 = 4010 params
+                                  fc("fc", "cat", 10),
+                                  // fc without bias on 6x2x2 = 24 inputs -> 7: 168 params
+                                  fc("fc_nobias", "pfloor", 7, false),
+                                  loss("loss", "fc"),
+                              }));
+  struct Row {
+    const char* name;
+    Shape out;
+    std::int64_t params;
+  };
+  const Row rows[] = {
+      {"data", {4, 9, 9}, 0},       {"gconv", {6, 5, 5}, 114}, {"pfloor", {6, 2, 2}, 0}, {"pceil", {4, 5, 5}, 0},
+      {"pceil_floor", {4, 4, 4}, 0}, {"gap", {6, 1, 1}, 0},    {"norm", {6, 5, 5}, 12},  {"lrn", {6, 5, 5}, 0},
+      {"act", {6, 5, 5}, 0},         {"drop", {6, 5, 5}, 0},   {"cat", {16, 5, 5}, 0},   {"sum", {6, 5, 5}, 0},
+      {"fc", {10, 1, 1}, 4010},      {"fc_nobias", {7, 1, 1}, 168}, {"loss", {10, 1, 1}, 0},
+  };
+  std::int64_t total = 0;
+  for (const auto& r : rows) {
+    CAPTURE(r.name);
+    const GraphLayer& l = layer(g, r.name);
+    CHECK(shape_text(l.out) == shape_text(r.out));
+    CHECK(l.params() == r.params);
+    total += r.params;
+  }
+  CHECK(g.layers.size() == std::size(rows));
+  // 114 + 12 + 4010 + 168 = 4304
+  CHECK(total == 4304);
+  CHECK(g.total_params() == 4304);
+  CHECK(layer(g, "gconv").weight_elems == 108);
+  CHECK(layer(g, "gconv").bias_elems == 6);
+  CHECK(layer(g, "norm").aux_bytes_fixed == 48);
+  CHECK(layer(g, "norm").aux_bytes_per_sample == 0);
+  CHECK(layer(g, "drop").aux_bytes_per_sample == 150);  // 6*5*5 mask bytes
+  CHECK(layer(g, "cat").in_shapes.size() == 3);
+  CHECK(g.out_bytes_per_sample(g.index_of("cat")) == 16 * 25 * 4);  // 1600 B
+  CHECK(g.has_loss());
+  CHECK(g.has_batch_norm());
+  CHECK(g.conv_count() == 1);
+  // The input is layer 0 and the file's layers follow in file order.
+  CHECK(g.layers[0].type() == LayerType::Input);
+  CHECK(g.layers[0].file_index == -1);
+  CHECK(g.layers[1].name() == "gconv");
+  CHECK(g.layers[1].file_index == 0);
+  // data's consumers in file order: gconv, pceil, pceil_floor.
+  CHECK(g.layers[0].consumers == std::vector<int>{1, 3, 4});
+}
+
+TEST_CASE("graph: pooling rounding, padding and the ceil-mode clip") {
+  // ResNet's stem pool: max k3 s2 p1 on 64x112x112: (112 + 2 - 3)/2 + 1 = 55 + 1 = 56.
+  // GoogLeNet's Caffe pool: max k3 s2 ceil on 112: ceil(109/2) + 1 = 56; floor 54 + 1 = 55.
+  // Ceil-mode clip (Caffe/PyTorch): k2 s2 p1 ceil on 5: ceil((5+2-2)/2) + 1 = 4, but the 4th
+  //   window would start at (4-1)*2 = 6 >= 5 + 1 (past input and left pad) -> 3.
+  Graph g = graph_of(make_net({64, 112, 112}, 1,
+                              {pool("stem", "data", PoolMode::Max, 3, 2, 1), pool("ceil", "data", PoolMode::Max, 3, 2, 0, true),
+                               pool("floor", "data", PoolMode::Max, 3, 2, 0, false)}));
+  CHECK(shape_text(layer(g, "stem").out) == "64x56x56");
+  CHECK(shape_text(layer(g, "ceil").out) == "64x56x56");
+  CHECK(shape_text(layer(g, "floor").out) == "64x55x55");
+  Graph g2 = graph_of(make_net({1, 5, 5}, 1, {pool("clip", "data", PoolMode::Avg, 2, 2, 1, true)}));
+  CHECK(shape_text(layer(g2, "clip").out) == "1x3x3");
+  // Global pooling on a non-square plane: 8x5x3 -> 8x1x1.
+  Graph g3 = graph_of(make_net({8, 5, 3}, 1, {global_pool("gmax", "data", PoolMode::Max)}));
+  CHECK(shape_text(layer(g3, "gmax").out) == "8x1x1");
+}
+
+TEST_CASE("graph: rectangular conv parameters from JSON ([h, w] pairs)") {
+  // 3x7x10, 4 out, kernel [3,5], stride [2,1], pad [1,0], no bias:
+  //   h: (7 + 2*1 - 3)/2 + 1 = 4; w: (10 + 0 - 5)/1 + 1 = 6 -> 4x4x6; W = 4*3*3*5 = 180.
+  const std::string text = R"({"format": "ucplan-network/1", "name": "rect", "input": {"shape": [3, 7, 10]}, "labels": 1,
+    "layers": [{"name": "c", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": [3, 5],
+                "stride": [2, 1], "pad": [1, 0], "bias": false}]})";
+  Graph g = build_graph(parse_network_text(text, "rect.json"), "rect.json");
+  CHECK(shape_text(layer(g, "c").out) == "4x4x6");
+  CHECK(layer(g, "c").params() == 180);
+  CHECK(layer(g, "c").bias_elems == 0);
+}
+
+TEST_CASE("graph: FLOPs of a conv and an fc by hand (a multiply-add counts 2)") {
+  // The grouped dilated conv above: 6x5x5 = 150 outputs, each (4/2)*3*3 = 18 MACs -> 2700 MACs.
+  //   forward = 2*2700 + 150 bias adds = 5550; backward_data = 2*2700 = 5400;
+  //   backward_filter = 2*2700 + 150 (bias gradient sums 150 values) = 5550.
+  // fc 2x3x4 = 24 -> 10: 240 MACs: forward 480 + 10 = 490; data 480; filter 490.
+  Graph g = graph_of(make_net({4, 9, 9}, 10, {conv("gconv", "data", 6, 3, 2, 2, 2, 2)}));
+  const GraphLayer& c = layer(g, "gconv");
+  CHECK(c.forward_flops == doctest::Approx(5550));
+  CHECK(c.backward_data_flops == doctest::Approx(5400));
+  CHECK(c.backward_filter_flops == doctest::Approx(5550));
+  Graph g2 = graph_of(make_net({2, 3, 4}, 10, {fc("fc", "data", 10)}));
+  const GraphLayer& f = layer(g2, "fc");
+  CHECK(f.params() == 250);  // 24*10 + 10
+  CHECK(f.forward_flops == doctest::Approx(490));
+  CHECK(f.backward_data_flops == doctest::Approx(480));
+  CHECK(f.backward_filter_flops == doctest::Approx(490));
+  // ResNet-50's conv1 (7x7/2, pad 3, 3 -> 64 on 224, no bias): out 112x112,
+  //   MACs = 64*112*112 * 3*7*7 = 802816 * 147 = 118013952 -> 236027904 FLOPs forward.
+  Graph g3 = graph_of(make_net({3, 224, 224}, 1, {conv("conv1", "data", 64, 7, 2, 3, 1, 1, false)}));
+  CHECK(shape_text(layer(g3, "conv1").out) == "64x112x112");
+  CHECK(layer(g3, "conv1").params() == 9408);  // 64*3*7*7
+  CHECK(layer(g3, "conv1").forward_flops == doctest::Approx(236027904.0));
+}
+
+namespace {
+
+std::string net_text(const std::string& layers, std::int64_t labels = 10) {
+  return R"({"format": "ucplan-network/1", "name": "bad", "input": {"name": "data", "shape": [3, 8, 8]}, "labels": )" +
+         std::to_string(labels) + R"(, "layers": [)" + layers + "]}";
+}
+
+struct Failure {
+  bool thrown = false;
+  std::string where, reason, what;
+};
+
+Failure graph_failure(const std::string& layers, std::int64_t labels = 10) {
+  try {
+    build_graph(parse_network_text(net_text(layers, labels), "bad.json"), "bad.json");
+  } catch (const UserError& e) {
+    return {true, e.where(), e.reason(), e.what()};
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("graph: malformed networks are UserErrors naming the layer and the field") {
+  SUBCASE("unknown input") {
+    CHECK_THROWS_WITH_AS(
+        build_graph(parse_network_text(net_text(R"({"name": "r1", "type": "relu", "inputs": ["data"]},
+                                                   {"name": "r2", "type": "relu", "inputs": ["nope"]})"),
+                                       "bad.json"),
+                    "bad.json"),
+        "bad.json: layers[1] (r2).inputs[0]: unknown input \"nope\"", UserError);
+  }
+  SUBCASE("shape mismatch at an add: names the second input and both shapes") {
+    // c4: 4x8x8, c5: 5x8x8 (k1 keeps 8x8).
+    Failure f = graph_failure(R"({"name": "c4", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 1},
+                                 {"name": "c5", "type": "conv", "inputs": ["data"], "out_channels": 5, "kernel": 1},
+                                 {"name": "s", "type": "add", "inputs": ["c4", "c5"]})");
+    REQUIRE(f.thrown);
+    CHECK(f.where == "layers[2] (s).inputs[1]");
+    CHECK(f.reason.find("5x8x8") != std::string::npos);
+    CHECK(f.reason.find("4x8x8") != std::string::npos);
+    CHECK(f.what.rfind("bad.json: layers[2] (s).inputs[1]: ", 0) == 0);
+  }
+  SUBCASE("spatial mismatch at a concat") {
+    // p: k2 s2 -> 3x4x4 vs data 3x8x8.
+    Failure f = graph_failure(R"({"name": "p", "type": "pool", "mode": "max", "inputs": ["data"], "kernel": 2},
+                                 {"name": "cat", "type": "concat", "inputs": ["data", "p"]})");
+    REQUIRE(f.thrown);
+    CHECK(f.where == "layers[1] (cat).inputs[1]");
+    CHECK(f.reason.find("4x4") != std::string::npos);
+  }
+  SUBCASE("cycle") {
+    // a <- b <- a: neither is reachable from the input; the first in file order is named.
+    Failure f = graph_failure(R"({"name": "r", "type": "relu", "inputs": ["data"]},
+                                 {"name": "a", "type": "relu", "inputs": ["b"]},
+                                 {"name": "b", "type": "relu", "inputs": ["a"]})");
+    REQUIRE(f.thrown);
+    CHECK(f.where == "layers[1] (a).inputs");
+    CHECK(f.reason.find("cycle") != std::string::npos);
+  }
+  SUBCASE("a layer reading itself") {
+    Failure f = graph_failure(R"({"name": "a", "type": "relu", "inputs": ["a"]})");
+    REQUIRE(f.thrown);
+    CHECK(f.where == "layers[0] (a).inputs[0]");
+  }
+  SUBCASE("groups that do not divide the input channels") {
+    Failure f = graph_failure(R"({"name": "g", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 1, "groups": 2})");
+    REQUIRE(f.thrown);
+    CHECK(f.where == "layers[0] (g).groups");
+    CHECK(f.reason.find("3") != std::string::npos);
+  }
+  SUBCASE("a kernel larger than the padded input") {
+    // span 9 > 8 + 2*0.
+    Failure f = graph_failure(R"({"name": "big", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 9})");
+    REQUIRE(f.thrown);
+    CHECK(f.where == "layers[0] (big).kernel");
+    CHECK(f.reason.find("3x8x8") != std::string::npos);
+  }
+  SUBCASE("pool padding more than half the kernel") {
+    Failure f = graph_failure(R"({"name": "p", "type": "pool", "mode": "avg", "inputs": ["data"], "kernel": 2, "pad": 2})");
+    REQUIRE(f.thrown);
+    CHECK(f.where == "layers[0] (p).pad");
+  }
+  SUBCASE("a single-input layer given two inputs") {
+    Failure f = graph_failure(R"({"name": "r", "type": "relu", "inputs": ["data"]},
+                                 {"name": "r2", "type": "relu", "inputs": ["data", "r"]})");
+    REQUIRE(f.thrown);
+    CHECK(f.where == "layers[1] (r2).inputs");
+  }
+  SUBCASE("loss input size differs from the label count") {
+    // fc gives 5 values per sample, the network has 10 labels.
+    Failure f = graph_failure(R"({"name": "f", "type": "fc", "inputs": ["data"], "out_features": 5},
+                                 {"name": "loss", "type": "softmax_loss", "inputs": ["f"]})");
+    REQUIRE(f.thrown);
+    CHECK(f.where == "layers[1] (loss).inputs");
+    CHECK(f.reason.find("5") != std::string::npos);
+    CHECK(f.reason.find("10") != std::string::npos);
+  }
+  SUBCASE("duplicate names") {
+    Failure f = graph_failure(R"({"name": "r", "type": "relu", "inputs": ["data"]},
+                                 {"name": "r", "type": "relu", "inputs": ["data"]})");
+    REQUIRE(f.thrown);
+    CHECK(f.where == "layers[1] (r).name");
+  }
+  SUBCASE("a well-formed network does not throw") {
+    Failure f = graph_failure(R"({"name": "r", "type": "relu", "inputs": ["data"]})");
+    CHECK_FALSE(f.thrown);
+  }
+}
+
+// A loss ends the network: it has no dY tensor, so a consumer's backward would have nowhere to
+// write (found while writing these tests; build_graph() now refuses it).
+TEST_CASE("graph: a layer reading a softmax_loss output is a user error") {
+  Failure f = graph_failure(R"({"name": "f", "type": "fc", "inputs": ["data"], "out_features": 10},
+                               {"name": "loss", "type": "softmax_loss", "inputs": ["f"]},
+                               {"name": "r", "type": "relu", "inputs": ["loss"]})");
+  REQUIRE(f.thrown);
+  CHECK(f.where.rfind("layers[2] (r).inputs", 0) == 0);
+}

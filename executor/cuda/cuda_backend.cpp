@@ -35,49 +35,7 @@ namespace {
 
 using cuda::CudaError;
 
-// GraphLayer -> kernel dims: the mapping cpu_ops.cpp makes for the CPU backend.
-cuda::ConvDims conv_dims(const GraphLayer& l, std::int64_t n) {
-  const auto& c = l.spec.conv;
-  const Shape& x = l.in_shapes.at(0);
-  cuda::ConvDims d;
-  d.n = n;
-  d.c = x.c;
-  d.h = x.h;
-  d.w = x.w;
-  d.k = c.out_channels;
-  d.kh = c.kernel[0];
-  d.kw = c.kernel[1];
-  d.sh = c.stride[0];
-  d.sw = c.stride[1];
-  d.ph = c.pad[0];
-  d.pw = c.pad[1];
-  d.dh = c.dilation[0];
-  d.dw = c.dilation[1];
-  d.groups = c.groups;
-  d.bias = c.bias;
-  return d;
-}
 
-cuda::PoolDims pool_dims(const GraphLayer& l, std::int64_t n) {
-  const auto& p = l.spec.pool;
-  const Shape& x = l.in_shapes.at(0);
-  cuda::PoolDims d;
-  d.n = n;
-  d.c = x.c;
-  d.h = x.h;
-  d.w = x.w;
-  d.kh = p.kernel[0];
-  d.kw = p.kernel[1];
-  d.sh = p.stride[0];
-  d.sw = p.stride[1];
-  d.ph = p.pad[0];
-  d.pw = p.pad[1];
-  d.ho = l.out.h;
-  d.wo = l.out.w;
-  d.max = p.mode == PoolMode::Max;
-  d.count_include_pad = p.count_include_pad;
-  return d;
-}
 
 bool conv_op_of(const std::string& op, cuda::ConvOp* out) {
   if (op == "forward" || op == "recompute") *out = cuda::ConvOp::Forward;
@@ -347,7 +305,8 @@ class CudaBackend : public Backend {
 
   std::string step_context(const ResolvedStep& s, int round) const {
     std::string what = s.op;
-    if (s.layer >= 0 && static_cast<std::size_t>(s.layer) < g_.layers.size()) what += " " + g_.layers[static_cast<std::size_t>(s.layer)].name();
+    if (s.layer >= 0 && static_cast<std::size_t>(s.layer) < g_.layers.size())
+      what += " " + g_.layers[static_cast<std::size_t>(s.layer)].name();
     return fmt::format("step {} ({}, {}): ", s.id, what, s.final ? "final" : fmt::format("round {}", round));
   }
 
@@ -442,8 +401,10 @@ class CudaBackend : public Backend {
       else UCPLAN_CUDA(cudaMemcpyAsync(h, arena_ptr(s.device), bytes, cudaMemcpyDeviceToHost, st));
       return;
     }
-    if (s.stream != 0) cuda::throw_error(fmt::format("compute op {} on stream {}: the handles are bound to the compute stream", s.op, s.stream));
-    if (s.layer < 0 || static_cast<std::size_t>(s.layer) >= g_.layers.size()) cuda::throw_error(fmt::format("no layer {}", s.layer));
+    if (s.stream != 0)
+      cuda::throw_error(fmt::format("compute op {} on stream {}: the handles are bound to the compute stream", s.op, s.stream));
+    if (s.layer < 0 || static_cast<std::size_t>(s.layer) >= g_.layers.size())
+      cuda::throw_error(fmt::format("no layer {}", s.layer));
     const GraphLayer& l = g_.layers[static_cast<std::size_t>(s.layer)];
     LayerArgs a;
     for (auto off : s.x) a.x.push_back(f(off));

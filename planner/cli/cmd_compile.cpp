@@ -251,6 +251,10 @@ int run_compile(const CompileOptions& o) {
     for (const auto& c : r.candidates)
       tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", c.sub_batch, c.ok ? format_ns(c.predicted_ns) : c.why);
     fmt::print("  candidates    {}\n", tried);
+    if (o.verbose)
+      for (const auto& c : r.candidates)
+        for (const auto& [name, ns] : c.search)
+          fmt::print("  search        sub-batch {}: {:<52} {}\n", c.sub_batch, name, ns ? format_ns(ns) + " per round" : "does not fit");
     fmt::print("  compiled in   {}{}\n", format_seconds(seconds), o.output.empty() ? "" : ", plan written to " + o.output);
   }
   return 0;

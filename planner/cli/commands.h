@@ -38,6 +38,7 @@ struct CompileOptions {
   std::string pareto;          // kernel name: print its Pareto front
   bool quiet = false;
   bool json = false;           // --conv-only: JSON report
+  bool verbose = false;        // the ucplan search's candidates
 };
 int run_compile(const CompileOptions& o);
 

@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
   c_compile->add_option("--pareto", compile.pareto, "with --conv-only: print the Pareto front (time vs workspace) of one kernel, named LAYER:OP, e.g. conv2:forward");
   c_compile->add_flag("--quiet,-q", compile.quiet, "no report on stdout");
   c_compile->add_flag("--json", compile.json, "with --conv-only: print the report as JSON");
+  c_compile->add_flag("--verbose,-v", compile.verbose, "also list every candidate the ucplan search simulated, with its predicted time");
 
   ucplan::CheckOptions check;
   auto* c_check = app.add_subcommand("check", "verify plans (independent re-simulation); exit 1 if any is invalid");

@@ -246,6 +246,8 @@ Graph build_graph(const Network& net, const std::string& file) {
       if (it->second == gi) throw UserError(file, where, "a layer cannot take its own output as input");
       if (std::find(gl.inputs.begin(), gl.inputs.end(), it->second) != gl.inputs.end())
         throw UserError(file, where, fmt::format("input \"{}\" is listed twice", name));
+      if (it->second > 0 && g.layers[it->second].type() == LayerType::SoftmaxLoss)
+        throw UserError(file, where, fmt::format("\"{}\" is a softmax_loss layer: a loss ends the network and cannot be an input", name));
       gl.inputs.push_back(it->second);
     }
   }

@@ -81,13 +81,23 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
   tg.aux_of.assign(n, -1);
   tg.w_of.assign(n, -1);
   tg.dw_of.assign(n, -1);
+  // dY_l is needed only if layer l's backward yields something: its weight gradients, or the
+  // gradient of an input that needs one (never the network input). No gradient is computed for
+  // nothing (e.g. the relu between the input and the first conv).
+  std::vector<char> need_dy(n, 0);
+  for (int l : route) {
+    if (l == 0) continue;
+    const GraphLayer& gl = g.layers[l];
+    bool useful = gl.has_weights();
+    for (int in : gl.inputs) useful = useful || (in != 0 && need_dy[in]);
+    need_dy[l] = useful;
+  }
   const std::int64_t db = g.dtype_bytes;
   for (int l : route) {
     const GraphLayer& gl = g.layers[l];
     tg.y_of[l] = add_tensor(tg, TensorKind::Activation, l, "Y:" + gl.name(), gl.out.elems() * db, 0);
     if (l == 0) tg.tensors[tg.y_of[l]].host_input = true;
-    bool needs_dy = l != 0 && gl.type() != LayerType::SoftmaxLoss;
-    if (needs_dy) {
+    if (l != 0 && gl.type() != LayerType::SoftmaxLoss && need_dy[l]) {
       tg.dy_of[l] = add_tensor(tg, TensorKind::Gradient, l, "dY:" + gl.name(), gl.out.elems() * db, 0);
       if (gl.is_sink()) tg.tensors[tg.dy_of[l]].host_input = true;
     }
@@ -129,7 +139,7 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
   // consumer of the same tensor) is accumulated into; the first writer overwrites.
   std::vector<char> dy_written(n, 0);
   auto grad_out = [&](Task& t, int input_layer) {
-    if (input_layer == 0) return;  // no gradient for the network input
+    if (input_layer == 0 || !need_dy[input_layer]) return;  // nobody needs it
     int d = tg.dy_of[input_layer];
     if (dy_written[input_layer]) t.accumulates.push_back(d);
     else t.writes.push_back(d);
@@ -139,6 +149,8 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
     int l = *it;
     if (l == 0) continue;
     const GraphLayer& gl = g.layers[l];
+    // No gradient arrives and no weights: nothing to do (softmax_loss starts the chain itself).
+    if (!need_dy[l] && gl.type() != LayerType::SoftmaxLoss) continue;
     const int x = gl.inputs.empty() ? -1 : tg.y_of[gl.inputs[0]];
     const int dy = tg.dy_of[l];
     switch (gl.type()) {
@@ -147,7 +159,7 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
         Task& f = new_task(TaskKind::BackwardFilter, l);
         f.reads = {x, dy};
         f.writes = {tg.dw_of[l]};
-        if (gl.inputs[0] != 0) {
+        if (gl.inputs[0] != 0 && need_dy[gl.inputs[0]]) {
           Task& d = new_task(TaskKind::BackwardData, l);
           d.reads = {dy, tg.w_of[l]};
           grad_out(d, gl.inputs[0]);

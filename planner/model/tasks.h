@@ -7,7 +7,8 @@
 //   conv/fc: X (for dW) and W (for dX); add, concat: nothing; dropout: mask;
 //   softmax_loss: Y and labels.   (every backward also reads dY_l, except softmax_loss)
 // The network input and its labels are host-provided (copied in each round); so is the
-// gradient of a sink that is not a loss (a benchmark network without a head).
+// gradient of a sink that is not a loss (a benchmark network without a head). A gradient that
+// nothing would use (no weights behind it) is neither created nor computed.
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <utility>
 
@@ -172,25 +173,41 @@ std::vector<int> wd_candidates(const std::vector<ConvConfig>& front) {
 struct Mckp {
   std::vector<std::vector<std::int64_t>> cost, weight;
   std::int64_t capacity = 0;
-  std::vector<std::vector<int>> excluded;   // choices (a position per kernel) cut off
 };
 
-// The LP relaxation's greedy: upgrades along each kernel's lower convex hull, most cost saved
-// per unit of weight first, skipping those that no longer fit. Feasible by construction: CBC's
-// first incumbent.
-std::vector<int> greedy_choice(const Mckp& m) {
+struct MckpAnswer {
+  std::vector<int> pos;
+  bool optimal = false;
+  bool used_ilp = false;
+};
+
+// Exact solution of an MCKP: LP relaxation, incumbent and reduction here, the core with CBC.
+//
+// LP relaxation (Sinha & Zoltners): along each kernel's lower convex hull, upgrades taken in
+// order of cost saved per unit of weight until the capacity runs out; the first upgrade that
+// does not fit is the critical one, and its ratio dc/dw is the knapsack row's dual price λ.
+// Incumbent: the same upgrades, skipping those that do not fit, then single-kernel swaps while
+// they help. Reduction: for any λ >= 0 the Lagrangian bound
+//   L(λ) = Σ_k min_p (c_kp + λ w_kp) - λ C
+// holds for every feasible choice, and choosing p for kernel k costs at least L(λ) + rc_kp with
+// rc_kp = (c_kp + λ w_kp) - min_p' (c_kp' + λ w_kp'). A position with L(λ) + rc_kp > incumbent
+// cannot be part of any choice at least as good as the incumbent, so it is dropped (the
+// incumbent's own positions always stay). CBC then proves optimality on what is left, which
+// for these problems is a small core. All of it in exact integer arithmetic (scaled by dw).
+MckpAnswer solve_mckp(const Mckp& m, const std::vector<int>& start) {
+  const int kernels = int(m.cost.size());
   struct Step {
     int kernel, from, to;
     std::int64_t dw, dc;
   };
   std::vector<Step> steps;
-  for (std::size_t k = 0; k < m.cost.size(); ++k) {
+  for (int k = 0; k < kernels; ++k) {
     const std::vector<std::int64_t>& w = m.weight[k];
     const std::vector<std::int64_t>& c = m.cost[k];
     std::vector<int> hull;   // lower convex hull, weight strictly ascending
     for (int p = 0; p < int(c.size()); ++p) {
       if (w[p] > m.capacity) continue;
-      while (!hull.empty() && (w[hull.back()] >= w[p] && c[hull.back()] >= c[p])) hull.pop_back();
+      while (!hull.empty() && w[hull.back()] >= w[p] && c[hull.back()] >= c[p]) hull.pop_back();
       while (hull.size() >= 2) {
         const int a = hull[hull.size() - 2], b = hull.back();
         // b on or above the segment a-p: not on the hull.
@@ -200,78 +217,157 @@ std::vector<int> greedy_choice(const Mckp& m) {
       if (hull.empty() || w[p] > w[hull.back()]) hull.push_back(p);
     }
     for (std::size_t h = 1; h < hull.size(); ++h)
-      steps.push_back({int(k), hull[h - 1], hull[h], w[hull[h]] - w[hull[h - 1]],
-                       c[hull[h - 1]] - c[hull[h]]});
+      steps.push_back({k, hull[h - 1], hull[h], m.weight[k][hull[h]] - m.weight[k][hull[h - 1]],
+                       m.cost[k][hull[h - 1]] - m.cost[k][hull[h]]});
   }
   std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
     return Wide(a.dc) * b.dw > Wide(b.dc) * a.dw;
   });
-  std::vector<int> pos(m.cost.size(), 0);
-  std::int64_t room = m.capacity;
-  for (const Step& s : steps)
-    if (pos[s.kernel] == s.from && s.dw <= room) {
+
+  // Greedy incumbent and the dual price λ = lam_dc / lam_dw.
+  std::vector<int> pos(kernels, 0);
+  std::int64_t room = m.capacity, lam_dc = 0, lam_dw = 1;
+  bool critical_found = false;
+  for (const Step& s : steps) {
+    if (pos[s.kernel] != s.from) continue;
+    if (s.dw <= room) {
       pos[s.kernel] = s.to;
       room -= s.dw;
+    } else if (!critical_found) {
+      critical_found = true;
+      lam_dc = s.dc;
+      lam_dw = s.dw;
     }
-  return pos;
-}
+  }
+  auto cost_of = [&](const std::vector<int>& x) {
+    Wide z = 0;
+    for (int k = 0; k < kernels; ++k) z += m.cost[k][x[k]];
+    return z;
+  };
+  auto weight_of = [&](const std::vector<int>& x) {
+    Wide w = 0;
+    for (int k = 0; k < kernels; ++k) w += m.weight[k][x[k]];
+    return w;
+  };
+  if (!start.empty() && weight_of(start) <= m.capacity && cost_of(start) < cost_of(pos)) {
+    pos = start;
+    room = m.capacity - std::int64_t(weight_of(pos));
+  }
+  // Single-kernel swaps: the best improving one each pass (deterministic), a few passes.
+  for (int pass = 0; pass < 8; ++pass) {
+    int best_k = -1, best_p = -1;
+    std::int64_t best_gain = 0;
+    for (int k = 0; k < kernels; ++k)
+      for (int p = 0; p < int(m.cost[k].size()); ++p) {
+        const std::int64_t dw = m.weight[k][p] - m.weight[k][pos[k]];
+        const std::int64_t gain = m.cost[k][pos[k]] - m.cost[k][p];
+        if (dw <= room && gain > best_gain) {
+          best_gain = gain;
+          best_k = k;
+          best_p = p;
+        }
+      }
+    if (best_k < 0) break;
+    room -= m.weight[best_k][best_p] - m.weight[best_k][pos[best_k]];
+    pos[best_k] = best_p;
+  }
+  const Wide incumbent = cost_of(pos);
 
-struct MckpAnswer {
-  std::vector<int> pos;
-  IlpStatus status = IlpStatus::no_solution;
-};
+  // Reduction, everything multiplied by lam_dw > 0.
+  std::vector<Wide> base(kernels);
+  Wide lagrangian = -Wide(lam_dc) * m.capacity;
+  auto priced = [&](int k, int p) { return Wide(m.cost[k][p]) * lam_dw + Wide(lam_dc) * m.weight[k][p]; };
+  for (int k = 0; k < kernels; ++k) {
+    base[k] = priced(k, 0);
+    for (int p = 1; p < int(m.cost[k].size()); ++p)
+      if (m.weight[k][p] <= m.capacity) base[k] = std::min(base[k], priced(k, p));
+    lagrangian += base[k];
+  }
+  std::vector<std::vector<int>> keep(kernels);
+  std::int64_t free_capacity = m.capacity;
+  for (int k = 0; k < kernels; ++k) {
+    for (int p = 0; p < int(m.cost[k].size()); ++p)
+      if (m.weight[k][p] <= m.capacity &&
+          lagrangian + priced(k, p) - base[k] <= incumbent * lam_dw)
+        keep[k].push_back(p);
+    UCPLAN_CHECK(std::find(keep[k].begin(), keep[k].end(), pos[k]) != keep[k].end(),
+                 "MCKP reduction dropped the incumbent");
+    if (keep[k].size() == 1) free_capacity -= m.weight[k][keep[k][0]];
+  }
 
-// Eqs. (1)-(4) as a 0-1 ILP for CBC: min Σ cost x  s.t.  Σ weight x <= capacity,  Σ_p x_kp = 1.
-// `start` must be feasible for `m` (the greedy choice when empty).
-MckpAnswer solve_mckp(const Mckp& m, std::vector<int> start) {
-  const int kernels = int(m.cost.size());
-  if (start.empty()) start = greedy_choice(m);
+  // Identical kernels (layers of one shape share one measurement) make the ILP symmetric: any
+  // permutation of their choices is as good, and branch-and-bound would visit them all. Within a
+  // class of identical free kernels, only choices with positions non-increasing in kernel order
+  // are allowed (rows below); the incumbent is sorted the same way, which changes neither its
+  // cost nor its weight.
+  std::vector<std::vector<int>> classes;
+  {
+    std::map<std::vector<std::int64_t>, int> class_of;
+    for (int k = 0; k < kernels; ++k) {
+      if (keep[k].size() < 2) continue;
+      std::vector<std::int64_t> sig;
+      for (int p : keep[k]) {
+        sig.push_back(m.cost[k][p]);
+        sig.push_back(m.weight[k][p]);
+      }
+      auto [it, fresh] = class_of.try_emplace(std::move(sig), int(classes.size()));
+      if (fresh) classes.emplace_back();
+      classes[it->second].push_back(k);
+    }
+    for (const std::vector<int>& cls : classes) {
+      std::vector<int> p;
+      for (int k : cls) p.push_back(pos[k]);
+      std::sort(p.rbegin(), p.rend());
+      for (std::size_t i = 0; i < cls.size(); ++i) pos[cls[i]] = p[i];
+    }
+  }
+
+  MckpAnswer a;
+  a.pos = pos;
   Ilp01 ilp;
   IlpRow knapsack;
   knapsack.sense = IlpSense::le;
-  knapsack.rhs = m.capacity;
+  knapsack.rhs = free_capacity;
   std::vector<std::vector<std::pair<int, int>>> vars(kernels);   // (position, variable)
   for (int k = 0; k < kernels; ++k) {
-    std::vector<int> fit;
-    for (int p = 0; p < int(m.cost[k].size()); ++p)
-      if (m.weight[k][p] <= m.capacity) fit.push_back(p);
-    if (fit.size() < 2) continue;   // only position 0 fits: fixed, weight 0
+    if (keep[k].size() < 2) continue;
     IlpRow one;
     one.sense = IlpSense::eq;
     one.rhs = 1;
-    for (int p : fit) {
+    for (int p : keep[k]) {
       const int var = int(ilp.objective.size());
       vars[k].push_back({p, var});
       ilp.objective.push_back(m.cost[k][p]);
-      ilp.start.push_back(start[k] == p ? 1 : 0);
+      ilp.start.push_back(pos[k] == p ? 1 : 0);
       if (m.weight[k][p] > 0) knapsack.terms.push_back({var, m.weight[k][p]});
       one.terms.push_back({var, 1});
     }
     ilp.rows.push_back(std::move(one));
   }
-  // No-good cuts: at most (variable kernels - 1) of an excluded choice's variables.
-  for (const std::vector<int>& choice : m.excluded) {
-    IlpRow cut;
-    cut.sense = IlpSense::le;
-    for (int k = 0; k < kernels; ++k)
-      for (const auto& [p, var] : vars[k])
-        if (p == choice[k]) cut.terms.push_back({var, 1});
-    cut.rhs = std::int64_t(cut.terms.size()) - 1;
-    ilp.rows.push_back(std::move(cut));
-  }
-  MckpAnswer a;
-  a.pos.assign(kernels, 0);
-  if (ilp.objective.empty()) {
-    a.status = IlpStatus::optimal;
+  if (ilp.objective.empty()) {   // every kernel down to its incumbent position
+    a.optimal = true;
     return a;
   }
   ilp.rows.push_back(std::move(knapsack));
+  for (const std::vector<int>& cls : classes)
+    for (std::size_t i = 1; i < cls.size(); ++i) {
+      IlpRow order;   // position(cls[i]) - position(cls[i-1]) <= 0
+      order.sense = IlpSense::le;
+      order.rhs = 0;
+      for (const auto& [p, var] : vars[cls[i]])
+        if (p > 0) order.terms.push_back({var, p});
+      for (const auto& [p, var] : vars[cls[i - 1]])
+        if (p > 0) order.terms.push_back({var, -p});
+      ilp.rows.push_back(std::move(order));
+    }
   const Ilp01Result r = solve_ilp01(ilp);
-  // The start is feasible, so the solver always returns a feasible x.
+  a.used_ilp = true;
+  // The incumbent is feasible, so the solver always returns a feasible x.
   UCPLAN_CHECK(r.status == IlpStatus::optimal || r.status == IlpStatus::feasible,
                "WD ILP returned no solution although its start is feasible");
   for (int k = 0; k < kernels; ++k) {
-    int chosen = vars[k].empty() ? 0 : -1;
+    if (vars[k].empty()) continue;
+    int chosen = -1;
     for (const auto& [p, var] : vars[k])
       if (r.x[var]) {
         UCPLAN_CHECK(chosen < 0, "WD ILP chose two configurations for one kernel");
@@ -280,7 +376,8 @@ MckpAnswer solve_mckp(const Mckp& m, std::vector<int> start) {
     UCPLAN_CHECK(chosen >= 0, "WD ILP chose no configuration for a kernel");
     a.pos[k] = chosen;
   }
-  a.status = r.status;
+  UCPLAN_CHECK(weight_of(a.pos) <= m.capacity, "WD ILP answer exceeds the capacity");
+  a.optimal = r.status == IlpStatus::optimal;
   return a;
 }
 
@@ -408,11 +505,12 @@ std::optional<ConvConfig> wr_optimal(const std::vector<MicroOption>& options, st
 //
 // Bytes are too fine for CBC (ilp.h): the knapsack is solved in a power-of-two unit u with every
 // extra workspace at most 2^16 u. Rounding weights up (and the capacity down) gives a
-// conservative ILP whose answer always fits in bytes; rounding weights down gives a relaxation
-// whose optimum bounds the byte-exact optimum from below. The relaxation's answer is returned
-// when it fits in bytes (then it is optimal); otherwise the conservative one, proven optimal when
-// its time equals the relaxation's (after cutting off relaxed answers that do not fit). With
-// u = 1 (extra workspaces up to 64 KiB) both are the exact ILP and one solve suffices.
+// conservative problem whose answer always fits in bytes; rounding weights down gives a
+// relaxation whose optimum bounds the byte-exact optimum from below. The relaxation's answer is
+// returned when it fits in bytes and is faster; the answer is proven optimal when its time
+// equals the relaxation's, and otherwise the relaxation's time is reported as the bound (the
+// conservative problem loses at most u bytes per kernel of the total). With u = 1 (all extra
+// workspaces up to 64 KiB) the conservative problem is the exact one and is solved once.
 std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& fronts,
                                    std::int64_t total_workspace) {
   const int kernels = int(fronts.size());
@@ -457,12 +555,14 @@ std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& f
 
   WdSolution sol;
   std::vector<int> pos(kernels);
+  Wide bound = 0;   // proven lower bound on the optimal Σ cost
   if (fastest_extra <= slack) {
     for (int k = 0; k < kernels; ++k) pos[k] = int(cand[k].size()) - 1;
     sol.optimal = true;
   } else {
     std::int64_t unit = 1;
     while (max_extra / unit > (std::int64_t(1) << 16)) unit *= 2;
+    sol.workspace_unit = unit;
     Mckp up = bytes, down = bytes;
     up.capacity = down.capacity = slack / unit;
     for (int k = 0; k < kernels; ++k)
@@ -470,24 +570,21 @@ std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& f
         up.weight[k][p] = (bytes.weight[k][p] + unit - 1) / unit;
         down.weight[k][p] = bytes.weight[k][p] / unit;
       }
-    sol.workspace_unit = unit;
     const MckpAnswer cons = solve_mckp(up, {});
-    ++sol.ilp_solves;
+    sol.ilp_solves += cons.used_ilp;
     pos = cons.pos;
-    sol.optimal = unit == 1 && cons.status == IlpStatus::optimal;
-    // The relaxation, with its answers that do not fit in bytes cut off one by one (a cut only
-    // removes byte-infeasible choices, so it stays a relaxation), until its answer fits or is no
-    // faster than the conservative one; a few rounds at most.
-    for (int round = 0; unit > 1 && round < 8; ++round) {
+    if (unit == 1) {
+      sol.optimal = cons.optimal;
+      if (cons.optimal) bound = time_of(pos);
+    } else {
       // The conservative answer fits the relaxation too: a good first incumbent.
       const MckpAnswer relax = solve_mckp(down, cons.pos);
-      ++sol.ilp_solves;
-      if (relax.status != IlpStatus::optimal) break;
-      const bool fits = extra_of(relax.pos) <= slack;
-      if (fits && time_of(relax.pos) < time_of(pos)) pos = relax.pos;
-      sol.optimal = time_of(pos) == time_of(relax.pos);
-      if (fits || sol.optimal) break;
-      down.excluded.push_back(relax.pos);
+      sol.ilp_solves += relax.used_ilp;
+      if (extra_of(relax.pos) <= slack && time_of(relax.pos) < time_of(pos)) pos = relax.pos;
+      if (relax.optimal) {
+        bound = time_of(relax.pos);
+        sol.optimal = time_of(pos) == bound;
+      }
     }
   }
 
@@ -502,6 +599,9 @@ std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& f
   UCPLAN_CHECK(time <= std::numeric_limits<std::int64_t>::max(), "WD time overflows");
   sol.time_ns = std::int64_t(time);
   sol.workspace_bytes = std::int64_t(ws);
+  Wide fastest = 0;
+  for (int k = 0; k < kernels; ++k) fastest += fronts[k][cand[k].back()].time_ns;
+  sol.lower_bound_ns = sol.optimal ? sol.time_ns : std::int64_t(fastest + bound);
   return sol;
 }
 

@@ -67,13 +67,16 @@ std::optional<ConvConfig> wr_optimal(const std::vector<MicroOption>& options, st
 // WD (§III-C, Eqs. 1-4): choice[k] indexes fronts[k]; time_ns and workspace_bytes are the exact
 // integer sums of the chosen configurations (workspace_bytes <= total_workspace always holds).
 // nullopt when no choice fits (or a kernel has no configuration). `optimal`: proven optimal at
-// byte precision (trivially so when every kernel's fastest configuration fits and no ILP runs).
+// byte precision; otherwise lower_bound_ns is a proven bound on the optimal time. CBC sees the
+// workspace row in units of workspace_unit bytes (a power of two; see the .cpp for why and how
+// exactness is kept).
 struct WdSolution {
   std::vector<int> choice;
   std::int64_t time_ns = 0;
   std::int64_t workspace_bytes = 0;
   bool optimal = false;
-  int ilp_solves = 0;                  // CBC runs: 0 trivial, 1 exact, 2+ rounded (see .cpp)
+  std::int64_t lower_bound_ns = 0;     // == time_ns when optimal
+  int ilp_solves = 0;                  // CBC runs (0: no ILP needed after the reduction)
   std::int64_t workspace_unit = 1;     // bytes per unit of the ILP's workspace row
 };
 std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& fronts,

@@ -2,6 +2,16 @@
 // silent (log level 0 on both), single-threaded and without time limits, so the same model gives
 // the same answer run after run (TOOLCHAIN.md: checked; separate CbcModels are thread-safe).
 #include <CbcModel.hpp>
+#include <CbcSOS.hpp>
+#include <CglProbing.hpp>
+#include <CglKnapsackCover.hpp>
+#include <CglGomory.hpp>
+#include <CglMixedIntegerRounding2.hpp>
+#include <CglClique.hpp>
+#include <CglFlowCover.hpp>
+#include <CbcHeuristicLocal.hpp>
+#include <CbcHeuristic.hpp>
+#include <CbcCompareActual.hpp>
 #include <CoinPackedMatrix.hpp>
 #include <CoinPackedVector.hpp>
 #include <OsiClpSolverInterface.hpp>
@@ -121,7 +131,30 @@ CbcAnswer run_cbc(const Ilp01& ilp) {
     std::vector<double> start(ilp.start.begin(), ilp.start.end());
     model.setBestSolution(start.data(), n, COIN_DBL_MAX, true);   // kept only if feasible
   }
-  if (std::getenv("UCPLAN_CBC_LOG")) { model.setLogLevel(1); }
+  if (std::getenv("DBG_STRONG")) { model.setNumberStrong(atoi(std::getenv("DBG_STRONG"))); model.setNumberBeforeTrust(atoi(std::getenv("DBG_TRUST")?std::getenv("DBG_TRUST"):"10")); }
+  CglProbing probing; CglKnapsackCover knap; CglGomory gomory; CglMixedIntegerRounding2 mir; CglClique clique; CglFlowCover flow;
+  if (std::getenv("DBG_CUTS")) { int f = atoi(std::getenv("DBG_CUTS"));
+    if (f&1) {model.addCutGenerator(&probing, -1, "probing");}
+    if (f&2) {model.addCutGenerator(&knap, -1, "knap");}
+    if (f&4) {model.addCutGenerator(&gomory, -1, "gomory");}
+    if (f&8) {model.addCutGenerator(&mir, -1, "mir");}
+    if (f&16) {model.addCutGenerator(&clique, -1, "clique");}
+    if (f&32) {model.addCutGenerator(&flow, -1, "flow");} }
+  CbcHeuristicLocal local(model); CbcRounding rounding(model);
+  if (std::getenv("DBG_HEUR")) { model.addHeuristic(&local); model.addHeuristic(&rounding); }
+  CbcCompareDepth depth; if (std::getenv("DBG_DEPTH")) model.setNodeComparison(depth);
+  if (std::getenv("DBG_SOS")) {
+    std::vector<CbcObject*> objs; int id = 0;
+    for (const IlpRow& r : ilp.rows) {
+      if (r.sense != IlpSense::eq || r.rhs != 1) continue;
+      bool ones = true; for (auto& t : r.terms) ones = ones && t.coef == 1; if (!ones || r.terms.size() < 2) continue;
+      std::vector<int> which; std::vector<double> w; for (auto& t : r.terms) { which.push_back(t.var); w.push_back(double(w.size())); }
+      objs.push_back(new CbcSOS(&model, int(which.size()), which.data(), w.data(), id++, 1));
+    }
+    model.addObjects(int(objs.size()), objs.data()); for (auto* o : objs) delete o;
+    if (std::getenv("DBG_SOSPRI")) { /* SOS higher priority than integers */ for (int i = 0; i < model.numberObjects(); ++i) { auto* so = dynamic_cast<CbcSOS*>(model.modifiableObject(i)); model.modifiableObject(i)->setPriority(so ? 1 : 1000); } }
+  }
+  if (std::getenv("UCPLAN_CBC_LOG")) { model.setLogLevel(1); fprintf(stderr, "ILP %d vars %zu rows\n", n, ilp.rows.size()); }
   model.initialSolve();   // branchAndBound starts from the solver's current LP solution
   model.branchAndBound();
 

@@ -238,6 +238,7 @@ CompileResult make_plan(const CompileInput& in) {
     }
     o.ok = r.ok;
     o.why = r.failure;
+    o.search = r.search_log;
     o.predicted_ns = rounds * r.round_ns + r.final_ns;
     out.candidates.push_back(o);
     if (!r.ok) {

@@ -35,6 +35,7 @@ struct CandidateOutcome {
   bool ok = false;
   std::string why;                 // when not ok
   std::int64_t predicted_ns = 0;   // rounds * round + final
+  std::vector<std::pair<std::string, std::int64_t>> search;  // ucplan: candidates and predicted round times
 };
 
 struct CompileResult {

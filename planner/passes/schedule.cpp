@@ -60,6 +60,7 @@ struct Window {
   std::int64_t offset = 0;
   std::int64_t delay = kInf;
   std::int64_t fresh_bytes = 0, dirty_bytes = 0;
+  int soonest_use = 0;         // the earliest next use of what the window holds
   std::vector<int> owners;
 };
 
@@ -70,6 +71,7 @@ struct BlockView {
   std::int64_t ready_end = 0;  // when its space is free if emptied now (clean part)
   std::int64_t dirty_ns = 0;   // offload copy time needed first
   std::int64_t dirty_bytes = 0, fresh_bytes = 0;
+  int next_use = 1 << 30;      // round position of the owner's next use (free: never)
 };
 
 // The engine: one object per simulation, discarded afterwards. All state lives here.
@@ -134,7 +136,7 @@ class Scheduler {
   bool clean(int t) const;
   bool droppable(int t) const;
   bool ensure_resident(int t);
-  bool prefetch(int t);
+  bool prefetch(int t, bool may_evict);
   bool recompute(int layer);
   void defragment();
 
@@ -181,8 +183,9 @@ void Scheduler::lock(const std::vector<int>& ts, int delta) {
     if (!tg_.tensors[t].resident()) st_[t].lock += delta;
 }
 
-// Uses of each tensor by round position, extended for recomputation: a tensor dropped for
-// recomputation needs its producer's inputs (and saved state) wherever it is needed itself.
+// Uses of each tensor by round position, extended for recomputation: a tensor that may be
+// dropped and recomputed needs its producer's inputs (and saved state) wherever it is needed
+// itself after it was first produced.
 void Scheduler::compute_uses() {
   const int nt = static_cast<int>(tg_.tensors.size());
   for (const Task& t : tg_.tasks)
@@ -205,9 +208,14 @@ void Scheduler::compute_uses() {
     const int l = *it;
     const int y = tg_.y_of[l];
     if (l == 0 || st_[y].decision != Residency::Recompute) continue;
+    // y's list is final here (its consumers come later in the route and were extended first);
+    // deduplicate before passing it on, or fan-outs (skip connections) multiply it.
+    std::sort(uses_[y].begin(), uses_[y].end());
+    uses_[y].erase(std::unique(uses_[y].begin(), uses_[y].end()), uses_[y].end());
+    const int produced_at = uses_[y].empty() ? 0 : uses_[y].front();  // the forward task itself
     std::vector<int> need;
     for (int p : uses_[y])
-      if (p >= bwd_start_) need.push_back(p);
+      if (p > produced_at) need.push_back(p);
     const Task& f = tg_.tasks[costs_.forward_task[l]];
     std::vector<int> srcs = f.reads;
     if (tg_.aux_of[l] >= 0) srcs.push_back(tg_.aux_of[l]);
@@ -359,12 +367,11 @@ bool Scheduler::clean(int t) const {
   return s.host_valid || !s.produced || droppable(t);
 }
 
-// A tensor planned for recomputation may be dropped once all its remaining uses are backward
-// uses: those are the positions its producer's inputs were kept alive for (compute_uses).
+// A tensor planned for recomputation may be dropped whenever it holds a value: its producer's
+// inputs are kept alive for every later use of it (compute_uses).
 bool Scheduler::droppable(int t) const {
   const TState& s = st_[t];
-  if (s.decision != Residency::Recompute || !s.produced) return false;
-  return s.next_use < uses_[t].size() && uses_[t][s.next_use] >= bwd_start_;
+  return s.decision == Residency::Recompute && s.produced;
 }
 
 void Scheduler::release_device_copy(int t, bool keep_value_on_host) {
@@ -430,6 +437,7 @@ std::vector<BlockView> Scheduler::block_views() const {
         b.dirty_bytes = s.size;
       }
       if (s.fresh) b.fresh_bytes = s.size;
+      if (s.next_use < uses_[blk.owner].size()) b.next_use = uses_[blk.owner][s.next_use];
     } else {
       b.owner = -2;
     }
@@ -441,8 +449,11 @@ std::vector<BlockView> Scheduler::block_views() const {
 // moDNN §IV-B1 "finding an offloading scheme": a run of adjacent blocks (free, or holding
 // evictable tensors) at least `size` long; among all runs, the one whose eviction delays the
 // compute stream least. Runs holding tensors not used since they were produced or prefetched
-// (criterion b) are taken only when nothing else works. Two pointers over the address-ordered
-// blocks with a monotonic deque keep this linear in the number of blocks.
+// (criterion b) are taken only when nothing else works. Among equally cheap runs (in the
+// backward pass most tensors already have a host copy, so evicting costs nothing now), the one
+// whose contents are needed furthest ahead: the schedule is static, so the planner knows the
+// future and applies Belady's rule. Two pointers over the address-ordered blocks with
+// monotonic deques keep this linear in the number of blocks.
 Window Scheduler::find_window(const std::vector<BlockView>& bs, std::int64_t size) const {
   const std::int64_t now = timeline_.stream_end(Stream::Compute);
   std::int64_t copy_free = timeline_.stream_end(Stream::D2H);
@@ -452,10 +463,12 @@ Window Scheduler::find_window(const std::vector<BlockView>& bs, std::int64_t siz
   std::size_t j = 0;
   std::int64_t total = 0, dirty_ns = 0, dirty_bytes = 0, fresh_bytes = 0;
   std::deque<std::size_t> maxq;  // window indices with decreasing ready_end
+  std::deque<std::size_t> minq;  // window indices with increasing next_use
   auto reset = [&](std::size_t at) {
     j = at;
     total = dirty_ns = dirty_bytes = fresh_bytes = 0;
     maxq.clear();
+    minq.clear();
   };
   for (std::size_t i = 0; i < n; ++i) {
     if (j < i) reset(i);
@@ -470,18 +483,22 @@ Window Scheduler::find_window(const std::vector<BlockView>& bs, std::int64_t siz
       fresh_bytes += bs[j].fresh_bytes;
       while (!maxq.empty() && bs[maxq.back()].ready_end <= bs[j].ready_end) maxq.pop_back();
       maxq.push_back(j);
+      while (!minq.empty() && bs[minq.back()].next_use >= bs[j].next_use) minq.pop_back();
+      minq.push_back(j);
       ++j;
     }
     if (total >= size) {
       std::int64_t ready = maxq.empty() ? 0 : bs[maxq.front()].ready_end;
       if (dirty_ns > 0) ready = std::max(ready, std::max(copy_free, now) + dirty_ns);
       const std::int64_t delay = std::max<std::int64_t>(0, ready - now);
-      auto key = std::make_tuple(fresh_bytes > 0, delay, dirty_bytes, bs[i].off);
-      auto best_key = std::make_tuple(best.fresh_bytes > 0, best.delay, best.dirty_bytes, best.offset);
+      const int soonest = minq.empty() ? (1 << 30) : bs[minq.front()].next_use;
+      auto key = std::make_tuple(fresh_bytes > 0, delay, -soonest, dirty_bytes, bs[i].off);
+      auto best_key = std::make_tuple(best.fresh_bytes > 0, best.delay, -best.soonest_use, best.dirty_bytes, best.offset);
       if (!best.found || key < best_key) {
         best.found = true;
         best.offset = bs[i].off;
         best.delay = delay;
+        best.soonest_use = soonest;
         best.fresh_bytes = fresh_bytes;
         best.dirty_bytes = dirty_bytes;
         best.owners.clear();
@@ -495,6 +512,7 @@ Window Scheduler::find_window(const std::vector<BlockView>& bs, std::int64_t siz
       dirty_bytes -= bs[i].dirty_bytes;
       fresh_bytes -= bs[i].fresh_bytes;
       if (!maxq.empty() && maxq.front() == i) maxq.pop_front();
+      if (!minq.empty() && minq.front() == i) minq.pop_front();
     }
   }
   return best;
@@ -527,10 +545,12 @@ bool Scheduler::allocate_tensor(int t, bool may_evict) {
   return true;
 }
 
-bool Scheduler::prefetch(int t) {
+// Copies a tensor's host copy into a new device buffer; `may_evict` is false for look-ahead
+// prefetches, which must never push out what runs before the task they are for.
+bool Scheduler::prefetch(int t, bool may_evict) {
   TState& s = st_[t];
   UCPLAN_CHECK(s.host_valid, "prefetch of a tensor with a host copy: " + tg_.tensors[t].name);
-  if (!allocate_tensor(t, true)) return false;
+  if (!allocate_tensor(t, may_evict)) return false;
   host_buffer_of(t);
   EmitArgs a;
   a.stream = Stream::H2D;
@@ -552,7 +572,7 @@ bool Scheduler::ensure_resident(int t) {
   TState& s = st_[t];
   if (s.on_device) return true;
   if (s.dropped) return recompute(tg_.tensors[t].layer);
-  return prefetch(t);
+  return prefetch(t, true);
 }
 
 bool Scheduler::recompute(int layer) {
@@ -743,23 +763,8 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
       }
       if (start_now) {
         if (arena_.free_bytes() - bytes < reserve) break;
-        for (int t : missing) {
-          // Only free space: never evict for a prefetch (it could evict what runs before s).
-          if (!allocate_tensor(t, false)) return;
-          host_buffer_of(t);
-          EmitArgs a;
-          a.stream = Stream::H2D;
-          a.op = "prefetch";
-          a.tensor = tg_.tensors[t].name;
-          a.duration = costs_.h2d_ns(tg_.tensors[t].bytes(costs_.sub_batch));
-          a.writes = {t};
-          a.host_tensor = t;
-          emit(a);
-          st_[t].fresh = true;
-          const std::int64_t b = tg_.tensors[t].bytes(costs_.sub_batch);
-          res_.prefetch_bytes += b;
-          if (tg_.tensors[t].host_input) res_.input_bytes += b;
-        }
+        for (int t : missing)
+          if (!prefetch(t, false)) return;
       }
     }
     for (int t : s.writes) reserve += align_up(tg_.tensors[t].bytes(costs_.sub_batch));
@@ -884,9 +889,19 @@ ScheduleResult Scheduler::run() {
     resident_buffer_[t] = new_buffer(tg_.tensors[t].name, *at, size, true);
   }
 
+  // Recomputation that keeps dropping what it just recomputed could grow without bound; a round
+  // needing many more steps than it has tasks is a strategy that does not work here.
+  const int step_limit = 8 * static_cast<int>(order_.size()) + 1000;
   for (pos_ = 0; pos_ < static_cast<int>(order_.size()); ++pos_) {
+    if (timeline_.size() > step_limit) {
+      res_.failure = fmt::format("more than {} steps for {} tasks: recomputation does not converge at this budget", step_limit,
+                                 order_.size());
+      return res_;
+    }
     bool ok = run_task(pos_);
-    if (!ok) {
+    // Defragmentation is moDNN's: strategies that never offload on demand fail as their
+    // systems would (out of memory) instead of being rescued by it.
+    if (!ok && strategy_.evict_on_demand()) {
       defragment();
       in_defrag_retry_ = true;
       ok = run_task(pos_);
@@ -1041,9 +1056,13 @@ std::vector<Residency> baseline_table(const std::string& name, const Graph& g, c
   if (name == "checkpoint-sqrt") sqrt_keep = sqrt_checkpoints(g, tg);
   for (int t = 0; t < nt; ++t) {
     const Tensor& x = tg.tensors[t];
-    if (x.kind != TensorKind::Activation || !need[t]) continue;
+    if (x.kind != TensorKind::Activation) continue;
     const int l = x.layer;
     const LayerType type = g.layers[l].type();
+    // Recomputation covers whole segments back to a checkpoint, so it also drops activations no
+    // backward task reads (e.g. an add output that only feeds a relu); offload only pays for
+    // what backward reads.
+    if (!need[t] && (name == "vdnn-all" || name == "vdnn-conv")) continue;
     if (name == "vdnn-all") {
       table[t] = Residency::Offload;
     } else if (name == "vdnn-conv") {
@@ -1095,18 +1114,108 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     auto s = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true);
     return simulate_schedule(in, *s);
   };
-  // Start: moDNN (everything kept, offloaded on demand) and the baselines' decisions, each run
-  // with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain, offload on demand).
+  // Convolutions and fully connected layers stay checkpoints (SuperNeurons §3.4): recomputing
+  // them can look cheaper than a slow copy back, but chains through them grow without bound.
+  auto recomputable = [&](int t) {
+    const Tensor& x = tg.tensors[t];
+    if (x.kind != TensorKind::Activation || x.layer == 0) return false;
+    const LayerType type = g.layers[x.layer].type();
+    return type != LayerType::SoftmaxLoss && type != LayerType::Conv && type != LayerType::Fc;
+  };
+  auto redo_ns = [&](int t) { return costs.tasks[costs.forward_task[tg.tensors[t].layer]].time_ns; };
+  auto copy_back_ns = [&](int t) { return costs.h2d_ns(tg.tensors[t].bytes(costs.sub_batch)); };
+  // Recomputing y needs its producer's inputs later; an input that nothing else needs then
+  // (no backward task reads it) would be kept alive only for that: recompute it too when that
+  // is cheaper than copying it back, back to the nearest checkpoint (reverse route order).
+  auto close_segments = [&](std::vector<Residency>& table) {
+    for (auto it = tg.route.rbegin(); it != tg.route.rend(); ++it) {
+      const int y = tg.y_of[*it];
+      if (*it == 0 || table[y] != Residency::Recompute) continue;
+      for (int x : tg.tasks[costs.forward_task[*it]].reads)
+        if (!need[x] && recomputable(x) && table[x] == Residency::Keep && redo_ns(x) < copy_back_ns(x)) table[x] = Residency::Recompute;
+    }
+  };
+  // Seeds, all run with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain, offload on demand):
+  // moDNN itself (everything kept, offloaded when memory runs out), the baselines' decisions,
+  // SuperNeurons with its checkpoints offloaded early instead of cached, and a cost-aware
+  // table that recomputes whatever is cheaper to redo than to copy back.
   std::vector<std::vector<Residency>> seeds;
+  std::vector<std::string> seed_names{"moDNN", "vdnn-conv decisions", "superneurons decisions", "checkpoint-sqrt decisions",
+                                      "superneurons, checkpoints offloaded early", "recompute what is cheaper than a copy"};
+  std::vector<std::pair<std::string, std::int64_t>> log;
   seeds.push_back(std::vector<Residency>(nt, Residency::Keep));
   for (const char* b : {"vdnn-conv", "superneurons", "checkpoint-sqrt"}) seeds.push_back(baseline_table(b, g, tg));
-  std::vector<Residency> best_table = seeds[0];
-  ScheduleResult best = run(best_table);
-  for (std::size_t i = 1; i < seeds.size(); ++i) {
-    ScheduleResult r = run(seeds[i]);
+  std::vector<Residency> sn_offload = baseline_table("superneurons", g, tg);
+  std::vector<Residency> cheap(nt, Residency::Keep);
+  for (int t = 0; t < nt; ++t) {
+    const Tensor& x = tg.tensors[t];
+    if (x.kind == TensorKind::Activation && need[t] && sn_offload[t] == Residency::Keep && x.layer != 0) sn_offload[t] = Residency::Offload;
+    if (recomputable(t) && need[t] && redo_ns(t) < copy_back_ns(t)) cheap[t] = Residency::Recompute;
+  }
+  close_segments(cheap);
+  seeds.push_back(sn_offload);
+  seeds.push_back(cheap);
+
+  // Improvement from a table: what the simulation had to offload on demand is offloaded early
+  // instead (the copy then overlaps compute); what is cheaper to recompute than to copy back,
+  // or stalled compute longer than recomputing it would take, is recomputed.
+  auto improve = [&](const std::string& name, std::vector<Residency> table, ScheduleResult result, std::vector<Residency>* out_table) {
+    log.emplace_back(name, result.ok ? result.round_ns : 0);
+    for (int iteration = 0; iteration < 3 && result.ok; ++iteration) {
+      bool improved = false;
+      std::vector<Residency> early = table;
+      bool changed = false;
+      for (int t = 0; t < nt; ++t) {
+        if (!result.evicted_dirty[t] || early[t] != Residency::Keep) continue;
+        const TensorKind k = tg.tensors[t].kind;
+        if ((k == TensorKind::Activation || k == TensorKind::Aux) && need[t]) {
+          early[t] = Residency::Offload;
+          changed = true;
+        }
+      }
+      if (changed) {
+        ScheduleResult r = run(early);
+        log.emplace_back(name + " + early offload", r.ok ? r.round_ns : 0);
+        if (better(r, result)) {
+          result = std::move(r);
+          table = std::move(early);
+          improved = true;
+        }
+      }
+      std::vector<Residency> redo = table;
+      changed = false;
+      for (int t = 0; t < nt; ++t) {
+        if (!recomputable(t) || redo[t] == Residency::Recompute) continue;
+        const bool moved = redo[t] == Residency::Offload || result.evicted_dirty[t];
+        if (moved && (redo_ns(t) < copy_back_ns(t) || result.stall_by_tensor[t] > redo_ns(t))) {
+          redo[t] = Residency::Recompute;
+          changed = true;
+        }
+      }
+      if (changed) {
+        close_segments(redo);
+        ScheduleResult r = run(redo);
+        log.emplace_back(name + " + recompute", r.ok ? r.round_ns : 0);
+        if (better(r, result)) {
+          result = std::move(r);
+          table = std::move(redo);
+          improved = true;
+        }
+      }
+      if (!improved) break;
+    }
+    *out_table = std::move(table);
+    return result;
+  };
+
+  ScheduleResult best;
+  std::vector<Residency> best_table;
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    std::vector<Residency> table;
+    ScheduleResult r = improve(seed_names[i], seeds[i], run(seeds[i]), &table);
     if (better(r, best)) {
       best = std::move(r);
-      best_table = seeds[i];
+      best_table = std::move(table);
     }
   }
   // The baselines' own schedules are candidates too, so ucplan's predicted time is never worse
@@ -1114,57 +1223,13 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   for (const char* name : {"keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"}) {
     auto strategy = make_baseline_strategy(name, g, tg, costs);
     ScheduleResult r = simulate_schedule(in, *strategy);
+    log.emplace_back(std::string(name) + " (its own schedule)", r.ok ? r.round_ns : 0);
     if (better(r, best)) {
       best = std::move(r);
       best_table = baseline_table(name, g, tg);
     }
   }
-  // Improve: what the simulation had to offload on demand is offloaded early instead (the copy
-  // then overlaps compute); what is cheaper to recompute than to copy back is recomputed.
-  for (int iteration = 0; iteration < 3 && best.ok; ++iteration) {
-    bool improved = false;
-    std::vector<Residency> early = best_table;
-    bool changed = false;
-    for (int t = 0; t < nt; ++t) {
-      if (!best.evicted_dirty[t] || early[t] != Residency::Keep) continue;
-      const TensorKind k = tg.tensors[t].kind;
-      if ((k == TensorKind::Activation || k == TensorKind::Aux) && need[t]) {
-        early[t] = Residency::Offload;
-        changed = true;
-      }
-    }
-    if (changed) {
-      ScheduleResult r = run(early);
-      if (better(r, best)) {
-        best = std::move(r);
-        best_table = early;
-        improved = true;
-      }
-    }
-    std::vector<Residency> cheap = best_table;
-    changed = false;
-    for (int t = 0; t < nt; ++t) {
-      const Tensor& x = tg.tensors[t];
-      if (x.kind != TensorKind::Activation || !need[t] || x.layer == 0 || cheap[t] == Residency::Recompute) continue;
-      if (g.layers[x.layer].type() == LayerType::SoftmaxLoss) continue;
-      const bool moved = cheap[t] == Residency::Offload || best.evicted_dirty[t];
-      const std::int64_t copy_back = costs.h2d_ns(x.bytes(costs.sub_batch));
-      const std::int64_t redo = costs.tasks[costs.forward_task[x.layer]].time_ns;
-      if (moved && (redo < copy_back || best.stall_by_tensor[t] > redo)) {
-        cheap[t] = Residency::Recompute;
-        changed = true;
-      }
-    }
-    if (changed) {
-      ScheduleResult r = run(cheap);
-      if (better(r, best)) {
-        best = std::move(r);
-        best_table = cheap;
-        improved = true;
-      }
-    }
-    if (!improved) break;
-  }
+  best.search_log = std::move(log);
   if (table_out) *table_out = best_table;
   return best;
 }

@@ -86,6 +86,8 @@ struct ScheduleResult {
   std::int64_t workspace_peak_bytes = 0;
   std::int64_t stall_ns = 0;            // compute waiting on copies or on freed memory
   int defragmentations = 0;
+  // The ucplan search: every candidate tried, with its predicted round time (0 if it failed).
+  std::vector<std::pair<std::string, std::int64_t>> search_log;
   // For the ucplan strategy's search: per tensor, what happened.
   std::vector<char> evicted_dirty;      // offloaded on demand (not planned)
   std::vector<std::int64_t> stall_by_tensor;  // compute time lost waiting for its prefetch

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "executor/cuda/cuda_check.h"
+#include "executor/cpu_ops.h"
 #include "executor/cuda/kernels_cuda.h"
 #include "planner/model/errors.h"
 
@@ -23,48 +24,7 @@ using cuda::Stream;
 
 // ---- GraphLayer -> kernel dims (the same mapping the CPU runner and the executor make) ----
 
-cuda::ConvDims conv_dims(const GraphLayer& l, std::int64_t batch) {
-  const Shape& x = l.in_shapes.at(0);
-  const ConvParams& p = l.spec.conv;
-  cuda::ConvDims d;
-  d.n = batch;
-  d.c = x.c;
-  d.h = x.h;
-  d.w = x.w;
-  d.k = p.out_channels;
-  d.kh = p.kernel[0];
-  d.kw = p.kernel[1];
-  d.sh = p.stride[0];
-  d.sw = p.stride[1];
-  d.ph = p.pad[0];
-  d.pw = p.pad[1];
-  d.dh = p.dilation[0];
-  d.dw = p.dilation[1];
-  d.groups = p.groups;
-  d.bias = p.bias;
-  return d;
-}
 
-cuda::PoolDims pool_dims(const GraphLayer& l, std::int64_t batch) {
-  const Shape& x = l.in_shapes.at(0);
-  const PoolParams& p = l.spec.pool;  // build_graph() has filled in a global pool's kernel
-  cuda::PoolDims d;
-  d.n = batch;
-  d.c = x.c;
-  d.h = x.h;
-  d.w = x.w;
-  d.kh = p.kernel[0];
-  d.kw = p.kernel[1];
-  d.sh = p.stride[0];
-  d.sw = p.stride[1];
-  d.ph = p.pad[0];
-  d.pw = p.pad[1];
-  d.ho = l.out.h;
-  d.wo = l.out.w;
-  d.max = p.mode == PoolMode::Max;
-  d.count_include_pad = p.count_include_pad;
-  return d;
-}
 
 cuda::BnDims bn_dims(const GraphLayer& l, std::int64_t batch) {
   const Shape& x = l.in_shapes.at(0);
