@@ -1,11 +1,11 @@
 // Timing of the conv configuration passes (mu-cuDNN §III) on synthetic but realistically shaped
-// profiles, until measured ones exist:
-//   1. pareto_front with the `all` policy at B = 256 (8 algorithms per micro-batch size);
-//   2. the fronts of a ResNet-152-sized network at B = 128 with powerOfTwo (155 conv layers x
-//      forward / backward-data / backward-filter = 465 kernels);
-//   3. solve_wd over those 465 fronts for a range of total workspaces (mu-cuDNN reports 716 ms
-//      with GLPK for ResNet-152 at batch 128).
-// Medians of repeated runs; prints one table. Usage: bench_conv_config [repeats]
+// profiles, until measured ones exist (rerun on real profiles when they do):
+//   1. pareto_front with the `all` policy at B = 256 (8 cuDNN-like algorithms per size);
+//   2. the fronts of a ResNet-152-sized network at B = 128 (155 conv layers x forward /
+//      backward-data / backward-filter = 465 kernels, 60 distinct shapes), powerOfTwo and all;
+//   3. solve_wd over those 465 fronts for a range of total workspaces, and a sweep of 49 totals
+//      (mu-cuDNN reports 716 ms with GLPK for ResNet-152 at batch 128).
+// Medians of repeated runs. Usage: bench_conv_config [repeats]   (default 11)
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -63,14 +63,14 @@ std::vector<MicroOption> conv_options(const Conv& c, const std::vector<std::int6
   const double flops = 2.0 * c.hw * c.hw * double(c.cout) * c.cin * c.k * c.k;
   const double io_bytes = 4.0 * c.hw * c.hw * (c.cin + c.cout);
   const double filter_bytes = 4.0 * c.cin * c.cout * c.k * c.k;
-  const double b_half = 2.0 + 2000.0 / c.hw / c.hw * 16;   // small images need larger batches
+  const double b_half = 0.5 + 400.0 / c.hw / c.hw * 16;   // small images need larger batches
   std::vector<MicroOption> v;
   for (const Algo& a : kAlgos) {
     if (a.needs_3x3 && c.k != 3) continue;
     // FFT pays off only for larger filters: half speed on 1x1.
     const double speed = a.speed * (c.k == 1 && a.ws_fixed_mult >= 1.0 ? 0.5 : 1.0);
     const double per_sample_ns = flops / (speed * kind_factor * 10e12) * 1e9;
-    const double overhead_ns = 6000 + 4000 * rng.uniform();
+    const double overhead_ns = 3000 + 2000 * rng.uniform();
     for (std::int64_t b : sizes) {
       const double noise = 0.97 + 0.06 * rng.uniform();
       MicroOption o;
@@ -117,47 +117,28 @@ double median_ms(int repeats, F&& f) {
   return ms[ms.size() / 2];
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 11;
-  std::printf("conv configuration benchmark, medians of %d runs\n\n", repeats);
-
-  // 1. pareto_front, policy all, B = 256.
-  {
-    std::vector<std::int64_t> all(256);
-    for (int b = 0; b < 256; ++b) all[b] = b + 1;
-    const Conv layers[] = {{128, 128, 3, 28}, {64, 64, 3, 56}, {256, 256, 3, 14}};
-    for (const Conv& c : layers) {
-      Rng rng(42);
-      const std::vector<MicroOption> opts = conv_options(c, all, 1.0, rng);
-      std::vector<ConvConfig> front;
-      const double ms = median_ms(repeats, [&] { front = pareto_front(opts, 256); });
-      std::printf("pareto_front all B=256  conv %dx%d %d->%d @%dx%d: %zu options, front %zu, %.2f ms\n",
-                  c.k, c.k, c.cin, c.cout, c.hw, c.hw, opts.size(), front.size(), ms);
-    }
-  }
-
-  // 2. ResNet-152 fronts, powerOfTwo, B = 128.
-  const std::vector<Conv> convs = resnet152_convs();
-  std::vector<std::int64_t> pow2;
-  for (std::int64_t b = 1; b <= 128; b *= 2) pow2.push_back(b);
+void bench_resnet152(const char* policy, const std::vector<std::int64_t>& sizes, int repeats) {
   // Layers with the same shape share one measurement (profiles are keyed by layer signature),
-  // so ResNet-152's 36 identical stage-3 blocks give identical kernels, as in a real profile.
-  std::vector<std::vector<MicroOption>> kernel_opts;
-  std::map<std::tuple<int, int, int, int, int>, std::vector<MicroOption>> measured;
+  // so ResNet-152's 36 identical stage-3 blocks give identical kernels, as in a real profile;
+  // the planner computes one front per signature.
+  const std::vector<Conv> convs = resnet152_convs();
+  std::map<std::tuple<int, int, int, int, int>, int> signature;
+  std::vector<std::vector<MicroOption>> distinct_opts;
+  std::vector<int> kernel_sig;
   Rng rng(7);
   const double kind[] = {1.0, 0.8, 0.7};   // forward, backward-data, backward-filter
   for (const Conv& c : convs)
     for (int i = 0; i < 3; ++i) {
-      auto [it, fresh] = measured.try_emplace({c.cin, c.cout, c.k, c.hw, i});
-      if (fresh) it->second = conv_options(c, pow2, kind[i], rng);
-      kernel_opts.push_back(it->second);
+      auto [it, fresh] = signature.try_emplace({c.cin, c.cout, c.k, c.hw, i}, int(distinct_opts.size()));
+      if (fresh) distinct_opts.push_back(conv_options(c, sizes, kind[i], rng));
+      kernel_sig.push_back(it->second);
     }
-  std::vector<std::vector<ConvConfig>> fronts(kernel_opts.size());
+  std::vector<std::vector<ConvConfig>> distinct(distinct_opts.size());
   const double dp_ms = median_ms(repeats, [&] {
-    for (std::size_t k = 0; k < kernel_opts.size(); ++k) fronts[k] = pareto_front(kernel_opts[k], 128);
+    for (std::size_t d = 0; d < distinct.size(); ++d) distinct[d] = pareto_front(distinct_opts[d], 128);
   });
+  std::vector<std::vector<ConvConfig>> fronts;
+  for (int d : kernel_sig) fronts.push_back(distinct[d]);
   std::size_t smallest = 1 << 30, largest = 0, vars = 0;
   double min_ws = 0, max_ws = 0, sum_fast = 0, sum_slow = 0;
   for (const auto& f : fronts) {
@@ -169,13 +150,13 @@ int main(int argc, char** argv) {
     sum_slow += double(f.front().time_ns);
     sum_fast += double(f.back().time_ns);
   }
-  std::printf("\nResNet-152 B=128 powerOfTwo: %zu convs, %zu kernels (%zu distinct), fronts %zu..%zu "
-              "configurations (%zu ILP variables), all fronts in %.1f ms\n",
-              convs.size(), fronts.size(), measured.size(), smallest, largest, vars, dp_ms);
+  std::printf("\nResNet-152 B=128 %s: %zu convs, %zu kernels (%zu distinct), fronts %zu..%zu "
+              "configurations (%zu ILP variables), the %zu distinct fronts in %.1f ms\n",
+              policy, convs.size(), fronts.size(), distinct.size(), smallest, largest, vars,
+              distinct.size(), dp_ms);
   std::printf("  sum of smallest workspaces %.1f MiB (%.1f ms), of fastest %.1f MiB (%.1f ms)\n\n",
               min_ws / MiB, sum_slow / 1e6, max_ws / MiB, sum_fast / 1e6);
 
-  // 3. WD over the 465 fronts.
   std::printf("%-30s %10s %10s %8s %9s %6s %9s %9s\n", "total workspace", "time", "used", "optimal",
               "gap", "ILPs", "unit", "solve");
   auto run = [&](const std::string& label, double total) {
@@ -200,5 +181,52 @@ int main(int argc, char** argv) {
     std::snprintf(label, sizeof label, "smallest + %.0f%% of the range", f * 100);
     run(label, min_ws + f * (max_ws - min_ws));
   }
+
+  // A sweep: 49 totals spread over the whole range, each solved `repeats` times.
+  std::vector<double> ms;
+  int proven = 0, cbc = 0;
+  double worst_gap = 0;
+  for (int i = 1; i < 50; ++i) {
+    const double total = min_ws + (max_ws - min_ws) * i / 50.0;
+    std::optional<WdSolution> s;
+    ms.push_back(median_ms(repeats, [&] { s = solve_wd(fronts, std::int64_t(total)); }));
+    proven += s->optimal;
+    cbc += s->ilp_solves > 0;
+    worst_gap = std::max(worst_gap, double(s->time_ns - s->lower_bound_ns) / double(s->time_ns));
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf("sweep of %zu totals (2%%..98%% of the range): median %.2f ms, 90th percentile %.2f ms, "
+              "max %.2f ms; CBC ran in %d, proven optimal %d, worst relative gap %.1e\n",
+              ms.size(), ms[ms.size() / 2], ms[ms.size() * 9 / 10], ms.back(), cbc, proven,
+              worst_gap);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 11;
+  std::printf("conv configuration benchmark, medians of %d runs\n\n", repeats);
+
+  // 1. pareto_front, policy all, B = 256.
+  {
+    std::vector<std::int64_t> all(256);
+    for (int b = 0; b < 256; ++b) all[b] = b + 1;
+    const Conv layers[] = {{128, 128, 3, 28}, {64, 64, 3, 56}, {256, 256, 3, 14}};
+    for (const Conv& c : layers) {
+      Rng rng(42);
+      const std::vector<MicroOption> opts = conv_options(c, all, 1.0, rng);
+      std::vector<ConvConfig> front;
+      const double ms = median_ms(repeats, [&] { front = pareto_front(opts, 256); });
+      std::printf("pareto_front all B=256  conv %dx%d %d->%d @%dx%d: %zu options, front %zu, %.2f ms\n",
+                  c.k, c.k, c.cin, c.cout, c.hw, c.hw, opts.size(), front.size(), ms);
+    }
+  }
+
+  // 2./3. ResNet-152 at B = 128: fronts, then WD, for both policies.
+  std::vector<std::int64_t> pow2, all;
+  for (std::int64_t b = 1; b <= 128; b *= 2) pow2.push_back(b);
+  for (std::int64_t b = 1; b <= 128; ++b) all.push_back(b);
+  bench_resnet152("powerOfTwo", pow2, repeats);
+  bench_resnet152("all", all, repeats);
   return 0;
 }

@@ -1,13 +1,13 @@
-// Convolution configurations (mu-cuDNN §III): the Pareto DP, WR and the WD 0-1 ILP, each checked
-// against independent truth (exhaustive enumeration of small instances), plus a hand-worked
-// example in the style of mu-cuDNN Fig. 10.
+// Convolution configurations (mu-cuDNN §III): the Pareto DP, WR, the WD ILP and the CBC wrapper,
+// each checked against independent truth (exhaustive enumeration of small instances, an exact
+// knapsack DP for larger WD instances), plus hand-worked examples in the style of mu-cuDNN
+// Figs. 10 and 12. Every instance comes from a fixed generator, so runs are identical.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <map>
-#include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -255,6 +255,17 @@ TEST_CASE("hand-worked example: under a limit the batch splits into FFT micro-ba
   CHECK(wr48->micro == split);
 }
 
+TEST_CASE("find_config_error rejects what is not a configuration of the options") {
+  const std::vector<MicroOption> opts = {{"a", 2, 10, 5}, {"b", 2, 7, 9}, {"a", 1, 6, 1}};
+  CHECK(find_config_error(opts, 3, {{{"a", 2}, {"a", 1}}, 16, 5}) == "");
+  CHECK(find_config_error(opts, 3, {{{"a", 1}, {"a", 2}}, 16, 5}) != "");   // not canonical
+  CHECK(find_config_error(opts, 4, {{{"a", 2}, {"a", 1}}, 16, 5}) != "");   // 3 samples, not 4
+  CHECK(find_config_error(opts, 3, {{{"c", 2}, {"a", 1}}, 16, 5}) != "");   // unknown algorithm
+  CHECK(find_config_error(opts, 3, {{{"a", 2}, {"a", 1}}, 15, 5}) != "");   // time is 10 + 6
+  CHECK(find_config_error(opts, 3, {{{"a", 2}, {"a", 1}}, 16, 6}) != "");   // workspace max(5, 1)
+  CHECK(find_config_error(opts, 4, {{{"a", 2}, {"b", 2}}, 17, 9}) == "");
+}
+
 TEST_CASE("edge cases: unreachable batch, sizes above the batch, a single option") {
   // Only 3-sample micro-batches: 4 cannot be composed; 6 can (3 + 3).
   const std::vector<MicroOption> threes = {{"a", 3, 5, 1}, {"b", 8, 1, 0}};
@@ -277,6 +288,10 @@ std::vector<std::vector<ConvConfig>> random_fronts(Rng& rng, int kernels, bool r
   std::vector<std::vector<ConvConfig>> fronts;
   for (int k = 0; k < kernels; ++k) {
     std::vector<ConvConfig> f;
+    if (k > 0 && rng.coin(30)) {   // identical layers share one measurement
+      fronts.push_back(fronts[rng.uniform(0, k - 1)]);
+      continue;
+    }
     if (!realistic && rng.coin(50)) {
       const std::int64_t batch = rng.uniform(1, 6);
       f = pareto_front(random_options(rng, batch, 3), batch);
@@ -388,6 +403,63 @@ TEST_CASE("solve_wd equals brute force over all combinations (feasible, tight an
   CHECK(!solve_wd({{}, {{{}, 1, 0}}}, 100));   // a kernel without configurations
 }
 
+// Larger instances than brute force can enumerate (up to 40 kernels, many of them identical),
+// against an independent exact DP over the total workspace. Workspaces are small integers, or
+// the same times 4096 bytes (then the ILP works in a unit > 1 byte, and the DP in 4 KiB steps).
+TEST_CASE("solve_wd equals an exact knapsack DP on larger instances") {
+  int checked = 0, rounded = 0;
+  for (std::uint64_t seed = 5000; seed < 5120; ++seed) {
+    Rng rng(seed);
+    const int kernels = int(rng.uniform(10, 40));
+    const std::int64_t scale = rng.coin(50) ? 4096 : 1;
+    std::vector<std::vector<ConvConfig>> fronts;
+    for (int k = 0; k < kernels; ++k) {
+      if (k > 0 && rng.coin(50)) {
+        fronts.push_back(fronts[rng.uniform(0, k - 1)]);
+        continue;
+      }
+      std::vector<ConvConfig> f;
+      const int n = int(rng.uniform(1, 8));
+      for (int i = 0; i < n; ++i)
+        f.push_back({{}, rng.uniform(1000, 200000), rng.uniform(0, 60) * scale});
+      fronts.push_back(std::move(f));
+    }
+    std::int64_t max_units = 0;
+    for (const auto& f : fronts) {
+      std::int64_t w = 0;
+      for (const ConvConfig& c : f) w = std::max(w, c.workspace_bytes / scale);
+      max_units += w;
+    }
+    // best[w]: least total time with total workspace <= w units (exact, one kernel at a time).
+    const std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
+    std::vector<std::int64_t> best(max_units + 1, 0);
+    for (const auto& f : fronts) {
+      std::vector<std::int64_t> next(max_units + 1, inf);
+      for (std::int64_t w = 0; w <= max_units; ++w)
+        for (const ConvConfig& c : f)
+          if (c.workspace_bytes / scale <= w)
+            next[w] = std::min(next[w], best[w - c.workspace_bytes / scale] + c.time_ns);
+      best = std::move(next);
+    }
+    for (int t = 0; t < 3; ++t) {
+      const std::int64_t units = rng.uniform(0, max_units);
+      const std::int64_t total = units * scale + (scale > 1 ? rng.uniform(0, scale - 1) : 0);
+      CAPTURE(seed);
+      CAPTURE(total);
+      const std::optional<WdSolution> wd = solve_wd(fronts, total);
+      REQUIRE(wd.has_value() == (best[units] < inf));
+      if (!wd) continue;
+      CHECK(wd->optimal);
+      CHECK(wd->time_ns == best[units]);
+      CHECK(wd->workspace_bytes <= total);
+      ++checked;
+      rounded += wd->workspace_unit > 1;
+    }
+  }
+  CHECK(checked > 250);
+  CHECK(rounded > 20);
+}
+
 // Issue cross-check: WR with per-kernel limits L_k is one feasible answer of WD with total
 // Σ L_k, so WD is never slower; when every limit admits the kernel's fastest configuration,
 // both pick the fastest everywhere and are equal.
@@ -397,7 +469,6 @@ TEST_CASE("WD with the sum of the WR limits is never slower than WR") {
     Rng rng(seed);
     const int kernels = int(rng.uniform(2, 8));
     std::vector<std::vector<ConvConfig>> fronts;
-    std::vector<MicroOption> probe;
     for (int k = 0; k < kernels; ++k) {
       const std::int64_t batch = rng.uniform(4, 16);
       std::vector<MicroOption> opts = random_options(rng, batch, 3);
@@ -446,15 +517,17 @@ TEST_CASE("hand-worked WD: the total goes to the kernel that gains most") {
 
 // Coefficients up to 2^16 in magnitude (the range ilp.h says CBC is reliable in), mixed senses,
 // negative coefficients, zero-slack right-hand sides.
-TEST_CASE("solve_ilp01 equals brute force on small random 0-1 ILPs") {
+TEST_CASE("solve_ilp equals brute force on small random ILPs (0-1 and bounded integers)") {
   int optimal = 0, infeasible = 0;
   for (std::uint64_t seed = 4000; seed < 4300; ++seed) {
     Rng rng(seed);
-    Ilp01 ilp;
+    Ilp ilp;
     const int n = int(rng.uniform(1, 10));
     const bool big = rng.coin(50);
     for (int j = 0; j < n; ++j)
       ilp.objective.push_back(rng.uniform(-50, 100) * (big ? 1000003 : 1));
+    if (rng.coin(40))   // bounded integers, at most ~12k points to enumerate
+      for (int j = 0; j < n; ++j) ilp.upper.push_back(j < 6 ? rng.uniform(0, 3) : 1);
     const int rows = int(rng.uniform(1, 4));
     for (int r = 0; r < rows; ++r) {
       IlpRow row;
@@ -476,17 +549,17 @@ TEST_CASE("solve_ilp01 equals brute force on small random 0-1 ILPs") {
       ilp.rows.push_back(row);
     }
     std::optional<std::int64_t> truth;
-    for (int mask = 0; mask < (1 << n); ++mask) {
-      std::vector<std::uint8_t> x(n);
+    std::vector<std::int64_t> x(n, 0);
+    for (;;) {   // every point of the box, odometer order
       std::int64_t z = 0;
-      for (int j = 0; j < n; ++j) {
-        x[j] = (mask >> j) & 1;
-        if (x[j]) z += ilp.objective[j];
-      }
-      if (find_ilp01_violation(ilp, x).empty() && (!truth || z < *truth)) truth = z;
+      for (int j = 0; j < n; ++j) z += ilp.objective[j] * x[j];
+      if (find_ilp_violation(ilp, x).empty() && (!truth || z < *truth)) truth = z;
+      int j = 0;
+      while (j < n && ++x[j] > (ilp.upper.empty() ? 1 : ilp.upper[j])) x[j++] = 0;
+      if (j == n) break;
     }
     CAPTURE(seed);
-    const Ilp01Result r = solve_ilp01(ilp);
+    const IlpResult r = solve_ilp(ilp);
     if (!truth) {
       CHECK(r.status == IlpStatus::infeasible);
       ++infeasible;
@@ -494,12 +567,20 @@ TEST_CASE("solve_ilp01 equals brute force on small random 0-1 ILPs") {
     }
     REQUIRE(r.status == IlpStatus::optimal);
     CHECK(r.objective == *truth);
-    CHECK(find_ilp01_violation(ilp, r.x) == "");
+    CHECK(find_ilp_violation(ilp, r.x) == "");
     CHECK(r.tightenings == 0);
     ++optimal;
   }
   CHECK(optimal > 100);
   CHECK(infeasible > 10);
+
+  // A model CBC 2.10 used to abort on (an assertion in markHotStart, for fewer than 3 rows).
+  Ilp tiny;
+  tiny.objective = {31, 32};
+  tiny.rows = {{{{0, -3}}, IlpSense::le, 0}, {{{0, 8}, {1, 19}}, IlpSense::ge, 8}};
+  const IlpResult r = solve_ilp(tiny);
+  CHECK(r.status == IlpStatus::optimal);
+  CHECK(r.objective == 31);
 }
 
 TEST_CASE("determinism: same input, identical output") {
@@ -522,17 +603,19 @@ TEST_CASE("determinism: same input, identical output") {
     CHECK(f1[i].time_ns < f1[i - 1].time_ns);
   }
 
+  // 20 distinct kernels, each three times (identical layers): 60 kernels.
   std::vector<std::vector<ConvConfig>> fronts;
   std::int64_t max_sum = 0;
-  for (int k = 0; k < 60; ++k) {
+  for (int k = 0; k < 20; ++k) {
     std::vector<MicroOption> o;
     for (std::int64_t b = 1; b <= 32; b *= 2)
       for (int a = 0; a < 4; ++a)
         o.push_back({std::string(1, char('a' + a)), b, rng.uniform(1, 40) * b + rng.uniform(0, 99),
                      a == 0 ? 0 : rng.uniform(0, 64) * b * 1024});
     fronts.push_back(pareto_front(o, 32));
-    max_sum += fronts.back().back().workspace_bytes;
+    max_sum += 3 * fronts.back().back().workspace_bytes;
   }
+  for (int k = 0; k < 40; ++k) fronts.push_back(fronts[k % 20]);
   const std::optional<WdSolution> w1 = solve_wd(fronts, max_sum / 3);
   const std::optional<WdSolution> w2 = solve_wd(fronts, max_sum / 3);
   REQUIRE(w1);

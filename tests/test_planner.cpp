@@ -183,14 +183,14 @@ TEST_SUITE("simulator") {
     CHECK(*arena.allocate(300, 2, &w) == 300);
     CHECK(*arena.allocate(300, 3, &w) == 600);
     CHECK(!arena.allocate(200, 4, &w));  // 100 bytes left
-    arena.release(0, ReadySet{7, -1, -1});       // [0, 300) free after step 7
-    arena.release(300, ReadySet{-1, -1, 9});     // [300, 600) free after step 9 (d2h)
+    arena.release(0, ReadySet{7, -1, -1}, 70);   // [0, 300) free after step 7 (ends at 70 ns)
+    arena.release(300, ReadySet{-1, -1, 9}, 90); // [300, 600) free after step 9 (d2h, ends at 90 ns)
     // 500 bytes span both freed blocks: the new buffer waits for both histories.
     ReadySet w2 = kNoneReady;
     CHECK(*arena.allocate(500, 5, &w2) == 0);
     CHECK(w2 == ReadySet{7, -1, 9});
     // Freed again, then a 100-byte buffer at 0 only waits for what touched [0, 100).
-    arena.release(0, ReadySet{11, -1, -1});
+    arena.release(0, ReadySet{11, -1, -1}, 110);
     ReadySet w3 = kNoneReady;
     CHECK(*arena.allocate(100, 6, &w3) == 0);
     CHECK(w3 == ReadySet{11, -1, -1});

@@ -169,32 +169,108 @@ std::vector<int> wd_candidates(const std::vector<ConvConfig>& front) {
 }
 
 // A multiple-choice knapsack: per kernel, per candidate position, a cost (ns over the kernel's
-// fastest) and a weight (workspace over its smallest, in some unit); position 0 has weight 0.
+// fastest) and a weight (workspace over its smallest, in some unit); weights ascend with the
+// position and position 0 has the smallest.
 struct Mckp {
   std::vector<std::vector<std::int64_t>> cost, weight;
   std::int64_t capacity = 0;
 };
 
-struct MckpAnswer {
-  std::vector<int> pos;
-  bool optimal = false;
-  bool used_ilp = false;
+Wide cost_of(const Mckp& m, const std::vector<int>& pos) {
+  Wide z = 0;
+  for (std::size_t k = 0; k < pos.size(); ++k) z += m.cost[k][pos[k]];
+  return z;
+}
+Wide weight_of(const Mckp& m, const std::vector<int>& pos) {
+  Wide w = 0;
+  for (std::size_t k = 0; k < pos.size(); ++k) w += m.weight[k][pos[k]];
+  return w;
+}
+
+// Local search on a feasible choice, best improving move first: one kernel moves (to any
+// position that fits), or two kernels move, one down to free workspace and one up to use it.
+// For the pairs, moves that free workspace are sorted by the amount freed with the two cheapest
+// (of different kernels) kept for every suffix, so a pass costs O(n log n), not O(n^2).
+void improve_choice(const Mckp& m, std::vector<int>& pos) {
+  const int kernels = int(m.cost.size());
+  struct Move {
+    int kernel, to;
+    std::int64_t dw, dc;   // change of weight and of cost
+  };
+  for (int pass = 0; pass < 64; ++pass) {
+    const std::int64_t room = m.capacity - std::int64_t(weight_of(m, pos));
+    std::vector<Move> up, down;
+    Move best{-1, -1, 0, 0}, best_pair{-1, -1, 0, 0};
+    for (int k = 0; k < kernels; ++k)
+      for (int p = 0; p < int(m.cost[k].size()); ++p) {
+        const Move mv{k, p, m.weight[k][p] - m.weight[k][pos[k]], m.cost[k][p] - m.cost[k][pos[k]]};
+        if (mv.dw <= room && mv.dc < best.dc) best = mv;
+        if (mv.dw > 0 && mv.dc < 0) up.push_back(mv);
+        if (mv.dw < 0) down.push_back(mv);
+      }
+    std::sort(down.begin(), down.end(), [](const Move& a, const Move& b) {
+      return a.dw != b.dw ? a.dw < b.dw : (a.kernel != b.kernel ? a.kernel < b.kernel : a.to < b.to);
+    });
+    // cheapest[i]: the two cheapest moves among down[0..i] (most freed first), distinct kernels.
+    std::vector<std::pair<int, int>> cheapest(down.size(), {-1, -1});
+    for (int i = 0; i < int(down.size()); ++i) {
+      std::pair<int, int> c = i ? cheapest[i - 1] : std::pair<int, int>{-1, -1};
+      auto better = [&](int a, int b) { return b < 0 || down[a].dc < down[b].dc; };
+      if (better(i, c.first)) {
+        if (c.first >= 0 && down[c.first].kernel != down[i].kernel) c.second = c.first;
+        c.first = i;
+      } else if (down[i].kernel != down[c.first].kernel && better(i, c.second)) {
+        c.second = i;
+      }
+      cheapest[i] = c;
+    }
+    std::int64_t best_pair_dc = 0;
+    int pair_down = -1;
+    for (const Move& u : up) {
+      // Free at least u.dw - room: down moves with dw <= room - u.dw, a prefix of `down`.
+      const std::int64_t limit = room - u.dw;
+      const int n = int(std::upper_bound(down.begin(), down.end(), limit,
+                                         [](std::int64_t v, const Move& d) { return v < d.dw; }) -
+                        down.begin());
+      if (n == 0) continue;
+      const auto [a, b] = cheapest[n - 1];
+      const int d = down[a].kernel != u.kernel ? a : b;
+      if (d < 0 || down[d].kernel == u.kernel) continue;
+      if (u.dc + down[d].dc < best_pair_dc) {
+        best_pair_dc = u.dc + down[d].dc;
+        best_pair = u;
+        pair_down = d;
+      }
+    }
+    if (best_pair_dc < best.dc) {
+      pos[best_pair.kernel] = best_pair.to;
+      pos[down[pair_down].kernel] = down[pair_down].to;
+    } else if (best.kernel >= 0) {
+      pos[best.kernel] = best.to;
+    } else {
+      break;
+    }
+  }
+}
+
+// The part of an MCKP that still needs deciding.
+struct Reduction {
+  std::vector<int> incumbent;           // a feasible choice
+  std::vector<std::vector<int>> keep;   // per kernel, the positions that may beat it
 };
 
-// Exact solution of an MCKP: LP relaxation, incumbent and reduction here, the core with CBC.
-//
 // LP relaxation (Sinha & Zoltners): along each kernel's lower convex hull, upgrades taken in
 // order of cost saved per unit of weight until the capacity runs out; the first upgrade that
 // does not fit is the critical one, and its ratio dc/dw is the knapsack row's dual price λ.
-// Incumbent: the same upgrades, skipping those that do not fit, then single-kernel swaps while
-// they help. Reduction: for any λ >= 0 the Lagrangian bound
+// Incumbent: the same upgrades, skipping those that do not fit (or `start`, if feasible and
+// cheaper), then improve_choice. Reduction: for any λ >= 0 the
+// Lagrangian bound
 //   L(λ) = Σ_k min_p (c_kp + λ w_kp) - λ C
 // holds for every feasible choice, and choosing p for kernel k costs at least L(λ) + rc_kp with
 // rc_kp = (c_kp + λ w_kp) - min_p' (c_kp' + λ w_kp'). A position with L(λ) + rc_kp > incumbent
-// cannot be part of any choice at least as good as the incumbent, so it is dropped (the
-// incumbent's own positions always stay). CBC then proves optimality on what is left, which
-// for these problems is a small core. All of it in exact integer arithmetic (scaled by dw).
-MckpAnswer solve_mckp(const Mckp& m, const std::vector<int>& start) {
+// cannot be part of any choice at least as good as the incumbent, so it is dropped; the
+// incumbent's own positions always stay. Exact integer arithmetic throughout (scaled by dw).
+Reduction reduce_mckp(const Mckp& m, const std::vector<int>& start) {
   const int kernels = int(m.cost.size());
   struct Step {
     int kernel, from, to;
@@ -217,16 +293,19 @@ MckpAnswer solve_mckp(const Mckp& m, const std::vector<int>& start) {
       if (hull.empty() || w[p] > w[hull.back()]) hull.push_back(p);
     }
     for (std::size_t h = 1; h < hull.size(); ++h)
-      steps.push_back({k, hull[h - 1], hull[h], m.weight[k][hull[h]] - m.weight[k][hull[h - 1]],
-                       m.cost[k][hull[h - 1]] - m.cost[k][hull[h]]});
+      steps.push_back({k, hull[h - 1], hull[h], w[hull[h]] - w[hull[h - 1]],
+                       c[hull[h - 1]] - c[hull[h]]});
   }
   std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
     return Wide(a.dc) * b.dw > Wide(b.dc) * a.dw;
   });
 
   // Greedy incumbent and the dual price λ = lam_dc / lam_dw.
-  std::vector<int> pos(kernels, 0);
-  std::int64_t room = m.capacity, lam_dc = 0, lam_dw = 1;
+  Reduction r;
+  std::vector<int>& pos = r.incumbent;
+  pos.assign(kernels, 0);
+  UCPLAN_CHECK(weight_of(m, pos) <= m.capacity, "MCKP without a feasible choice");
+  std::int64_t room = m.capacity - std::int64_t(weight_of(m, pos)), lam_dc = 0, lam_dw = 1;
   bool critical_found = false;
   for (const Step& s : steps) {
     if (pos[s.kernel] != s.from) continue;
@@ -239,144 +318,121 @@ MckpAnswer solve_mckp(const Mckp& m, const std::vector<int>& start) {
       lam_dw = s.dw;
     }
   }
-  auto cost_of = [&](const std::vector<int>& x) {
-    Wide z = 0;
-    for (int k = 0; k < kernels; ++k) z += m.cost[k][x[k]];
-    return z;
-  };
-  auto weight_of = [&](const std::vector<int>& x) {
-    Wide w = 0;
-    for (int k = 0; k < kernels; ++k) w += m.weight[k][x[k]];
-    return w;
-  };
-  if (!start.empty() && weight_of(start) <= m.capacity && cost_of(start) < cost_of(pos)) {
+  if (!start.empty() && weight_of(m, start) <= m.capacity && cost_of(m, start) < cost_of(m, pos))
     pos = start;
-    room = m.capacity - std::int64_t(weight_of(pos));
-  }
-  // Single-kernel swaps: the best improving one each pass (deterministic), a few passes.
-  for (int pass = 0; pass < 8; ++pass) {
-    int best_k = -1, best_p = -1;
-    std::int64_t best_gain = 0;
-    for (int k = 0; k < kernels; ++k)
-      for (int p = 0; p < int(m.cost[k].size()); ++p) {
-        const std::int64_t dw = m.weight[k][p] - m.weight[k][pos[k]];
-        const std::int64_t gain = m.cost[k][pos[k]] - m.cost[k][p];
-        if (dw <= room && gain > best_gain) {
-          best_gain = gain;
-          best_k = k;
-          best_p = p;
-        }
-      }
-    if (best_k < 0) break;
-    room -= m.weight[best_k][best_p] - m.weight[best_k][pos[best_k]];
-    pos[best_k] = best_p;
-  }
-  const Wide incumbent = cost_of(pos);
+  improve_choice(m, pos);
+  const Wide incumbent = cost_of(m, pos);
 
   // Reduction, everything multiplied by lam_dw > 0.
+  auto priced = [&](int k, int p) {
+    return Wide(m.cost[k][p]) * lam_dw + Wide(lam_dc) * m.weight[k][p];
+  };
   std::vector<Wide> base(kernels);
   Wide lagrangian = -Wide(lam_dc) * m.capacity;
-  auto priced = [&](int k, int p) { return Wide(m.cost[k][p]) * lam_dw + Wide(lam_dc) * m.weight[k][p]; };
   for (int k = 0; k < kernels; ++k) {
     base[k] = priced(k, 0);
     for (int p = 1; p < int(m.cost[k].size()); ++p)
       if (m.weight[k][p] <= m.capacity) base[k] = std::min(base[k], priced(k, p));
     lagrangian += base[k];
   }
-  std::vector<std::vector<int>> keep(kernels);
-  std::int64_t free_capacity = m.capacity;
+  r.keep.resize(kernels);
   for (int k = 0; k < kernels; ++k) {
     for (int p = 0; p < int(m.cost[k].size()); ++p)
       if (m.weight[k][p] <= m.capacity &&
           lagrangian + priced(k, p) - base[k] <= incumbent * lam_dw)
-        keep[k].push_back(p);
-    UCPLAN_CHECK(std::find(keep[k].begin(), keep[k].end(), pos[k]) != keep[k].end(),
+        r.keep[k].push_back(p);
+    UCPLAN_CHECK(std::find(r.keep[k].begin(), r.keep[k].end(), pos[k]) != r.keep[k].end(),
                  "MCKP reduction dropped the incumbent");
-    if (keep[k].size() == 1) free_capacity -= m.weight[k][keep[k][0]];
   }
+  return r;
+}
 
-  // Identical kernels (layers of one shape share one measurement) make the ILP symmetric: any
-  // permutation of their choices is as good, and branch-and-bound would visit them all. Within a
-  // class of identical free kernels, only choices with positions non-increasing in kernel order
-  // are allowed (rows below); the incumbent is sorted the same way, which changes neither its
-  // cost nor its weight.
+struct MckpAnswer {
+  std::vector<int> pos;
+  bool optimal = false;
+  bool used_ilp = false;
+};
+
+// Exact solution of an MCKP: reduce_mckp decides most kernels, CBC the rest (Eqs. (1)-(4) over
+// the kept configurations of the free kernels, capacity less what the fixed kernels take),
+// starting from the incumbent. `optimal` is CBC's proof (or true when nothing was left).
+MckpAnswer solve_mckp(const Mckp& m, const std::vector<int>& start) {
+  const int kernels = int(m.cost.size());
+  const Reduction red = reduce_mckp(m, start);
+  std::vector<int> pos = red.incumbent;
+  std::int64_t free_capacity = m.capacity;
+  for (int k = 0; k < kernels; ++k)
+    if (red.keep[k].size() == 1) free_capacity -= m.weight[k][red.keep[k][0]];
+
+  // Identical kernels (layers of one shape share one measurement, e.g. ResNet-152's 36 stage-3
+  // blocks) would make a 0-1 model symmetric: any permutation of their choices is as good, and
+  // branch-and-bound visits them all (a synthetic ResNet-152 did not finish in 5 minutes;
+  // symmetry-breaking rows brought it to ~0.1-1 s, this form to ~10 ms). So free kernels
+  // with the same kept configurations form a class, and the ILP counts, per class and kept
+  // position q_j (j >= 1), how many members take q_j or a larger one:
+  //   y_j in {0..n},  y_1 >= y_2 >= ... >= y_{P-1}   (incremental form of Eqs. (1)-(4))
+  //   time  = Σ_classes n c_{q_0} + Σ_j y_j (c_{q_j} - c_{q_{j-1}})     (minimised)
+  //   space = Σ_classes n w_{q_0} + Σ_j y_j (w_{q_j} - w_{q_{j-1}})  <= capacity
+  // With n = 1 this is the 0-1 model; its LP relaxation is the multiple-choice one (the map
+  // x_j = y_j - y_{j+1} is unimodular), and branching on y_j splits by workspace. Members take
+  // positions in kernel order, largest first.
   std::vector<std::vector<int>> classes;
-  {
-    std::map<std::vector<std::int64_t>, int> class_of;
-    for (int k = 0; k < kernels; ++k) {
-      if (keep[k].size() < 2) continue;
-      std::vector<std::int64_t> sig;
-      for (int p : keep[k]) {
-        sig.push_back(m.cost[k][p]);
-        sig.push_back(m.weight[k][p]);
-      }
-      auto [it, fresh] = class_of.try_emplace(std::move(sig), int(classes.size()));
-      if (fresh) classes.emplace_back();
-      classes[it->second].push_back(k);
+  std::map<std::vector<std::int64_t>, int> class_of;
+  for (int k = 0; k < kernels; ++k) {
+    if (red.keep[k].size() < 2) continue;
+    std::vector<std::int64_t> sig;
+    for (int p : red.keep[k]) {
+      sig.push_back(p);
+      sig.push_back(m.cost[k][p]);
+      sig.push_back(m.weight[k][p]);
     }
-    for (const std::vector<int>& cls : classes) {
-      std::vector<int> p;
-      for (int k : cls) p.push_back(pos[k]);
-      std::sort(p.rbegin(), p.rend());
-      for (std::size_t i = 0; i < cls.size(); ++i) pos[cls[i]] = p[i];
-    }
+    auto [it, fresh] = class_of.try_emplace(std::move(sig), int(classes.size()));
+    if (fresh) classes.emplace_back();
+    classes[it->second].push_back(k);
   }
 
   MckpAnswer a;
   a.pos = pos;
-  Ilp01 ilp;
-  IlpRow knapsack;
-  knapsack.sense = IlpSense::le;
-  knapsack.rhs = free_capacity;
-  std::vector<std::vector<std::pair<int, int>>> vars(kernels);   // (position, variable)
-  for (int k = 0; k < kernels; ++k) {
-    if (keep[k].size() < 2) continue;
-    IlpRow one;
-    one.sense = IlpSense::eq;
-    one.rhs = 1;
-    for (int p : keep[k]) {
-      const int var = int(ilp.objective.size());
-      vars[k].push_back({p, var});
-      ilp.objective.push_back(m.cost[k][p]);
-      ilp.start.push_back(pos[k] == p ? 1 : 0);
-      if (m.weight[k][p] > 0) knapsack.terms.push_back({var, m.weight[k][p]});
-      one.terms.push_back({var, 1});
-    }
-    ilp.rows.push_back(std::move(one));
-  }
-  if (ilp.objective.empty()) {   // every kernel down to its incumbent position
+  if (classes.empty()) {   // every kernel down to its incumbent position
     a.optimal = true;
     return a;
   }
-  ilp.rows.push_back(std::move(knapsack));
-  for (const std::vector<int>& cls : classes)
-    for (std::size_t i = 1; i < cls.size(); ++i) {
-      IlpRow order;   // position(cls[i]) - position(cls[i-1]) <= 0
-      order.sense = IlpSense::le;
-      order.rhs = 0;
-      for (const auto& [p, var] : vars[cls[i]])
-        if (p > 0) order.terms.push_back({var, p});
-      for (const auto& [p, var] : vars[cls[i - 1]])
-        if (p > 0) order.terms.push_back({var, -p});
-      ilp.rows.push_back(std::move(order));
+  Ilp ilp;
+  IlpRow knapsack;
+  knapsack.sense = IlpSense::le;
+  knapsack.rhs = free_capacity;
+  std::vector<int> first_var;
+  for (const std::vector<int>& cls : classes) {
+    const std::vector<int>& q = red.keep[cls[0]];
+    const std::int64_t n = std::int64_t(cls.size());
+    knapsack.rhs -= n * m.weight[cls[0]][q[0]];
+    first_var.push_back(int(ilp.objective.size()));
+    for (std::size_t j = 1; j < q.size(); ++j) {
+      const int var = int(ilp.objective.size());
+      std::int64_t at_least = 0;   // incumbent members at q_j or above
+      for (int k : cls) at_least += pos[k] >= q[j];
+      ilp.objective.push_back(m.cost[cls[0]][q[j]] - m.cost[cls[0]][q[j - 1]]);
+      ilp.upper.push_back(n);
+      ilp.start.push_back(at_least);
+      knapsack.terms.push_back({var, m.weight[cls[0]][q[j]] - m.weight[cls[0]][q[j - 1]]});
+      if (j > 1) ilp.rows.push_back({{{var, 1}, {var - 1, -1}}, IlpSense::le, 0});
     }
-  const Ilp01Result r = solve_ilp01(ilp);
+  }
+  ilp.rows.push_back(std::move(knapsack));
+  const IlpResult r = solve_ilp(ilp);
   a.used_ilp = true;
   // The incumbent is feasible, so the solver always returns a feasible x.
   UCPLAN_CHECK(r.status == IlpStatus::optimal || r.status == IlpStatus::feasible,
                "WD ILP returned no solution although its start is feasible");
-  for (int k = 0; k < kernels; ++k) {
-    if (vars[k].empty()) continue;
-    int chosen = -1;
-    for (const auto& [p, var] : vars[k])
-      if (r.x[var]) {
-        UCPLAN_CHECK(chosen < 0, "WD ILP chose two configurations for one kernel");
-        chosen = p;
-      }
-    UCPLAN_CHECK(chosen >= 0, "WD ILP chose no configuration for a kernel");
-    a.pos[k] = chosen;
+  for (std::size_t c = 0; c < classes.size(); ++c) {
+    const std::vector<int>& q = red.keep[classes[c][0]];
+    for (std::size_t i = 0; i < classes[c].size(); ++i) {
+      std::size_t j = 0;   // member i takes the largest q_j with more than i members at or above
+      while (j + 1 < q.size() && r.x[first_var[c] + j] > std::int64_t(i)) ++j;
+      a.pos[classes[c][i]] = q[j];
+    }
   }
-  UCPLAN_CHECK(weight_of(a.pos) <= m.capacity, "WD ILP answer exceeds the capacity");
+  UCPLAN_CHECK(weight_of(m, a.pos) <= m.capacity, "WD ILP answer exceeds the capacity");
   a.optimal = r.status == IlpStatus::optimal;
   return a;
 }
@@ -498,19 +554,19 @@ std::optional<ConvConfig> wr_optimal(const std::vector<MicroOption>& options, st
 
 // ---- solve_wd: Eqs. (1)-(4) of §III-C -------------------------------------------------------
 //
-// Before CBC: each kernel's list is Pareto-filtered, its smallest workspace is taken off both
-// its coefficients and the total (the row then measures only the extra workspace bought), and
-// configurations that cannot fit even alone are dropped. If every kernel's fastest configuration
-// fits, that is the answer and no ILP is needed.
-//
-// Bytes are too fine for CBC (ilp.h): the knapsack is solved in a power-of-two unit u with every
-// extra workspace at most 2^16 u. Rounding weights up (and the capacity down) gives a
-// conservative problem whose answer always fits in bytes; rounding weights down gives a
-// relaxation whose optimum bounds the byte-exact optimum from below. The relaxation's answer is
-// returned when it fits in bytes and is faster; the answer is proven optimal when its time
-// equals the relaxation's, and otherwise the relaxation's time is reported as the bound (the
-// conservative problem loses at most u bytes per kernel of the total). With u = 1 (all extra
-// workspaces up to 64 KiB) the conservative problem is the exact one and is solved once.
+// 1. Each kernel's list is Pareto-filtered, and its smallest workspace is taken off both its
+//    configurations and the total (the row then counts only the extra workspace bought); the
+//    cost of a configuration is its time over the kernel's fastest. If every kernel's fastest
+//    configuration fits, that is the answer.
+// 2. The exact reduction of reduce_mckp in bytes: a feasible incumbent, and per kernel the
+//    configurations that can still beat it. Kernels left with one are decided.
+// 3. The rest (the core) goes to CBC. Bytes are too fine for CBC (ilp.h), so the core's workspace
+//    row is put in a power-of-two unit u with every weight at most 2^16 u. Weights rounded down
+//    give a relaxation: its optimum bounds the byte-exact optimum from below, and its answer is
+//    optimal when it fits in bytes (the usual case). Otherwise weights rounded up (capacity
+//    down) give a conservative problem whose answer always fits; it is proven optimal when its
+//    time equals the bound, and is never slower than the byte-exact optimum for the total
+//    reduced by u bytes per core kernel. With u = 1 both are the exact problem (one solve).
 std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& fronts,
                                    std::int64_t total_workspace) {
   const int kernels = int(fronts.size());
@@ -524,10 +580,9 @@ std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& f
   if (base > total_workspace) return std::nullopt;
   const std::int64_t slack = std::int64_t(total_workspace - base);
 
-  // Extra workspace and time over each kernel's cheapest and fastest usable configuration.
   Mckp bytes;
+  bytes.capacity = slack;
   Wide fastest_extra = 0;
-  std::int64_t max_extra = 0;
   for (int k = 0; k < kernels; ++k) {
     const std::int64_t w0 = fronts[k][cand[k][0]].workspace_bytes;
     while (fronts[k][cand[k].back()].workspace_bytes - w0 > slack) cand[k].pop_back();
@@ -537,21 +592,9 @@ std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& f
     for (int i : cand[k]) {
       bytes.cost[k].push_back(fronts[k][i].time_ns - t_fast);
       bytes.weight[k].push_back(fronts[k][i].workspace_bytes - w0);
-      max_extra = std::max(max_extra, bytes.weight[k].back());
     }
     fastest_extra += bytes.weight[k].back();
   }
-  bytes.capacity = slack;
-  auto time_of = [&](const std::vector<int>& pos) {
-    Wide t = 0;
-    for (int k = 0; k < kernels; ++k) t += bytes.cost[k][pos[k]];
-    return t;
-  };
-  auto extra_of = [&](const std::vector<int>& pos) {
-    Wide w = 0;
-    for (int k = 0; k < kernels; ++k) w += bytes.weight[k][pos[k]];
-    return w;
-  };
 
   WdSolution sol;
   std::vector<int> pos(kernels);
@@ -560,31 +603,71 @@ std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& f
     for (int k = 0; k < kernels; ++k) pos[k] = int(cand[k].size()) - 1;
     sol.optimal = true;
   } else {
-    std::int64_t unit = 1;
-    while (max_extra / unit > (std::int64_t(1) << 16)) unit *= 2;
-    sol.workspace_unit = unit;
-    Mckp up = bytes, down = bytes;
-    up.capacity = down.capacity = slack / unit;
+    const Reduction red = reduce_mckp(bytes, {});
+    pos = red.incumbent;
+    // The core, in bytes: its kernels' kept positions, weights over the smallest kept one.
+    std::vector<int> core;
+    Mckp exact;
+    exact.capacity = slack;
+    std::int64_t max_weight = 0;
+    for (int k = 0; k < kernels; ++k) {
+      const std::int64_t w0 = bytes.weight[k][red.keep[k][0]];
+      exact.capacity -= w0;
+      if (red.keep[k].size() < 2) continue;
+      core.push_back(k);
+      exact.cost.emplace_back();
+      exact.weight.emplace_back();
+      for (int p : red.keep[k]) {
+        exact.cost.back().push_back(bytes.cost[k][p]);
+        exact.weight.back().push_back(bytes.weight[k][p] - w0);
+        max_weight = std::max(max_weight, exact.weight.back().back());
+      }
+    }
+    UCPLAN_CHECK(exact.capacity >= 0, "MCKP reduction left no room for the core");
+    Wide fixed_cost = 0;
     for (int k = 0; k < kernels; ++k)
-      for (std::size_t p = 0; p < bytes.weight[k].size(); ++p) {
-        up.weight[k][p] = (bytes.weight[k][p] + unit - 1) / unit;
-        down.weight[k][p] = bytes.weight[k][p] / unit;
-      }
-    const MckpAnswer cons = solve_mckp(up, {});
-    sol.ilp_solves += cons.used_ilp;
-    pos = cons.pos;
-    if (unit == 1) {
-      sol.optimal = cons.optimal;
-      if (cons.optimal) bound = time_of(pos);
+      if (red.keep[k].size() < 2) fixed_cost += bytes.cost[k][red.keep[k][0]];
+    // Core choice (index into keep) <-> full choice.
+    std::vector<int> core_start;
+    for (int k : core)
+      core_start.push_back(int(std::find(red.keep[k].begin(), red.keep[k].end(), pos[k]) -
+                               red.keep[k].begin()));
+    auto apply = [&](const std::vector<int>& c) {
+      for (std::size_t i = 0; i < core.size(); ++i) pos[core[i]] = red.keep[core[i]][c[i]];
+    };
+
+    if (core.empty()) {
+      sol.optimal = true;
+      bound = cost_of(bytes, pos);
     } else {
-      // The conservative answer fits the relaxation too: a good first incumbent.
-      const MckpAnswer relax = solve_mckp(down, cons.pos);
+      std::int64_t unit = 1;
+      while (max_weight / unit > (std::int64_t(1) << 16)) unit *= 2;
+      sol.workspace_unit = unit;
+      Mckp up = exact, down = exact;
+      up.capacity = down.capacity = exact.capacity / unit;
+      for (std::size_t i = 0; i < core.size(); ++i)
+        for (std::size_t p = 0; p < exact.weight[i].size(); ++p) {
+          up.weight[i][p] = (exact.weight[i][p] + unit - 1) / unit;
+          down.weight[i][p] = exact.weight[i][p] / unit;
+        }
+      // The relaxation first: its optimum is a lower bound, and its answer, when it fits in
+      // bytes, is optimal. Only otherwise is the conservative problem solved. Anything feasible
+      // in bytes is feasible for the relaxation, so the byte incumbent starts it.
+      std::vector<int> best = core_start;   // the byte incumbent, unless beaten
+      const MckpAnswer relax = solve_mckp(unit == 1 ? up : down, core_start);
       sol.ilp_solves += relax.used_ilp;
-      if (extra_of(relax.pos) <= slack && time_of(relax.pos) < time_of(pos)) pos = relax.pos;
-      if (relax.optimal) {
-        bound = time_of(relax.pos);
-        sol.optimal = time_of(pos) == bound;
+      const bool fits = weight_of(exact, relax.pos) <= exact.capacity;
+      if (fits && cost_of(exact, relax.pos) < cost_of(exact, best)) best = relax.pos;
+      if (!fits) {
+        const MckpAnswer cons = solve_mckp(up, core_start);
+        sol.ilp_solves += cons.used_ilp;
+        if (cost_of(exact, cons.pos) < cost_of(exact, best)) best = cons.pos;
       }
+      if (relax.optimal) {
+        bound = fixed_cost + cost_of(exact, relax.pos);
+        sol.optimal = cost_of(exact, best) == cost_of(exact, relax.pos);
+      }
+      apply(best);
     }
   }
 

@@ -46,7 +46,8 @@ struct ConvConfig {
 
 // D(C(B)) of §III-C: all non-dominated configurations for batch B, sorted by workspace ascending
 // (hence time strictly descending). Options with micro_batch > B are ignored; empty if B cannot
-// be composed from the remaining sizes.
+// be composed from the remaining sizes. Cost about B x |options| x |front| steps (B = 256, all
+// sizes, 8 algorithms: 7-25 ms).
 // Tie-break (exact, not heuristic): among configurations with equal time and workspace the front
 // holds the one with the fewest micro-batches, then the lexicographically smallest canonical
 // list (elements compared by micro-batch descending, then algorithm name ascending).
@@ -64,12 +65,13 @@ std::optional<ConvConfig> fastest_within(const std::vector<ConvConfig>& front,
 std::optional<ConvConfig> wr_optimal(const std::vector<MicroOption>& options, std::int64_t batch,
                                      std::int64_t workspace_limit);
 
-// WD (§III-C, Eqs. 1-4): choice[k] indexes fronts[k]; time_ns and workspace_bytes are the exact
-// integer sums of the chosen configurations (workspace_bytes <= total_workspace always holds).
-// nullopt when no choice fits (or a kernel has no configuration). `optimal`: proven optimal at
-// byte precision; otherwise lower_bound_ns is a proven bound on the optimal time. CBC sees the
-// workspace row in units of workspace_unit bytes (a power of two; see the .cpp for why and how
-// exactness is kept).
+// WD (§III-C, Eqs. 1-4): choice[k] indexes fronts[k] (any lists; dominated entries are never
+// chosen); time_ns and workspace_bytes are the exact integer sums of the chosen configurations,
+// and workspace_bytes <= total_workspace always holds. nullopt when no choice fits (or a kernel
+// has no configuration). `optimal`: proven optimal at byte precision; otherwise lower_bound_ns
+// is a proven bound on the optimal time (seen: within 1e-5 relative). CBC sees the workspace
+// row in units of workspace_unit bytes (a power of two; the .cpp says why and how exactness is
+// kept). Identical kernels (equal lists) are aggregated, so repeated layers cost nothing extra.
 struct WdSolution {
   std::vector<int> choice;
   std::int64_t time_ns = 0;

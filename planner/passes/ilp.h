@@ -1,9 +1,14 @@
-// A 0-1 integer linear programme as plain data, and its solver (STYLE #7: the solver at arm's
-// length). Data are integers, so a solution is checked exactly; ilp_cbc.cpp is the only file that
-// includes CBC headers: it scales each row and the objective by a power of two (exact in
-// floating point) before handing them to CBC, and re-checks the rounded answer in integers.
+// An integer linear programme over bounded non-negative integers (0-1 unless an upper bound
+// says otherwise) as plain data, and its solver (STYLE #7: the solver at arm's length). Data are
+// integers, so a solution is checked exactly; ilp_cbc.cpp is the only file that includes CBC
+// headers: it scales each row and the objective by a power of two (exact in floating point)
+// before handing them to CBC, and re-checks the rounded answer in integers.
 //
-//   minimise  Σ_j objective[j] x_j   subject to   Σ_j a_rj x_j  (<= | = | >=)  rhs_r,  x ∈ {0,1}^n
+//   minimise  Σ_j objective[j] x_j   subject to   Σ_j a_rj x_j  (<= | = | >=)  rhs_r,
+//             x_j ∈ {0, 1, ..., upper[j]}   (upper[j] = 1 when `upper` is empty)
+//
+// WD (mu-cuDNN §III-C, Eqs. 1-4) is the 0-1 case; bounds above 1 let identical kernels be
+// aggregated into one count per configuration instead of symmetric 0-1 copies.
 //
 // CBC is a floating-point solver. Feasibility of the answer is always checked here exactly, but
 // its optimality proof is reliable only while LP points cannot have tiny fractions, i.e. while
@@ -32,12 +37,13 @@ struct IlpRow {
   std::int64_t rhs = 0;
 };
 
-struct Ilp01 {
+struct Ilp {
   std::vector<std::int64_t> objective;   // one per variable; defines n
   std::vector<IlpRow> rows;
-  // Optional feasible solution (n values 0/1) handed to the solver as its first incumbent;
-  // ignored if it is not feasible. Empty: none.
-  std::vector<std::uint8_t> start;
+  std::vector<std::int64_t> upper;       // per variable, >= 0; empty: every variable is 0-1
+  // Optional feasible solution (n values) handed to the solver as its first incumbent; ignored
+  // if it is not feasible. Empty: none.
+  std::vector<std::int64_t> start;
   // Branch-and-bound node limit (deterministic, unlike a time limit); <= 0: no limit.
   std::int64_t max_nodes = 0;
 };
@@ -49,20 +55,20 @@ enum class IlpStatus {
   no_solution,  // stopped (limit) or failed without a feasible x
 };
 
-struct Ilp01Result {
+struct IlpResult {
   IlpStatus status = IlpStatus::no_solution;
-  std::vector<std::uint8_t> x;       // n values 0/1 when status is optimal or feasible
+  std::vector<std::int64_t> x;       // n values when status is optimal or feasible
   std::int64_t objective = 0;        // exact Σ objective[j] x_j
   std::int64_t nodes = 0;            // branch-and-bound nodes
   // Times a row's rhs had to be tightened and the model re-solved because CBC's answer, rounded
-  // to 0/1, violated that row in exact arithmetic (a floating-point tolerance artefact). After
+  // to integers, violated that row in exact arithmetic (a floating-point tolerance artefact). After
   // a tightening the answer is at most `feasible`, never claimed optimal.
   int tightenings = 0;
 };
 
-Ilp01Result solve_ilp01(const Ilp01& ilp);
+IlpResult solve_ilp(const Ilp& ilp);
 
-// Exact check of x against every row: "" when feasible, else the first violated row.
-std::string find_ilp01_violation(const Ilp01& ilp, const std::vector<std::uint8_t>& x);
+// Exact check of x against the bounds and every row: "" when feasible, else what is violated.
+std::string find_ilp_violation(const Ilp& ilp, const std::vector<std::int64_t>& x);
 
 }  // namespace ucplan

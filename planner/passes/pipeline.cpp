@@ -309,6 +309,9 @@ CompileResult make_plan(const CompileInput& in) {
   if (p.sub_batch_changes_statistics)
     p.notes.push_back(fmt::format("batch-norm statistics are computed per sub-batch of {} samples ({} rounds), as asked with --sub-batch",
                                   p.sub_batch, p.rounds));
+  if (best.candidates_skipped > 0)
+    p.notes.push_back(fmt::format("the ucplan search stopped {} candidate(s) short: its work budget was spent (large network)",
+                                  best.candidates_skipped));
   if (best.defragmentations > 0)
     p.notes.push_back(fmt::format("{} defragmentation(s) per round: the budget is close to the bound", best.defragmentations));
   if (in.dump_after == "schedule") out.dump = plan_to_json_text(p);

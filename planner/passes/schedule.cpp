@@ -83,7 +83,7 @@ class Scheduler {
         tg_(*in.tasks),
         costs_(*in.costs),
         strategy_(strategy),
-        arena_(0, in.budget_bytes) {}
+        arena_(0, 0) {}
 
   ScheduleResult run();
 
@@ -102,6 +102,8 @@ class Scheduler {
     ReadySet writer = kNoneReady;       // last step that wrote the device copy
     ReadySet readers = kNoneReady;      // last steps that read it, per stream
     ReadySet alloc_waits = kNoneReady;  // steps that must end before the space is touched
+    std::int64_t access_end = 0;        // when the last step touching the device copy ends
+    std::int64_t host_writer_end = 0;   // when the host copy is complete
     int lock = 0;
     std::size_t next_use = 0;    // index into uses_
     Residency decision = Residency::Keep;
@@ -126,8 +128,8 @@ class Scheduler {
   // --- mechanism ---
   int emit(const EmitArgs& a);
   bool allocate_tensor(int t, bool may_evict);
-  std::vector<BlockView> block_views() const;
-  Window find_window(const std::vector<BlockView>& blocks, std::int64_t size) const;
+  BlockView view(const Arena::Block& blk) const;
+  Window find_window(std::int64_t size) const;
   bool make_room(std::int64_t size);
   void evict(int t);
   void release_device_copy(int t, bool keep_value_on_host);
@@ -163,11 +165,16 @@ class Scheduler {
   std::vector<int> order_;       // round task ids
   int bwd_start_ = 0;
   int pos_ = 0;                  // current position
-  ScheduleResult res_;
+  mutable ScheduleResult res_;  // mutable for the work counter of the (const) window search
+  mutable std::vector<BlockView> scratch_views_;             // reused by find_window
+  mutable std::vector<std::size_t> scratch_maxq_, scratch_minq_;
   std::vector<PlanBuffer> buffers_;
   std::vector<char> kernel_seen_;
   std::vector<int> resident_buffer_;  // per tensor: plan buffer of a resident tensor
   bool in_defrag_retry_ = false;
+  int step_limit_ = 0;                // steps a round may take before it counts as a runaway
+  std::int64_t recompute_limit_ = 0;  // recomputations a round may take likewise
+  bool runaway_ = false;
 };
 
 std::int64_t Scheduler::task_time(int task) const { return costs_.tasks[task].time_ns; }
@@ -335,6 +342,7 @@ int Scheduler::emit(const EmitArgs& a) {
     if (tg_.tensors[t].resident()) continue;
     merge_into(st_[t].readers, id, a.stream);
     st_[t].alloc_waits = kNoneReady;
+    st_[t].access_end = std::max(st_[t].access_end, step.end);
   }
   auto wrote = [&](int t) {
     if (tg_.tensors[t].resident()) return;
@@ -344,13 +352,18 @@ int Scheduler::emit(const EmitArgs& a) {
     s.readers = kNoneReady;
     s.alloc_waits = kNoneReady;
     s.produced = true;
+    s.access_end = std::max(s.access_end, step.end);
   };
   for (int t : a.writes) wrote(t);
   for (int t : a.accumulates) wrote(t);
   if (a.host_tensor >= 0) {
     TState& s = st_[a.host_tensor];
-    if (a.stream == Stream::H2D) s.host_reader = std::max(s.host_reader, id);
-    else s.host_writer = id;
+    if (a.stream == Stream::H2D) {
+      s.host_reader = std::max(s.host_reader, id);
+    } else {
+      s.host_writer = id;
+      s.host_writer_end = step.end;
+    }
   }
   return id;
 }
@@ -378,13 +391,18 @@ void Scheduler::release_device_copy(int t, bool keep_value_on_host) {
   TState& s = st_[t];
   UCPLAN_CHECK(s.on_device, "release of a tensor on the device");
   ReadySet ready = accesses(s);
-  if (keep_value_on_host && s.host_writer >= 0) merge_into(ready, s.host_writer, Stream::D2H);
-  arena_.release(s.offset, ready);
+  std::int64_t ready_end = s.access_end;
+  if (keep_value_on_host && s.host_writer >= 0) {
+    merge_into(ready, s.host_writer, Stream::D2H);
+    ready_end = std::max(ready_end, s.host_writer_end);
+  }
+  arena_.release(s.offset, ready, ready_end);
   s.on_device = false;
   s.buffer = -1;
   s.produced = false;
   s.fresh = false;
   s.writer = s.readers = s.alloc_waits = kNoneReady;
+  s.access_end = 0;
 }
 
 void Scheduler::evict(int t) {
@@ -417,33 +435,27 @@ void Scheduler::evict(int t) {
   release_device_copy(t, true);
 }
 
-std::vector<BlockView> Scheduler::block_views() const {
-  std::vector<BlockView> bs;
-  bs.reserve(arena_.blocks().size());
-  for (const auto& [off, blk] : arena_.blocks()) {
-    BlockView b;
-    b.off = off;
-    b.size = blk.size;
-    b.owner = blk.owner;
-    if (blk.owner < 0) {
-      b.ready_end = timeline_.ready_time(blk.ready);
-    } else if (evictable(blk.owner)) {
-      const TState& s = st_[blk.owner];
-      ReadySet r = accesses(s);
-      if (s.host_valid && s.host_writer >= 0) merge_into(r, s.host_writer, Stream::D2H);
-      b.ready_end = timeline_.ready_time(r);
-      if (!clean(blk.owner)) {
-        b.dirty_ns = costs_.d2h_ns(s.size);
-        b.dirty_bytes = s.size;
-      }
-      if (s.fresh) b.fresh_bytes = s.size;
-      if (s.next_use < uses_[blk.owner].size()) b.next_use = uses_[blk.owner][s.next_use];
-    } else {
-      b.owner = -2;
+BlockView Scheduler::view(const Arena::Block& blk) const {
+  BlockView b;
+  b.off = blk.offset;
+  b.size = blk.size;
+  b.owner = blk.owner;
+  if (blk.owner < 0) {
+    b.ready_end = blk.ready_end;
+  } else if (evictable(blk.owner)) {
+    const TState& s = st_[blk.owner];
+    b.ready_end = s.access_end;
+    if (s.host_valid && s.host_writer >= 0) b.ready_end = std::max(b.ready_end, s.host_writer_end);
+    if (!clean(blk.owner)) {
+      b.dirty_ns = costs_.d2h_ns(s.size);
+      b.dirty_bytes = s.size;
     }
-    bs.push_back(b);
+    if (s.fresh) b.fresh_bytes = s.size;
+    if (s.next_use < uses_[blk.owner].size()) b.next_use = uses_[blk.owner][s.next_use];
+  } else {
+    b.owner = -2;
   }
-  return bs;
+  return b;
 }
 
 // moDNN §IV-B1 "finding an offloading scheme": a run of adjacent blocks (free, or holding
@@ -453,45 +465,59 @@ std::vector<BlockView> Scheduler::block_views() const {
 // backward pass most tensors already have a host copy, so evicting costs nothing now), the one
 // whose contents are needed furthest ahead: the schedule is static, so the planner knows the
 // future and applies Belady's rule. Two pointers over the address-ordered blocks with
-// monotonic deques keep this linear in the number of blocks.
-Window Scheduler::find_window(const std::vector<BlockView>& bs, std::int64_t size) const {
+// monotonic deques keep this linear in the number of blocks; every block's figures are kept up
+// to date as steps are emitted, so looking at one is cheap.
+Window Scheduler::find_window(std::int64_t size) const {
+  const auto& blocks = arena_.blocks();
+  const std::size_t n = blocks.size();
+  res_.work += static_cast<std::int64_t>(n);
   const std::int64_t now = timeline_.stream_end(Stream::Compute);
   std::int64_t copy_free = timeline_.stream_end(Stream::D2H);
   if (!costs_.duplex) copy_free = std::max(copy_free, timeline_.stream_end(Stream::H2D));
+  // Views are filled as the window's front reaches each block; the monotonic queues hold
+  // window indices (vectors with a moving head: indices only ever grow).
+  std::vector<BlockView>& bs = scratch_views_;
+  bs.resize(n);
+  std::vector<std::size_t>& maxq = scratch_maxq_;  // decreasing ready_end
+  std::vector<std::size_t>& minq = scratch_minq_;  // increasing next_use
+  std::size_t maxh = 0, minh = 0;
   Window best;
-  const std::size_t n = bs.size();
+  std::size_t best_i = 0, best_j = 0;
   std::size_t j = 0;
   std::int64_t total = 0, dirty_ns = 0, dirty_bytes = 0, fresh_bytes = 0;
-  std::deque<std::size_t> maxq;  // window indices with decreasing ready_end
-  std::deque<std::size_t> minq;  // window indices with increasing next_use
   auto reset = [&](std::size_t at) {
     j = at;
     total = dirty_ns = dirty_bytes = fresh_bytes = 0;
     maxq.clear();
     minq.clear();
+    maxh = minh = 0;
   };
+  reset(0);
   for (std::size_t i = 0; i < n; ++i) {
     if (j < i) reset(i);
+    if (j == i) bs[i] = view(blocks[i]);
     if (bs[i].owner == -2) {
       reset(i + 1);
       continue;
     }
-    while (j < n && total < size && bs[j].owner != -2) {
+    while (j < n && total < size) {
+      if (j > i) bs[j] = view(blocks[j]);
+      if (bs[j].owner == -2) break;
       total += bs[j].size;
       dirty_ns += bs[j].dirty_ns;
       dirty_bytes += bs[j].dirty_bytes;
       fresh_bytes += bs[j].fresh_bytes;
-      while (!maxq.empty() && bs[maxq.back()].ready_end <= bs[j].ready_end) maxq.pop_back();
+      while (maxq.size() > maxh && bs[maxq.back()].ready_end <= bs[j].ready_end) maxq.pop_back();
       maxq.push_back(j);
-      while (!minq.empty() && bs[minq.back()].next_use >= bs[j].next_use) minq.pop_back();
+      while (minq.size() > minh && bs[minq.back()].next_use >= bs[j].next_use) minq.pop_back();
       minq.push_back(j);
       ++j;
     }
     if (total >= size) {
-      std::int64_t ready = maxq.empty() ? 0 : bs[maxq.front()].ready_end;
+      std::int64_t ready = maxq.size() > maxh ? bs[maxq[maxh]].ready_end : 0;
       if (dirty_ns > 0) ready = std::max(ready, std::max(copy_free, now) + dirty_ns);
       const std::int64_t delay = std::max<std::int64_t>(0, ready - now);
-      const int soonest = minq.empty() ? (1 << 30) : bs[minq.front()].next_use;
+      const int soonest = minq.size() > minh ? bs[minq[minh]].next_use : (1 << 30);
       auto key = std::make_tuple(fresh_bytes > 0, delay, -soonest, dirty_bytes, bs[i].off);
       auto best_key = std::make_tuple(best.fresh_bytes > 0, best.delay, -best.soonest_use, best.dirty_bytes, best.offset);
       if (!best.found || key < best_key) {
@@ -501,9 +527,8 @@ Window Scheduler::find_window(const std::vector<BlockView>& bs, std::int64_t siz
         best.soonest_use = soonest;
         best.fresh_bytes = fresh_bytes;
         best.dirty_bytes = dirty_bytes;
-        best.owners.clear();
-        for (std::size_t k = i; k < j; ++k)
-          if (bs[k].owner >= 0) best.owners.push_back(bs[k].owner);
+        best_i = i;
+        best_j = j;
       }
     }
     if (j > i) {  // slide block i out of the window
@@ -511,15 +536,20 @@ Window Scheduler::find_window(const std::vector<BlockView>& bs, std::int64_t siz
       dirty_ns -= bs[i].dirty_ns;
       dirty_bytes -= bs[i].dirty_bytes;
       fresh_bytes -= bs[i].fresh_bytes;
-      if (!maxq.empty() && maxq.front() == i) maxq.pop_front();
-      if (!minq.empty() && minq.front() == i) minq.pop_front();
+      if (maxq.size() > maxh && maxq[maxh] == i) ++maxh;
+      if (minq.size() > minh && minq[minh] == i) ++minh;
+    } else {
+      reset(i + 1);
     }
   }
+  if (best.found)
+    for (std::size_t k = best_i; k < best_j; ++k)
+      if (blocks[k].owner >= 0) best.owners.push_back(blocks[k].owner);
   return best;
 }
 
 bool Scheduler::make_room(std::int64_t size) {
-  Window w = find_window(block_views(), size);
+  Window w = find_window(size);
   if (!w.found) return false;
   for (int owner : w.owners) evict(owner);
   return true;
@@ -539,6 +569,7 @@ bool Scheduler::allocate_tensor(int t, bool may_evict) {
   s.offset = *at;
   s.size = size;
   s.alloc_waits = waits;
+  s.access_end = timeline_.ready_time(waits);
   s.writer = s.readers = kNoneReady;
   s.produced = false;
   s.buffer = new_buffer(tg_.tensors[t].name, *at, size, false);
@@ -606,7 +637,7 @@ bool Scheduler::recompute(int layer) {
       a.duration = task_time(ftask);
     }
     int id = emit(a);
-    if (ws >= 0) arena_.release(buffers_[ws].offset, ReadySet{id, -1, -1});
+    if (ws >= 0) arena_.release(buffers_[ws].offset, ReadySet{id, -1, -1}, timeline_.step(id).end);
     res_.recompute_ns += a.duration;
     res_.recompute_steps += 1;
     st_[y].dropped = false;
@@ -622,7 +653,7 @@ bool Scheduler::recompute(int layer) {
 void Scheduler::defragment() {
   res_.defragmentations += 1;
   std::vector<int> on;
-  for (const auto& [off, blk] : arena_.blocks())
+  for (const auto& blk : arena_.blocks())
     if (blk.owner >= 0 && blk.owner < kWorkspaceOwner && !tg_.tensors[blk.owner].resident()) on.push_back(blk.owner);
   for (int t : on) {
     st_[t].lock = 0;
@@ -673,8 +704,6 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
         for (std::size_t k = 0; k < kProbes; ++k) probe[over[(over.size() - 1) * k / (kProbes - 1)]] = 1;
       }
     }
-    std::vector<BlockView> views;
-    if (!over.empty() && strategy_.evict_on_demand()) views = block_views();
     std::int64_t memo_size = -1, memo_delay = 0;
     for (std::size_t i = 0; i < nf; ++i) {
       const std::int64_t ws = align_up(cost.front[i].workspace_bytes);
@@ -685,7 +714,7 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
       } else if (ws == memo_size) {
         ctx.evict_delay[i] = memo_delay;
       } else {
-        Window w = find_window(views, ws);
+        Window w = find_window(ws);
         ctx.evict_delay[i] = w.found ? w.delay : kInf;
         memo_size = ws;
         memo_delay = ctx.evict_delay[i];
@@ -774,6 +803,12 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
 }
 
 bool Scheduler::run_task(int pos) {
+  // Free space whose last users on every stream have ended by now merges into one block: any
+  // step issued from here on starts no earlier than the compute stream, so waiting for the
+  // merged history costs no time, and a short block list keeps allocation and eviction fast.
+  const std::int64_t now = std::min({timeline_.stream_end(Stream::Compute), timeline_.stream_end(Stream::H2D),
+                                     timeline_.stream_end(Stream::D2H)});
+  arena_.coalesce([&](const Arena::Block& b) { return b.ready_end <= now; });
   const int task = order_[pos];
   const Task& t = tg_.tasks[task];
   const std::vector<int> touched = tg_.touched(t);
@@ -805,7 +840,7 @@ bool Scheduler::run_task(int pos) {
   if (t.conv_kernel)
     for (const auto& m : costs_.tasks[task].front[idx].micro) a.config.push_back({m.algo, m.micro_batch});
   const int id = emit(a);
-  if (ws >= 0) arena_.release(buffers_[ws].offset, ReadySet{id, -1, -1});
+  if (ws >= 0) arena_.release(buffers_[ws].offset, ReadySet{id, -1, -1}, timeline_.step(id).end);
   if (t.conv_kernel && !kernel_seen_[task]) {
     kernel_seen_[task] = 1;
     const TaskCost& c = costs_.tasks[task];
@@ -875,29 +910,27 @@ ScheduleResult Scheduler::run() {
   kernel_seen_.assign(tg_.tasks.size(), 0);
   compute_uses();
 
-  // Weights and weight gradients: resident from the bottom of the arena for the whole program.
+  // Weights and weight gradients: resident at the bottom for the whole program, laid out once
+  // below the dynamic arena (not as arena blocks, which every allocation would walk past).
   resident_buffer_.assign(nt, -1);
+  std::int64_t resident_end = 0;
   for (int t = 0; t < nt; ++t) {
     if (!tg_.tensors[t].resident()) continue;
     const std::int64_t size = align_up(tg_.tensors[t].bytes(1));
-    ReadySet w = kNoneReady;
-    auto at = arena_.allocate(size, t, &w);
-    if (!at) {
-      res_.failure = fmt::format("the weights and their gradients ({} bytes) do not fit in the budget", tg_.resident_bytes());
-      return res_;
-    }
-    resident_buffer_[t] = new_buffer(tg_.tensors[t].name, *at, size, true);
+    resident_buffer_[t] = new_buffer(tg_.tensors[t].name, resident_end, size, true);
+    resident_end += size;
   }
+  if (resident_end > in_.budget_bytes) {
+    res_.failure = fmt::format("the weights and their gradients ({} bytes) do not fit in the budget", resident_end);
+    return res_;
+  }
+  arena_ = Arena(resident_end, in_.budget_bytes);
 
-  // Recomputation that keeps dropping what it just recomputed could grow without bound; a round
-  // needing many more steps than it has tasks is a strategy that does not work here.
-  const int step_limit = 8 * static_cast<int>(order_.size()) + 1000;
+  step_limit_ = 8 * static_cast<int>(order_.size()) + 1000;
+  std::int64_t planned = 0;
+  for (int t = 0; t < nt; ++t) planned += st_[t].decision == Residency::Recompute;
+  recompute_limit_ = 4 * planned + 64;
   for (pos_ = 0; pos_ < static_cast<int>(order_.size()); ++pos_) {
-    if (timeline_.size() > step_limit) {
-      res_.failure = fmt::format("more than {} steps for {} tasks: recomputation does not converge at this budget", step_limit,
-                                 order_.size());
-      return res_;
-    }
     bool ok = run_task(pos_);
     // Defragmentation is moDNN's: strategies that never offload on demand fail as their
     // systems would (out of memory) instead of being rescued by it.
@@ -906,6 +939,15 @@ ScheduleResult Scheduler::run() {
       in_defrag_retry_ = true;
       ok = run_task(pos_);
       in_defrag_retry_ = false;
+    }
+    if (timeline_.makespan() > in_.abandon_after_ns) {
+      res_.failure = "slower than a candidate already found";
+      return res_;
+    }
+    if (runaway_) {
+      res_.failure = fmt::format("recomputation thrashes at this budget ({} recomputations, {} steps for {} tasks)",
+                                 res_.recompute_steps, timeline_.size(), order_.size());
+      return res_;
     }
     if (!ok) {
       const Task& t = tg_.tasks[order_[pos_]];
@@ -1048,6 +1090,27 @@ std::unique_ptr<Strategy> make_table_strategy(std::string name, std::vector<Resi
 
 namespace {
 
+// Recomputation segments are bounded: a tensor whose recomputation would reach back more than
+// kMaxSegment layers of recomputed tensors becomes a checkpoint. Without the bound, a residual
+// stream (add, relu, add, ... with no convolution on it) would make the whole network one
+// segment: quadratic recomputation and quadratic bookkeeping.
+constexpr int kMaxSegment = 16;
+
+void bound_segments(const Graph& g, const TaskGraph& tg, std::vector<Residency>& table) {
+  std::vector<int> depth(g.layers.size(), 0);
+  for (int l : tg.route) {
+    const int y = tg.y_of[l];
+    if (l == 0 || table[y] != Residency::Recompute) continue;
+    int d = 0;
+    for (int in : g.layers[l].inputs) d = std::max(d, depth[in]);
+    if (d + 1 > kMaxSegment) {
+      table[y] = Residency::Keep;
+    } else {
+      depth[l] = d + 1;
+    }
+  }
+}
+
 std::vector<Residency> baseline_table(const std::string& name, const Graph& g, const TaskGraph& tg) {
   const int nt = static_cast<int>(tg.tensors.size());
   std::vector<Residency> table(nt, Residency::Keep);
@@ -1075,6 +1138,7 @@ std::vector<Residency> baseline_table(const std::string& name, const Graph& g, c
       if (l != 0 && !sqrt_keep[t] && type != LayerType::SoftmaxLoss) table[t] = Residency::Recompute;
     }
   }
+  bound_segments(g, tg, table);
   return table;
 }
 
@@ -1110,9 +1174,14 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   const CostTable& costs = *in.costs;
   const int nt = static_cast<int>(tg.tensors.size());
   const std::vector<char> need = backward_needed(tg);
+  constexpr std::int64_t kWorkBudget = 200'000'000;
+  ScheduleResult best;
+  std::vector<Residency> best_table;
   auto run = [&](const std::vector<Residency>& table) {
     auto s = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true);
-    return simulate_schedule(in, *s);
+    ScheduleInput bounded = in;
+    if (best.ok) bounded.abandon_after_ns = best.round_ns;  // branch and bound: it could only get worse
+    return simulate_schedule(bounded, *s);
   };
   // Convolutions and fully connected layers stay checkpoints (SuperNeurons §3.4): recomputing
   // them can look cheaper than a slow copy back, but chains through them grow without bound.
@@ -1134,6 +1203,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       for (int x : tg.tasks[costs.forward_task[*it]].reads)
         if (!need[x] && recomputable(x) && table[x] == Residency::Keep && redo_ns(x) < copy_back_ns(x)) table[x] = Residency::Recompute;
     }
+    bound_segments(g, tg, table);
   };
   // Seeds, all run with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain, offload on demand):
   // moDNN itself (everything kept, offloaded when memory runs out), the baselines' decisions,
@@ -1153,15 +1223,17 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     if (recomputable(t) && need[t] && redo_ns(t) < copy_back_ns(t)) cheap[t] = Residency::Recompute;
   }
   close_segments(cheap);
+  bound_segments(g, tg, sn_offload);
   seeds.push_back(sn_offload);
   seeds.push_back(cheap);
 
   // Improvement from a table: what the simulation had to offload on demand is offloaded early
   // instead (the copy then overlaps compute); what is cheaper to recompute than to copy back,
   // or stalled compute longer than recomputing it would take, is recomputed.
-  auto improve = [&](const std::string& name, std::vector<Residency> table, ScheduleResult result, std::vector<Residency>* out_table) {
+  auto improve = [&](const std::string& name, std::vector<Residency> table, ScheduleResult result, std::vector<Residency>* out_table,
+                     std::int64_t* spent) {
     log.emplace_back(name, result.ok ? result.round_ns : 0);
-    for (int iteration = 0; iteration < 3 && result.ok; ++iteration) {
+    for (int iteration = 0; iteration < 3 && result.ok && *spent <= kWorkBudget; ++iteration) {
       bool improved = false;
       std::vector<Residency> early = table;
       bool changed = false;
@@ -1175,6 +1247,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       }
       if (changed) {
         ScheduleResult r = run(early);
+        *spent += r.work;
         log.emplace_back(name + " + early offload", r.ok ? r.round_ns : 0);
         if (better(r, result)) {
           result = std::move(r);
@@ -1195,6 +1268,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       if (changed) {
         close_segments(redo);
         ScheduleResult r = run(redo);
+        *spent += r.work;
         log.emplace_back(name + " + recompute", r.ok ? r.round_ns : 0);
         if (better(r, result)) {
           result = std::move(r);
@@ -1208,27 +1282,40 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     return result;
   };
 
-  ScheduleResult best;
-  std::vector<Residency> best_table;
-  for (std::size_t i = 0; i < seeds.size(); ++i) {
+  // Simulating costs time roughly in proportion to the arena blocks looked at while evicting;
+  // past a budget of that work (deterministic, unlike a time limit) no further candidate is
+  // started. The baselines' own schedules and moDNN's come first, so the result is never worse
+  // than any baseline; the recompute-heavy candidates, the most expensive, come last.
+  std::int64_t work = 0;
+  auto consider = [&](ScheduleResult r, std::vector<Residency> table) {
+    work += r.work;
+    if (better(r, best)) {
+      best = std::move(r);
+      best_table = std::move(table);
+    }
+  };
+  for (const char* name : {"keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"}) {
+    auto strategy = make_baseline_strategy(name, g, tg, costs);
+    ScheduleResult r = simulate_schedule(in, *strategy);
+    log.emplace_back(std::string(name) + " (its own schedule)", r.ok ? r.round_ns : 0);
+    consider(std::move(r), baseline_table(name, g, tg));
+  }
+  int skipped = 0;
+  for (std::size_t i : {0, 1, 4, 5, 2, 3}) {  // moDNN, vdnn-conv, the cost-aware ones, then SuperNeurons, sqrt
+    if (work > kWorkBudget) {
+      ++skipped;
+      continue;
+    }
     std::vector<Residency> table;
-    ScheduleResult r = improve(seed_names[i], seeds[i], run(seeds[i]), &table);
+    ScheduleResult first = run(seeds[i]);
+    work += first.work;
+    ScheduleResult r = improve(seed_names[i], seeds[i], std::move(first), &table, &work);
     if (better(r, best)) {
       best = std::move(r);
       best_table = std::move(table);
     }
   }
-  // The baselines' own schedules are candidates too, so ucplan's predicted time is never worse
-  // than any of theirs in this simulator.
-  for (const char* name : {"keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"}) {
-    auto strategy = make_baseline_strategy(name, g, tg, costs);
-    ScheduleResult r = simulate_schedule(in, *strategy);
-    log.emplace_back(std::string(name) + " (its own schedule)", r.ok ? r.round_ns : 0);
-    if (better(r, best)) {
-      best = std::move(r);
-      best_table = baseline_table(name, g, tg);
-    }
-  }
+  best.candidates_skipped = skipped;
   best.search_log = std::move(log);
   if (table_out) *table_out = best_table;
   return best;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,8 @@ struct ScheduleInput {
   std::int64_t batch = 0;               // whole batch (host input buffers hold it)
   std::vector<int> fixed_config;        // per task: WR/WD choice (index into its front) or -1
   int lookahead = 24;                   // Eq. (4) look-ahead window, in tasks
+  // A search abandons a candidate whose round already takes longer than this (the best found).
+  std::int64_t abandon_after_ns = std::numeric_limits<std::int64_t>::max();
 };
 
 struct ScheduleResult {
@@ -85,9 +88,11 @@ struct ScheduleResult {
   std::int64_t recompute_ns = 0, recompute_steps = 0;
   std::int64_t workspace_peak_bytes = 0;
   std::int64_t stall_ns = 0;            // compute waiting on copies or on freed memory
+  std::int64_t work = 0;                // arena blocks looked at while evicting (the cost of simulating)
   int defragmentations = 0;
   // The ucplan search: every candidate tried, with its predicted round time (0 if it failed).
   std::vector<std::pair<std::string, std::int64_t>> search_log;
+  int candidates_skipped = 0;           // not simulated: the search's work budget was spent
   // For the ucplan strategy's search: per tensor, what happened.
   std::vector<char> evicted_dirty;      // offloaded on demand (not planned)
   std::vector<std::int64_t> stall_by_tensor;  // compute time lost waiting for its prefetch

@@ -56,52 +56,54 @@ std::int64_t Timeline::makespan() const { return std::max({end_[0], end_[1], end
 
 Arena::Arena(std::int64_t begin, std::int64_t end) : begin_(begin), end_(end) {
   UCPLAN_CHECK(begin <= end, "arena bounds");
-  if (end > begin) blocks_[begin] = Block{end - begin, -1, kNoneReady};
+  if (end > begin) blocks_.push_back(Block{begin, end - begin, -1, kNoneReady, 0});
   free_bytes_ = end - begin;
   high_water_ = begin;
 }
 
+std::size_t Arena::index_of(std::int64_t offset) const {
+  auto it = std::upper_bound(blocks_.begin(), blocks_.end(), offset, [](std::int64_t o, const Block& b) { return o < b.offset; });
+  UCPLAN_CHECK(it != blocks_.begin(), "offset inside the arena");
+  return static_cast<std::size_t>(it - blocks_.begin()) - 1;
+}
+
 void Arena::allocate_at(std::int64_t offset, std::int64_t size, int owner, ReadySet* waits) {
   UCPLAN_CHECK(size > 0 && owner >= 0, "allocations have a size and an owner");
-  auto it = blocks_.upper_bound(offset);
-  UCPLAN_CHECK(it != blocks_.begin(), "offset inside the arena");
-  --it;
   // Take the run of adjacent free blocks covering [offset, offset + size): the new buffer waits
   // only for the histories of the blocks it overlaps.
-  std::int64_t need_end = offset + size;
-  std::vector<std::pair<std::int64_t, Block>> taken;
+  const std::int64_t need_end = offset + size;
+  const std::size_t first = index_of(offset);
+  std::size_t last = first;
   while (true) {
-    UCPLAN_CHECK(it != blocks_.end() && it->second.owner < 0, "allocate_at inside a run of free blocks");
-    taken.emplace_back(it->first, it->second);
-    std::int64_t bend = it->first + it->second.size;
-    it = blocks_.erase(it);
-    if (bend >= need_end) break;
-    UCPLAN_CHECK(it != blocks_.end() && it->first == bend, "free blocks are adjacent");
+    UCPLAN_CHECK(last < blocks_.size() && blocks_[last].owner < 0, "allocate_at inside a run of free blocks");
+    const Block& b = blocks_[last];
+    if (waits && b.offset < need_end && b.offset + b.size > offset) merge_into(*waits, b.ready);
+    if (b.offset + b.size >= need_end) break;
+    ++last;
+    UCPLAN_CHECK(last < blocks_.size() && blocks_[last].offset == blocks_[last - 1].offset + blocks_[last - 1].size,
+                 "free blocks are adjacent");
   }
-  const auto& first = taken.front();
-  const auto& last = taken.back();
-  UCPLAN_CHECK(offset >= first.first, "offset inside the first block");
-  for (const auto& [off, b] : taken) {
-    bool overlaps = off < need_end && off + b.size > offset;
-    if (overlaps && waits) merge_into(*waits, b.ready);
-  }
-  if (offset > first.first) blocks_[first.first] = Block{offset - first.first, -1, first.second.ready};
-  blocks_[offset] = Block{size, owner, kNoneReady};
-  std::int64_t last_end = last.first + last.second.size;
-  if (need_end < last_end) blocks_[need_end] = Block{last_end - need_end, -1, last.second.ready};
+  const Block head = blocks_[first], tail = blocks_[last];
+  std::vector<Block> replacement;
+  if (offset > head.offset) replacement.push_back(Block{head.offset, offset - head.offset, -1, head.ready, head.ready_end});
+  replacement.push_back(Block{offset, size, owner, kNoneReady, 0});
+  const std::int64_t tail_end = tail.offset + tail.size;
+  if (need_end < tail_end) replacement.push_back(Block{need_end, tail_end - need_end, -1, tail.ready, tail.ready_end});
+  blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(first), blocks_.begin() + static_cast<std::ptrdiff_t>(last) + 1);
+  blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(first), replacement.begin(), replacement.end());
   free_bytes_ -= size;
   high_water_ = std::max(high_water_, need_end);
 }
 
 std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadySet* waits) {
   std::int64_t run_start = -1, run_size = 0;
-  for (const auto& [off, b] : blocks_) {
+  for (const Block& b : blocks_) {
     if (b.owner >= 0) {
       run_start = -1;
       run_size = 0;
       continue;
     }
-    if (run_start < 0) run_start = off;
+    if (run_start < 0) run_start = b.offset;
     run_size += b.size;
     if (run_size >= size) {
       const std::int64_t at = run_start;
@@ -114,32 +116,29 @@ std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadyS
 
 std::int64_t Arena::largest_free() const {
   std::int64_t best = 0, run = 0;
-  for (const auto& [off, b] : blocks_) {
+  for (const Block& b : blocks_) {
     run = b.owner < 0 ? run + b.size : 0;
     best = std::max(best, run);
   }
   return best;
 }
 
-void Arena::release(std::int64_t offset, const ReadySet& ready) {
-  auto it = blocks_.find(offset);
-  UCPLAN_CHECK(it != blocks_.end() && it->second.owner >= 0, "release of an allocated block");
-  it->second.owner = -1;
-  it->second.ready = ready;
-  free_bytes_ += it->second.size;
+void Arena::release(std::int64_t offset, const ReadySet& ready, std::int64_t ready_end) {
+  std::size_t i = index_of(offset);
+  UCPLAN_CHECK(blocks_[i].offset == offset && blocks_[i].owner >= 0, "release of an allocated block");
+  blocks_[i].owner = -1;
+  blocks_[i].ready = ready;
+  blocks_[i].ready_end = ready_end;
+  free_bytes_ += blocks_[i].size;
   // Coalesce only with free neighbours of the same history, so no buffer ever waits for steps
   // that touched space it does not use.
-  auto next = std::next(it);
-  if (next != blocks_.end() && next->second.owner < 0 && next->second.ready == it->second.ready) {
-    it->second.size += next->second.size;
-    blocks_.erase(next);
+  if (i + 1 < blocks_.size() && blocks_[i + 1].owner < 0 && blocks_[i + 1].ready == ready) {
+    blocks_[i].size += blocks_[i + 1].size;
+    blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
   }
-  if (it != blocks_.begin()) {
-    auto prev = std::prev(it);
-    if (prev->second.owner < 0 && prev->second.ready == it->second.ready) {
-      prev->second.size += it->second.size;
-      blocks_.erase(it);
-    }
+  if (i > 0 && blocks_[i - 1].owner < 0 && blocks_[i - 1].ready == ready) {
+    blocks_[i - 1].size += blocks_[i].size;
+    blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
   }
 }
 

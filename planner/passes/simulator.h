@@ -53,9 +53,11 @@ class Timeline {
 class Arena {
  public:
   struct Block {
+    std::int64_t offset = 0;
     std::int64_t size = 0;
     int owner = -1;               // -1: free; else the caller's id for what occupies it
     ReadySet ready = kNoneReady;  // free blocks: steps that must end before reuse
+    std::int64_t ready_end = 0;   // free blocks: when the last of those steps ends
   };
   Arena(std::int64_t begin, std::int64_t end);
   // First fit. On success returns the offset; `waits` receives the ready sets of the free space
@@ -63,8 +65,15 @@ class Arena {
   std::optional<std::int64_t> allocate(std::int64_t size, int owner, ReadySet* waits);
   // Allocates exactly at `offset` (which must lie in one free block).
   void allocate_at(std::int64_t offset, std::int64_t size, int owner, ReadySet* waits);
-  void release(std::int64_t offset, const ReadySet& ready);
-  const std::map<std::int64_t, Block>& blocks() const { return blocks_; }
+  void release(std::int64_t offset, const ReadySet& ready, std::int64_t ready_end);
+  // Merges runs of adjacent free blocks whose histories are settled (`settled(block)` is true:
+  // their steps have all ended by the time anything new can use the space), so the block list
+  // stays short. The merged block waits for the latest of them, which costs nothing then.
+  template <class Settled>
+  void coalesce(Settled settled);
+  // Address order. A sorted vector, not a map: the scheduler walks it on every allocation and
+  // eviction, and contiguous storage makes those walks several times faster.
+  const std::vector<Block>& blocks() const { return blocks_; }
   std::int64_t begin() const { return begin_; }
   std::int64_t end() const { return end_; }
   std::int64_t high_water() const { return high_water_; }
@@ -74,10 +83,27 @@ class Arena {
 
  private:
   std::int64_t begin_, end_;
-  std::map<std::int64_t, Block> blocks_;
+  std::vector<Block> blocks_;
+  std::size_t index_of(std::int64_t offset) const;  // the block containing offset
   std::int64_t high_water_ = 0;
   std::int64_t free_bytes_ = 0;
 };
+
+template <class Settled>
+void Arena::coalesce(Settled settled) {
+  std::vector<Block> out;
+  out.reserve(blocks_.size());
+  for (const Block& b : blocks_) {
+    if (!out.empty() && b.owner < 0 && out.back().owner < 0 && settled(b) && settled(out.back())) {
+      out.back().size += b.size;
+      merge_into(out.back().ready, b.ready);
+      out.back().ready_end = std::max(out.back().ready_end, b.ready_end);
+    } else {
+      out.push_back(b);
+    }
+  }
+  blocks_.swap(out);
+}
 
 // Buffers are aligned so that every kernel gets aligned pointers (cuDNN wants 16 bytes at
 // least; 256 matches cudaMalloc's alignment).
