@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +78,13 @@ std::unique_ptr<Backend> make_cpu_backend(const Graph& g);
 // Throws UserError when no CUDA device is usable.
 std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index);
 #endif
+
+// Data a kernel cannot work with (e.g. labels out of range) that only a wrong plan produces:
+// in check mode it fails the check with this message instead of stopping the program.
+class ExecutionFault : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // NaN in every float of a poisoned region: 0xFF bytes.
 constexpr unsigned char kPoisonByte = 0xFF;

@@ -196,6 +196,12 @@ class CpuBackend : public Backend {
                         fmt::format("step {} ({} {}) uses \"{}\", which is not a CPU algorithm: compile the plan from a "
                                     "profile of this device", s.id, s.op, l.name(), m.algo));
     }
+    if (l.type() == LayerType::SoftmaxLoss && a.labels) {
+      for (std::int64_t i = 0; i < a.n; ++i)
+        if (a.labels[i] < 0 || a.labels[i] >= l.out.c)
+          throw ExecutionFault(fmt::format("step {} ({} {}) reads label {} = {}: the labels' memory was overwritten or freed",
+                                           s.id, s.op, l.name(), a.first_sample + i, a.labels[i]));
+    }
     if (!s.config.empty()) run_conv_config_cpu(l, s.op, s.config, a);
     else run_layer_op_cpu(l, s.op, "default", a);
   }

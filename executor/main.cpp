@@ -92,8 +92,8 @@ int main(int argc, char** argv) {
       if (r.checked) {
         ucplan::OrderedJson per = ucplan::OrderedJson::object();
         for (const auto& e : r.errors) per[e.tensor] = e.max_rel_error;
-        j["check"] = {{"passed", r.passed}, {"max_rel_error", r.max_rel_error}, {"worst_tensor", r.worst_tensor}, {"tolerance", tolerance},
-                      {"errors", per}};
+        j["check"] = {{"passed", r.passed}, {"max_rel_error", r.fault.empty() ? r.max_rel_error : -1.0}, {"worst_tensor", r.worst_tensor},
+                      {"tolerance", tolerance}, {"fault", r.fault}, {"errors", per}};
       }
       fmt::print("{}", ucplan::dump_json(j));
     } else {
@@ -107,7 +107,9 @@ int main(int argc, char** argv) {
                  ucplan::format_bytes(r.arena_bytes), ucplan::format_bytes(plan.summary.peak_bytes), ucplan::format_bytes(plan.budget_bytes));
       fmt::print("  transfers   host->device {}, device->host {} per iteration\n", ucplan::format_bytes(r.bytes_h2d),
                  ucplan::format_bytes(r.bytes_d2h));
-      if (r.checked)
+      if (r.checked && !r.fault.empty())
+        fmt::print("  check       FAILED: {}\n", r.fault);
+      else if (r.checked)
         fmt::print("  check       {}: weight gradients vs reference run, max relative error {:.2e} ({}), tolerance {:.0e}\n",
                    r.passed ? "PASSED" : "FAILED", r.max_rel_error, r.worst_tensor, tolerance);
     }

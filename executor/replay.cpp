@@ -72,13 +72,17 @@ std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const 
   for (std::size_t l = 0; l < g.layers.size(); ++l) layer_index[g.layers[l].name()] = static_cast<int>(l);
   std::unordered_map<std::string, const Tensor*> tensor_by_name;
   for (const Tensor& t : tg.tensors) tensor_by_name[t.name] = &t;
-  // Where each buffer's life ends: its last use on every stream, and the latest of them.
+  // Where the plan says each buffer's life ends (its last_step): that is when check mode
+  // poisons it, after its last uses on the other streams up to then, so a plan that frees a
+  // buffer too early is caught even if nothing has overwritten the memory yet.
   const std::size_t nb = plan.buffers.size();
   std::vector<std::array<int, 3>> last_use(nb, {-1, -1, -1});
   auto stream_of = [](const std::string& s) { return s == "compute" ? 0 : s == "h2d" ? 1 : 2; };
   for (const PlanStep& s : plan.steps) {
     const int si = stream_of(s.stream);
-    auto note = [&](int b) { last_use[b][si] = std::max(last_use[b][si], s.id); };
+    auto note = [&](int b) {
+      if (s.id <= plan.buffers[b].last_step) last_use[b][si] = std::max(last_use[b][si], s.id);
+    };
     for (int b : s.reads) note(b);
     for (int b : s.writes) note(b);
     for (int b : s.accumulates) note(b);
@@ -136,8 +140,8 @@ std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const 
   for (std::size_t b = 0; b < nb; ++b) {
     if (plan.buffers[b].resident) continue;
     const auto& lu = last_use[b];
-    const int last = std::max({lu[0], lu[1], lu[2]});
-    if (last < 0) continue;
+    const int last = plan.buffers[b].last_step;
+    if (last < 0 || last >= static_cast<int>(out.size())) continue;
     out[last].poison_after.emplace_back(plan.buffers[b].offset, plan.buffers[b].size);
     for (int u : lu)
       if (u >= 0 && u != last && std::find(out[last].poison_waits.begin(), out[last].poison_waits.end(), u) == out[last].poison_waits.end())
@@ -202,10 +206,19 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     const bool poison = o.check && o.poison && it == 0;
     const auto t0 = std::chrono::steady_clock::now();
     backend.begin();
-    for (std::int64_t r = 0; r < plan.rounds; ++r) {
-      for (const auto& s : steps)
-        if (!s.final) backend.submit(s, static_cast<int>(r), ctx, poison);
-      backend.barrier();
+    try {
+      for (std::int64_t r = 0; r < plan.rounds; ++r) {
+        for (const auto& s : steps)
+          if (!s.final) backend.submit(s, static_cast<int>(r), ctx, poison);
+        backend.barrier();
+      }
+    } catch (const ExecutionFault& e) {
+      if (!o.check) throw;
+      rep.checked = true;
+      rep.passed = false;
+      rep.fault = e.what();
+      rep.max_rel_error = INFINITY;
+      return rep;
     }
     if (o.check && it == 0) {
       // The first iteration's weight gradients (before any update) against the reference.

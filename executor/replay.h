@@ -48,6 +48,7 @@ struct RunReport {
   std::vector<GradientError> errors;           // per weight-gradient tensor
   double max_rel_error = 0;
   std::string worst_tensor;
+  std::string fault;                           // an ExecutionFault met while checking
   bool passed = true;
 };
 

@@ -17,58 +17,13 @@
 #include "planner/passes/verify.h"
 #include "profiler/model_device.h"
 #include "profiler/profile_network.h"
+#include "test_nets.h"
+#include "plan_edit.h"
 
 using namespace ucplan;
+using namespace ucplan::test;
 
 namespace {
-
-// conv -> bn -> relu -> lrn -> maxpool -> conv -> relu -> fc -> dropout -> fc -> loss
-const char* kChain = R"({"format": "ucplan-network/1", "name": "chain", "input": {"shape": [3, 16, 16]}, "labels": 10,
- "layers": [
-  {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1, "bias": false},
-  {"name": "b1", "type": "bn", "inputs": ["c1"]},
-  {"name": "r1", "type": "relu", "inputs": ["b1"]},
-  {"name": "n1", "type": "lrn", "inputs": ["r1"], "size": 3},
-  {"name": "p1", "type": "pool", "inputs": ["n1"], "mode": "max", "kernel": 2, "stride": 2},
-  {"name": "c2", "type": "conv", "inputs": ["p1"], "out_channels": 16, "kernel": 3, "pad": 1},
-  {"name": "r2", "type": "relu", "inputs": ["c2"]},
-  {"name": "f1", "type": "fc", "inputs": ["r2"], "out_features": 32},
-  {"name": "d1", "type": "dropout", "inputs": ["f1"]},
-  {"name": "f2", "type": "fc", "inputs": ["d1"], "out_features": 10},
-  {"name": "loss", "type": "softmax_loss", "inputs": ["f2"]}]})";
-
-// Two residual blocks without batch-norm (so sub-batching is allowed by default).
-const char* kResidual = R"({"format": "ucplan-network/1", "name": "residual", "input": {"shape": [3, 16, 16]}, "labels": 10,
- "layers": [
-  {"name": "c0", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1},
-  {"name": "r0", "type": "relu", "inputs": ["c0"]},
-  {"name": "a1", "type": "conv", "inputs": ["r0"], "out_channels": 8, "kernel": 3, "pad": 1},
-  {"name": "ar1", "type": "relu", "inputs": ["a1"]},
-  {"name": "a2", "type": "conv", "inputs": ["ar1"], "out_channels": 8, "kernel": 3, "pad": 1},
-  {"name": "add1", "type": "add", "inputs": ["a2", "r0"]},
-  {"name": "s1", "type": "relu", "inputs": ["add1"]},
-  {"name": "b1", "type": "conv", "inputs": ["s1"], "out_channels": 8, "kernel": 3, "pad": 1},
-  {"name": "br1", "type": "relu", "inputs": ["b1"]},
-  {"name": "b2", "type": "conv", "inputs": ["br1"], "out_channels": 8, "kernel": 3, "pad": 1},
-  {"name": "add2", "type": "add", "inputs": ["b2", "s1"]},
-  {"name": "s2", "type": "relu", "inputs": ["add2"]},
-  {"name": "gp", "type": "pool", "inputs": ["s2"], "mode": "avg", "global": true},
-  {"name": "fc", "type": "fc", "inputs": ["gp"], "out_features": 10},
-  {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}]})";
-
-// A fan-out joined by concat (DenseNet/Inception-like).
-const char* kConcat = R"({"format": "ucplan-network/1", "name": "concat", "input": {"shape": [3, 16, 16]}, "labels": 10,
- "layers": [
-  {"name": "c0", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1},
-  {"name": "r0", "type": "relu", "inputs": ["c0"]},
-  {"name": "ca", "type": "conv", "inputs": ["r0"], "out_channels": 4, "kernel": 1},
-  {"name": "cb", "type": "conv", "inputs": ["r0"], "out_channels": 6, "kernel": 3, "pad": 1},
-  {"name": "cat", "type": "concat", "inputs": ["r0", "ca", "cb"]},
-  {"name": "c1", "type": "conv", "inputs": ["cat"], "out_channels": 8, "kernel": 3, "pad": 1, "stride": 2},
-  {"name": "r1", "type": "relu", "inputs": ["c1"]},
-  {"name": "ap", "type": "pool", "inputs": ["r1"], "mode": "avg", "kernel": 2, "stride": 2},
-  {"name": "fc", "type": "fc", "inputs": ["ap"], "out_features": 10},
-  {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}]})";
 
 Profile model_profile(const Network& net, std::int64_t batch, const std::string& device = "k40") {
   auto runner = make_model_runner(device);
@@ -101,61 +56,6 @@ std::int64_t lower_bound_of(const Network& net) {
 // The peak of keeping everything (liveness analysis only), with a generous budget.
 std::int64_t keep_all_peak(const Network& net, const Profile& prof) {
   return make_plan(input_for(net, prof, std::int64_t{1} << 40, "keep-all", "auto")).plan.summary.peak_bytes;
-}
-
-// Re-derives every step's predicted start/end and the summary from durations and waits, so a
-// mutated plan fails for the reason a test means, not for stale times.
-void retime(Plan& p) {
-  std::map<std::string, std::int64_t> stream_end;
-  std::map<std::string, int> last_on;
-  std::int64_t round_end = 0, final_end = 0;
-  for (auto& s : p.steps) {
-    const std::int64_t dur = s.end_ns - s.start_ns;
-    std::int64_t start = s.final ? final_end : stream_end[s.stream];
-    for (int w : s.waits) start = std::max(start, p.steps[w].end_ns);
-    s.start_ns = start;
-    s.end_ns = start + dur;
-    if (s.final) final_end = s.end_ns;
-    else {
-      stream_end[s.stream] = s.end_ns;
-      round_end = std::max(round_end, s.end_ns);
-    }
-  }
-  p.summary.round_ns = round_end;
-  p.summary.final_ns = final_end;
-  p.summary.predicted_ns = p.rounds * round_end + final_end;
-}
-
-// Removes a step: later ids shift down, waits on it disappear, buffer lifetimes follow.
-void remove_step(Plan& p, int id) {
-  p.steps.erase(p.steps.begin() + id);
-  for (auto& s : p.steps) {
-    if (s.id > id) --s.id;
-    std::vector<int> w;
-    for (int x : s.waits)
-      if (x != id) w.push_back(x > id ? x - 1 : x);
-    s.waits = w;
-  }
-  for (auto& b : p.buffers) {
-    if (b.resident) {
-      b.last_step = static_cast<int>(p.steps.size()) - 1;
-      continue;
-    }
-    b.first_step = -1;
-    b.last_step = -1;
-  }
-  for (const auto& s : p.steps) {
-    auto touch = [&](int b) {
-      if (p.buffers[b].resident) return;
-      if (p.buffers[b].first_step < 0) p.buffers[b].first_step = s.id;
-      p.buffers[b].last_step = s.id;
-    };
-    for (int b : s.reads) touch(b);
-    for (int b : s.writes) touch(b);
-    for (int b : s.accumulates) touch(b);
-    if (s.workspace >= 0) touch(s.workspace);
-  }
-  retime(p);
 }
 
 }  // namespace

@@ -1,0 +1,68 @@
+// Editing plans in tests: breaking them on purpose while keeping everything else consistent.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "planner/model/plan.h"
+
+namespace ucplan::test {
+
+// Re-derives every step's predicted start/end and the summary from durations and waits, so a
+// mutated plan fails for the reason a test means, not for stale times.
+inline void retime(Plan& p) {
+  std::map<std::string, std::int64_t> stream_end;
+  std::map<std::string, int> last_on;
+  std::int64_t round_end = 0, final_end = 0;
+  for (auto& s : p.steps) {
+    const std::int64_t dur = s.end_ns - s.start_ns;
+    std::int64_t start = s.final ? final_end : stream_end[s.stream];
+    for (int w : s.waits) start = std::max(start, p.steps[w].end_ns);
+    s.start_ns = start;
+    s.end_ns = start + dur;
+    if (s.final) final_end = s.end_ns;
+    else {
+      stream_end[s.stream] = s.end_ns;
+      round_end = std::max(round_end, s.end_ns);
+    }
+  }
+  p.summary.round_ns = round_end;
+  p.summary.final_ns = final_end;
+  p.summary.predicted_ns = p.rounds * round_end + final_end;
+}
+
+// Removes a step: later ids shift down, waits on it disappear, buffer lifetimes follow.
+inline void remove_step(Plan& p, int id) {
+  p.steps.erase(p.steps.begin() + id);
+  for (auto& s : p.steps) {
+    if (s.id > id) --s.id;
+    std::vector<int> w;
+    for (int x : s.waits)
+      if (x != id) w.push_back(x > id ? x - 1 : x);
+    s.waits = w;
+  }
+  for (auto& b : p.buffers) {
+    if (b.resident) {
+      b.last_step = static_cast<int>(p.steps.size()) - 1;
+      continue;
+    }
+    b.first_step = -1;
+    b.last_step = -1;
+  }
+  for (const auto& s : p.steps) {
+    auto touch = [&](int b) {
+      if (p.buffers[b].resident) return;
+      if (p.buffers[b].first_step < 0) p.buffers[b].first_step = s.id;
+      p.buffers[b].last_step = s.id;
+    };
+    for (int b : s.reads) touch(b);
+    for (int b : s.writes) touch(b);
+    for (int b : s.accumulates) touch(b);
+    if (s.workspace >= 0) touch(s.workspace);
+  }
+  retime(p);
+}
+
+
+}  // namespace ucplan::test
