@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-"$root/build"}
 "$root/scripts/setup.sh" "$build" >/dev/null
-ucplan="$build/planner/ucplan"
+ucplan="$build/bin/ucplan"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

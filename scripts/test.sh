@@ -13,6 +13,11 @@ python3 "$root/scripts/validate_json.py"
 shopt -s nullglob
 plans=("$root"/plans/*.json)
 if [ ${#plans[@]} -gt 0 ]; then
-  (cd "$root" && "$build/planner/ucplan" check --recompile "${plans[@]#$root/}")
+  (cd "$root" && "$build/bin/ucplan" check --recompile "${plans[@]#$root/}")
 fi
+# Golden plans made from a measured CPU profile replay on the CPU backend with --check.
+for plan in "$root"/plans/*-cpu-*.json; do
+  [ -f "$plan" ] || continue
+  "$build/bin/ucplan" run "$plan" --check --iterations 1 | grep -E "check|iteration"
+done
 echo "test: all passed in $(( $(date +%s) - start )) s"

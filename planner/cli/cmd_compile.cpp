@@ -253,8 +253,9 @@ int run_compile(const CompileOptions& o) {
     fmt::print("  candidates    {}\n", tried);
     if (o.verbose)
       for (const auto& c : r.candidates)
-        for (const auto& [name, ns] : c.search)
-          fmt::print("  search        sub-batch {}: {:<52} {}\n", c.sub_batch, name, ns ? format_ns(ns) + " per round" : "does not fit");
+        for (const auto& cand : c.search)
+          fmt::print("  search        sub-batch {}: {:<52} {}\n", c.sub_batch, cand.name,
+                     cand.round_ns ? format_ns(cand.round_ns) + " per round" : "no: " + cand.why);
     fmt::print("  compiled in   {}{}\n", format_seconds(seconds), o.output.empty() ? "" : ", plan written to " + o.output);
   }
   return 0;

@@ -90,11 +90,18 @@ std::string workspace_policy_text(const WorkspaceOption& w, const std::string& s
   return "dynamic: per step, the fastest configuration that fits in free memory (SuperNeurons §3.5)";
 }
 
+// Unlimited memory and the fastest configurations: every task once per round at its fastest,
+// at whichever sub-batch size makes that least (on a CPU, small sub-batches can be faster per
+// sample). Nothing a plan does can beat it: a round's compute stream runs every task at least
+// this fast, one after another.
 std::int64_t ideal_ns(const TaskGraph& tg, const std::map<std::int64_t, CostTable>& tables, std::int64_t batch) {
-  const CostTable& ct = tables.rbegin()->second;  // the largest costable size: the whole batch when measured
-  std::int64_t round = 0, final = 0;
-  for (const Task& t : tg.tasks) (t.round_task ? round : final) += ct.tasks[t.id].time_ns;
-  return batch / ct.sub_batch * round + final;
+  std::int64_t best = INT64_MAX;
+  for (const auto& [b, ct] : tables) {
+    std::int64_t round = 0, final = 0;
+    for (const Task& t : tg.tasks) (t.round_task ? round : final) += ct.tasks[t.id].time_ns;
+    best = std::min(best, batch / b * round + final);
+  }
+  return best;
 }
 
 OrderedJson graph_json(const Graph& g, const TaskGraph& tg) {

@@ -12,6 +12,7 @@
 #include "planner/model/network.h"
 #include "planner/model/plan.h"
 #include "planner/model/profile.h"
+#include "schedule.h"
 
 namespace ucplan {
 
@@ -35,7 +36,7 @@ struct CandidateOutcome {
   bool ok = false;
   std::string why;                 // when not ok
   std::int64_t predicted_ns = 0;   // rounds * round + final
-  std::vector<std::pair<std::string, std::int64_t>> search;  // ucplan: candidates and predicted round times
+  std::vector<ScheduleResult::Candidate> search;  // ucplan: candidates, predicted round times or why not
 };
 
 struct CompileResult {

@@ -146,6 +146,7 @@ class Scheduler {
   bool run_task(int pos);
   bool choose_and_allocate_workspace(int task, std::size_t* index, int* ws_buffer, ReadySet* ws_waits);
   void look_ahead(int pos, std::int64_t task_ns);
+  void copies_needed(int t, int depth, std::vector<int>* out) const;
   void finish_position(int pos);
   std::int64_t task_time(int task) const;
   std::vector<int> round_inputs(const Task& t) const;  // reads + accumulates
@@ -750,6 +751,22 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
   }
 }
 
+// What must come from the host for tensor t to be on the device: t itself, or, if t was dropped,
+// whatever its recomputation needs (recursively, as deep as a segment may be).
+void Scheduler::copies_needed(int t, int depth, std::vector<int>* out) const {
+  if (tg_.tensors[t].resident()) return;
+  const TState& s = st_[t];
+  if (s.on_device) return;
+  if (!s.dropped) {
+    if (s.host_valid && std::find(out->begin(), out->end(), t) == out->end()) out->push_back(t);
+    return;
+  }
+  if (depth > 16) return;
+  const int layer = tg_.tensors[t].layer;
+  for (int x : tg_.tasks[costs_.forward_task[layer]].reads) copies_needed(x, depth + 1, out);
+  if (tg_.aux_of[layer] >= 0) copies_needed(tg_.aux_of[layer], depth + 1, out);
+}
+
 // Eq. (4): prefetch for a later task s now if starting after the current task would make s
 // wait: T + T_alg(t) + Σ T_trans(d) > EST(s). Stops at the first task whose data could not be
 // placed without evicting (moDNN Alg. 1 lines 16-17: a useless prefetch is worse than none).
@@ -773,13 +790,11 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
         else if (s.layer != next_layer) break;
       }
     }
+    // Its inputs still on the host, and those that the recomputation of dropped inputs needs.
     std::vector<int> missing;
+    for (int t : round_inputs(s)) copies_needed(t, 0, &missing);
     std::int64_t bytes = 0, copy_ns = 0;
-    for (int t : round_inputs(s)) {
-      const TState& ts = st_[t];
-      if (tg_.tensors[t].resident() || ts.on_device || ts.dropped || !ts.host_valid) continue;
-      if (std::find(missing.begin(), missing.end(), t) != missing.end()) continue;
-      missing.push_back(t);
+    for (int t : missing) {
       bytes += align_up(tg_.tensors[t].bytes(costs_.sub_batch));
       copy_ns += costs_.h2d_ns(tg_.tensors[t].bytes(costs_.sub_batch));
     }
@@ -951,8 +966,11 @@ ScheduleResult Scheduler::run() {
     }
     if (!ok) {
       const Task& t = tg_.tasks[order_[pos_]];
-      res_.failure = fmt::format("{} of layer {} does not fit in the budget even in an empty arena",
-                                 task_kind_name(t.kind), g_.layers[t.layer].name());
+      res_.failure = strategy_.evict_on_demand()
+                         ? fmt::format("{} of layer {} does not fit in the budget even in an empty arena", task_kind_name(t.kind),
+                                       g_.layers[t.layer].name())
+                         : fmt::format("out of memory at {} of layer {} (this strategy does not offload on demand)",
+                                       task_kind_name(t.kind), g_.layers[t.layer].name());
       return res_;
     }
     finish_position(pos_);
@@ -1212,7 +1230,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   std::vector<std::vector<Residency>> seeds;
   std::vector<std::string> seed_names{"moDNN", "vdnn-conv decisions", "superneurons decisions", "checkpoint-sqrt decisions",
                                       "superneurons, checkpoints offloaded early", "recompute what is cheaper than a copy"};
-  std::vector<std::pair<std::string, std::int64_t>> log;
+  std::vector<ScheduleResult::Candidate> log;
   seeds.push_back(std::vector<Residency>(nt, Residency::Keep));
   for (const char* b : {"vdnn-conv", "superneurons", "checkpoint-sqrt"}) seeds.push_back(baseline_table(b, g, tg));
   std::vector<Residency> sn_offload = baseline_table("superneurons", g, tg);
@@ -1232,7 +1250,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   // or stalled compute longer than recomputing it would take, is recomputed.
   auto improve = [&](const std::string& name, std::vector<Residency> table, ScheduleResult result, std::vector<Residency>* out_table,
                      std::int64_t* spent) {
-    log.emplace_back(name, result.ok ? result.round_ns : 0);
+    log.push_back({name, result.ok ? result.round_ns : 0, result.failure});
     for (int iteration = 0; iteration < 3 && result.ok && *spent <= kWorkBudget; ++iteration) {
       bool improved = false;
       std::vector<Residency> early = table;
@@ -1248,7 +1266,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       if (changed) {
         ScheduleResult r = run(early);
         *spent += r.work;
-        log.emplace_back(name + " + early offload", r.ok ? r.round_ns : 0);
+        log.push_back({name + " + early offload", r.ok ? r.round_ns : 0, r.failure});
         if (better(r, result)) {
           result = std::move(r);
           table = std::move(early);
@@ -1269,7 +1287,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
         close_segments(redo);
         ScheduleResult r = run(redo);
         *spent += r.work;
-        log.emplace_back(name + " + recompute", r.ok ? r.round_ns : 0);
+        log.push_back({name + " + recompute", r.ok ? r.round_ns : 0, r.failure});
         if (better(r, result)) {
           result = std::move(r);
           table = std::move(redo);
@@ -1297,11 +1315,18 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   for (const char* name : {"keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"}) {
     auto strategy = make_baseline_strategy(name, g, tg, costs);
     ScheduleResult r = simulate_schedule(in, *strategy);
-    log.emplace_back(std::string(name) + " (its own schedule)", r.ok ? r.round_ns : 0);
+    log.push_back({std::string(name) + " (its own schedule)", r.ok ? r.round_ns : 0, r.failure});
     consider(std::move(r), baseline_table(name, g, tg));
   }
+  // The winning baseline's decisions, run with moDNN's mechanisms and improved, come first.
+  std::vector<std::size_t> order{0, 1, 4, 5, 2, 3};  // moDNN, vdnn-conv, the cost-aware ones, SuperNeurons, sqrt
+  if (best.ok) {
+    seeds.push_back(best_table);
+    seed_names.push_back("best baseline's decisions");
+    order.insert(order.begin(), seeds.size() - 1);
+  }
   int skipped = 0;
-  for (std::size_t i : {0, 1, 4, 5, 2, 3}) {  // moDNN, vdnn-conv, the cost-aware ones, then SuperNeurons, sqrt
+  for (std::size_t i : order) {
     if (work > kWorkBudget) {
       ++skipped;
       continue;

@@ -90,8 +90,13 @@ struct ScheduleResult {
   std::int64_t stall_ns = 0;            // compute waiting on copies or on freed memory
   std::int64_t work = 0;                // arena blocks looked at while evicting (the cost of simulating)
   int defragmentations = 0;
-  // The ucplan search: every candidate tried, with its predicted round time (0 if it failed).
-  std::vector<std::pair<std::string, std::int64_t>> search_log;
+  // The ucplan search: every candidate tried, with its predicted round time, or why it failed.
+  struct Candidate {
+    std::string name;
+    std::int64_t round_ns = 0;   // 0 when it failed
+    std::string why;
+  };
+  std::vector<Candidate> search_log;
   int candidates_skipped = 0;           // not simulated: the search's work budget was spent
   // For the ucplan strategy's search: per tensor, what happened.
   std::vector<char> evicted_dirty;      // offloaded on demand (not planned)

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Regenerates the golden plans in plans/ (and the modelled profiles they are made from) from the
+# current code; `scripts/test.sh` then checks that they are valid and reproducible byte for
+# byte. Run after a change that is meant to change plans, and review the diff.
+# The measured CPU profile in profiles/cpu/ is a measurement: it is not regenerated here
+# (make it with: ucplan profile resnet20 --batch 64 --device cpu -o profiles/cpu/resnet20-b64.json).
+# Usage: scripts/regenerate_golden.sh [BUILD_DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-"$root/build"}
+ucplan="$build/bin/ucplan"
+cd "$root"
+mkdir -p profiles/model plans
+
+profile() {  # network batch device sizes
+  "$ucplan" profile "$1" --batch "$2" --device "model:$3" --sizes "$4" -o "profiles/model/$1-b$2-$3.json" >/dev/null
+}
+profile resnet20 64 k40 powerOfTwo
+profile vgg16 256 k40 powerOfTwo
+profile alexnet 256 p100 powerOfTwo
+profile resnet50 128 h100 powerOfTwo
+
+compile() {  # output network profile budget [options...]
+  local out=$1 net=$2 prof=$3 budget=$4
+  shift 4
+  "$ucplan" compile "$net" --profile "$prof" --budget "$budget" "$@" -o "plans/$out.json" -q
+  echo "plans/$out.json"
+}
+# moDNN's setting: a K40 with 12 GiB, VGG-16 at batch 256.
+compile vgg16-b256-k40-12gib vgg16 profiles/model/vgg16-b256-k40.json 12GiB
+compile vgg16-b256-k40-12gib-vdnn-all vgg16 profiles/model/vgg16-b256-k40.json 12GiB --strategy vdnn-all
+# mu-cuDNN's WD setting: AlexNet at batch 256, 120 MiB of workspace in total.
+compile alexnet-b256-p100-4gib-wd120mib alexnet profiles/model/alexnet-b256-p100.json 4GiB --workspace wd:120MiB
+# ResNet-50 on an H100 at about 60 % of its 10.3 GiB liveness peak (batch-norm: not split).
+compile resnet50-b128-h100-6gib resnet50 profiles/model/resnet50-b128-h100.json 6GiB
+# ResNet-20 (CIFAR) on the K40 model at a tight budget.
+compile resnet20-b64-k40-24mib resnet20 profiles/model/resnet20-b64-k40.json 24MiB
+# Measured on a CPU: small enough to replay with --check in CI.
+if [ -f profiles/cpu/resnet20-b64.json ]; then
+  compile resnet20-b64-cpu-16mib resnet20 profiles/cpu/resnet20-b64.json 16MiB
+  compile resnet20-b64-cpu-4mib-any resnet20 profiles/cpu/resnet20-b64.json 4MiB --sub-batch any
+fi
