@@ -632,3 +632,81 @@ TEST_SUITE("model_device") {
   }
 
 }  // TEST_SUITE
+
+// ---- The profiling driver: CPU measurements, the cache, transfer fits, file round trip. ----
+#include <filesystem>
+
+#include "planner/model/json_util.h"
+#include "profiler/cpu_runner.h"
+#include "profiler/profile_network.h"
+
+TEST_SUITE("profile") {
+  TEST_CASE("transfer fit: latency and bandwidth of exact points") {
+    // t = 10 us + bytes / 8 GB/s at 1 KB, 1 MB and 100 MB.
+    std::vector<ucplan::TransferPoint> pts;
+    for (std::int64_t b : {1000LL, 1000000LL, 100000000LL}) pts.push_back({b, 10e-6 + static_cast<double>(b) / 8e9});
+    const ucplan::TransferCosts t = ucplan::fit_transfers(pts);
+    CHECK(t.latency_seconds == doctest::Approx(10e-6).epsilon(1e-6));
+    CHECK(t.bytes_per_second == doctest::Approx(8e9).epsilon(1e-9));
+    CHECK(t.seconds(2000000) == doctest::Approx(10e-6 + 2e6 / 8e9));
+  }
+
+  TEST_CASE("micro-batch size policies (mu-cuDNN §III-B)") {
+    CHECK(ucplan::micro_batch_sizes("undivided", 48) == std::vector<std::int64_t>{48});
+    CHECK(ucplan::micro_batch_sizes("powerOfTwo", 48) == std::vector<std::int64_t>{1, 2, 4, 8, 16, 32, 48});
+    CHECK(ucplan::micro_batch_sizes("powerOfTwo", 32) == std::vector<std::int64_t>{1, 2, 4, 8, 16, 32});
+    CHECK(ucplan::micro_batch_sizes("all", 5) == std::vector<std::int64_t>{1, 2, 3, 4, 5});
+  }
+
+  TEST_CASE("a measured CPU profile covers every op at every size, reads back, and is reused from the cache") {
+    const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "tiny",
+      "input": {"shape": [2, 8, 8]}, "labels": 4, "layers": [
+      {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 3, "pad": 1},
+      {"name": "b1", "type": "bn", "inputs": ["c1"]},
+      {"name": "r1", "type": "relu", "inputs": ["b1"]},
+      {"name": "c2", "type": "conv", "inputs": ["r1"], "out_channels": 4, "kernel": 3, "pad": 1, "stride": 2},
+      {"name": "f", "type": "fc", "inputs": ["c2"], "out_features": 4},
+      {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
+                                                           "tiny");
+    namespace fs = std::filesystem;
+    const std::string cache = (fs::temp_directory_path() / "ucplan-test-cache").string();
+    fs::remove_all(cache);
+    auto runner = ucplan::make_cpu_runner();
+    ucplan::ProfileOptions o;
+    o.batch = 4;
+    o.repeat = 2;
+    o.cache_dir = cache;
+    const ucplan::Profile p = ucplan::profile_network(net, "tiny", *runner, o);
+    CHECK(p.source == "measured");
+    CHECK(p.device.kind == "cpu");
+    CHECK(!p.date.empty());
+    CHECK(p.sizes == std::vector<std::int64_t>{1, 2, 4});
+    // conv c1 reads the network input: forward and backward_filter only; c2 also backward_data.
+    // Every (op, size, algorithm) is there, with a status; conv algorithms that cannot run the
+    // shape (gemm_lift needs stride 1) are recorded as unsupported, not dropped.
+    const ucplan::Graph g = ucplan::build_graph(net, "tiny");
+    const ucplan::SignatureCosts* c2 = p.find(ucplan::layer_signature(g, g.index_of("c2")));
+    REQUIRE(c2);
+    int unsupported = 0, ok = 0;
+    for (const auto& c : c2->costs) {
+      if (c.op == "update") continue;
+      (c.ok() ? ok : unsupported) += 1;
+      if (c.ok()) CHECK(c.seconds > 0);
+    }
+    CHECK(ok == 3 * 3 * 2);           // 3 ops x 3 sizes x {direct, gemm}
+    CHECK(unsupported == 3 * 3 * 1);  // gemm_lift at stride 2
+    // The file reads back to the same text.
+    const std::string path = (fs::temp_directory_path() / "ucplan-test-profile.json").string();
+    const std::string text = ucplan::profile_to_json_text(p);
+    ucplan::write_file_atomically(path, text);
+    CHECK(ucplan::profile_to_json_text(ucplan::load_profile(path)) == text);
+    // Profiled again with the cache: the same costs, nothing measured twice (same medians).
+    const ucplan::Profile again = ucplan::profile_network(net, "tiny", *runner, o);
+    REQUIRE(again.signatures.size() == p.signatures.size());
+    for (std::size_t i = 0; i < p.signatures.size(); ++i) {
+      REQUIRE(again.signatures[i].costs.size() == p.signatures[i].costs.size());
+      for (std::size_t k = 0; k < p.signatures[i].costs.size(); ++k)
+        CHECK(again.signatures[i].costs[k].seconds == p.signatures[i].costs[k].seconds);
+    }
+  }
+}
