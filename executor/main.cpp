@@ -22,6 +22,10 @@ int main(int argc, char** argv) {
                "and bytes moved; --check poisons (NaN) every region the plan frees or offloads and compares the weight "
                "gradients with a reference run without micro-batching, offload or recomputation."};
   app.name("ucplan run");
+  // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return fmt::format("ucplan run: error: {} (see ucplan run --help)\n", e.what());
+  });
   std::string plan_path, device = "cpu", trace;
   int iterations = 5;
   bool check = false, no_verify = false, json = false, no_poison = false;

@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
                "network's training iteration at every micro-batch size of a policy, with every algorithm, and the "
                "host<->device transfer costs; write them as a ucplan-profile/1 file."};
   app.name("ucplan profile");
+  // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return fmt::format("ucplan profile: error: {} (see ucplan profile --help)\n", e.what());
+  });
   std::string network, device = "cpu", sizes = "powerOfTwo", cache, output;
   std::int64_t batch = 0;
   int repeat = 5;

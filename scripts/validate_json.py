@@ -9,12 +9,15 @@ schemas/<kind>.schema.json, the kind chosen by the file's "format" field:
 ucplan-network/1 -> network, ucplan-profile/1 -> profile, ucplan-plan/1 -> plan (networks/ holds
 networks only: another format there is a failure). A missing network
 schema is a failure; a missing profile or plan schema is reported and its files are skipped.
+Every schemas/*.schema.json is registered under its "$id" (else its file URI), so a schema can
+refer to another by file name ("$ref": "network.schema.json" in the plan schema).
 Prints one line per failure (file, JSON path, message) and a summary line; exits 1 on any failure.
 Needs the `jsonschema` package (JSON Schema draft 2020-12).
 """
 
 import json
 import os
+import pathlib
 import sys
 
 try:
@@ -22,6 +25,11 @@ try:
 except ImportError:
     print("validate_json.py: the Python package jsonschema is missing (pip install jsonschema)", file=sys.stderr)
     sys.exit(2)
+try:
+    import referencing
+    import referencing.jsonschema
+except ImportError:  # jsonschema < 4.18: $ref between schema files goes through RefResolver
+    referencing = None
 
 FOLDERS = ("networks", "profiles", "plans")
 KINDS = {"ucplan-network/1": "network", "ucplan-profile/1": "profile", "ucplan-plan/1": "plan"}
@@ -45,6 +53,32 @@ def leaf_errors(error):
     return leaf_errors(best) if best is not None else [error]
 
 
+def schema_store(root):
+    """{URI: schema} for every schemas/*.schema.json: the URI is its "$id", else its file URI."""
+    store = {}
+    folder = os.path.join(root, "schemas")
+    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    for name in names:
+        if name.endswith(".schema.json"):
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as f:
+                schema = json.load(f)
+            uri = schema.get("$id") if isinstance(schema, dict) else None
+            store[uri or pathlib.Path(path).as_uri()] = schema
+    return store
+
+
+def make_validator(cls, schema, store):
+    """A validator of `schema` that resolves $ref to the other schemas in `store`."""
+    if referencing is not None:
+        registry = referencing.Registry().with_resources(
+            (uri, referencing.Resource.from_contents(s, default_specification=referencing.jsonschema.DRAFT202012))
+            for uri, s in store.items())
+        return cls(schema, registry=registry)
+    resolver = jsonschema.RefResolver.from_schema(schema, store=store)
+    return cls(schema, resolver=resolver)
+
+
 def main(argv):
     root = os.path.abspath(argv[1]) if len(argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     validators = {}
@@ -52,6 +86,7 @@ def main(argv):
     checked = 0
     skipped = 0
     reported_missing = set()
+    store = None
 
     def fail(rel, where, message):
         nonlocal failures
@@ -59,6 +94,7 @@ def main(argv):
         print(f"{rel}: {where}: {message}")
 
     def validator(kind):
+        nonlocal store
         if kind not in validators:
             path = os.path.join(root, "schemas", f"{kind}.schema.json")
             if not os.path.isfile(path):
@@ -68,7 +104,9 @@ def main(argv):
                     schema = json.load(f)
                 cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
                 cls.check_schema(schema)
-                validators[kind] = cls(schema)
+                if store is None:
+                    store = schema_store(root)
+                validators[kind] = make_validator(cls, schema, store)
         return validators[kind]
 
     files = []

@@ -48,6 +48,11 @@ int main(int argc, char** argv) {
                "convolutional network under a device-memory budget, as one static, checkable plan file."};
   app.set_version_flag("--version", std::string("ucplan ") + UCPLAN_VERSION);
   app.require_subcommand(1);
+  // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    const auto subs = a->get_subcommands();
+    return fmt::format("ucplan: error: {} (see ucplan {}--help)\n", e.what(), subs.empty() ? "" : subs.front()->get_name() + " ");
+  });
   app.footer(
       "Also:\n"
       "  ucplan profile NETWORK --batch B --device cpu|cuda|model:NAME -o PROFILE.json   (runs ucplan-profile)\n"

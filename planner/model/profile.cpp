@@ -105,7 +105,9 @@ Profile load_profile(const std::string& path) {
   if (p.device.kind != "cpu" && p.device.kind != "cuda" && p.device.kind != "model")
     d.at("kind").fail(fmt::format("must be cpu, cuda or model, got \"{}\"", p.device.kind));
   if ((p.device.kind == "model") != (p.source != "measured"))
-    r.at("source").fail("a model device's profile has source \"model:NAME\"; a real device's has \"measured\"");
+    r.at("source").fail(fmt::format("\"{}\" does not agree with device.kind \"{}\" (a model device's profile has source "
+                                    "\"model:NAME\"; a real device's has \"measured\")",
+                                    p.source, p.device.kind));
   p.device.name = d.at("name").string();
   p.device.memory_bytes = d.integer_or("memory_bytes", 0, 0, INT64_MAX);
   p.device.peak_flops = d.number_or("peak_flops", 0);

@@ -75,8 +75,10 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
     const std::string& layer = g.layers[t.layer].name();
     if (!sc)
       throw UserError(file, fmt::format("layer {}", layer),
-                      fmt::format("the profile has no costs for signature \"{}\" (was it made for network {}?)", sig,
-                                  g.net.name));
+                      fmt::format("the profile has no costs for signature \"{}\" ({})", sig,
+                                  p.network == g.net.name
+                                      ? "the network has changed since it was profiled: profile it again"
+                                      : fmt::format("the profile is for network {}, not {}", p.network, g.net.name)));
     TaskCost tc;
     tc.conv = t.conv_kernel;
     if (t.conv_kernel) {
