@@ -135,10 +135,12 @@ class CpuBackend : public Backend {
           {
             std::unique_lock<std::mutex> lock(mu_);
             cv_.wait(lock, [&] {
+              if (stop_) return true;  // shutting down after a failure: the waited steps may never run
               for (int w : item.step->poison_waits)
                 if (!done(w)) return false;
               return true;
             });
+            if (stop_) return;
           }
           for (const auto& [off, size] : item.step->poison_after) std::memset(arena_ + off, kPoisonByte, static_cast<std::size_t>(size));
         }

@@ -145,8 +145,19 @@ TEST_SUITE("broken plans") {
 
   TEST_CASE("a missing prefetch: refused by the verifier, wrong gradients without it") {
     Plan p = moving_plan();
-    auto it = std::find_if(p.steps.begin(), p.steps.end(),
-                           [](const PlanStep& s) { return s.op == "prefetch" && s.tensor.rfind("Y:data", 0) != 0; });
+    // A prefetch into bytes that never held that tensor before: without it the reader finds
+    // something else there whatever the threads' timing (into the tensor's own old bytes, the
+    // reader might race ahead of their poisoning and read a stale but equal copy).
+    auto fresh_destination = [&](const PlanStep& s) {
+      if (s.op != "prefetch" || s.tensor.rfind("Y:data", 0) == 0) return false;
+      const PlanBuffer& b = p.buffers[s.writes[0]];
+      for (const PlanBuffer& o : p.buffers)
+        if (o.id != b.id && o.tensor == b.tensor && o.first_step < b.first_step && o.offset < b.offset + b.size &&
+            b.offset < o.offset + o.size)
+          return false;
+      return true;
+    };
+    auto it = std::find_if(p.steps.begin(), p.steps.end(), fresh_destination);
     REQUIRE(it != p.steps.end());
     remove_step(p, it->id);
     CHECK(find_plan_error(p).find("holds no value") != std::string::npos);

@@ -249,7 +249,7 @@ CompileResult make_plan(const CompileInput& in) {
     o.predicted_ns = rounds * r.round_ns + r.final_ns;
     out.candidates.push_back(o);
     if (!r.ok) {
-      last_failure = r.failure;
+      last_failure = fmt::format("at sub-batch {}: {}", b, r.failure);
       continue;
     }
     if (!best.ok || o.predicted_ns < best_total) {
@@ -268,7 +268,8 @@ CompileResult make_plan(const CompileInput& in) {
     std::string hint;
     if (g.has_batch_norm() && in.sub_batch == "auto" && costable.size() > 1)
       hint = " (the network has batch-norm, so it is not split into sub-batches unless you pass --sub-batch any or N)";
-    std::string why = last_failure.empty() ? out.candidates.back().why : last_failure;
+    std::string why = last_failure.empty() ? fmt::format("at sub-batch {}: {}", out.candidates.back().sub_batch, out.candidates.back().why)
+                                           : last_failure;
     throw UserError("", "--budget",
                     fmt::format("strategy {} finds no plan for {} at batch {} within {}: {}{}", in.strategy, g.net.name, batch,
                                 format_bytes(in.budget_bytes), why, hint));

@@ -967,8 +967,8 @@ ScheduleResult Scheduler::run() {
     if (!ok) {
       const Task& t = tg_.tasks[order_[pos_]];
       res_.failure = strategy_.evict_on_demand()
-                         ? fmt::format("{} of layer {} does not fit in the budget even in an empty arena", task_kind_name(t.kind),
-                                       g_.layers[t.layer].name())
+                         ? fmt::format("{} of layer {} does not fit even after everything else was offloaded (with the "
+                                       "inputs its recomputation needs at once)", task_kind_name(t.kind), g_.layers[t.layer].name())
                          : fmt::format("out of memory at {} of layer {} (this strategy does not offload on demand)",
                                        task_kind_name(t.kind), g_.layers[t.layer].name());
       return res_;
