@@ -31,17 +31,6 @@ std::vector<std::string> layer_ops(const GraphLayer& l) {
 
 namespace {
 
-const char* op_of(const Task& t) {
-  switch (t.kind) {
-    case TaskKind::Forward: return "forward";
-    case TaskKind::Backward: return "backward";
-    case TaskKind::BackwardData: return "backward_data";
-    case TaskKind::BackwardFilter: return "backward_filter";
-    case TaskKind::Update: return "update";
-  }
-  return "?";
-}
-
 std::string today_utc() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -91,7 +80,7 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
     }
     const std::string& name = g.layers[t.layer].name();
     if (std::find(sc.layers.begin(), sc.layers.end(), name) == sc.layers.end()) sc.layers.push_back(name);
-    const std::string op = op_of(t);
+    const std::string op = task_kind_name(t.kind);
     if (!seen.insert({sig, op}).second) continue;
     const GraphLayer& l = g.layers[t.layer];
     const double per_sample = std::max(1.0, l.forward_flops + 4.0 * static_cast<double>(l.out.elems()));

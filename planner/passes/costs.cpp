@@ -26,21 +26,6 @@ std::vector<std::int64_t> costable_sub_batches(const Profile& p, std::int64_t ba
 
 namespace {
 
-const char* profile_op(const Task& t) {
-  switch (t.kind) {
-    case TaskKind::Forward: return "forward";
-    case TaskKind::Backward: return "backward";
-    case TaskKind::BackwardData: return "backward_data";
-    case TaskKind::BackwardFilter: return "backward_filter";
-    case TaskKind::Update: return "update";
-  }
-  return "?";
-}
-
-}  // namespace
-
-namespace {
-
 bool micro_size_allowed(const std::string& policy, std::int64_t size, std::int64_t sub_batch) {
   if (policy.empty() || policy == "all") return true;
   if (policy == "undivided") return size == sub_batch;
@@ -64,7 +49,7 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
   for (const Task& t : tg.tasks) {
     if (t.kind == TaskKind::Forward) ct.forward_task[t.layer] = t.id;
     const std::string sig = layer_signature(g, t.layer);
-    const std::string op = profile_op(t);
+    const std::string op = task_kind_name(t.kind);  // profile ops are named as tasks are
     auto key = std::make_pair(sig, op);
     auto it = memo.find(key);
     if (it != memo.end()) {

@@ -132,6 +132,7 @@ class Scheduler {
   Window find_window(std::int64_t size) const;
   bool make_room(std::int64_t size);
   void evict(int t);
+  void offload(int t);
   void release_device_copy(int t, bool keep_value_on_host);
   ReadySet accesses(const TState& s) const;
   bool evictable(int owner) const;
@@ -421,19 +422,24 @@ void Scheduler::evict(int t) {
     release_device_copy(t, false);
     return;
   }
+  offload(t);
+  res_.evicted_dirty[t] = 1;
+  release_device_copy(t, true);
+}
+
+// Copies a tensor's device value to its host buffer on the device-to-host stream.
+void Scheduler::offload(int t) {
   EmitArgs a;
   a.stream = Stream::D2H;
   a.op = "offload";
   a.tensor = tg_.tensors[t].name;
-  a.duration = costs_.d2h_ns(s.size);
+  a.duration = costs_.d2h_ns(tg_.tensors[t].bytes(costs_.sub_batch));
   a.reads = {t};
   a.host_tensor = t;
   host_buffer_of(t);
   emit(a);
-  s.host_valid = true;
+  st_[t].host_valid = true;
   res_.offload_bytes += tg_.tensors[t].bytes(costs_.sub_batch);
-  res_.evicted_dirty[t] = 1;
-  release_device_copy(t, true);
 }
 
 BlockView Scheduler::view(const Arena::Block& blk) const {
@@ -448,7 +454,7 @@ BlockView Scheduler::view(const Arena::Block& blk) const {
     b.ready_end = s.access_end;
     if (s.host_valid && s.host_writer >= 0) b.ready_end = std::max(b.ready_end, s.host_writer_end);
     if (!clean(blk.owner)) {
-      b.dirty_ns = costs_.d2h_ns(s.size);
+      b.dirty_ns = costs_.d2h_ns(tg_.tensors[blk.owner].bytes(costs_.sub_batch));  // what an offload copies
       b.dirty_bytes = s.size;
     }
     if (s.fresh) b.fresh_bytes = s.size;
@@ -871,21 +877,8 @@ bool Scheduler::run_task(int pos) {
   }
   for (int d : touched) st_[d].fresh = false;
   // Planned offloads start as soon as the value exists, overlapping the following tasks.
-  for (int d : t.writes) {
-    TState& s = st_[d];
-    if (s.decision != Residency::Offload || uses_[d].empty() || uses_[d].back() < bwd_start_) continue;
-    EmitArgs o;
-    o.stream = Stream::D2H;
-    o.op = "offload";
-    o.tensor = tg_.tensors[d].name;
-    o.duration = costs_.d2h_ns(tg_.tensors[d].bytes(costs_.sub_batch));
-    o.reads = {d};
-    o.host_tensor = d;
-    host_buffer_of(d);
-    emit(o);
-    s.host_valid = true;
-    res_.offload_bytes += tg_.tensors[d].bytes(costs_.sub_batch);
-  }
+  for (int d : t.writes)
+    if (st_[d].decision == Residency::Offload && !uses_[d].empty() && uses_[d].back() >= bwd_start_) offload(d);
   for (int d : t.accumulates) st_[d].host_valid = false;  // the host copy, if any, is stale
   lock(touched, -1);
   return true;
