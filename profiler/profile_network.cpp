@@ -17,18 +17,6 @@
 
 namespace ucplan {
 
-std::vector<std::string> layer_ops(const GraphLayer& l) {
-  std::vector<std::string> ops;
-  switch (l.type()) {
-    case LayerType::Input: break;
-    case LayerType::Conv:
-    case LayerType::Fc: ops = {"forward", "backward_data", "backward_filter", "update"}; break;
-    case LayerType::BatchNorm: ops = {"forward", "backward", "update"}; break;
-    default: ops = {"forward", "backward"}; break;
-  }
-  return ops;
-}
-
 namespace {
 
 std::string today_utc() {

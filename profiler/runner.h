@@ -51,7 +51,4 @@ class Runner {
   virtual bool measure_duplex() = 0;
 };
 
-// The ops a layer type has, in profile order ("forward", ...; "update" for weighted layers).
-std::vector<std::string> layer_ops(const GraphLayer& l);
-
 }  // namespace ucplan

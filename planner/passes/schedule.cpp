@@ -932,7 +932,7 @@ ScheduleResult Scheduler::run() {
     res_.failure = fmt::format("the weights and their gradients ({} bytes) do not fit in the budget", resident_end);
     return res_;
   }
-  arena_ = Arena(resident_end, in_.budget_bytes);
+  arena_ = Arena(resident_end, in_.budget_bytes, in_.best_fit ? Arena::Fit::Best : Arena::Fit::First);
 
   step_limit_ = 8 * static_cast<int>(order_.size()) + 1000;
   std::int64_t planned = 0;
@@ -1188,9 +1188,11 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   constexpr std::int64_t kWorkBudget = 200'000'000;
   ScheduleResult best;
   std::vector<Residency> best_table;
+  bool best_fit = false;  // the best was found with best-fit placement
   auto run = [&](const std::vector<Residency>& table) {
     auto s = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true);
     ScheduleInput bounded = in;
+    bounded.best_fit = best_fit;
     if (best.ok) bounded.abandon_after_ns = best.round_ns;  // branch and bound: it could only get worse
     return simulate_schedule(bounded, *s);
   };
@@ -1328,6 +1330,19 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     ScheduleResult first = run(seeds[i]);
     work += first.work;
     ScheduleResult r = improve(seed_names[i], seeds[i], std::move(first), &table, &work);
+    if (better(r, best)) {
+      best = std::move(r);
+      best_table = std::move(table);
+    }
+  }
+  // Placement is part of the search too: the best decisions again with best-fit placement
+  // (fewer, larger holes), improved from there.
+  if (best.ok && work <= kWorkBudget) {
+    best_fit = true;  // run() places best-fit from here on
+    ScheduleResult first = run(best_table);
+    work += first.work;
+    std::vector<Residency> table;
+    ScheduleResult r = improve("best decisions, best-fit placement", best_table, std::move(first), &table, &work);
     if (better(r, best)) {
       best = std::move(r);
       best_table = std::move(table);

@@ -71,6 +71,7 @@ struct ScheduleInput {
   std::int64_t batch = 0;               // whole batch (host input buffers hold it)
   std::vector<int> fixed_config;        // per task: WR/WD choice (index into its front) or -1
   int lookahead = 24;                   // Eq. (4) look-ahead window, in tasks
+  bool best_fit = false;                // arena placement: moDNN's first fit, or best fit
   // A search abandons a candidate whose round already takes longer than this (the best found).
   std::int64_t abandon_after_ns = std::numeric_limits<std::int64_t>::max();
 };
@@ -107,7 +108,8 @@ ScheduleResult simulate_schedule(const ScheduleInput& in, Strategy& strategy);
 
 // The strategies of the same scheduler (names as on the command line).
 std::vector<std::string> strategy_names();
-// `workspace_fixed` is true under --workspace wr:/wd: (configurations come from fixed_config).
+// keep-all, vdnn-all, vdnn-conv, superneurons, checkpoint-sqrt, each as its paper describes it;
+// under --workspace wr:/wd: the configurations come from ScheduleInput::fixed_config instead.
 std::unique_ptr<Strategy> make_baseline_strategy(const std::string& name, const Graph& g, const TaskGraph& tg,
                                                  const CostTable& costs);
 // A strategy given by an explicit per-tensor table (the ucplan search builds these).

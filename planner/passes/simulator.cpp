@@ -54,7 +54,7 @@ std::int64_t Timeline::ready_time(const ReadySet& r) const {
 
 std::int64_t Timeline::makespan() const { return std::max({end_[0], end_[1], end_[2]}); }
 
-Arena::Arena(std::int64_t begin, std::int64_t end) : begin_(begin), end_(end) {
+Arena::Arena(std::int64_t begin, std::int64_t end, Fit fit) : begin_(begin), end_(end), fit_(fit) {
   UCPLAN_CHECK(begin <= end, "arena bounds");
   if (end > begin) blocks_.push_back(Block{begin, end - begin, -1, kNoneReady, 0});
   free_bytes_ = end - begin;
@@ -96,22 +96,33 @@ void Arena::allocate_at(std::int64_t offset, std::int64_t size, int owner, Ready
 }
 
 std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadySet* waits) {
-  std::int64_t run_start = -1, run_size = 0;
+  // Over runs of adjacent free blocks: first fit takes the first run that holds the request,
+  // best fit the smallest (ties: the lowest address).
+  std::int64_t best_start = -1, best_size = 0, run_start = -1, run_size = 0;
+  auto end_run = [&] {
+    if (run_start >= 0 && run_size >= size && (best_start < 0 || run_size < best_size)) {
+      best_start = run_start;
+      best_size = run_size;
+    }
+    run_start = -1;
+    run_size = 0;
+  };
   for (const Block& b : blocks_) {
     if (b.owner >= 0) {
-      run_start = -1;
-      run_size = 0;
+      end_run();
       continue;
     }
     if (run_start < 0) run_start = b.offset;
     run_size += b.size;
-    if (run_size >= size) {
-      const std::int64_t at = run_start;
-      allocate_at(at, size, owner, waits);
-      return at;
+    if (fit_ == Fit::First && run_size >= size) {
+      best_start = run_start;
+      break;
     }
   }
-  return std::nullopt;
+  if (fit_ == Fit::Best) end_run();
+  if (best_start < 0) return std::nullopt;
+  allocate_at(best_start, size, owner, waits);
+  return best_start;
 }
 
 std::int64_t Arena::largest_free() const {

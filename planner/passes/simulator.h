@@ -10,7 +10,6 @@
 
 #include <array>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <vector>
 
@@ -59,9 +58,12 @@ class Arena {
     ReadySet ready = kNoneReady;  // free blocks: steps that must end before reuse
     std::int64_t ready_end = 0;   // free blocks: when the last of those steps ends
   };
-  Arena(std::int64_t begin, std::int64_t end);
-  // First fit. On success returns the offset; `waits` receives the ready sets of the free space
-  // taken. nullopt when no free block is large enough (fragmentation or full).
+  // First fit (moDNN's linked list) or best fit (the smallest run of free blocks that holds the
+  // request, so large holes stay whole for large tensors).
+  enum class Fit { First, Best };
+  Arena(std::int64_t begin, std::int64_t end, Fit fit = Fit::First);
+  // On success returns the offset; `waits` receives the ready sets of the free space taken.
+  // nullopt when no run of free blocks is large enough (fragmentation or full).
   std::optional<std::int64_t> allocate(std::int64_t size, int owner, ReadySet* waits);
   // Allocates exactly at `offset` (which must lie in one free block).
   void allocate_at(std::int64_t offset, std::int64_t size, int owner, ReadySet* waits);
@@ -83,6 +85,7 @@ class Arena {
 
  private:
   std::int64_t begin_, end_;
+  Fit fit_ = Fit::First;
   std::vector<Block> blocks_;
   std::size_t index_of(std::int64_t offset) const;  // the block containing offset
   std::int64_t high_water_ = 0;
