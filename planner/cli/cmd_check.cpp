@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "planner/model/errors.h"
 #include "planner/model/sha256.h"
+#include "planner/model/units.h"
 #include "planner/passes/pipeline.h"
 #include "planner/passes/verify.h"
 
@@ -80,10 +81,9 @@ int run_check(const CheckOptions& o) {
         continue;
       }
     }
-    fmt::print("ok   {}: {} steps, {} predicted, peak {} of {}{}\n", path, plan.steps.size(),
-               fmt::format("{:.3f} ms", static_cast<double>(plan.summary.predicted_ns) / 1e6),
-               fmt::format("{} B", plan.summary.peak_bytes), fmt::format("{} B", plan.budget_bytes),
-               o.recompile ? ", reproduced" : "");
+    fmt::print("ok   {}: {} steps, {} predicted ({}), peak {} of {}{}\n", path, plan.steps.size(), format_ns(plan.summary.predicted_ns),
+               plan.profile_source, format_bytes(plan.summary.peak_bytes), format_bytes(plan.budget_bytes),
+               o.recompile ? ", reproduced byte for byte" : "");
   }
   if (o.plans.size() > 1) fmt::print("{} of {} plans valid\n", o.plans.size() - failures, o.plans.size());
   return failures ? 1 : 0;
