@@ -9,6 +9,7 @@
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
 #include "planner/model/plan.h"
+#include "planner/passes/costs.h"
 #include "planner/passes/lower_bound.h"
 #include "planner/passes/pipeline.h"
 #include "planner/passes/route.h"
@@ -356,5 +357,61 @@ TEST_SUITE("verifier") {
     auto f = std::find_if(d.steps.begin(), d.steps.end(), [](const PlanStep& s) { return s.op == "backward_filter"; });
     remove_step(d, f->id);
     CHECK(find_plan_error(d) != "");
+  }
+}
+
+TEST_SUITE("simulator") {
+  // A strategy that keeps everything and records what the engine asks of it (STYLE.md #3: the
+  // simulator is apart from policy).
+  class RecordingStrategy : public Strategy {
+   public:
+    std::string name() const override { return "recording"; }
+    Residency residency(int tensor) const override {
+      asked.push_back(tensor);
+      return Residency::Keep;
+    }
+    PrefetchMode prefetch_mode() const override { return PrefetchMode::OnDemand; }
+    bool evict_on_demand() const override { return false; }
+    std::size_t choose_config(const ConfigContext& ctx) override {
+      configs.push_back(ctx.task);
+      return ctx.cost->front.size() - 1;  // the fastest, whatever its workspace
+    }
+    mutable std::vector<int> asked;
+    std::vector<int> configs;
+  };
+
+  TEST_CASE("the engine asks the strategy about every tensor once and every conv kernel once per round") {
+    const Network net = parse_network_text(kResidual, "test");
+    const Profile prof = model_profile(net, 8, "p100");
+    const Graph g = build_graph(net, "test");
+    const TaskGraph tg = build_tasks(g, construct_route(g));
+    const CostTable ct = build_cost_table(g, tg, prof, "test", 8);
+    ScheduleInput in;
+    in.graph = &g;
+    in.tasks = &tg;
+    in.costs = &ct;
+    in.budget_bytes = std::int64_t{1} << 34;  // room for everything and any workspace
+    in.batch = 8;
+    RecordingStrategy s;
+    const ScheduleResult r = simulate_schedule(in, s);
+    REQUIRE(r.ok);
+    std::vector<int> all(tg.tensors.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    CHECK(s.asked == all);
+    std::vector<int> conv_tasks;
+    for (const Task& t : tg.tasks)
+      if (t.round_task && t.conv_kernel) conv_tasks.push_back(t.id);
+    CHECK(s.configs == conv_tasks);
+    // Each kernel ran with the configuration the strategy chose: the fastest.
+    for (const PlanKernel& k : r.kernels) {
+      const int task = [&] {
+        for (const Task& t : tg.tasks)
+          if (t.conv_kernel && g.layers[t.layer].name() == k.layer && task_kind_name(t.kind) == k.op) return t.id;
+        return -1;
+      }();
+      REQUIRE(task >= 0);
+      CHECK(k.time_ns == ct.tasks[task].front.back().time_ns);
+    }
+    CHECK(r.offload_bytes == 0);
   }
 }
