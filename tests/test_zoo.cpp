@@ -260,7 +260,7 @@ TEST_CASE("deep ResNet generator: more than 10^4 layers load, match torchvision 
   // SuperNeurons Table 4 family with n1 = 6, n2 = 32, n4 = 6 and n3 = 1000: depth 3 * 1044 + 2 =
   // 3134. Layers: stem 4 (conv, bn, relu, maxpool) + 1044 bottlenecks x 10 (3 x conv/bn, 2 relu,
   // add, relu) + 4 downsamples x 2 (conv, bn) + avgpool, fc, loss = 4 + 10440 + 8 + 3 = 10455.
-  const std::string out = (std::filesystem::current_path() / "zoo-resnet-deep-n3-1000.json").string();
+  const std::string out = (std::filesystem::temp_directory_path() / "ucplan-zoo-resnet-deep-n3-1000.json").string();
   std::string cmd = "python3 '" + kGenerator + "' deep-resnet --n1 6 --n2 32 --n3 " + std::to_string(kDeepN3) +
                     " --n4 6 -o '" + out + "' > /dev/null";
   REQUIRE(run_command(cmd) == 0);
@@ -282,4 +282,5 @@ TEST_CASE("deep ResNet generator: more than 10^4 layers load, match torchvision 
 #ifdef NDEBUG
   CHECK(seconds < 2.0);  // measured ~0.1 s on the 2-core development machine
 #endif
+  std::filesystem::remove(out);
 }
