@@ -189,37 +189,15 @@ std::int64_t Device::free_bytes() const {
 
 // ---- Stream, Event ----
 
-Stream::Stream() { UCPLAN_CUDA(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-Stream::~Stream() {
-  if (s_) cudaStreamDestroy(s_);
-}
-Stream& Stream::operator=(Stream&& o) noexcept {
-  if (this != &o) {
-    if (s_) cudaStreamDestroy(s_);
-    s_ = o.s_;
-    o.s_ = nullptr;
-  }
-  return *this;
-}
-void Stream::synchronize() const { UCPLAN_CUDA(cudaStreamSynchronize(s_)); }
-void Stream::wait(cudaEvent_t e) const { UCPLAN_CUDA(cudaStreamWaitEvent(s_, e, 0)); }
+Stream::Stream() { UCPLAN_CUDA(cudaStreamCreateWithFlags(s_.out(), cudaStreamNonBlocking)); }
+void Stream::synchronize() const { UCPLAN_CUDA(cudaStreamSynchronize(get())); }
+void Stream::wait(cudaEvent_t e) const { UCPLAN_CUDA(cudaStreamWaitEvent(get(), e, 0)); }
 
 Event::Event(bool timing) {
-  UCPLAN_CUDA(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  UCPLAN_CUDA(cudaEventCreateWithFlags(e_.out(), timing ? cudaEventDefault : cudaEventDisableTiming));
 }
-Event::~Event() {
-  if (e_) cudaEventDestroy(e_);
-}
-Event& Event::operator=(Event&& o) noexcept {
-  if (this != &o) {
-    if (e_) cudaEventDestroy(e_);
-    e_ = o.e_;
-    o.e_ = nullptr;
-  }
-  return *this;
-}
-void Event::record(cudaStream_t s) const { UCPLAN_CUDA(cudaEventRecord(e_, s)); }
-void Event::synchronize() const { UCPLAN_CUDA(cudaEventSynchronize(e_)); }
+void Event::record(cudaStream_t s) const { UCPLAN_CUDA(cudaEventRecord(get(), s)); }
+void Event::synchronize() const { UCPLAN_CUDA(cudaEventSynchronize(get())); }
 double Event::seconds_between(const Event& start, const Event& end) {
   end.synchronize();
   float ms = 0;
@@ -229,91 +207,30 @@ double Event::seconds_between(const Event& start, const Event& end) {
 
 // ---- library handles ----
 
-CudnnHandle::CudnnHandle() { UCPLAN_CUDA(cudnnCreate(&h_)); }
-CudnnHandle::~CudnnHandle() {
-  if (h_) cudnnDestroy(h_);
-}
-CudnnHandle& CudnnHandle::operator=(CudnnHandle&& o) noexcept {
-  if (this != &o) {
-    if (h_) cudnnDestroy(h_);
-    h_ = o.h_;
-    o.h_ = nullptr;
-  }
-  return *this;
-}
-void CudnnHandle::set_stream(cudaStream_t s) const { UCPLAN_CUDA(cudnnSetStream(h_, s)); }
+CudnnHandle::CudnnHandle() { UCPLAN_CUDA(cudnnCreate(h_.out())); }
+void CudnnHandle::set_stream(cudaStream_t s) const { UCPLAN_CUDA(cudnnSetStream(get(), s)); }
 
-CublasHandle::CublasHandle() { UCPLAN_CUDA(cublasCreate(&h_)); }
-CublasHandle::~CublasHandle() {
-  if (h_) cublasDestroy(h_);
-}
-CublasHandle& CublasHandle::operator=(CublasHandle&& o) noexcept {
-  if (this != &o) {
-    if (h_) cublasDestroy(h_);
-    h_ = o.h_;
-    o.h_ = nullptr;
-  }
-  return *this;
-}
-void CublasHandle::set_stream(cudaStream_t s) const { UCPLAN_CUDA(cublasSetStream(h_, s)); }
+CublasHandle::CublasHandle() { UCPLAN_CUDA(cublasCreate(h_.out())); }
+void CublasHandle::set_stream(cudaStream_t s) const { UCPLAN_CUDA(cublasSetStream(get(), s)); }
 
 // ---- buffers ----
 
-DeviceBuffer::DeviceBuffer(std::size_t bytes) {
+template <MemoryKind K>
+Buffer<K>::Buffer(std::size_t bytes) {
   if (bytes == 0) return;
-  cudaError_t e = cudaMalloc(&p_, bytes);
+  const bool device = K == MemoryKind::Device;
+  void* p = nullptr;
+  cudaError_t e = device ? cudaMalloc(&p, bytes) : cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
   if (e != cudaSuccess) {
-    p_ = nullptr;
     cudaGetLastError();
     auto kind = e == cudaErrorMemoryAllocation ? CudaError::Kind::OutOfMemory : CudaError::Kind::Other;
-    throw CudaError(fmt::format("cudaMalloc of {} bytes failed: {}", bytes, status_text(e)), "cuda", static_cast<int>(e), kind);
+    throw CudaError(fmt::format("{} of {} bytes failed: {}", device ? "cudaMalloc" : "cudaHostAlloc", bytes, status_text(e)),
+                    "cuda", static_cast<int>(e), kind);
   }
+  p_ = decltype(p_)(p);
   bytes_ = bytes;
 }
-DeviceBuffer::~DeviceBuffer() { reset(); }
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    reset();
-    p_ = o.p_;
-    bytes_ = o.bytes_;
-    o.p_ = nullptr;
-    o.bytes_ = 0;
-  }
-  return *this;
-}
-void DeviceBuffer::reset() {
-  if (p_) cudaFree(p_);
-  p_ = nullptr;
-  bytes_ = 0;
-}
-
-PinnedBuffer::PinnedBuffer(std::size_t bytes) {
-  if (bytes == 0) return;
-  cudaError_t e = cudaHostAlloc(&p_, bytes, cudaHostAllocDefault);
-  if (e != cudaSuccess) {
-    p_ = nullptr;
-    cudaGetLastError();
-    auto kind = e == cudaErrorMemoryAllocation ? CudaError::Kind::OutOfMemory : CudaError::Kind::Other;
-    throw CudaError(fmt::format("cudaHostAlloc of {} bytes failed: {}", bytes, status_text(e)), "cuda", static_cast<int>(e),
-                    kind);
-  }
-  bytes_ = bytes;
-}
-PinnedBuffer::~PinnedBuffer() { reset(); }
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
-  if (this != &o) {
-    reset();
-    p_ = o.p_;
-    bytes_ = o.bytes_;
-    o.p_ = nullptr;
-    o.bytes_ = 0;
-  }
-  return *this;
-}
-void PinnedBuffer::reset() {
-  if (p_) cudaFreeHost(p_);
-  p_ = nullptr;
-  bytes_ = 0;
-}
+template class Buffer<MemoryKind::Device>;
+template class Buffer<MemoryKind::Pinned>;
 
 }  // namespace ucplan::cuda

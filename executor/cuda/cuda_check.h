@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include <cublas_v2.h>
@@ -102,111 +103,106 @@ class Device {
   int sm_count_ = 0, clock_khz_ = 0, major_ = 0, minor_ = 0, async_engines_ = 0;
 };
 
+// Owns one CUDA, cuDNN or cuBLAS object and releases it exactly once with Release (whose status
+// is ignored: see the top of this file). Moves, never copies; a null handle owns nothing.
+//
+//   Owned<cudaStream_t, cudaStreamDestroy> s;
+//   UCPLAN_CUDA(cudaStreamCreate(s.out()));
+template <typename T, auto Release>
+class Owned {
+ public:
+  Owned() = default;
+  explicit Owned(T h) : h_(h) {}
+  ~Owned() { reset(); }
+  Owned(Owned&& o) noexcept : h_(std::exchange(o.h_, T{})) {}
+  Owned& operator=(Owned&& o) noexcept {
+    if (this != &o) {
+      reset();
+      h_ = std::exchange(o.h_, T{});
+    }
+    return *this;
+  }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  T get() const { return h_; }
+  T* out() {  // for the library's Create(&handle): releases what was held first
+    reset();
+    return &h_;
+  }
+  void reset() noexcept {
+    if (h_) Release(std::exchange(h_, T{}));
+  }
+
+ private:
+  T h_{};
+};
+
 class Stream {
  public:
   Stream();  // non-blocking with respect to the legacy default stream
-  ~Stream();
-  Stream(Stream&& o) noexcept : s_(o.s_) { o.s_ = nullptr; }
-  Stream& operator=(Stream&& o) noexcept;
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return s_; }
+  cudaStream_t get() const { return s_.get(); }
   void synchronize() const;
   void wait(cudaEvent_t e) const;  // later work on this stream waits for e
 
  private:
-  cudaStream_t s_ = nullptr;
+  Owned<cudaStream_t, cudaStreamDestroy> s_;
 };
 
 class Event {
  public:
   explicit Event(bool timing = true);
-  ~Event();
-  Event(Event&& o) noexcept : e_(o.e_) { o.e_ = nullptr; }
-  Event& operator=(Event&& o) noexcept;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
+  cudaEvent_t get() const { return e_.get(); }
   void record(cudaStream_t s) const;
   void synchronize() const;
   // Seconds from `start` to `end`, both recorded with timing and completed (synchronizes end).
   static double seconds_between(const Event& start, const Event& end);
 
  private:
-  cudaEvent_t e_ = nullptr;
+  Owned<cudaEvent_t, cudaEventDestroy> e_;
 };
 
 class CudnnHandle {
  public:
   CudnnHandle();
-  ~CudnnHandle();
-  CudnnHandle(CudnnHandle&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
-  CudnnHandle& operator=(CudnnHandle&& o) noexcept;
-  CudnnHandle(const CudnnHandle&) = delete;
-  CudnnHandle& operator=(const CudnnHandle&) = delete;
-  cudnnHandle_t get() const { return h_; }
+  cudnnHandle_t get() const { return h_.get(); }
   void set_stream(cudaStream_t s) const;
 
  private:
-  cudnnHandle_t h_ = nullptr;
+  Owned<cudnnHandle_t, cudnnDestroy> h_;
 };
 
 class CublasHandle {
  public:
   CublasHandle();
-  ~CublasHandle();
-  CublasHandle(CublasHandle&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
-  CublasHandle& operator=(CublasHandle&& o) noexcept;
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  cublasHandle_t get() const { return h_; }
+  cublasHandle_t get() const { return h_.get(); }
   void set_stream(cudaStream_t s) const;
 
  private:
-  cublasHandle_t h_ = nullptr;
+  Owned<cublasHandle_t, cublasDestroy> h_;
 };
 
-// cudaMalloc'd memory; size 0 holds no allocation (get() is null). A failed allocation throws a
-// CudaError whose out_of_memory() is true (the runtime's error state is cleared first).
-class DeviceBuffer {
+// Memory from cudaMalloc (Device) or page-locked host memory from cudaHostAlloc (Pinned, so
+// copies can be asynchronous and run at full speed). Size 0 holds no allocation (get() is null).
+// A failed allocation throws a CudaError whose out_of_memory() is true (the runtime's error state
+// is cleared first).
+enum class MemoryKind { Device, Pinned };
+
+template <MemoryKind K>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr; o.bytes_ = 0; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return p_; }
+  Buffer() = default;
+  explicit Buffer(std::size_t bytes);
+  void* get() const { return p_.get(); }
   template <typename T>
-  T* as() const { return static_cast<T*>(p_); }
-  std::size_t bytes() const { return bytes_; }
-  void reset();
+  T* as() const { return static_cast<T*>(p_.get()); }
+  std::size_t bytes() const { return p_.get() ? bytes_ : 0; }
+  void reset() { p_.reset(); }
 
  private:
-  void* p_ = nullptr;
+  std::conditional_t<K == MemoryKind::Device, Owned<void*, cudaFree>, Owned<void*, cudaFreeHost>> p_;
   std::size_t bytes_ = 0;
 };
-
-// Page-locked host memory (cudaHostAlloc), so copies can be asynchronous and run at full speed.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(std::size_t bytes);
-  ~PinnedBuffer();
-  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr; o.bytes_ = 0; }
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  void* get() const { return p_; }
-  template <typename T>
-  T* as() const { return static_cast<T*>(p_); }
-  std::size_t bytes() const { return bytes_; }
-  void reset();
-
- private:
-  void* p_ = nullptr;
-  std::size_t bytes_ = 0;
-};
+using DeviceBuffer = Buffer<MemoryKind::Device>;
+using PinnedBuffer = Buffer<MemoryKind::Pinned>;
 
 }  // namespace ucplan::cuda

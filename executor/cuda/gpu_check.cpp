@@ -4,14 +4,8 @@
 // CUDA Runner (measure, transfers, duplex, cuDNN's own ranking). Without a device it prints
 // "SKIP: <reason>" and exits 0; any mismatch or unexpected failure exits 1.
 //
-// Not part of a CMake target (the suites live in tests/). Build and run from the source root:
-//   ninja -C build-cuda -j2 ucplan_kernels_cuda ucplan_kernels_cpu ucplan_profiler ucplan_model
-//   g++ -std=c++20 -O2 -I. -isystem /usr/local/cuda/include executor/cuda/gpu_check.cpp
-//       build-cuda/profiler/libucplan_profiler.a build-cuda/executor/libucplan_kernels_cuda.a
-//       build-cuda/executor/libucplan_kernels_cpu.a build-cuda/planner/libucplan_model.a
-//       -L/usr/local/cuda/lib64 -lcudnn -lcublas -lcudart -lfmt -lopenblas -o build-cuda/gpu_check
-//   (one command line; the breaks above are for reading)
-//   build-cuda/gpu_check            (UCPLAN_GPU_CHECK_VERBOSE=1 prints every comparison)
+// Built as build/bin/ucplan-gpu-check wherever CUDA is (executor/CMakeLists.txt); run it on a GPU
+// machine (UCPLAN_GPU_CHECK_VERBOSE=1 prints every comparison).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

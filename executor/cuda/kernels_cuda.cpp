@@ -27,21 +27,14 @@ int to_int(std::int64_t v, const char* what) {
 }
 
 // RAII for cuDNN descriptors.
-template <typename T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+template <typename T, cudnnStatus_t (*Create)(T*), auto Destroy>
 class Desc {
  public:
-  Desc() { UCPLAN_CUDA(Create(&d_)); }
-  ~Desc() {
-    if (d_) Destroy(d_);
-  }
-  Desc(Desc&& o) noexcept : d_(o.d_) { o.d_ = nullptr; }
-  Desc& operator=(Desc&&) = delete;
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-  T get() const { return d_; }
+  Desc() { UCPLAN_CUDA(Create(d_.out())); }
+  T get() const { return d_.get(); }
 
  private:
-  T d_ = nullptr;
+  Owned<T, Destroy> d_;
 };
 using TensorDesc = Desc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
 using FilterDesc = Desc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
