@@ -115,10 +115,12 @@ TEST_CASE("run --check: keep-all, a tight budget and the lower bound give the re
 }
 
 TEST_SUITE("broken plans") {
-  // The chain at a budget where activations must move.
+  // The chain at a budget where activations must move. vDNN-all offloads every layer's input
+  // whatever the measured times; ucplan's choice between offload and recomputation depends on
+  // the CPU profile taken at test time, so a loaded machine could leave nothing to prefetch.
   Plan moving_plan() {
     const Case& c = cases()[0];
-    Plan p = compile(c.net, c.prof, c.keep_all_peak * 85 / 100, "ucplan", "auto");
+    Plan p = compile(c.net, c.prof, c.keep_all_peak * 85 / 100, "vdnn-all", "auto");
     REQUIRE(p.summary.offload_bytes > 0);
     REQUIRE(find_plan_error(p) == "");
     REQUIRE(replay(p).passed);
