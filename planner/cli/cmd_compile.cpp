@@ -21,8 +21,6 @@
 
 namespace ucplan {
 
-namespace {
-
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path, "", "cannot open the file for reading");
@@ -30,6 +28,8 @@ std::string read_bytes(const std::string& path) {
   ss << in.rdbuf();
   return ss.str();
 }
+
+namespace {
 
 struct KernelChoice {
   std::string label;

@@ -56,4 +56,19 @@ struct ExplainOptions {
 };
 int run_explain(const ExplainOptions& o);
 
+struct FrontierOptions {
+  std::string network;
+  std::string profile;
+  std::int64_t batch = 0;      // 0: the profile's batch
+  std::string strategy = "ucplan";
+  std::string sub_batch = "auto";
+  int points = 12;
+  bool json = false;
+  std::string svg;
+};
+int run_frontier(const FrontierOptions& o);
+
+// A whole file's bytes (for its hash); UserError naming the file if it cannot be read.
+std::string read_bytes(const std::string& path);
+
 }  // namespace ucplan
