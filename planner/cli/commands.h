@@ -39,6 +39,8 @@ struct CompileOptions {
   bool quiet = false;
   bool json = false;           // --conv-only: JSON report
   bool verbose = false;        // the ucplan search's candidates
+  std::string solver = "default";  // default | exact
+  std::string time_limit;      // exact: "60s", "2min", "" for none
 };
 int run_compile(const CompileOptions& o);
 

@@ -107,6 +107,12 @@ int main(int argc, char** argv) {
   c_compile->add_flag("--quiet,-q", compile.quiet, "no report on stdout");
   c_compile->add_flag("--json", compile.json, "with --conv-only: print the report as JSON");
   c_compile->add_flag("--verbose,-v", compile.verbose, "also list every candidate the ucplan search simulated, with its predicted time");
+  c_compile->add_option("--solver", compile.solver,
+                        "default (the ucplan search) | exact (also a rematerialisation MILP solved with CBC: its solution "
+                        "seeds the search, and the plan reports the MILP's proven lower bound)");
+  c_compile->add_option("--time-limit", compile.time_limit,
+                        "with --solver exact: CBC's wall-clock limit, e.g. 60s or 2min (default: none, solve to "
+                        "optimality); a plan made within a limit CBC reached may not be reproducible");
 
   ucplan::CheckOptions check;
   auto* c_check = app.add_subcommand("check", "verify plans (independent re-simulation); exit 1 if any is invalid");

@@ -1210,7 +1210,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
   const int nt = static_cast<int>(tg.tensors.size());
   const std::vector<char> need = backward_needed(tg);
   constexpr int kMaxPasses = 4;
-  constexpr std::int64_t kBudget = 2'500'000;  // about 0.5 s of simulation on one core
+  const std::int64_t budget = in.local_search_budget;  // default: about 0.5 s of simulation on one core
   std::int64_t spent = 0, last_cost = std::max<std::int64_t>(best.work, 1);
   int tried = 0, accepted = 0;
   auto run = [&](const std::vector<Residency>& table) {
@@ -1233,7 +1233,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
   // Applies moves [lo, hi) together; if that does not help, each half on its own.
   std::function<void(const std::vector<Move>&, std::size_t, std::size_t)> try_moves = [&](const std::vector<Move>& moves,
                                                                                            std::size_t lo, std::size_t hi) {
-    if (spent > kBudget) return;
+    if (spent > budget) return;
     std::vector<Residency> table = best_table;
     for (std::size_t i = lo; i < hi; ++i) table[moves[i].tensor] = moves[i].to;
     bound_segments(g, tg, table);
@@ -1250,7 +1250,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
     try_moves(moves, lo, mid);
     try_moves(moves, mid, hi);
   };
-  for (int pass = 0; pass < kMaxPasses && spent <= kBudget; ++pass) {
+  for (int pass = 0; pass < kMaxPasses && spent <= budget; ++pass) {
     std::vector<Move> moves;
     for (int t = 0; t < nt; ++t) {
       const Tensor& x = tg.tensors[t];
@@ -1277,7 +1277,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
     for (const std::vector<Move>* list : {&first, &second}) {
       if (list->empty()) continue;
       // Groups as small as the budget left allows (every move alone when it allows that).
-      const std::int64_t affordable = std::max<std::int64_t>((kBudget - spent) / last_cost / 2, 1);
+      const std::int64_t affordable = std::max<std::int64_t>((budget - spent) / last_cost / 2, 1);
       const std::size_t group = std::max<std::size_t>(1, (list->size() + affordable - 1) / affordable);
       for (std::size_t lo = 0; lo < list->size(); lo += group) try_moves(*list, lo, std::min(list->size(), lo + group));
     }
@@ -1428,6 +1428,13 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   if (best.ok) {
     seeds.push_back(best_table);
     seed_names.push_back("best baseline's decisions");
+    order.insert(order.begin(), seeds.size() - 1);
+  }
+  for (const std::vector<Residency>& extra : in.extra_seeds) {  // exact mode: the MILP's table first
+    std::vector<Residency> table = extra;
+    bound_segments(g, tg, table);
+    seeds.push_back(std::move(table));
+    seed_names.push_back("the MILP's decisions");
     order.insert(order.begin(), seeds.size() - 1);
   }
   int skipped = 0;
