@@ -85,8 +85,17 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   Ilp ilp;
   ilp.objective.assign(nv, 0);
   std::vector<std::int64_t> redo_ns(nt, 0);
+  // Every round starts with the first task's host inputs (the batch) copied in: no task can
+  // start before they arrive (the executor does not overlap rounds), so that copy is part of
+  // every plan's round and of the bound.
   std::int64_t tasks_ns = 0;
   for (int task : order) tasks_ns += costs.tasks[task].time_ns;
+  if (n > 0) {
+    std::int64_t entry_bytes = 0;
+    for (int x : tg.tasks[order[0]].reads)
+      if (tg.tensors[x].host_input) entry_bytes += tg.tensors[x].bytes(b);
+    if (entry_bytes > 0) tasks_ns += costs.h2d_ns(entry_bytes);
+  }
   for (int l : tg.route) {
     const int y = tg.y_of[l];
     if (y < 0 || !decided[y]) continue;

@@ -14,9 +14,10 @@
 // value kept into stage t+1 is on the device when T_t runs (recomputations precede T_t), so the
 // row holds for every recompute-only schedule in route order: the memory of a recomputation's
 // own moment is not counted, and sizes are rounded down to the row's unit. The MILP is therefore
-// a relaxation, and its optimum (or CBC's proven bound) is a lower bound on the round time of any
-// recompute-only plan whose tasks run in route order at their fastest configurations. Offload is
-// not modelled: a plan that offloads may beat the bound.
+// a relaxation, and its optimum (or CBC's proven bound) plus the copy of the batch that every
+// round waits for before its first task is a lower bound on the round time of any recompute-only
+// plan whose tasks run in route order at their fastest configurations. Offload is not modelled: a
+// plan that offloads may beat the bound.
 //   minimise Σ_{t,i} time_i R[t,i]    (time_i: the fastest configuration of i's forward task)
 // The solution, read as a residency table (recompute what the solution recomputes in the
 // backward pass, keep the rest), seeds the ucplan search, whose plan is then simulated and
