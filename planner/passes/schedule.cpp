@@ -1059,8 +1059,8 @@ bool consumed_by(const Graph& g, int layer, LayerType type) {
 
 // Chen et al. 2016's sqrt(N) checkpoints: among the route positions where a single activation
 // carries everything forward (articulation points, so a segment can be recomputed from it
-// alone), keep about every sqrt(N)-th and recompute the rest.
-std::vector<char> sqrt_checkpoints(const Graph& g, const TaskGraph& tg) {
+// alone), keep about every sqrt(N)-th (or every stride-th, if stride > 0) and recompute the rest.
+std::vector<char> sqrt_checkpoints(const Graph& g, const TaskGraph& tg, int stride_asked = 0) {
   const int n = static_cast<int>(tg.route.size());
   std::vector<int> pos(g.layers.size());
   for (int i = 0; i < n; ++i) pos[tg.route[i]] = i;
@@ -1085,7 +1085,7 @@ std::vector<char> sqrt_checkpoints(const Graph& g, const TaskGraph& tg) {
     for (int l : tg.route) keep[tg.y_of[l]] = 1;
     return keep;
   }
-  const int stride = std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n)))));
+  const int stride = stride_asked > 0 ? stride_asked : std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n)))));
   int since = stride;
   for (int i : candidates) {
     if (++since >= stride) {
@@ -1349,6 +1349,18 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   bound_segments(g, tg, sn_offload);
   seeds.push_back(sn_offload);
   seeds.push_back(cheap);
+  // Chen et al.'s segments at finer spacings than sqrt(N): every articulation point (a residual
+  // block's output) kept, or every second or third, the rest recomputed. At tight budgets on a
+  // fast device these beat offloading, and the local search starts near them.
+  for (int stride : {1, 2, 3}) {
+    const std::vector<char> keep = sqrt_checkpoints(g, tg, stride);
+    std::vector<Residency> table(nt, Residency::Keep);
+    for (int t = 0; t < nt; ++t)
+      if (recomputable(t) && !keep[t]) table[t] = Residency::Recompute;
+    bound_segments(g, tg, table);
+    seeds.push_back(std::move(table));
+    seed_names.push_back(fmt::format("checkpoint every {} articulation point(s)", stride));
+  }
 
   // Improvement from a table: what the simulation had to offload on demand is offloaded early
   // instead (the copy then overlaps compute); what is cheaper to recompute than to copy back,
@@ -1424,7 +1436,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     consider(std::move(r), baseline_table(name, g, tg));
   }
   // The winning baseline's decisions, run with moDNN's mechanisms and improved, come first.
-  std::vector<std::size_t> order{0, 1, 4, 5, 2, 3};  // moDNN, vdnn-conv, the cost-aware ones, SuperNeurons, sqrt
+  std::vector<std::size_t> order{0, 1, 4, 5, 2, 3, 6, 7, 8};  // moDNN, vdnn-conv, the cost-aware ones, SuperNeurons, sqrt, finer segments
   if (best.ok) {
     seeds.push_back(best_table);
     seed_names.push_back("best baseline's decisions");
