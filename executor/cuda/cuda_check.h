@@ -61,8 +61,31 @@ bool is_not_supported(cudnnStatus_t status);  // any status of cuDNN 9's NOT_SUP
 
 namespace ucplan::cuda {
 
+// Whether a CUDA device can be used, and if not, which of the causes that need different fixes:
+// no NVIDIA driver loaded (a machine without a GPU), a driver too old for this CUDA runtime
+// (update the driver, or build with an older toolkit), no device visible (none installed, or
+// hidden by CUDA_VISIBLE_DEVICES), or another error (permissions, a driver/module mismatch).
+enum class DeviceStatus { Available, NoDriver, DriverTooOld, NoDevice, Error };
+const char* device_status_name(DeviceStatus s);  // "available", "no driver", "driver too old", ...
+// The classification alone, from cudaGetDeviceCount's status and count, cudaDriverGetVersion
+// (0: no driver) and cudaRuntimeGetVersion (e.g. 13000).
+DeviceStatus classify_device(cudaError_t count_status, int count, int driver_version, int runtime_version);
+struct DeviceProbe {
+  DeviceStatus status = DeviceStatus::Error;
+  std::string why;  // empty when available
+};
+DeviceProbe probe_device();  // never throws
+
+// The start of a GPU check program (ucplan-gpu-check, ucplan-cuda-check): returns -1 when a device
+// can be used. Otherwise prints one line and returns the exit code: a driver too old is always a
+// failure (4: a driver means a GPU is meant to be used); no driver or no device is "SKIP" (0),
+// unless `required` (--require-device or UCPLAN_REQUIRE_GPU=1), then "FAIL" (3); another error
+// fails (1).
+int check_program_device_gate(const char* program, bool required);
+bool device_required_by_environment();  // UCPLAN_REQUIRE_GPU set and not "0"
+
 // Whether a CUDA device can be used; never aborts or throws. On false, *why (if not null) says
-// why, e.g. "cudaGetDeviceCount: cudaErrorInsufficientDriver (...)" or "no CUDA device found".
+// why, e.g. "driver too old: cudaGetDeviceCount: cudaErrorInsufficientDriver (...)" or "no device: ...".
 bool cuda_device_available(std::string* why = nullptr);
 int device_count();  // 0 when none can be used
 
