@@ -1,6 +1,8 @@
 #include "cpu_ops.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "cpu/kernels.h"
 #include "planner/model/errors.h"
@@ -74,6 +76,22 @@ std::vector<std::string> conv_algorithms_cpu() {
   std::vector<std::string> out;
   for (auto a : cpu::conv_algorithms()) out.push_back(cpu::conv_algo_name(a));
   return out;
+}
+
+std::string reference_conv_algo_cpu(const std::string& op, const std::string& algo) {
+  cpu::ConvAlgo a;
+  if (cpu::parse_conv_algo(algo, &a)) return algo;
+  // cuDNN's names per op (runner.h); "gemm" and "direct" are forward names both backends share.
+  static const char* const forward[] = {"implicit_gemm", "implicit_precomp_gemm", "fft", "fft_tiling", "winograd",
+                                        "winograd_nonfused"};
+  static const char* const backward_data[] = {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"};
+  static const char* const backward_filter[] = {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"};
+  auto known = [&](const auto& names) { return std::find(std::begin(names), std::end(names), algo) != std::end(names); };
+  const bool cudnn = (op == "forward" || op == "recompute")  ? known(forward)
+                     : op == "backward_data"                 ? known(backward_data)
+                     : op == "backward_filter"               ? known(backward_filter)
+                                                             : false;
+  return cudnn ? "gemm" : "";
 }
 
 bool layer_op_supported_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t n) {

@@ -35,7 +35,10 @@ int main(int argc, char** argv) {
   app.add_option("--iterations,-n", iterations, "timed iterations after one warm-up (default 5); the median is reported")
       ->check(CLI::Range(1, 100000));
   app.add_flag("--check", check, "poison freed/offloaded regions and compare weight gradients with a reference run (CPU)");
-  app.add_option("--tolerance", tolerance, "--check: largest allowed relative L2 error of a weight gradient, |got - want| / |want| (default 1e-3)");
+  auto* tolerance_option = app.add_option(
+      "--tolerance", tolerance,
+      "--check: largest allowed relative L2 error of a weight gradient, |got - want| / |want| (default 1e-3 on cpu, 1e-2 on "
+      "cuda: the CPU reference rounds differently from cuDNN, and batch-norm backward amplifies that)");
   app.add_option("--lr", lr, "SGD learning rate of the updates (default 0.01)");
   app.add_option("--trace", trace, "write the measured timeline of the last iteration as a Chrome trace to FILE");
   app.add_flag("--json", json, "print the report as JSON");
@@ -69,7 +72,10 @@ int main(int argc, char** argv) {
     } else {
       throw ucplan::UserError("", "--device", fmt::format("unknown device \"{}\" (cpu, cuda, cuda:N)", device));
     }
-    if (check && device != "cpu") throw ucplan::UserError("", "--check", "poison checking runs on the cpu device");
+    // On cuda the reference (CPU, reference_conv_algo_cpu's algorithms) differs from cuDNN by
+    // FP32 rounding that batch-norm backward amplifies up to ~10^3-fold (README): 1e-2 still
+    // tells a scheduling error (NaN from poison, or O(1)) from rounding.
+    if (device != "cpu" && tolerance_option->count() == 0) tolerance = 1e-2;
     ucplan::RunOptions o;
     o.iterations = iterations;
     o.check = check;

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "executor/backend.h"
 #include "executor/replay.h"
@@ -13,7 +14,9 @@
 #include "planner/passes/route.h"
 #include "planner/passes/verify.h"
 #include "plan_edit.h"
+#include "executor/cpu_ops.h"
 #include "profiler/cpu_runner.h"
+#include "profiler/model_device.h"
 #include "profiler/profile_network.h"
 #include "test_nets.h"
 
@@ -185,4 +188,84 @@ TEST_SUITE("broken plans") {
     CHECK_FALSE(r.passed);
     CHECK(r.max_rel_error > 1.0);
   }
+}
+
+TEST_CASE("the reference run maps cuDNN algorithm names to CPU algorithms") {
+  // Every cuDNN name of profiler/runner.h, per op, has a CPU counterpart; CPU names stay.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cudnn = {
+      {"forward", {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
+      {"backward_data", {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
+      {"backward_filter", {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"}}};
+  for (const auto& [op, names] : cudnn)
+    for (const auto& n : names) {
+      CAPTURE(op);
+      CAPTURE(n);
+      CHECK(reference_conv_algo_cpu(op, n) == (n == "direct" ? "direct" : "gemm"));
+    }
+  for (const auto& n : conv_algorithms_cpu()) CHECK(reference_conv_algo_cpu("backward_filter", n) == n);
+  CHECK(reference_conv_algo_cpu("recompute", "winograd") == "gemm");
+  CHECK(reference_conv_algo_cpu("forward", "algo_3").empty());  // a backward-filter name, not a forward one
+  CHECK(reference_conv_algo_cpu("forward", "im2col").empty());
+}
+
+namespace {
+
+// A device whose conv algorithms have cuDNN's names, emulated on the CPU backend with the
+// direct algorithm (it needs no workspace; the plan's workspaces are cuDNN's, smaller than the
+// CPU's gemm needs). What `run --device cuda --check` asks of the reference, without a GPU.
+class CudnnNamedCpu : public Backend {
+ public:
+  explicit CudnnNamedCpu(const Graph& g) : cpu_(make_cpu_backend(g)) {}
+  std::string description() const override { return "cpu with cuDNN algorithm names"; }
+  void allocate(std::int64_t arena, const std::vector<std::int64_t>& hosts) override { cpu_->allocate(arena, hosts); }
+  void* host(int id) override { return cpu_->host(id); }
+  void write(std::int64_t o, const void* src, std::int64_t b) override { cpu_->write(o, src, b); }
+  void read(std::int64_t o, void* dst, std::int64_t b) override { cpu_->read(o, dst, b); }
+  void fill(std::int64_t o, std::int64_t b, unsigned char v) override { cpu_->fill(o, b, v); }
+  void begin() override { cpu_->begin(); }
+  void submit(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) override {
+    // The CPU backend keeps a reference to the step until it has run: the renamed copies live
+    // as long as this backend.
+    auto [it, fresh] = renamed_.try_emplace(s.id, s);
+    if (fresh)
+      for (auto& m : it->second.config) {
+        REQUIRE(!reference_conv_algo_cpu(s.op, m.algo).empty());
+        m.algo = "direct";
+      }
+    cpu_->submit(it->second, round, ctx, poison);
+  }
+  void barrier() override { cpu_->barrier(); }
+  std::vector<MeasuredStep> end() override { return cpu_->end(); }
+  std::int64_t device_memory_bytes() override { return cpu_->device_memory_bytes(); }
+
+ private:
+  std::unique_ptr<Backend> cpu_;
+  std::map<int, ResolvedStep> renamed_;
+};
+
+}  // namespace
+
+TEST_CASE("run --check of a plan with cuDNN algorithms: the CPU reference runs the mapped algorithms") {
+  // A plan compiled from a modelled K40 profile names cuDNN algorithms (winograd, algo_1, ...);
+  // before the mapping, the reference aborted on the first of them.
+  const Network net = parse_network_text(kChain, "test");
+  ProfileOptions po;
+  po.batch = 8;
+  const Profile prof = profile_network(net, "test", *make_model_runner("k40"), po);
+  const Plan plan = compile(net, prof, std::int64_t{1} << 30, "keep-all", "auto");
+  bool cudnn_names = false;
+  for (const auto& s : plan.steps)
+    for (const auto& m : s.config) cudnn_names = cudnn_names || reference_conv_algo_cpu(s.op, m.algo) != m.algo;
+  REQUIRE(cudnn_names);
+  const Graph g = build_graph(plan.network, "test");
+  CudnnNamedCpu backend(g);
+  RunOptions o;
+  o.iterations = 1;
+  o.check = true;
+  const RunReport r = replay_plan(plan, backend, o);
+  CHECK(r.checked);
+  CHECK(r.fault.empty());
+  CHECK(r.passed);
+  MESSAGE("direct on the device vs the mapped algorithms in the reference: max relative error ", r.max_rel_error);
+  CHECK(r.max_rel_error < 1e-4);  // different algorithms, FP32 rounding through batch norm only
 }
