@@ -147,8 +147,16 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
       const Shape& s = l.out;
       cpu::BnDims d{n, s.c, s.h, s.w, l.spec.bn.eps};
       float* saved = static_cast<float*>(a.aux);
-      if (op == "forward") cpu::bn_forward_training(d, a.x[0], a.w, a.w + s.c, a.y, saved);
-      else if (op == "recompute") cpu::bn_forward_saved(d, a.x[0], a.w, a.w + s.c, saved, a.y);
+      if (op == "forward") {
+        cpu::bn_forward_training(d, a.x[0], a.w, a.w + s.c, a.y, saved);
+      } else if (op == "recompute") {
+        // The training forward again, as profiled (the planner costs a recomputation as its
+        // layer's forward), its statistics into scratch: the same x gives the same y, and the
+        // saved statistics the backward reads stay untouched.
+        static thread_local std::vector<float> stats;
+        stats.resize(static_cast<std::size_t>(2 * s.c));
+        cpu::bn_forward_training(d, a.x[0], a.w, a.w + s.c, a.y, stats.data());
+      }
       else cpu::bn_backward(d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
       break;
     }

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "executor/backend.h"
@@ -268,4 +269,32 @@ TEST_CASE("run --check of a plan with cuDNN algorithms: the CPU reference runs t
   CHECK(r.passed);
   MESSAGE("direct on the device vs the mapped algorithms in the reference: max relative error ", r.max_rel_error);
   CHECK(r.max_rel_error < 1e-4);  // different algorithms, FP32 rounding through batch norm only
+}
+
+TEST_CASE("batch-norm recomputation runs the training forward it is costed as, and leaves the saved statistics alone") {
+  // The planner costs a recomputation as its layer's profiled forward (the training forward);
+  // replay runs that, so with the saved statistics poisoned (NaN) the recomputed y is still the
+  // forward's y, bit for bit, and the statistics the backward will read are not overwritten.
+  const Graph g = build_graph(parse_network_text(kChain, "test"), "test");
+  const GraphLayer* bn = nullptr;
+  for (const auto& l : g.layers)
+    if (l.type() == LayerType::BatchNorm) bn = &l;
+  REQUIRE(bn);
+  const std::int64_t n = 3, elems = n * bn->out.elems(), c = bn->out.c;
+  std::vector<float> x(static_cast<std::size_t>(elems)), w(static_cast<std::size_t>(2 * c));
+  init_input(elems, 7, x.data());
+  init_weights(*bn, 7, w.data());
+  std::vector<float> y0(x.size()), y1(x.size(), 0.0f), saved(static_cast<std::size_t>(2 * c));
+  LayerArgs a;
+  a.x = {x.data()};
+  a.w = w.data();
+  a.n = n;
+  a.y = y0.data();
+  a.aux = saved.data();
+  run_layer_op_cpu(*bn, "forward", "default", a);
+  std::fill(saved.begin(), saved.end(), std::nanf(""));
+  a.y = y1.data();
+  run_layer_op_cpu(*bn, "recompute", "default", a);
+  CHECK(y1 == y0);
+  CHECK(std::all_of(saved.begin(), saved.end(), [](float v) { return std::isnan(v); }));
 }

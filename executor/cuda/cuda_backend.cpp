@@ -80,8 +80,14 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
       const Shape& s = l.out;
       cuda::BnDims d{n, s.c, s.h, s.w, l.spec.bn.eps};
       float* saved = static_cast<float*>(a.aux);
-      if (op == "forward") cuda::bn_forward_training(c, d, a.x[0], a.w, a.w + s.c, a.y, saved);
-      else if (op == "recompute") cuda::bn_forward_saved(c, d, a.x[0], a.w, a.w + s.c, saved, a.y);
+      if (op == "forward") {
+        cuda::bn_forward_training(c, d, a.x[0], a.w, a.w + s.c, a.y, saved);
+      } else if (op == "recompute") {
+        // As on the CPU (cpu_ops.cpp): the profiled training forward, statistics to scratch (the
+        // first use grows it, which synchronizes the stream once, in the warm-up iteration).
+        auto* stats = static_cast<float*>(c.scratch(static_cast<std::size_t>(2 * s.c) * sizeof(float)));
+        cuda::bn_forward_training(c, d, a.x[0], a.w, a.w + s.c, a.y, stats);
+      }
       else cuda::bn_backward(c, d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
       break;
     }
