@@ -54,3 +54,12 @@ TEST_CASE("NVML facts come from libnvidia-ml when it loads, and say why not when
   CHECK_FALSE(other.available);
   CHECK(other.why.find("Not Found") != std::string::npos);
 }
+
+TEST_CASE("sticky CUDA errors are told from recoverable ones") {
+  for (cudaError_t e : {cudaErrorIllegalAddress, cudaErrorLaunchFailure, cudaErrorMisalignedAddress, cudaErrorAssert,
+                        cudaErrorECCUncorrectable, cudaErrorLaunchTimeout})
+    CHECK(cuda::is_sticky(e));
+  // An allocation failure or a bad argument leaves the context usable: the next measurement runs.
+  for (cudaError_t e : {cudaSuccess, cudaErrorMemoryAllocation, cudaErrorInvalidValue, cudaErrorNotSupported})
+    CHECK_FALSE(cuda::is_sticky(e));
+}

@@ -52,6 +52,11 @@ std::string status_text(cublasStatus_t status);
 std::string status_text(cudnnStatus_t status);
 bool is_not_supported(cudnnStatus_t status);  // any status of cuDNN 9's NOT_SUPPORTED category
 
+// Whether an error leaves the CUDA context unusable, so that every later call fails with it
+// (illegal address, launch failure, misaligned address, illegal instruction, hardware stack
+// error, uncorrectable ECC error, device assert, launch timeout): a profiler must stop there.
+bool is_sticky(cudaError_t status);
+
 // Thrown for conditions found by ucplan itself (e.g. a dimension beyond cuDNN's 32-bit limits).
 [[noreturn]] void throw_error(const std::string& what, CudaError::Kind kind = CudaError::Kind::Other);
 

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,7 +134,14 @@ struct AlgoPerf {
   std::size_t workspace_bytes = 0;
   bool deterministic = true;
 };
+// Asks cuDNN with cudnnGetConvolution*AlgorithmMaxCount perf slots and keeps only results in the
+// math type the context asks for (FMA, i.e. FP32 without TF32, unless allow_tf32), one per
+// algorithm (the fastest); determinism is cuDNN's per result.
 std::vector<AlgoPerf> conv_find(Context& ctx, const ConvDims& d, ConvOp op, std::size_t workspace_limit);
+// Whether cuDNN reports `a` deterministic for these dims in the context's math type, from its
+// heuristics' perf results (cudnnGetConvolution*Algorithm_v7, nothing runs); nullopt when they do
+// not list it.
+std::optional<bool> conv_deterministic(Context& ctx, const ConvDims& d, ConvAlgo a);
 
 // ---- other layers (same contracts as executor/cpu/kernels.h) ----
 void pool_forward(Context& ctx, const PoolDims& d, const float* x, float* y);
