@@ -71,6 +71,9 @@ class Backend {
   virtual std::vector<MeasuredStep> end() = 0;   // times since begin(), per executed step
   // Device memory this run holds (arena + host-side library overhead where measurable).
   virtual std::int64_t device_memory_bytes() = 0;
+  // Device memory the runtime and libraries hold beside the arena (CUDA context, cuDNN, cuBLAS,
+  // their loaded kernels), largest seen so far; 0 where there is none (cpu).
+  virtual std::int64_t runtime_overhead_bytes() { return 0; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Graph& g);

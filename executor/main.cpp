@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
                                {"measured_over_predicted", ratio},
                                {"arena_bytes", r.arena_bytes},
                                {"device_memory_bytes", r.device_memory_bytes},
+                               {"runtime_overhead_bytes", backend->runtime_overhead_bytes()},
                                {"plan_peak_bytes", plan.summary.peak_bytes},
                                {"budget_bytes", plan.budget_bytes},
                                {"bytes_h2d", r.bytes_h2d},
@@ -115,6 +116,10 @@ int main(int argc, char** argv) {
                  plan.profile_source == "measured" ? "from measured costs" : "from a MODELLED profile", ratio);
       fmt::print("  memory      device memory held {} (arena {}); plan peak {}; budget {}\n", ucplan::format_bytes(r.device_memory_bytes),
                  ucplan::format_bytes(r.arena_bytes), ucplan::format_bytes(plan.summary.peak_bytes), ucplan::format_bytes(plan.budget_bytes));
+      if (const std::int64_t overhead = backend->runtime_overhead_bytes(); overhead > 0)
+        fmt::print("  runtime     CUDA context, cuDNN, cuBLAS and loaded kernels {} beside the arena: {} in all (a measured "
+                   "profile's device_overhead_bytes is kept out of the budget by `ucplan compile`)\n",
+                   ucplan::format_bytes(overhead), ucplan::format_bytes(overhead + r.arena_bytes));
       fmt::print("  transfers   host->device {}, device->host {} per iteration\n", ucplan::format_bytes(r.bytes_h2d),
                  ucplan::format_bytes(r.bytes_d2h));
       if (r.checked && !r.fault.empty())

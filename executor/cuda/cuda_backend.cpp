@@ -28,6 +28,7 @@
 #include "executor/cpu_ops.h"
 #include "executor/cuda/cuda_check.h"
 #include "executor/cuda/kernels_cuda.h"
+#include "executor/cuda/nvml.h"
 #include "planner/model/errors.h"
 
 namespace ucplan {
@@ -154,14 +155,17 @@ struct Slot {
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend(const Graph& g, int index)
+  // used_before: device memory in use before this process made its context (NVML), -1 unknown.
+  CudaBackend(const Graph& g, int index, std::int64_t used_before)
       : g_(g),
         index_(index),
+        used_before_(used_before),
         device_(index),
         free_before_(free_device_bytes()),
         ctx_(compute_.get(), /*allow_tf32=*/false),
         loss_(sizeof(double)) {
     description_ = fmt::format("cuda:{} ({}, cuDNN {}, no TF32)", index_, device_.name(), cuda::library_versions().cudnn);
+    note_memory_held();
   }
 
   ~CudaBackend() override {
@@ -224,6 +228,11 @@ class CudaBackend : public Backend {
   std::int64_t device_memory_bytes() override {
     note_memory_held();
     return std::max(held_bytes_, arena_bytes_);
+  }
+
+  std::int64_t runtime_overhead_bytes() override {
+    note_memory_held();
+    return overhead_bytes_;
   }
 
   void begin() override {
@@ -305,7 +314,15 @@ class CudaBackend : public Backend {
   // What this backend holds on the device: the arena, the handles, the descriptor caches'
   // workspace queries, the scratch buffer and the kernel modules loaded so far (lazy loading),
   // as the drop in free memory since it started (the CUDA context itself excluded).
-  void note_memory_held() { held_bytes_ = std::max(held_bytes_, free_before_ - free_device_bytes()); }
+  // The runtime's overhead: device memory in use beyond the arena, minus what was in use before
+  // this process (NVML; without it, everything in use counts).
+  void note_memory_held() {
+    std::size_t free = 0, total = 0;
+    UCPLAN_CUDA(cudaMemGetInfo(&free, &total));
+    held_bytes_ = std::max(held_bytes_, free_before_ - static_cast<std::int64_t>(free));
+    const std::int64_t used = static_cast<std::int64_t>(total) - static_cast<std::int64_t>(free);
+    overhead_bytes_ = std::max(overhead_bytes_, used - std::max<std::int64_t>(used_before_, 0) - static_cast<std::int64_t>(arena_.bytes()));
+  }
 
   std::string device_option() const { return fmt::format("--device cuda:{}", index_); }
 
@@ -493,6 +510,7 @@ class CudaBackend : public Backend {
   // before any stream, handle or buffer exists.
   const Graph g_;
   const int index_;
+  const std::int64_t used_before_;
   cuda::Device device_;
   const std::int64_t free_before_;
   cuda::Stream compute_, h2d_, d2h_;
@@ -515,6 +533,7 @@ class CudaBackend : public Backend {
   bool last_final_ = false;
   std::vector<MeasuredStep> timeline_;
   std::int64_t held_bytes_ = 0;
+  std::int64_t overhead_bytes_ = 0;
 };
 
 }  // namespace
@@ -522,8 +541,13 @@ class CudaBackend : public Backend {
 std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index) {
   std::string why;
   if (!cuda::cuda_device_available(&why)) throw UserError("", "--device cuda", "no CUDA device: " + why);
+  // Read before this process makes its context on the device, which cudaSetDevice does.
+  char bus[32] = {0};
+  std::int64_t used_before = -1;
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device_index) == cudaSuccess) used_before = cuda::nvml_facts(bus).memory_used_bytes;
+  cudaGetLastError();
   try {
-    return std::make_unique<CudaBackend>(g, device_index);
+    return std::make_unique<CudaBackend>(g, device_index, used_before);
   } catch (const CudaError& e) {
     throw UserError("", "--device cuda", fmt::format("no CUDA device: device {} cannot be used: {}", device_index, e.what()));
   }
