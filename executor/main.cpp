@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   });
   std::string plan_path, device = "cpu", trace;
   int iterations = 5;
-  bool check = false, no_verify = false, json = false, no_poison = false;
+  bool check = false, no_verify = false, json = false, no_poison = false, exact = false;
   double tolerance = 1e-3, lr = 0.01;
   app.add_option("plan", plan_path, "plan file made by `ucplan compile`")->required();
   app.add_option("--device,-d", device, "cpu (default) | cuda | cuda:N");
@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
   app.add_option("--lr", lr, "SGD learning rate of the updates (default 0.01)");
   app.add_option("--trace", trace, "write the measured timeline of the last iteration as a Chrome trace to FILE");
   app.add_flag("--json", json, "print the report as JSON");
+  app.add_flag("--exact", exact,
+               "cuda: refuse a conv configuration the device cannot run as planned (unsupported, or a larger workspace than "
+               "the plan gives) instead of substituting cuDNN's best-ranked algorithm that fits");
   app.add_flag("--no-verify", no_verify, "skip the plan verifier (for tests of the poisoning only)");
   app.add_flag("--no-poison", no_poison, "--check without poisoning (tells a wrong kernel from a wrong plan)");
   try {
@@ -65,7 +68,7 @@ int main(int argc, char** argv) {
     } else if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
 #ifdef UCPLAN_HAVE_CUDA
       int index = device.size() > 5 ? std::atoi(device.c_str() + 5) : 0;
-      backend = ucplan::make_cuda_backend(g, index);
+      backend = ucplan::make_cuda_backend(g, index, exact);
 #else
       throw ucplan::UserError("", "--device", "this ucplan-run was built without CUDA");
 #endif
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
                                {"arena_bytes", r.arena_bytes},
                                {"device_memory_bytes", r.device_memory_bytes},
                                {"runtime_overhead_bytes", backend->runtime_overhead_bytes()},
+                               {"notes", backend->notes()},
                                {"plan_peak_bytes", plan.summary.peak_bytes},
                                {"budget_bytes", plan.budget_bytes},
                                {"bytes_h2d", r.bytes_h2d},
@@ -122,6 +126,7 @@ int main(int argc, char** argv) {
                    ucplan::format_bytes(overhead), ucplan::format_bytes(overhead + r.arena_bytes));
       fmt::print("  transfers   host->device {}, device->host {} per iteration\n", ucplan::format_bytes(r.bytes_h2d),
                  ucplan::format_bytes(r.bytes_d2h));
+      for (const auto& n : backend->notes()) fmt::print("  note        {}\n", n);
       if (r.checked && !r.fault.empty())
         fmt::print("  check       FAILED: {}\n", r.fault);
       else if (r.checked)

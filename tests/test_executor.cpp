@@ -9,6 +9,7 @@
 
 #include "executor/backend.h"
 #include "executor/replay.h"
+#include "executor/substitute.h"
 #include "planner/model/errors.h"
 #include "planner/passes/lower_bound.h"
 #include "planner/passes/pipeline.h"
@@ -297,4 +298,19 @@ TEST_CASE("batch-norm recomputation runs the training forward it is costed as, a
   run_layer_op_cpu(*bn, "recompute", "default", a);
   CHECK(y1 == y0);
   CHECK(std::all_of(saved.begin(), saved.end(), [](float v) { return std::isnan(v); }));
+}
+
+TEST_CASE("a configuration the device cannot run as planned: the device's best-ranked algorithm that fits the plan's workspace") {
+  // The plan gave the step 1 MiB of workspace. Modelled winograd fitted; cuDNN here wants 3 MiB.
+  const std::int64_t given = 1 << 20;
+  const std::vector<AlgoFit> ranked = {{"fft_tiling", 8 << 20},          // fastest expected, too big
+                                       {"winograd", 3 << 20},            // the planned one, too big here
+                                       {"implicit_precomp_gemm", 512 << 10},
+                                       {"implicit_gemm", 0},
+                                       {"direct", std::nullopt}};       // unsupported
+  CHECK(choose_conv_algo({"winograd", 3 << 20}, ranked, given) == "implicit_precomp_gemm");
+  CHECK(choose_conv_algo({"winograd", 1 << 20}, ranked, given) == "winograd");   // fits exactly: kept
+  CHECK(choose_conv_algo({"direct", std::nullopt}, ranked, given) == "implicit_precomp_gemm");
+  CHECK(choose_conv_algo({"winograd", 3 << 20}, ranked, 0) == "implicit_gemm");   // no workspace at all
+  CHECK(choose_conv_algo({"winograd", 3 << 20}, {{"fft", 2 << 20}, {"direct", std::nullopt}}, given).empty());
 }

@@ -486,6 +486,22 @@ std::vector<AlgoPerf> conv_find(Context& ctx, const ConvDims& d, ConvOp op, std:
   return out;
 }
 
+std::vector<ConvAlgo> conv_ranked(Context& ctx, const ConvDims& d, ConvOp op) {
+  ConvEntry& e = conv_entry(ctx, d);
+  std::vector<ConvAlgo> out;
+  with_perf(ctx, e, op, false, nullptr, nullptr, nullptr, nullptr, 0, [&](const auto& perf) {
+    for (const auto& p : perf) {
+      const ConvAlgo a{op, static_cast<int>(p.algo)};
+      if (p.status == CUDNN_STATUS_SUCCESS && wanted_math(ctx, p.mathType) && std::find(out.begin(), out.end(), a) == out.end())
+        out.push_back(a);
+    }
+    return 0;
+  });
+  for (ConvAlgo a : conv_algorithms(op))
+    if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  return out;
+}
+
 std::optional<bool> conv_deterministic(Context& ctx, const ConvDims& d, ConvAlgo a) {
   ConvEntry& e = conv_entry(ctx, d);
   const auto key = std::make_pair(conv_op_index(a.op), a.id);

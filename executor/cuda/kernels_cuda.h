@@ -142,6 +142,10 @@ std::vector<AlgoPerf> conv_find(Context& ctx, const ConvDims& d, ConvOp op, std:
 // heuristics' perf results (cudnnGetConvolution*Algorithm_v7, nothing runs); nullopt when they do
 // not list it.
 std::optional<bool> conv_deterministic(Context& ctx, const ConvDims& d, ConvAlgo a);
+// cuDNN's heuristic ranking of the op's algorithms for these dims in the context's math type
+// (cudnnGetConvolution*Algorithm_v7; nothing runs), expected fastest first, then the algorithms it
+// did not rank in conv_algorithms() order.
+std::vector<ConvAlgo> conv_ranked(Context& ctx, const ConvDims& d, ConvOp op);
 
 // ---- other layers (same contracts as executor/cpu/kernels.h) ----
 void pool_forward(Context& ctx, const PoolDims& d, const float* x, float* y);
