@@ -399,9 +399,12 @@ void conv_backward_filter_micro(Context& ctx, const ConvDims& whole, const std::
 
 namespace {
 
-// The math type a perf result must have: with allow_tf32 anything cuDNN offers; without it only
-// FMA (FP32), so a TF32 tensor-core result never stands for an FP32 measurement.
-bool wanted_math(const Context& ctx, cudnnMathType_t m) { return ctx.allow_tf32() || m == CUDNN_FMA_MATH; }
+// The math type a perf result must have: with allow_tf32 anything cuDNN offers; without it no
+// tensor-op math (TF32 for FP32 data), so a TF32 result never stands for an FP32 measurement.
+// FMA and DEFAULT are both kept: cuDNN may report a plain FP32 kernel either way.
+bool wanted_math(const Context& ctx, cudnnMathType_t m) {
+  return ctx.allow_tf32() || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+}
 
 // Perf results of one op, Find (runs every algorithm) or Get_v7 (heuristics only), with
 // cudnnGetConvolution*AlgorithmMaxCount slots.

@@ -135,7 +135,7 @@ struct AlgoPerf {
   bool deterministic = true;
 };
 // Asks cuDNN with cudnnGetConvolution*AlgorithmMaxCount perf slots and keeps only results in the
-// math type the context asks for (FMA, i.e. FP32 without TF32, unless allow_tf32), one per
+// math the context asks for (no tensor-op math, i.e. no TF32, unless allow_tf32), one per
 // algorithm (the fastest); determinism is cuDNN's per result.
 std::vector<AlgoPerf> conv_find(Context& ctx, const ConvDims& d, ConvOp op, std::size_t workspace_limit);
 // Whether cuDNN reports `a` deterministic for these dims in the context's math type, from its

@@ -498,8 +498,13 @@ class CudaRunner final : public Runner {
     m->workspace_bytes = static_cast<std::int64_t>(ws);
     // cuDNN's own word on determinism for these dims and this math type (its heuristics' perf
     // results), not a table: recorded in the profile's nondeterministic_algorithms.
-    if (const std::optional<bool> det = cuda::conv_deterministic(ctx_, d, a); det && !*det)
-      nondeterministic_.insert(op + ":" + algo);
+    // A failing query leaves determinism unknown; it does not fail the measurement (a sticky
+    // error would show in the measurement itself).
+    try {
+      if (const std::optional<bool> det = cuda::conv_deterministic(ctx_, d, a); det && !*det)
+        nondeterministic_.insert(op + ":" + algo);
+    } catch (const CudaError&) {
+    }
     const std::int64_t nx = batch * d.c * d.h * d.w;
     const std::int64_t ny = batch * d.k * cuda::conv_out_h(d) * cuda::conv_out_w(d);
     const std::int64_t nw = d.k * (d.c / d.groups) * d.kh * d.kw;
