@@ -208,8 +208,8 @@ struct LoopResult {
 
 // The replay's program (replay.cpp: the same initial values, then per iteration: zero dW, the
 // rounds with a barrier after each, the final steps), with poisoning in the first iteration, and
-// dW read after the first iteration's rounds. Kept apart from replay_plan's --check, which gives
-// the CPU reference the plan's (cuDNN) algorithm names.
+// dW read after the first iteration's rounds. Kept apart from replay_plan's --check (which maps
+// the plan's cuDNN algorithms to CPU ones for its reference) so that both are exercised.
 LoopResult run_loop(Backend& be, const Plan& plan, const Graph& g, const std::vector<ResolvedStep>& steps, int iterations,
                     std::uint64_t seed) {
   std::vector<std::int64_t> host_sizes;
