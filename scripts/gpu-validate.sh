@@ -101,8 +101,8 @@ compile_both() {
   "$bin/ucplan" compile "$net" --profile "$profile" --budget 64GiB --strategy keep-all -o "$keep" || return 1
   # A third of keep-all's peak for the arena, plus what the profile reserves for the runtime.
   local peak reserve budget
-  peak=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['summary']['peak_bytes'])" "$keep") || return 1
-  reserve=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['device']['versions'].get('device_overhead_bytes', 0))" "$profile") || return 1
+  peak=$(env -u LD_LIBRARY_PATH python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['summary']['peak_bytes'])" "$keep") || return 1
+  reserve=$(env -u LD_LIBRARY_PATH python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['device']['versions'].get('device_overhead_bytes', 0))" "$profile") || return 1
   local divisor
   for divisor in 3 2; do  # a half when a third is below what this network can do
     budget=$(( (peak / divisor + reserve) / 1048576 + 1 ))
@@ -123,7 +123,7 @@ total=$(( $(date +%s) - start ))
 verdict=PASSED
 [ "$dry" = 1 ] && verdict="DRY RUN on $device (not a validation)"
 [ "$failed" = 1 ] && verdict=FAILED
-python3 - "$out" "$verdict" "$total" "$mode" "$net" "$batch" "${steps[@]}" <<'PY'
+env -u LD_LIBRARY_PATH python3 - "$out" "$verdict" "$total" "$mode" "$net" "$batch" "${steps[@]}" <<'PY'
 import glob, json, os, re, sys
 out, verdict, total, mode, net, batch = sys.argv[1:7]
 steps = [dict(zip(["name", "status", "seconds", "summary"], s.split("|", 3))) for s in sys.argv[7:]]
