@@ -231,6 +231,9 @@ Device::Device(int index) : index_(index) {
   std::memset(&p, 0, sizeof(p));
   UCPLAN_CUDA(cudaGetDeviceProperties(&p, index));
   name_ = p.name;
+  const auto* u = reinterpret_cast<const unsigned char*>(p.uuid.bytes);
+  uuid_ = "GPU-";
+  for (int i = 0; i < 16; ++i) uuid_ += fmt::format("{}{:02x}", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
   memory_bytes_ = static_cast<std::int64_t>(p.totalGlobalMem);
   UCPLAN_CUDA(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, index));
   UCPLAN_CUDA(cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, index));

@@ -114,6 +114,7 @@ class Device {
   int major() const { return major_; }
   int minor() const { return minor_; }
   int async_engine_count() const { return async_engines_; }  // copy engines (2: both directions)
+  const std::string& uuid() const { return uuid_; }  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML writes it
   // FP32 FMA lanes per SM for this compute capability (0 when unknown).
   int fp32_lanes_per_sm() const;
   // Peak FP32 FLOP/s = SMs x clock x FP32 lanes per SM x 2 (an FMA is two FLOPs); 0 when unknown.
@@ -126,7 +127,7 @@ class Device {
 
  private:
   int index_;
-  std::string name_;
+  std::string name_, uuid_;
   std::int64_t memory_bytes_ = 0;
   int sm_count_ = 0, clock_khz_ = 0, major_ = 0, minor_ = 0, async_engines_ = 0;
 };

@@ -102,6 +102,7 @@ class CudaRunner final : public Runner {
         used_before_(cuda::nvml_facts(bus_id_).memory_used_bytes),
         device_(device_index),
         ctx_(stream_.get(), options.allow_tf32) {
+    uuid_ = device_.uuid();  // NVML's, when it answers, replaces it (the same text)
     note_overhead();
     sample_conditions(true);
   }
@@ -599,7 +600,7 @@ class CudaRunner final : public Runner {
     if (static_facts_.empty()) {
       static_facts_ = f.values;
       driver_version_ = f.values.at("driver_version");
-      uuid_ = f.values.at("gpu_uuid");
+      if (f.values.at("gpu_uuid") != "n/a") uuid_ = f.values.at("gpu_uuid");
     }
     const int clock = number("sm_clock_mhz");
     if (clock > 0) {
