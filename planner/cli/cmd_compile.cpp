@@ -22,14 +22,34 @@
 
 namespace ucplan {
 
-namespace {
-
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path, "", "cannot open the file for reading");
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+namespace {
+
+// "60s", "1.5min", "90" (seconds) -> seconds; UserError naming --time-limit otherwise.
+double parse_time_limit(const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = used ? text.substr(used) : "";
+  double scale = 0;
+  if (unit.empty() || unit == "s") scale = 1;
+  else if (unit == "ms") scale = 1e-3;
+  else if (unit == "min") scale = 60;
+  else if (unit == "h") scale = 3600;
+  if (!used || scale == 0 || !(v > 0) || v * scale > 1e6)
+    throw UserError("", "--time-limit", fmt::format("\"{}\" is not a positive time such as 60s, 1.5min or 1h (at most 10^6 s)", text));
+  return v * scale;
 }
 
 struct KernelChoice {
@@ -278,6 +298,11 @@ int run_compile(const CompileOptions& o) {
   in.workspace = o.workspace.empty() ? "dynamic" : o.workspace.front();
   in.micro_batches = o.micro_batches;
   in.dump_after = o.dump_after;
+  in.solver = o.solver;
+  if (!o.time_limit.empty()) {
+    if (o.solver != "exact") throw UserError("", "--time-limit", "only with --solver exact");
+    in.solver_time_limit_s = parse_time_limit(o.time_limit);
+  }
   auto start = std::chrono::steady_clock::now();
   CompileResult r = make_plan(in);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -293,6 +318,15 @@ int run_compile(const CompileOptions& o) {
     for (const auto& c : r.candidates)
       tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", c.sub_batch, c.ok ? format_ns(c.predicted_ns) : c.why);
     fmt::print("  candidates    {}\n", tried);
+    for (const auto& c : r.candidates)
+      if (c.milp)
+        fmt::print("  exact mode    sub-batch {}: MILP of {} variables and {} rows {} in {} ({} nodes){}\n", c.sub_batch,
+                   c.milp_result.variables, c.milp_result.rows, remat_milp_status_name(c.milp_result.status),
+                   format_seconds(c.milp_result.seconds), c.milp_result.nodes,
+                   c.milp_result.table.empty() ? std::string()
+                                               : fmt::format("; lower bound on a recompute-only round {}, its own solution {}",
+                                                             format_ns(c.milp_result.bound_round_ns),
+                                                             format_ns(c.milp_result.solution_round_ns)));
     if (o.verbose)
       for (const auto& c : r.candidates)
         for (const auto& cand : c.search)
