@@ -189,9 +189,9 @@ class CudaRunner final : public Runner {
     note_overhead();
     std::map<std::string, std::string> c;
     c["timing"] = fmt::format(
-        "CUDA events: {} warm-up runs, then per sample k back-to-back runs between one event pair, k for at least "
-        "{:.0f} ms a sample (at most {}); the profile's repeat samples, median; seconds = sample / k",
-        options_.warmup, kMinSampleSeconds * 1e3, kMaxRunsPerSample);
+        "CUDA events: {} warm-up runs, {} calibration runs, then per sample k back-to-back runs between one event pair, k "
+        "for at least {:.0f} ms a sample (at most {}); the profile's repeat samples, median; seconds = sample / k",
+        options_.warmup, kCalibrationRuns, kMinSampleSeconds * 1e3, kMaxRunsPerSample);
     c["l2_flush"] = "no (warm L2: runs reuse the same buffers, as back-to-back kernels of an iteration do)";
     c["micro_batch_alignment"] = "conv micro-batches measured at the worst offset replay gives them: gcd(per-sample bytes, 256)";
     c["gpu_uuid"] = uuid_;
@@ -308,11 +308,13 @@ class CudaRunner final : public Runner {
   void time(const std::function<void()>& run, int repeats, Measurement* m) {
     for (int i = 0; i < options_.warmup; ++i) run();
     stream_.synchronize();
+    // Calibration: 10 back-to-back runs, so launch latency does not inflate the estimate of a
+    // short kernel (which would make its samples shorter than intended).
     Event start, end;
     start.record(stream_.get());
-    run();
+    for (int i = 0; i < kCalibrationRuns; ++i) run();
     end.record(stream_.get());
-    const double once = Event::seconds_between(start, end);
+    const double once = Event::seconds_between(start, end) / kCalibrationRuns;
     const int k = static_cast<int>(std::clamp(std::ceil(kMinSampleSeconds / std::max(once, 1e-9)), 1.0,
                                               static_cast<double>(kMaxRunsPerSample)));
     std::vector<double> times;
@@ -544,6 +546,7 @@ class CudaRunner final : public Runner {
 
   static constexpr double kMinSampleSeconds = 1e-3;
   static constexpr int kMaxRunsPerSample = 1000;
+  static constexpr int kCalibrationRuns = 10;
 
   static std::string pci_bus_id(int index) {
     char bus[32] = {0};

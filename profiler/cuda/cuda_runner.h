@@ -2,8 +2,8 @@
 // executor/cuda/kernels_cuda.h. Each measurement allocates its own inputs, outputs and
 // workspace (cudaMalloc; a failure is recorded as "out_of_memory", never thrown), fills them with
 // deterministic pseudo-random values, runs the op `warmup` times, then takes `repeats` samples:
-// each times k back-to-back runs between one pair of CUDA events on one stream, k chosen after a
-// calibration run so that a sample lasts at least 1 ms (at most 1000 runs), so host API time and
+// each times k back-to-back runs between one pair of CUDA events on one stream, k chosen after 10
+// calibration runs so that a sample lasts at least 1 ms (at most 1000 runs), so host API time and
 // launch latency are not in it; seconds = the median sample / k, spread = (max - min) / median.
 // L2 is not flushed (the runs reuse their buffers, as an iteration's kernels do). Conv
 // micro-batches are measured at the pointer alignment replay gives them (profile_network.h).
