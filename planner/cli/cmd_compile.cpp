@@ -1,6 +1,7 @@
 // `ucplan compile`: the planner pipeline (passes/pipeline.h) and its report; `--conv-only`
 // reports just the convolution configuration pass (mu-cuDNN §III) for one or more workspace
 // settings and micro-batch policies side by side.
+#include <charconv>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -258,6 +259,29 @@ int run_compile(const CompileOptions& o) {
   if (o.budget.empty()) throw UserError("", "--budget", "required: the device memory budget, e.g. --budget 12GiB");
   auto budget = parse_bytes(o.budget);
   if (!budget || *budget <= 0) throw UserError("", "--budget", fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB)", o.budget));
+  // The budget is the device memory the user gives: what the CUDA context and libraries take
+  // (measured by the profiler) is not the arena's.
+  std::int64_t reserve = 0;
+  std::string reserve_source = "--reserve";
+  if (o.reserve == "auto") {
+    auto it = prof.device.versions.find("device_overhead_bytes");
+    if (it != prof.device.versions.end()) {
+      std::int64_t v = 0;
+      const auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+      if (ec != std::errc() || end != it->second.data() + it->second.size() || v < 0)
+        throw UserError(o.profile, "device.versions.device_overhead_bytes", fmt::format("\"{}\" is not a byte count", it->second));
+      reserve = v;
+      reserve_source = "measured by the profile";
+    }
+  } else {
+    auto r = parse_bytes(o.reserve);
+    if (!r || *r < 0) throw UserError("", "--reserve", fmt::format("\"{}\" is not a size with a unit (e.g. 512MiB) or auto", o.reserve));
+    reserve = *r;
+  }
+  if (reserve >= *budget)
+    throw UserError("", "--budget", fmt::format("{} leaves nothing for the plan: {} of it are reserved for the CUDA context, cuDNN and "
+                                                "cuBLAS ({}; --reserve changes it)",
+                                                format_bytes(*budget), format_bytes(reserve), reserve_source));
   if (o.output.empty() && o.dump_after.empty() && o.trace.empty())
     throw UserError("", "-o", "give -o PLAN.json (or --dump-after STAGE / --trace FILE to only look)");
 
@@ -268,7 +292,7 @@ int run_compile(const CompileOptions& o) {
   in.profile_path = o.profile;
   in.profile_sha256 = sha256_hex(read_bytes(o.profile));
   in.batch = o.batch;
-  in.budget_bytes = *budget;
+  in.budget_bytes = *budget - reserve;  // the plan's budget: the arena's
   in.strategy = o.strategy;
   in.sub_batch = o.sub_batch;
   in.workspace = o.workspace.empty() ? "dynamic" : o.workspace.front();
@@ -287,6 +311,9 @@ int run_compile(const CompileOptions& o) {
   if (!o.trace.empty()) write_file_atomically(o.trace, chrome_trace(r.plan));
   if (!o.quiet && o.dump_after.empty()) {
     fmt::print("{}", plan_summary(r.plan));
+    if (reserve > 0)
+      fmt::print("  reserve       {} of the {} budget kept for the CUDA context, cuDNN and cuBLAS ({}): the plan's budget is {}\n",
+                 format_bytes(reserve), format_bytes(*budget), reserve_source, format_bytes(r.plan.budget_bytes));
     std::string tried;
     for (const auto& c : r.candidates)
       tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", c.sub_batch, c.ok ? format_ns(c.predicted_ns) : c.why);

@@ -26,6 +26,7 @@ struct CompileOptions {
   std::string network;
   std::string profile;
   std::string budget;          // "12GiB"
+  std::string reserve = "auto";  // kept out of the budget: SIZE, or auto (a profile's device_overhead_bytes)
   std::int64_t batch = 0;      // 0: the profile's batch
   std::string strategy = "ucplan";
   std::string sub_batch = "auto";

@@ -83,6 +83,10 @@ int main(int argc, char** argv) {
   c_compile->add_option("--budget", compile.budget,
                         "device memory budget for the whole iteration (arena: activations, gradients, weights, "
                         "workspaces), with unit, e.g. 12GiB");
+  c_compile->add_option("--reserve", compile.reserve,
+                        "device memory of the budget kept for the CUDA context, cuDNN and cuBLAS, with unit, or auto "
+                        "(default: the device_overhead_bytes a measured CUDA profile recorded, 0 for other profiles); the "
+                        "plan's arena gets the rest");
   c_compile->add_option("--batch,-b", compile.batch, "mini-batch size in samples (default: the profile's batch)")
       ->check(CLI::Range(1, 1 << 24));
   c_compile->add_option("--strategy", compile.strategy,
