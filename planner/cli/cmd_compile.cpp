@@ -2,6 +2,7 @@
 // reports just the convolution configuration pass (mu-cuDNN §III) for one or more workspace
 // settings and micro-batch policies side by side.
 #include <charconv>
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -332,6 +333,23 @@ int run_compile(const CompileOptions& o) {
         for (const auto& cand : c.search)
           fmt::print("  search        sub-batch {}: {:<52} {}\n", c.sub_batch, cand.name,
                      cand.round_ns ? format_ns(cand.round_ns) + " per round" : "no: " + cand.why);
+    // What would help: a batch-norm network is split into sub-batches only when asked; when the
+    // plan loses more than 5 % and splitting would be faster, say so (statistics then change).
+    const double overhead = static_cast<double>(r.plan.summary.predicted_ns) / static_cast<double>(r.plan.summary.ideal_ns) - 1;
+    if (o.sub_batch == "auto" && std::any_of(r.plan.network.layers.begin(), r.plan.network.layers.end(), [](const Layer& l) { return l.type == LayerType::BatchNorm; }) && overhead > 0.05) {
+      CompileInput any = in;
+      any.sub_batch = "any";
+      any.dump_after.clear();
+      try {
+        const Plan split = make_plan(any).plan;
+        if (split.summary.predicted_ns < r.plan.summary.predicted_ns)
+          fmt::print("  would help    --sub-batch any: {} in {} rounds of {} ({} over the ideal), with batch-norm statistics "
+                     "per sub-batch\n",
+                     format_ns(split.summary.predicted_ns), split.rounds, split.sub_batch,
+                     format_percent(static_cast<double>(split.summary.predicted_ns) / static_cast<double>(split.summary.ideal_ns) - 1));
+      } catch (const UserError&) {
+      }
+    }
     fmt::print("  compiled in   {}{}\n", format_seconds(seconds), o.output.empty() ? "" : ", plan written to " + o.output);
   }
   return 0;
