@@ -979,8 +979,6 @@ ScheduleResult Scheduler::run() {
     }
     finish_position(pos_);
   }
-  // A simulated step costs about four times as much as an arena block looked at (measured on
-  // ResNet-152 b256: ~2.5 µs a step, ~0.7 µs a block), so work tracks time.
   for (int t = 0; t < nt; ++t)
     UCPLAN_CHECK(!st_[t].on_device || tg_.tensors[t].resident(), "every tensor is dead at the end of a round: " + tg_.tensors[t].name);
   res_.round_ns = timeline_.makespan();
@@ -1225,10 +1223,14 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
     return r;
   };
   auto redo_ns = [&](int t) { return costs.tasks[costs.forward_task[tg.tensors[t].layer]].time_ns; };
+  // Tried in tiers: back to keep (the most expensive recomputation first), offloaded to
+  // recomputed, recomputed to offloaded, then kept to recomputed or offloaded (most bytes freed
+  // per nanosecond of recomputation first; an offload ranks as if it freed a thousandth).
   struct Move {
     int tensor;
     Residency to;
-    double priority;  // larger first
+    int tier;         // smaller first
+    double priority;  // within a tier, larger first
   };
   // Applies moves [lo, hi) together; if that does not help, each half on its own.
   std::function<void(const std::vector<Move>&, std::size_t, std::size_t)> try_moves = [&](const std::vector<Move>& moves,
@@ -1260,15 +1262,17 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
       const double bytes = static_cast<double>(x.bytes(costs.sub_batch));
       const double redo = static_cast<double>(std::max<std::int64_t>(redo_ns(t), 1));
       if (r != Residency::Keep) {
-        moves.push_back({t, Residency::Keep, 1e18 + redo});  // back to keep: tried first
+        moves.push_back({t, Residency::Keep, 0, redo});
       } else if (need[t]) {
-        moves.push_back({t, Residency::Recompute, bytes / redo});
-        moves.push_back({t, Residency::Offload, bytes / redo * 1e-3});
+        moves.push_back({t, Residency::Recompute, 3, bytes / redo});
+        moves.push_back({t, Residency::Offload, 3, bytes / redo * 1e-3});  // a copy costs more than its bytes suggest
       }
-      if (r == Residency::Offload) moves.push_back({t, Residency::Recompute, 1e17 + bytes / redo});
-      if (r == Residency::Recompute && need[t]) moves.push_back({t, Residency::Offload, 1e16 + bytes / redo});
+      if (r == Residency::Offload) moves.push_back({t, Residency::Recompute, 1, bytes / redo});
+      if (r == Residency::Recompute && need[t]) moves.push_back({t, Residency::Offload, 2, bytes / redo});
     }
-    std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) { return a.priority > b.priority; });
+    std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
+      return a.tier != b.tier ? a.tier < b.tier : a.priority > b.priority;
+    });
     // Two moves of one tensor never share a group: the later would overwrite the earlier.
     std::vector<Move> first, second;
     std::vector<char> seen(nt, 0);
