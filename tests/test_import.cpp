@@ -489,7 +489,7 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
 
 // Through the command line: exit code 2, one line, and no output file left behind on failure;
 // on success the file loads through the network loader.
-TEST_CASE("ucplan import: exit code 2 and no output file on bad input; a network file on good input") {
+TEST_CASE("ucplan import: exit code 2 and no output file on bad input, a network file on good input") {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("ucplan_import_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);

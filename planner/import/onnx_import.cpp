@@ -496,13 +496,15 @@ class Importer {
   void reduce_mean(int i, const onnx::NodeProto& n) {
     const Value x = activation(i, n, 0);
     expect_rank4(i, n, x);
-    Dims axes = attr_ints(n, "axes");
+    Dims axes = attr_ints(n, "axes");  // an attribute up to opset 17, an input since 18
+    if (axes.empty() && n.input_size() >= 2 && ints_.count(n.input(1))) axes = ints_[n.input(1)];
+    const Dims written = axes;
     for (auto& a : axes)
       if (a < 0) a += 4;
     std::sort(axes.begin(), axes.end());
     if (axes != Dims{2, 3})
       fail(i, n, fmt::format("ReduceMean over axes {}; ucplan supports it over H and W only (a global average pool)",
-                             dims_text(attr_ints(n, "axes"))));
+                             dims_text(written)));
     global_pool(i, n, PoolMode::Avg, attr_int(n, "keepdims", 1) != 0);
   }
 
