@@ -7,10 +7,10 @@
 
 MODEL is a torchvision.models name (built with weights=None) or MODULE:FACTORY, a function that
 returns a torch.nn.Module when called without arguments. The export is in training mode by
-default (Dropout stays in the graph, batch-norm in its training form), since ucplan plans
-training; --eval exports the inference graph instead (Dropout disappears). Weights are never
-written: export_params=False makes them graph inputs with their shapes, which is all that
-`ucplan import` reads. After the import, the parameter count of the network file is compared
+default (Dropout and the auxiliary classifiers of Inception v3 and GoogLeNet stay in the graph,
+batch-norm in its training form), since ucplan plans training; --eval exports the inference
+graph instead. The ONNX file keeps no weights: every initializer's data is dropped and its dims
+kept, which is all that `ucplan import` reads. After the import, the parameter count of the network file is compared
 with the module's and a difference is an error (exit 1).
 Exit codes: 0 ok, 1 the counts differ, 2 bad arguments or a failed export or import.
 """
@@ -42,7 +42,12 @@ def parse_args(argv):
     p.add_argument("--name", help="network name (default: the model name)")
     p.add_argument("--onnx", help="also keep the weight-free ONNX file here")
     p.add_argument("--opset", type=int, default=13, help="ONNX opset (default 13; ucplan's ONNX 1.12 reads up to 17)")
-    p.add_argument("--batch", type=int, default=1, help="batch size written into the ONNX graph (default 1; ucplan plans any)")
+    p.add_argument("--batch", type=int, default=2,
+                   help="batch size of the export (default 2: batch-norm in training needs more than one value per "
+                        "channel; ucplan plans any batch)")
+    p.add_argument("--no-aux", action="store_true",
+                   help="drop Inception v3's and GoogLeNet's auxiliary classifiers (implied by --eval; GoogLeNet needs it: "
+                        "PyTorch cannot export its 14x14 -> 4x4 adaptive pooling)")
     p.add_argument("--eval", action="store_true", help="export the inference graph (no Dropout) instead of the training one")
     p.add_argument("--ucplan", help="the ucplan binary (default: build/bin/ucplan of this checkout, else ucplan on PATH)")
     # A bad command line is one line on stderr and exit code 2, as for ucplan itself.
@@ -100,27 +105,39 @@ def build_module(name):
 def export(module, args, path):
     import torch
     x = torch.zeros((args.batch,) + args.shape)
-    kwargs = dict(export_params=False, opset_version=args.opset, input_names=["data"], output_names=["logits"],
-                  do_constant_folding=True)
+    kwargs = dict(opset_version=args.opset, input_names=["data"], do_constant_folding=True)
     params = inspect.signature(torch.onnx.export).parameters
     if "dynamo" in params:
         kwargs["dynamo"] = False  # the TorchScript exporter: fixed shapes, opsets ONNX 1.12 knows
     if args.eval:
         module.eval()
+        # PRESERVE, not EVAL: an EVAL export folds batch-norm into the convolutions before it,
+        # which changes the network that is trained.
+        kwargs["training"] = torch.onnx.TrainingMode.PRESERVE
     else:
         module.train()
         kwargs["training"] = torch.onnx.TrainingMode.TRAINING
         kwargs["do_constant_folding"] = False  # PyTorch refuses to fold in training mode
-    if "inception" in args.model or "googlenet" in args.model:
-        # Their auxiliary classifiers exist only in training mode; ucplan plans the main network.
-        if hasattr(module, "aux_logits"):
-            module.aux_logits = False
-            for aux in ("AuxLogits", "aux1", "aux2"):
-                if hasattr(module, aux):
-                    setattr(module, aux, None)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the exporter warns once per batch-norm layer in training mode
         torch.onnx.export(module, (x,), path, **kwargs)
+
+
+def strip_weights(path):
+    """Drops the data of every initializer with more than 16 elements, keeping its dims (all that
+    ucplan import reads); small ones (Reshape shapes, scalars) stay, since their values matter."""
+    import onnx
+    model = onnx.load(path)
+    for t in model.graph.initializer:
+        n = 1
+        for d in t.dims:
+            n *= d
+        if n > 16:
+            for field in ("raw_data", "float_data", "double_data", "int32_data", "int64_data"):
+                t.ClearField(field)
+            t.ClearField("data_location")
+            t.ClearField("external_data")
+    onnx.save(model, path)
 
 
 def main(argv):
@@ -131,11 +148,18 @@ def main(argv):
     except ImportError:
         fail("needs PyTorch: pip install torch torchvision (several GB; CPU is enough)")
     module = build_module(args.model)
+    if (args.eval or args.no_aux) and getattr(module, "aux_logits", False):
+        # Inception v3 and GoogLeNet run their auxiliary classifiers only in training.
+        module.aux_logits = False
+        for aux in ("AuxLogits", "aux1", "aux2"):
+            if hasattr(module, aux):
+                setattr(module, aux, None)
     params = sum(p.numel() for p in module.parameters())
     with tempfile.TemporaryDirectory() as tmp:
         onnx_path = args.onnx or os.path.join(tmp, args.name + ".onnx")
         try:
             export(module, args, onnx_path)
+            strip_weights(onnx_path)
         except Exception as e:  # the exporter's errors are many; one line for the user
             fail(f"torch.onnx.export of {args.model} failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
         r = subprocess.run([ucplan, "import", onnx_path, "-o", args.output, "--name", args.name])

@@ -155,17 +155,16 @@ class Importer {
     std::set<std::string> data_uses;
     for (const auto& n : g_.node())
       if (n.input_size() > 0) data_uses.insert(n.input(0));
+    // Where a parameter is also first somewhere (PyTorch's `layer_scale * x`), the data comes
+    // first in the graph's inputs, as exporters write them; the others are treated as weights,
+    // so a second data input is refused where a layer consumes it.
     std::vector<std::string> candidates;
     for (const auto& v : g_.input())
       if (!constants_.count(v.name()) && data_uses.count(v.name())) candidates.push_back(v.name());
-    if (candidates.size() != 1) {
-      std::string names;
-      for (const auto& c : candidates) names += (names.empty() ? "\"" : ", \"") + c + "\"";
-      throw UserError(file_, "graph.input",
-                      candidates.empty() ? "no graph input feeds the network's first op (ucplan networks have one data input)"
-                                         : fmt::format("{} data inputs ({}); ucplan networks have one", candidates.size(), names));
-    }
-    const std::string& name = candidates[0];
+    if (candidates.empty())
+      throw UserError(file_, "graph.input", "no graph input feeds the network (ucplan networks have one data input)");
+    for (std::size_t c = 1; c < candidates.size(); ++c) constants_.insert(candidates[c]);
+    const std::string name = candidates[0];
     auto it = dims_.find(name);
     Dims d = it == dims_.end() ? Dims{} : it->second;
     bool known = std::all_of(d.begin() + (d.empty() ? 0 : 1), d.end(), [](std::int64_t x) { return x > 0; });
