@@ -529,3 +529,57 @@ TEST_CASE("ucplan import: exit code 2 and no output file on bad input, a network
   CHECK(build_graph(net, out).total_params() == build_graph(parse_network_text(kInception, "h"), "h").total_params());
   fs::remove_all(dir);
 }
+
+// torchvision models exported by scripts/export_torch.py without weights (tests/data/onnx/,
+// SOURCES.md says how). Truth: torchvision's parameter counts (sum of p.numel(), equal to the
+// num_params of torchvision's documentation), and for four of them the zoo network written
+// independently by networks/generate.py, layer by layer.
+TEST_CASE("torchvision models from weight-stripped ONNX files: parameter counts and layer shapes") {
+  struct Case {
+    const char* file;
+    std::int64_t params;
+    const char* zoo;          // "" when the zoo has no such network
+    std::int64_t losses;      // graph outputs
+  };
+  const Case cases[] = {
+      {"alexnet", 61100840, "", 1},  // the zoo's alexnet is Caffe's (LRN, 60,965,224), another network
+      {"vgg16", 138357544, "vgg16", 1},
+      {"resnet18", 11689512, "resnet18", 1},
+      {"resnet50", 25557032, "resnet50", 1},
+      {"resnext50_32x4d", 25028904, "", 1},
+      {"densenet121", 7978856, "densenet121", 1},
+      {"googlenet", 6624904, "", 1},
+      {"inception_v3", 27161264, "", 2},  // main and auxiliary classifier
+      {"squeezenet1_1", 1235496, "", 1},
+      {"mnasnet0_5", 2218512, "", 1},
+      {"regnet_x_400mf", 5495976, "", 1},
+  };
+  for (const Case& c : cases) {
+    INFO(c.file);
+    std::string path = std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx/" + c.file + ".onnx";
+    Graph g = build_graph(import_onnx_file(path, {}), path);
+    CHECK(g.total_params() == c.params);
+    CHECK(g.net.labels == 1000);
+    std::int64_t losses = 0;
+    for (const auto& l : g.layers) losses += l.type() == LayerType::SoftmaxLoss;
+    CHECK(losses == c.losses);
+    if (*c.zoo == 0) continue;
+    // Names differ (PyTorch's node names); the sequence of (type, output shape, parameters) may not.
+    Graph zoo = build_graph(load_network(resolve_network_path(c.zoo)), c.zoo);
+    REQUIRE(g.layers.size() == zoo.layers.size());
+    for (std::size_t l = 1; l < g.layers.size(); ++l) {
+      INFO("layer ", l, ": ", zoo.layers[l].name(), " / ", g.layers[l].name());
+      CHECK(g.layers[l].type() == zoo.layers[l].type());
+      CHECK(g.layers[l].out == zoo.layers[l].out);
+      CHECK(g.layers[l].params() == zoo.layers[l].params());
+    }
+  }
+  // Spot checks against torchvision's modules: densenet121's last dense block ends with
+  // 64 + 32*6 -> 128 (transition) ... -> 1024 channels at 7x7; inception_v3's Mixed_7c 2048x8x8.
+  Graph d = build_graph(import_onnx_file(std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx/densenet121.onnx", {}), "d");
+  REQUIRE(d.index_of("/features/norm5/BatchNormalization") > 0);
+  CHECK(d.layers[d.index_of("/features/norm5/BatchNormalization")].out == Shape{1024, 7, 7});
+  Graph i = build_graph(import_onnx_file(std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx/inception_v3.onnx", {}), "i");
+  REQUIRE(i.index_of("/Mixed_7c/Concat") > 0);
+  CHECK(i.layers[i.index_of("/Mixed_7c/Concat")].out == Shape{2048, 8, 8});
+}
