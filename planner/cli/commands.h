@@ -71,7 +71,7 @@ int run_frontier(const FrontierOptions& o);
 struct ImportCommandOptions {
   std::string model;    // ONNX file
   std::string output;   // network JSON to write
-  std::string name;     // network name; "" for the graph's name or the file's stem
+  std::string name;     // network name; "" for the file's stem
 };
 int run_import(const ImportCommandOptions& o);
 

@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
       "import", "convert an ONNX model's graph (weights not needed) into a ucplan network JSON file");
   c_import->add_option("model", import.model, "ONNX file, e.g. exported by scripts/export_torch.py")->required();
   c_import->add_option("-o,--output", import.output, "network file to write (written atomically)")->required();
-  c_import->add_option("--name", import.name, "network name (default: the graph's name, else the file's stem)");
+  c_import->add_option("--name", import.name, "network name (default: the file's name without .onnx)");
 
   try {
     app.parse(argc, argv);

@@ -75,7 +75,8 @@ class Importer {
     find_input();
     for (int i = 0; i < g_.node_size(); ++i) import_node(i, g_.node(i));
     add_losses();
-    net_.name = !options_.name.empty() ? options_.name : !g_.name().empty() ? g_.name() : stem(file_);
+    // Not the graph's name: exporters write their own ("main_graph", "torch_jit").
+    net_.name = !options_.name.empty() ? options_.name : stem(file_);
     net_.description = fmt::format("imported from {} by ucplan import", base_name(file_));
     if (!model_.producer_name().empty())
       net_.source = fmt::format("ONNX from {} {} (opset {})", model_.producer_name(), model_.producer_version(), opset_);

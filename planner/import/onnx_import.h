@@ -15,7 +15,7 @@
 namespace ucplan {
 
 struct ImportOptions {
-  std::string name;  // network name; "" takes the graph's name, else the file's stem
+  std::string name;  // network name; "" takes the file's stem
 };
 
 // Reads and imports an ONNX file; a missing file, a file that is not ONNX, an unsupported node
