@@ -23,7 +23,15 @@ if ! python3 -c "import jsonschema" 2>/dev/null; then
   python3 -m pip install --quiet jsonschema 2>/dev/null || python3 -m pip install --quiet --break-system-packages jsonschema
 fi
 
-# CUDA is built where nvcc and cuDNN are found (AUTO); nothing here needs a GPU to run.
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUCPLAN_WERROR=ON ${UCPLAN_CMAKE_ARGS:-} >/dev/null
+# CUDA is built where nvcc and cuDNN are found (AUTO); nothing here needs a GPU to run. Where a
+# CUDA toolkit is installed (/usr/local/cuda/bin/nvcc) it is required (ON): a missing cuDNN then
+# fails the configure instead of silently building without the CUDA backend.
+# UCPLAN_WITH_CUDA=AUTO|ON|OFF in the environment overrides this.
+with_cuda=${UCPLAN_WITH_CUDA:-}
+if [ -z "$with_cuda" ]; then
+  if [ -x /usr/local/cuda/bin/nvcc ]; then with_cuda=ON; else with_cuda=AUTO; fi
+fi
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUCPLAN_WERROR=ON -DUCPLAN_WITH_CUDA="$with_cuda" \
+  ${UCPLAN_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j "$(nproc)"
-echo "setup: built in $build (ucplan, ucplan-profile, ucplan-run, tests)"
+echo "setup: built in $build (ucplan, ucplan-profile, ucplan-run, tests; UCPLAN_WITH_CUDA=$with_cuda)"

@@ -26,6 +26,7 @@ struct CompileOptions {
   std::string network;
   std::string profile;
   std::string budget;          // "12GiB"
+  std::string reserve = "auto";  // kept out of the budget: SIZE, or auto (a profile's device_overhead_bytes)
   std::int64_t batch = 0;      // 0: the profile's batch
   std::string strategy = "ucplan";
   std::string sub_batch = "auto";
@@ -39,6 +40,8 @@ struct CompileOptions {
   bool quiet = false;
   bool json = false;           // --conv-only: JSON report
   bool verbose = false;        // the ucplan search's candidates
+  std::string solver = "default";  // default | exact
+  std::string time_limit;      // exact: "60s", "2min", "" for none
 };
 int run_compile(const CompileOptions& o);
 

@@ -83,6 +83,10 @@ int main(int argc, char** argv) {
   c_compile->add_option("--budget", compile.budget,
                         "device memory budget for the whole iteration (arena: activations, gradients, weights, "
                         "workspaces), with unit, e.g. 12GiB");
+  c_compile->add_option("--reserve", compile.reserve,
+                        "device memory of the budget kept for the CUDA context, cuDNN and cuBLAS, with unit, or auto "
+                        "(default: the device_overhead_bytes a measured CUDA profile recorded, 0 for other profiles); the "
+                        "plan's arena gets the rest");
   c_compile->add_option("--batch,-b", compile.batch, "mini-batch size in samples (default: the profile's batch)")
       ->check(CLI::Range(1, 1 << 24));
   c_compile->add_option("--strategy", compile.strategy,
@@ -107,6 +111,12 @@ int main(int argc, char** argv) {
   c_compile->add_flag("--quiet,-q", compile.quiet, "no report on stdout");
   c_compile->add_flag("--json", compile.json, "with --conv-only: print the report as JSON");
   c_compile->add_flag("--verbose,-v", compile.verbose, "also list every candidate the ucplan search simulated, with its predicted time");
+  c_compile->add_option("--solver", compile.solver,
+                        "default (the ucplan search) | exact (also a rematerialisation MILP solved with CBC: its solution "
+                        "seeds the search, and the plan reports the MILP's proven lower bound)");
+  c_compile->add_option("--time-limit", compile.time_limit,
+                        "with --solver exact: CBC's wall-clock limit, e.g. 60s or 2min (default: none, solve to "
+                        "optimality); a plan made within a limit CBC reached may not be reproducible");
 
   ucplan::CheckOptions check;
   auto* c_check = app.add_subcommand("check", "verify plans (independent re-simulation); exit 1 if any is invalid");

@@ -1059,8 +1059,8 @@ bool consumed_by(const Graph& g, int layer, LayerType type) {
 
 // Chen et al. 2016's sqrt(N) checkpoints: among the route positions where a single activation
 // carries everything forward (articulation points, so a segment can be recomputed from it
-// alone), keep about every sqrt(N)-th and recompute the rest.
-std::vector<char> sqrt_checkpoints(const Graph& g, const TaskGraph& tg) {
+// alone), keep about every sqrt(N)-th (or every stride-th, if stride > 0) and recompute the rest.
+std::vector<char> sqrt_checkpoints(const Graph& g, const TaskGraph& tg, int stride_asked = 0) {
   const int n = static_cast<int>(tg.route.size());
   std::vector<int> pos(g.layers.size());
   for (int i = 0; i < n; ++i) pos[tg.route[i]] = i;
@@ -1085,7 +1085,7 @@ std::vector<char> sqrt_checkpoints(const Graph& g, const TaskGraph& tg) {
     for (int l : tg.route) keep[tg.y_of[l]] = 1;
     return keep;
   }
-  const int stride = std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n)))));
+  const int stride = stride_asked > 0 ? stride_asked : std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n)))));
   int since = stride;
   for (int i : candidates) {
     if (++since >= stride) {
@@ -1210,7 +1210,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
   const int nt = static_cast<int>(tg.tensors.size());
   const std::vector<char> need = backward_needed(tg);
   constexpr int kMaxPasses = 4;
-  constexpr std::int64_t kBudget = 2'500'000;  // about 0.5 s of simulation on one core
+  const std::int64_t budget = in.local_search_budget;  // default: about 0.5 s of simulation on one core
   std::int64_t spent = 0, last_cost = std::max<std::int64_t>(best.work, 1);
   int tried = 0, accepted = 0;
   auto run = [&](const std::vector<Residency>& table) {
@@ -1233,7 +1233,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
   // Applies moves [lo, hi) together; if that does not help, each half on its own.
   std::function<void(const std::vector<Move>&, std::size_t, std::size_t)> try_moves = [&](const std::vector<Move>& moves,
                                                                                            std::size_t lo, std::size_t hi) {
-    if (spent > kBudget) return;
+    if (spent > budget) return;
     std::vector<Residency> table = best_table;
     for (std::size_t i = lo; i < hi; ++i) table[moves[i].tensor] = moves[i].to;
     bound_segments(g, tg, table);
@@ -1250,7 +1250,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
     try_moves(moves, lo, mid);
     try_moves(moves, mid, hi);
   };
-  for (int pass = 0; pass < kMaxPasses && spent <= kBudget; ++pass) {
+  for (int pass = 0; pass < kMaxPasses && spent <= budget; ++pass) {
     std::vector<Move> moves;
     for (int t = 0; t < nt; ++t) {
       const Tensor& x = tg.tensors[t];
@@ -1277,7 +1277,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
     for (const std::vector<Move>* list : {&first, &second}) {
       if (list->empty()) continue;
       // Groups as small as the budget left allows (every move alone when it allows that).
-      const std::int64_t affordable = std::max<std::int64_t>((kBudget - spent) / last_cost / 2, 1);
+      const std::int64_t affordable = std::max<std::int64_t>((budget - spent) / last_cost / 2, 1);
       const std::size_t group = std::max<std::size_t>(1, (list->size() + affordable - 1) / affordable);
       for (std::size_t lo = 0; lo < list->size(); lo += group) try_moves(*list, lo, std::min(list->size(), lo + group));
     }
@@ -1349,6 +1349,18 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   bound_segments(g, tg, sn_offload);
   seeds.push_back(sn_offload);
   seeds.push_back(cheap);
+  // Chen et al.'s segments at finer spacings than sqrt(N): every articulation point (a residual
+  // block's output) kept, or every second or third, the rest recomputed. At tight budgets on a
+  // fast device these beat offloading, and the local search starts near them.
+  for (int stride : {1, 2, 3}) {
+    const std::vector<char> keep = sqrt_checkpoints(g, tg, stride);
+    std::vector<Residency> table(nt, Residency::Keep);
+    for (int t = 0; t < nt; ++t)
+      if (recomputable(t) && !keep[t]) table[t] = Residency::Recompute;
+    bound_segments(g, tg, table);
+    seeds.push_back(std::move(table));
+    seed_names.push_back(fmt::format("checkpoint every {} articulation point(s)", stride));
+  }
 
   // Improvement from a table: what the simulation had to offload on demand is offloaded early
   // instead (the copy then overlaps compute); what is cheaper to recompute than to copy back,
@@ -1424,10 +1436,17 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     consider(std::move(r), baseline_table(name, g, tg));
   }
   // The winning baseline's decisions, run with moDNN's mechanisms and improved, come first.
-  std::vector<std::size_t> order{0, 1, 4, 5, 2, 3};  // moDNN, vdnn-conv, the cost-aware ones, SuperNeurons, sqrt
+  std::vector<std::size_t> order{0, 1, 4, 5, 2, 3, 6, 7, 8};  // moDNN, vdnn-conv, the cost-aware ones, SuperNeurons, sqrt, finer segments
   if (best.ok) {
     seeds.push_back(best_table);
     seed_names.push_back("best baseline's decisions");
+    order.insert(order.begin(), seeds.size() - 1);
+  }
+  for (const std::vector<Residency>& extra : in.extra_seeds) {  // exact mode: the MILP's table first
+    std::vector<Residency> table = extra;
+    bound_segments(g, tg, table);
+    seeds.push_back(std::move(table));
+    seed_names.push_back("the MILP's decisions");
     order.insert(order.begin(), seeds.size() - 1);
   }
   int skipped = 0;
