@@ -782,6 +782,4 @@ Network import_onnx_file(const std::string& path, const ImportOptions& options) 
   return import_onnx_bytes(buf.str(), path, options);
 }
 
-bool onnx_import_available() { return true; }
-
 }  // namespace ucplan

@@ -24,7 +24,4 @@ Network import_onnx_file(const std::string& path, const ImportOptions& options);
 // The same for a serialized ModelProto already in memory (tests build models in C++).
 Network import_onnx_bytes(const std::string& bytes, const std::string& file_for_errors, const ImportOptions& options);
 
-// True when this build can import ONNX (libonnx-dev was found at configure time).
-bool onnx_import_available();
-
 }  // namespace ucplan
