@@ -395,6 +395,79 @@ TEST_CASE("an AlexNet-like chain with LRN, a constant Reshape, Dropout, MatMul +
   CHECK(g.layers[g.index_of("fc1")].params() == 288 * 64 + 64);  // the Add became fc1's bias
 }
 
+// auto_pad SAME (symmetric here: 3x3 at stride 1 needs 2 = 1 + 1), ReduceMean over H and W,
+// GlobalMaxPool, Sum, and the extra outputs of a training-mode export (batch-norm's running
+// statistics, MaxPool's indices, Dropout's mask), which nothing consumes.
+ModelBuilder odds_and_ends(Weights form) {
+  ModelBuilder b(form, "odds");
+  b.input("in", {4, 8, 16, 16});
+  b.weight("c.weight", {8, 8, 3, 3});
+  auto* c = b.node("Conv", {"in", "c.weight"}, {"c"}, "c");
+  ModelBuilder::ints(c, "kernel_shape", {3, 3});
+  c->add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("auto_pad");
+    a.set_type(onnx::AttributeProto::STRING);
+    a.set_s("SAME_UPPER");
+    return a;
+  }());
+  b.bn("n", "c", 8);
+  b.g->mutable_node(b.g->node_size() - 1)->add_output("n_running_mean");
+  b.g->mutable_node(b.g->node_size() - 1)->add_output("n_running_var");
+  b.relu("r", "n");
+  auto* p = b.node("MaxPool", {"r"}, {"p", "p_indices"}, "p");
+  ModelBuilder::ints(p, "kernel_shape", {2, 2});
+  ModelBuilder::ints(p, "strides", {2, 2});                  // 16 -> 8
+  b.relu("q", "p");
+  b.relu("t", "p");
+  b.node("Sum", {"p", "q", "t"}, {"s"}, "s");               // three inputs, one add layer
+  auto* m = b.node("ReduceMean", {"s"}, {"m"}, "m");
+  ModelBuilder::ints(m, "axes", {-2, -1});
+  ModelBuilder::integer(m, "keepdims", 0);                   // [batch, 8]: already flat
+  b.node("GlobalMaxPool", {"s"}, {"g"}, "g");
+  b.node("Flatten", {"g"}, {"gf"}, "gf");
+  auto* d = b.node("Dropout", {"gf"}, {"d", "d_mask"}, "d");
+  ModelBuilder::real(d, "ratio", 0.1f);                      // opset < 12 writes it as an attribute
+  b.node("Add", {"m", "d"}, {"sum"}, "sum");
+  b.gemm("fc", "sum", 8, 3);
+  b.output("fc");
+  b.output("n_running_mean");  // a training export may list them; they are not losses
+  return b;
+}
+
+const char* kOddsAndEnds = R"({"format": "ucplan-network/1", "name": "odds", "input": {"name": "in", "shape": [8, 16, 16]},
+ "labels": 3, "layers": [
+  {"name": "c", "type": "conv", "inputs": ["in"], "out_channels": 8, "kernel": 3, "pad": 1, "bias": false},
+  {"name": "n", "type": "bn", "inputs": ["c"]},
+  {"name": "r", "type": "relu", "inputs": ["n"]},
+  {"name": "p", "type": "pool", "inputs": ["r"], "mode": "max", "kernel": 2, "stride": 2},
+  {"name": "q", "type": "relu", "inputs": ["p"]},
+  {"name": "t", "type": "relu", "inputs": ["p"]},
+  {"name": "s", "type": "add", "inputs": ["p", "q", "t"]},
+  {"name": "m", "type": "pool", "inputs": ["s"], "mode": "avg", "global": true},
+  {"name": "g", "type": "pool", "inputs": ["s"], "mode": "max", "global": true},
+  {"name": "d", "type": "dropout", "inputs": ["g"], "ratio": 0.1},
+  {"name": "sum", "type": "add", "inputs": ["m", "d"]},
+  {"name": "fc", "type": "fc", "inputs": ["sum"], "out_features": 3},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}]})";
+
+TEST_CASE("auto_pad SAME, ReduceMean, GlobalMaxPool, Sum and a training export's extra outputs import exactly") {
+  for (Weights f : kAllForms) {
+    INFO(form_name(f));
+    expect_same_network(import(odds_and_ends(f)), kOddsAndEnds);
+  }
+  // SAME at stride 2 on 16: output 8, total padding (8 - 1) * 2 + 3 - 16 = 1, odd: no ucplan form.
+  ModelBuilder b = odds_and_ends(Weights::DimsOnly);
+  ModelBuilder::ints(b.g->mutable_node(0), "strides", {2, 2});
+  CHECK(error_of(b) == "m.onnx: node 0 \"c\" (Conv): auto_pad SAME_UPPER needs 1 padding on axis 2, which is asymmetric; "
+                       "ucplan pads both sides equally");
+  // x + x: ucplan's add takes distinct inputs.
+  ModelBuilder twice = odds_and_ends(Weights::DimsOnly);
+  for (auto& n : *twice.g->mutable_node())
+    if (n.name() == "s") n.set_input(1, "p");
+  CHECK(error_of(twice) == "m.onnx: node 6 \"s\" (Sum): adds \"p\" more than once; ucplan's add takes distinct inputs");
+}
+
 TEST_CASE("weights absent from the file: shapes from kernel_shape and the outputs' value_info") {
   // Neither initializers nor inputs name the weights (a graph stripped to its structure). Conv's
   // kernel comes from kernel_shape, its output channels and Gemm's features from value_info.

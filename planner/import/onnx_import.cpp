@@ -636,6 +636,8 @@ class Importer {
       if (!(acts[a]->shape == acts[0]->shape) || acts[a]->rank != acts[0]->rank)
         fail(i, n, fmt::format("adds \"{}\" of {} per sample to \"{}\" of {}; ucplan adds equal shapes (no broadcasting)",
                                n.input(static_cast<int>(a)), shape_text(acts[a]->shape), n.input(0), shape_text(acts[0]->shape)));
+      if (std::find(l.inputs.begin(), l.inputs.end(), acts[a]->ref) != l.inputs.end())
+        fail(i, n, fmt::format("adds \"{}\" more than once; ucplan's add takes distinct inputs", n.input(static_cast<int>(a))));
       l.inputs.push_back(acts[a]->ref);
     }
     add_layer(i, n, l, acts[0]->shape, acts[0]->rank);
