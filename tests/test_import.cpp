@@ -506,6 +506,14 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
     b.g->mutable_node(2)->clear_name();
     CHECK(error_of(b).rfind("m.onnx: node 2 (LSTM): op type LSTM is not supported", 0) == 0);
   }
+  SUBCASE("names with control or non-ASCII bytes: escaped in the one line, replaced in layer names") {
+    ModelBuilder b = resnet_block(Weights::DimsOnly);
+    b.g->mutable_node(2)->set_name("relu\n1\xff");
+    Graph g = build_graph(import(b), "");
+    CHECK(g.index_of("relu_1_") == 3);
+    b.g->mutable_node(2)->set_op_type("Einsum");
+    CHECK(error_of(b).rfind("m.onnx: node 2 \"relu\\x0a1\\xff\" (Einsum): op type Einsum is not supported", 0) == 0);
+  }
   SUBCASE("asymmetric padding") {
     ModelBuilder b = resnet_block(Weights::DimsOnly);
     auto* pads = b.g->mutable_node(0)->mutable_attribute(2);

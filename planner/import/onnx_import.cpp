@@ -26,6 +26,20 @@ namespace {
 
 using Dims = std::vector<std::int64_t>;  // -1: a dimension the file leaves unknown or symbolic
 
+// Names in an ONNX file are arbitrary bytes. In messages, control and non-ASCII bytes are written
+// as \xNN, so an error stays one line; in layer names they become '_', so the network's JSON is
+// valid UTF-8.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) out += c < 0x20 || c >= 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, static_cast<char>(c));
+  return out;
+}
+std::string safe_name(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '_';
+  return s;
+}
+
 const char* const kSupported =
     "ucplan imports Conv, BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, ReduceMean "
     "over H and W, Gemm, MatMul (+ Add of a bias), Flatten, Reshape to [batch, features], Add, Sum, Concat on channels, "
@@ -63,6 +77,15 @@ class Importer {
       : model_(model), g_(model.graph()), file_(std::move(file)), options_(std::move(options)) {}
 
   Network run() {
+    try {
+      return import();
+    } catch (const UserError& e) {
+      throw UserError(e.file(), printable(e.where()), printable(e.reason()));
+    }
+  }
+
+ private:
+  Network import() {
     for (const auto& op : model_.opset_import())
       if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = op.version();
     try {
@@ -89,7 +112,6 @@ class Importer {
     return net_;
   }
 
- private:
   static std::string base_name(const std::string& path) {
     auto slash = path.rfind('/');
     return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -175,10 +197,10 @@ class Importer {
                                   "fixed input size",
                                   dims_text(d)));
     batch_ = d[0];
-    net_.input_name = name;
-    used_names_.insert(name);
+    net_.input_name = safe_name(name);
+    used_names_.insert(net_.input_name);
     Value v;
-    v.ref = name;
+    v.ref = net_.input_name;
     v.rank = static_cast<int>(d.size());
     v.shape = d.size() == 4 ? Shape{d[1], d[2], d[3]} : Shape{d[1], 1, 1};
     net_.input_shape = {v.shape.c, v.shape.h, v.shape.w};
@@ -244,7 +266,7 @@ class Importer {
   }
 
   std::string unique_name(const onnx::NodeProto& n, int index, const std::string& suffix = "") {
-    std::string base = n.name().empty() ? fmt::format("{}_{}", n.op_type(), index) : n.name();
+    std::string base = safe_name(n.name().empty() ? fmt::format("{}_{}", n.op_type(), index) : n.name());
     std::transform(base.begin(), base.end(), base.begin(), [](char c) { return c == ' ' ? '_' : c; });
     base += suffix;
     std::string name = base;
