@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-"$root/build"}
 
 packages=(build-essential cmake ninja-build pkg-config coinor-libcbc-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-          doctest-dev libopenblas-dev python3)
+          doctest-dev libopenblas-dev libonnx-dev libprotobuf-dev python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -144,6 +144,13 @@ int main(int argc, char** argv) {
   c_frontier->add_flag("--json", frontier.json, "print JSON instead of a table");
   c_frontier->add_option("--svg", frontier.svg, "also write the curve as an SVG plot to FILE");
 
+  ucplan::ImportCommandOptions import;
+  auto* c_import = app.add_subcommand(
+      "import", "convert an ONNX model's graph (weights not needed) into a ucplan network JSON file");
+  c_import->add_option("model", import.model, "ONNX file, e.g. exported by scripts/export_torch.py")->required();
+  c_import->add_option("-o,--output", import.output, "network file to write (written atomically)")->required();
+  c_import->add_option("--name", import.name, "network name (default: the file's name without .onnx)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -163,6 +170,7 @@ int main(int argc, char** argv) {
     if (c_check->parsed()) return ucplan::run_check(check);
     if (c_explain->parsed()) return ucplan::run_explain(explain);
     if (c_frontier->parsed()) return ucplan::run_frontier(frontier);
+    if (c_import->parsed()) return ucplan::run_import(import);
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan: error: %s\n", e.what());
     return 2;
