@@ -71,13 +71,6 @@ struct FrontierOptions {
 };
 int run_frontier(const FrontierOptions& o);
 
-struct ImportCommandOptions {
-  std::string model;    // ONNX file
-  std::string output;   // network JSON to write
-  std::string name;     // network name; "" for the file's stem
-};
-int run_import(const ImportCommandOptions& o);
-
 // A whole file's bytes (for its hash); UserError naming the file if it cannot be read.
 std::string read_bytes(const std::string& path);
 

@@ -42,6 +42,7 @@ int exec_sibling(const char* name, int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "profile") == 0) return exec_sibling("ucplan-profile", argc, argv);
   if (argc >= 2 && std::strcmp(argv[1], "run") == 0) return exec_sibling("ucplan-run", argc, argv);
+  if (argc >= 2 && std::strcmp(argv[1], "import") == 0) return exec_sibling("ucplan-import", argc, argv);
 
   CLI::App app{"ucplan " UCPLAN_VERSION
                ": plans micro-batching, convolution algorithms, offload/prefetch and recomputation for training a "
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
       "Sizes take a unit: B, KiB, MiB, GiB (binary) or KB, MB, GB (decimal), e.g. 12GiB.");
   app.add_subcommand("profile", "measure kernel and transfer costs (runs ucplan-profile; see ucplan profile --help)");
   app.add_subcommand("run", "replay a plan on a device (runs ucplan-run; see ucplan run --help)");
+  app.add_subcommand("import", "convert an ONNX model's graph into a ucplan network (runs ucplan-import; see ucplan import --help)");
 
   ucplan::NetworksOptions networks;
   auto* c_networks = app.add_subcommand("networks", "list the network zoo: layers, parameters, activation bytes per sample");
@@ -144,12 +146,6 @@ int main(int argc, char** argv) {
   c_frontier->add_flag("--json", frontier.json, "print JSON instead of a table");
   c_frontier->add_option("--svg", frontier.svg, "also write the curve as an SVG plot to FILE");
 
-  ucplan::ImportCommandOptions import;
-  auto* c_import = app.add_subcommand(
-      "import", "convert an ONNX model's graph (weights not needed) into a ucplan network JSON file");
-  c_import->add_option("model", import.model, "ONNX file, e.g. exported by scripts/export_torch.py")->required();
-  c_import->add_option("-o,--output", import.output, "network file to write (written atomically)")->required();
-  c_import->add_option("--name", import.name, "network name (default: the file's name without .onnx)");
 
   try {
     app.parse(argc, argv);
@@ -170,7 +166,6 @@ int main(int argc, char** argv) {
     if (c_check->parsed()) return ucplan::run_check(check);
     if (c_explain->parsed()) return ucplan::run_explain(explain);
     if (c_frontier->parsed()) return ucplan::run_frontier(frontier);
-    if (c_import->parsed()) return ucplan::run_import(import);
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan: error: %s\n", e.what());
     return 2;
