@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "planner/cli/report.h"
 #include "planner/import/onnx_import.h"
 #include "planner/model/errors.h"
 #include "planner/model/graph.h"

@@ -1,5 +1,6 @@
 #include "units.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -74,5 +75,19 @@ std::string format_seconds(double s) {
 std::string format_ns(std::int64_t ns) { return format_seconds(static_cast<double>(ns) * 1e-9); }
 
 std::string format_percent(double fraction) { return fmt::format("{:+.1f} %", fraction * 100.0); }
+
+std::string with_thousands(long long v) {
+  std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  int n = 0;
+  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+    if (n && n % 3 == 0) out += ',';
+    out += *it;
+    ++n;
+  }
+  if (v < 0) out += '-';
+  std::reverse(out.begin(), out.end());
+  return out;
+}
 
 }  // namespace ucplan
