@@ -52,8 +52,10 @@ struct ModelBuilder {
     auto* shape = t->mutable_shape();
     for (auto d : dims) {
       auto* dim = shape->add_dim();
-      if (d < 0) dim->set_dim_param("batch");  // symbolic, as a dynamic-batch export writes it
-      else dim->set_dim_value(d);
+      if (d < 0)
+        dim->set_dim_param("batch");  // symbolic, as a dynamic-batch export writes it
+      else
+        dim->set_dim_value(d);
     }
   }
   void input(const std::string& name, const std::vector<std::int64_t>& dims) { set_type(g->add_input(), name, dims); }
@@ -62,7 +64,9 @@ struct ModelBuilder {
     v->set_name(name);
     v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
   }
-  void value_info(const std::string& name, const std::vector<std::int64_t>& dims) { set_type(g->add_value_info(), name, dims); }
+  void value_info(const std::string& name, const std::vector<std::int64_t>& dims) {
+    set_type(g->add_value_info(), name, dims);
+  }
   void weight(const std::string& name, const std::vector<std::int64_t>& dims) {
     if (form == Weights::Absent) return;
     if (form == Weights::GraphInput) return input(name, dims);
@@ -89,8 +93,8 @@ struct ModelBuilder {
     t->add_dims(static_cast<std::int64_t>(values.size()));
     for (auto v : values) t->add_int64_data(v);
   }
-  onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& ins, const std::vector<std::string>& outs,
-                        const std::string& name) {
+  onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& ins,
+                        const std::vector<std::string>& outs, const std::string& name) {
     auto* n = g->add_node();
     n->set_op_type(op);
     n->set_name(name);
@@ -134,13 +138,13 @@ struct ModelBuilder {
   }
   void bn(const std::string& name, const std::string& x, std::int64_t c) {
     for (const char* p : {".weight", ".bias", ".running_mean", ".running_var"}) weight(name + p, {c});
-    auto* n = node("BatchNormalization", {x, name + ".weight", name + ".bias", name + ".running_mean", name + ".running_var"},
-                   {name}, name);
+    auto* n = node("BatchNormalization",
+                   {x, name + ".weight", name + ".bias", name + ".running_mean", name + ".running_var"}, {name}, name);
     real(n, "epsilon", 1e-5f);
   }
   void relu(const std::string& name, const std::string& x) { node("Relu", {x}, {name}, name); }
-  void pool(const std::string& op, const std::string& name, const std::string& x, std::int64_t k, std::int64_t s, std::int64_t p,
-            bool ceil = false) {
+  void pool(const std::string& op, const std::string& name, const std::string& x, std::int64_t k, std::int64_t s,
+            std::int64_t p, bool ceil = false) {
     auto* n = node(op, {x}, {name}, name);
     ints(n, "kernel_shape", {k, k});
     ints(n, "strides", {s, s});
@@ -158,7 +162,9 @@ struct ModelBuilder {
   std::string bytes() const { return model.SerializeAsString(); }
 };
 
-Network import(const ModelBuilder& b, const std::string& file = "model.onnx") { return import_onnx_bytes(b.bytes(), file, {}); }
+Network import(const ModelBuilder& b, const std::string& file = "model.onnx") {
+  return import_onnx_bytes(b.bytes(), file, {});
+}
 
 // The imported network must be the hand-written one: layer by layer the same name, type, inputs,
 // output shape and signature (type + input shapes + parameters), the same totals; and what the
@@ -190,7 +196,7 @@ void expect_same_network(const Network& imported, const char* hand_written_json)
 ModelBuilder resnet_block(Weights form) {
   ModelBuilder b(form, "resnet_block");
   b.input("x", {-1, 3, 64, 64});
-  b.conv("conv1", "x", 3, 16, 7, 2, 3, false);   // 64 -> (64 + 6 - 7) / 2 + 1 = 32
+  b.conv("conv1", "x", 3, 16, 7, 2, 3, false);  // 64 -> (64 + 6 - 7) / 2 + 1 = 32
   b.bn("bn1", "conv1", 16);
   b.relu("relu1", "bn1");
   b.pool("MaxPool", "pool1", "relu1", 3, 2, 1);  // 32 -> (32 + 2 - 3) / 2 + 1 = 16
@@ -217,7 +223,8 @@ ModelBuilder resnet_block(Weights form) {
   return b;
 }
 
-const char* kResnetBlock = R"({"format": "ucplan-network/1", "name": "resnet_block", "input": {"name": "x", "shape": [3, 64, 64]},
+const char* kResnetBlock =
+    R"({"format": "ucplan-network/1", "name": "resnet_block", "input": {"name": "x", "shape": [3, 64, 64]},
  "labels": 10, "layers": [
   {"name": "conv1", "type": "conv", "inputs": ["x"], "out_channels": 16, "kernel": 7, "stride": 2, "pad": 3, "bias": false},
   {"name": "bn1", "type": "bn", "inputs": ["conv1"]},
@@ -257,7 +264,7 @@ ModelBuilder inception(Weights form) {
   b.conv("brpool_proj", "brpool", 24, 8, 1, 1, 0, true);
   b.node("Concat", {"br1", "br3", "br5", "brpool_proj"}, {"cat"}, "cat");  // 8 + 12 + 4 + 8 = 32 channels
   ModelBuilder::integer(b.g->mutable_node(b.g->node_size() - 1), "axis", 1);
-  b.conv("grouped", "cat", 32, 32, 3, 1, 1, false, 4);  // weight [32, 8, 3, 3]: 2,304 parameters
+  b.conv("grouped", "cat", 32, 32, 3, 1, 1, false, 4);     // weight [32, 8, 3, 3]: 2,304 parameters
   b.pool("AveragePool", "avg", "grouped", 3, 2, 0, true);  // ceil((32 - 3) / 2) + 1 = 16
   b.node("GlobalAveragePool", {"avg"}, {"gap"}, "gap");
   b.node("Flatten", {"gap"}, {"flat"}, "flatten");
@@ -267,7 +274,8 @@ ModelBuilder inception(Weights form) {
   return b;
 }
 
-const char* kInception = R"({"format": "ucplan-network/1", "name": "inception", "input": {"shape": [3, 32, 32]}, "labels": 7,
+const char* kInception =
+    R"({"format": "ucplan-network/1", "name": "inception", "input": {"shape": [3, 32, 32]}, "labels": 7,
  "layers": [
   {"name": "stem", "type": "conv", "inputs": ["data"], "out_channels": 24, "kernel": 3, "pad": 1},
   {"name": "stem_relu", "type": "relu", "inputs": ["stem"]},
@@ -300,8 +308,8 @@ ModelBuilder alexnet_like(Weights form) {
   b.conv("conv2", "pool1", 16, 32, 3, 1, 1, true);
   b.node("Identity", {"conv2"}, {"conv2_id"}, "id");  // folds away
   b.relu("relu2", "conv2_id");
-  b.pool("MaxPool", "pool2", "relu2", 3, 2, 0);   // (7 - 3) / 2 + 1 = 3: 32 x 3 x 3 = 288 features
-  b.int64_constant("flat_shape", {1, 288});       // torch's x.view(1, 288), folded to a constant
+  b.pool("MaxPool", "pool2", "relu2", 3, 2, 0);  // (7 - 3) / 2 + 1 = 3: 32 x 3 x 3 = 288 features
+  b.int64_constant("flat_shape", {1, 288});      // torch's x.view(1, 288), folded to a constant
   b.node("Reshape", {"pool2", "flat_shape"}, {"flat"}, "reshape");
   auto* r = b.g->add_initializer();  // Dropout's ratio is an input since opset 12
   r->set_name("ratio");
@@ -319,7 +327,8 @@ ModelBuilder alexnet_like(Weights form) {
   return b;
 }
 
-const char* kAlexnetLike = R"({"format": "ucplan-network/1", "name": "alexnet_like", "input": {"name": "image", "shape": [3, 67, 67]},
+const char* kAlexnetLike =
+    R"({"format": "ucplan-network/1", "name": "alexnet_like", "input": {"name": "image", "shape": [3, 67, 67]},
  "labels": 5, "layers": [
   {"name": "conv1", "type": "conv", "inputs": ["image"], "out_channels": 16, "kernel": 11, "stride": 4, "pad": 2},
   {"name": "relu1", "type": "relu", "inputs": ["conv1"]},
@@ -336,11 +345,16 @@ const char* kAlexnetLike = R"({"format": "ucplan-network/1", "name": "alexnet_li
 
 const char* form_name(Weights f) {
   switch (f) {
-    case Weights::Data: return "with data";
-    case Weights::DimsOnly: return "stripped (dims only)";
-    case Weights::External: return "external data";
-    case Weights::GraphInput: return "weights as graph inputs";
-    case Weights::Absent: return "absent";
+    case Weights::Data:
+      return "with data";
+    case Weights::DimsOnly:
+      return "stripped (dims only)";
+    case Weights::External:
+      return "external data";
+    case Weights::GraphInput:
+      return "weights as graph inputs";
+    case Weights::Absent:
+      return "absent";
   }
   return "";
 }
@@ -383,7 +397,7 @@ TEST_CASE("an Inception-like concat with dilated, grouped and ceil-mode layers a
   Graph g = build_graph(import(inception(Weights::DimsOnly)), "");
   CHECK(g.layers[g.index_of("cat")].out == Shape{32, 32, 32});
   CHECK(g.layers[g.index_of("grouped")].params() == 32 * 8 * 9);  // groups 4: 32 / 4 input channels per output
-  CHECK(g.layers[g.index_of("avg")].out == Shape{32, 16, 16});   // ceil mode: ceil(29 / 2) + 1
+  CHECK(g.layers[g.index_of("avg")].out == Shape{32, 16, 16});    // ceil mode: ceil(29 / 2) + 1
 }
 
 TEST_CASE("an AlexNet-like chain with LRN, a constant Reshape, Dropout, MatMul + Add and LogSoftmax imports exactly") {
@@ -417,17 +431,17 @@ ModelBuilder odds_and_ends(Weights form) {
   b.relu("r", "n");
   auto* p = b.node("MaxPool", {"r"}, {"p", "p_indices"}, "p");
   ModelBuilder::ints(p, "kernel_shape", {2, 2});
-  ModelBuilder::ints(p, "strides", {2, 2});                  // 16 -> 8
+  ModelBuilder::ints(p, "strides", {2, 2});  // 16 -> 8
   b.relu("q", "p");
   b.relu("t", "p");
-  b.node("Sum", {"p", "q", "t"}, {"s"}, "s");               // three inputs, one add layer
+  b.node("Sum", {"p", "q", "t"}, {"s"}, "s");  // three inputs, one add layer
   auto* m = b.node("ReduceMean", {"s"}, {"m"}, "m");
   ModelBuilder::ints(m, "axes", {-2, -1});
-  ModelBuilder::integer(m, "keepdims", 0);                   // [batch, 8]: already flat
+  ModelBuilder::integer(m, "keepdims", 0);  // [batch, 8]: already flat
   b.node("GlobalMaxPool", {"s"}, {"g"}, "g");
   b.node("Flatten", {"g"}, {"gf"}, "gf");
   auto* d = b.node("Dropout", {"gf"}, {"d", "d_mask"}, "d");
-  ModelBuilder::real(d, "ratio", 0.1f);                      // opset < 12 writes it as an attribute
+  ModelBuilder::real(d, "ratio", 0.1f);  // opset < 12 writes it as an attribute
   b.node("Add", {"m", "d"}, {"sum"}, "sum");
   b.gemm("fc", "sum", 8, 3);
   b.output("fc");
@@ -435,7 +449,8 @@ ModelBuilder odds_and_ends(Weights form) {
   return b;
 }
 
-const char* kOddsAndEnds = R"({"format": "ucplan-network/1", "name": "odds", "input": {"name": "in", "shape": [8, 16, 16]},
+const char* kOddsAndEnds =
+    R"({"format": "ucplan-network/1", "name": "odds", "input": {"name": "in", "shape": [8, 16, 16]},
  "labels": 3, "layers": [
   {"name": "c", "type": "conv", "inputs": ["in"], "out_channels": 8, "kernel": 3, "pad": 1, "bias": false},
   {"name": "n", "type": "bn", "inputs": ["c"]},
@@ -459,8 +474,9 @@ TEST_CASE("auto_pad SAME, ReduceMean, GlobalMaxPool, Sum and a training export's
   // SAME at stride 2 on 16: output 8, total padding (8 - 1) * 2 + 3 - 16 = 1, odd: no ucplan form.
   ModelBuilder b = odds_and_ends(Weights::DimsOnly);
   ModelBuilder::ints(b.g->mutable_node(0), "strides", {2, 2});
-  CHECK(error_of(b) == "m.onnx: node 0 \"c\" (Conv): auto_pad SAME_UPPER needs 1 padding on axis 2, which is asymmetric; "
-                       "ucplan pads both sides equally");
+  CHECK(error_of(b) ==
+        "m.onnx: node 0 \"c\" (Conv): auto_pad SAME_UPPER needs 1 padding on axis 2, which is asymmetric; "
+        "ucplan pads both sides equally");
   // x + x: ucplan's add takes distinct inputs.
   ModelBuilder twice = odds_and_ends(Weights::DimsOnly);
   for (auto& n : *twice.g->mutable_node())
@@ -519,33 +535,38 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
     auto* pads = b.g->mutable_node(0)->mutable_attribute(2);
     REQUIRE(pads->name() == "pads");
     pads->set_ints(2, 4);
-    CHECK(error_of(b) == "m.onnx: node 0 \"conv1\" (Conv): asymmetric pads [3, 3, 4, 3]; ucplan pads both sides of an axis equally");
+    CHECK(error_of(b) ==
+          "m.onnx: node 0 \"conv1\" (Conv): asymmetric pads [3, 3, 4, 3]; ucplan pads both sides of an axis equally");
   }
   SUBCASE("a Softmax in the middle") {
     ModelBuilder b = alexnet_like(Weights::DimsOnly);
     b.node("Relu", {"logprob"}, {"after"}, "after");
-    CHECK(error_of(b) == "m.onnx: node 15 \"after\" (Relu): consumes the output of a Softmax (\"logprob\"); ucplan supports "
-                         "Softmax only as the last op, the loss");
+    CHECK(error_of(b) ==
+          "m.onnx: node 15 \"after\" (Relu): consumes the output of a Softmax (\"logprob\"); ucplan supports "
+          "Softmax only as the last op, the loss");
   }
   SUBCASE("a broadcasting Add") {
     ModelBuilder b = resnet_block(Weights::DimsOnly);
     b.g->mutable_node(9)->set_input(1, "relu1");  // b1add: 16x16x16 + 16x32x32
-    CHECK(error_of(b) == "m.onnx: node 9 \"b1add\" (Add): adds \"relu1\" of 16x32x32 per sample to \"b1n2\" of 16x16x16; "
-                         "ucplan adds equal shapes (no broadcasting)");
+    CHECK(error_of(b) ==
+          "m.onnx: node 9 \"b1add\" (Add): adds \"relu1\" of 16x32x32 per sample to \"b1n2\" of 16x16x16; "
+          "ucplan adds equal shapes (no broadcasting)");
   }
   SUBCASE("a declared shape that ucplan would compute differently") {
     ModelBuilder b = resnet_block(Weights::DimsOnly);
     b.value_info("pool1", {-1, 16, 17, 17});  // e.g. an exporter whose pooling rounds up
     std::string e = error_of(b);
     CHECK(e.find("node 3 \"pool1\" (MaxPool): ") != std::string::npos);
-    CHECK(e.find("ucplan computes 16x16x16 per sample for output \"pool1\", but the file declares") != std::string::npos);
+    CHECK(e.find("ucplan computes 16x16x16 per sample for output \"pool1\", but the file declares") !=
+          std::string::npos);
   }
   SUBCASE("an input of unknown size") {
     ModelBuilder b = resnet_block(Weights::DimsOnly);
     auto* dim = b.g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(2);
     dim->set_dim_param("height");
-    CHECK(error_of(b) == "m.onnx: graph input \"x\": shape [?, 3, ?, 64] is not [batch, C, H, W] (or [batch, features]) "
-                         "with C, H, W known; export with a fixed input size");
+    CHECK(error_of(b) ==
+          "m.onnx: graph input \"x\": shape [?, 3, ?, 64] is not [batch, C, H, W] (or [batch, features]) "
+          "with C, H, W known; export with a fixed input size");
   }
   SUBCASE("a Reshape that is not a flatten") {
     ModelBuilder b = alexnet_like(Weights::DimsOnly);
@@ -556,8 +577,9 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
       t.add_dims(3);
       for (std::int64_t v : {1, 32, 9}) t.add_int64_data(v);
     }
-    CHECK(error_of(b) == "m.onnx: node 8 \"reshape\" (Reshape): Reshape of 32x3x3 to [1, 32, 9]; ucplan supports Reshape "
-                         "only to [batch, features] or to the same shape");
+    CHECK(error_of(b) ==
+          "m.onnx: node 8 \"reshape\" (Reshape): Reshape of 32x3x3 to [1, 32, 9]; ucplan supports Reshape "
+          "only to [batch, features] or to the same shape");
   }
   SUBCASE("bytes that are not ONNX") {
     CHECK(error_of_bytes("{\"format\": \"ucplan-network/1\"}") ==
@@ -577,7 +599,8 @@ TEST_CASE("ucplan import: exit code 2 and no output file on bad input, a network
     return (dir / name).string();
   };
   auto run = [&](const std::string& args) {
-    std::string cmd = std::string(UCPLAN_BIN) + " import " + args + " 2>" + (dir / "stderr.txt").string() + " >/dev/null";
+    std::string cmd =
+        std::string(UCPLAN_BIN) + " import " + args + " 2>" + (dir / "stderr.txt").string() + " >/dev/null";
     int status = std::system(cmd.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   };
@@ -591,14 +614,16 @@ TEST_CASE("ucplan import: exit code 2 and no output file on bad input, a network
   bad.g->mutable_node(5)->set_op_type("HardSwish");
   std::string bad_path = write("bad.onnx", bad.bytes());
   CHECK(run(bad_path + " -o " + out) == 2);
-  CHECK(stderr_text() == "ucplan: error: " + bad_path + ": node 5 \"b1n1\" (HardSwish): op type HardSwish is not supported (" +
-                             std::string("ucplan imports Conv, BatchNormalization, Relu, MaxPool, AveragePool, ") +
-                             "GlobalAveragePool, GlobalMaxPool, ReduceMean over H and W, Gemm, MatMul (+ Add of a bias), "
-                             "Flatten, Reshape to [batch, features], Add, Sum, Concat on channels, Dropout, LRN, Softmax or "
-                             "LogSoftmax as the last op, Identity and Constant)\n");
+  CHECK(stderr_text() ==
+        "ucplan: error: " + bad_path + ": node 5 \"b1n1\" (HardSwish): op type HardSwish is not supported (" +
+            std::string("ucplan imports Conv, BatchNormalization, Relu, MaxPool, AveragePool, ") +
+            "GlobalAveragePool, GlobalMaxPool, ReduceMean over H and W, Gemm, MatMul (+ Add of a bias), "
+            "Flatten, Reshape to [batch, features], Add, Sum, Concat on channels, Dropout, LRN, Softmax or "
+            "LogSoftmax as the last op, Identity and Constant)\n");
   CHECK(!fs::exists(out));
   CHECK(run((dir / "missing.onnx").string() + " -o " + out) == 2);
-  CHECK(stderr_text() == "ucplan: error: " + (dir / "missing.onnx").string() + ": cannot read the file (No such file or directory)\n");
+  CHECK(stderr_text() ==
+        "ucplan: error: " + (dir / "missing.onnx").string() + ": cannot read the file (No such file or directory)\n");
   CHECK(!fs::exists(out));
 
   std::string good = write("good.onnx", inception(Weights::DimsOnly).bytes());
@@ -617,8 +642,8 @@ TEST_CASE("torchvision models from weight-stripped ONNX files: parameter counts 
   struct Case {
     const char* file;
     std::int64_t params;
-    const char* zoo;          // "" when the zoo has no such network
-    std::int64_t losses;      // graph outputs
+    const char* zoo;      // "" when the zoo has no such network
+    std::int64_t losses;  // graph outputs
   };
   const Case cases[] = {
       {"alexnet", 61100840, "", 1},  // the zoo's alexnet is Caffe's (LRN, 60,965,224), another network
@@ -655,10 +680,12 @@ TEST_CASE("torchvision models from weight-stripped ONNX files: parameter counts 
   }
   // Spot checks against torchvision's modules: densenet121's last dense block ends with
   // 64 + 32*6 -> 128 (transition) ... -> 1024 channels at 7x7; inception_v3's Mixed_7c 2048x8x8.
-  Graph d = build_graph(import_onnx_file(std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx/densenet121.onnx", {}), "d");
+  Graph d =
+      build_graph(import_onnx_file(std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx/densenet121.onnx", {}), "d");
   REQUIRE(d.index_of("/features/norm5/BatchNormalization") > 0);
   CHECK(d.layers[d.index_of("/features/norm5/BatchNormalization")].out == Shape{1024, 7, 7});
-  Graph i = build_graph(import_onnx_file(std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx/inception_v3.onnx", {}), "i");
+  Graph i =
+      build_graph(import_onnx_file(std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx/inception_v3.onnx", {}), "i");
   REQUIRE(i.index_of("/Mixed_7c/Concat") > 0);
   CHECK(i.layers[i.index_of("/Mixed_7c/Concat")].out == Shape{2048, 8, 8});
 }

@@ -20,7 +20,7 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::string format_flops(double flops);     // 1.2e9 -> "1.20 GFLOP"
+std::string format_flops(double flops);  // 1.2e9 -> "1.20 GFLOP"
 
 }  // namespace ucplan
 

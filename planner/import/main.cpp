@@ -27,10 +27,11 @@ int run_import(const ImportCommandOptions& o) {
   write_file_atomically(o.output, network_to_json_text(net));
   std::int64_t act = 0;
   for (std::size_t l = 0; l < g.layers.size(); ++l) act += g.out_bytes_per_sample(static_cast<int>(l));
-  fmt::print("{} -> {}: network \"{}\", input {}x{}x{}, {} layers ({} convs), {} parameters, {} labels, {} of activations per "
-             "sample\n",
-             o.model, o.output, net.name, net.input_shape[0], net.input_shape[1], net.input_shape[2], g.layers.size() - 1,
-             g.conv_count(), with_thousands(g.total_params()), net.labels, format_bytes(act));
+  fmt::print(
+      "{} -> {}: network \"{}\", input {}x{}x{}, {} layers ({} convs), {} parameters, {} labels, {} of activations per "
+      "sample\n",
+      o.model, o.output, net.name, net.input_shape[0], net.input_shape[1], net.input_shape[2], g.layers.size() - 1,
+      g.conv_count(), with_thousands(g.total_params()), net.labels, format_bytes(act));
   return 0;
 }
 
@@ -40,7 +41,9 @@ int run_import(const ImportCommandOptions& o) {
 int main(int argc, char** argv) {
   CLI::App app{"ucplan import: convert an ONNX model's graph (weights not needed) into a ucplan network JSON file"};
   app.name("ucplan import");
-  app.failure_message([](const CLI::App*, const CLI::Error& e) { return fmt::format("ucplan: error: {} (see ucplan import --help)\n", e.what()); });
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return fmt::format("ucplan: error: {} (see ucplan import --help)\n", e.what());
+  });
   ucplan::ImportCommandOptions o;
   app.add_option("model", o.model, "ONNX file, e.g. exported by scripts/export_torch.py")->required();
   app.add_option("-o,--output", o.output, "network file to write (written atomically)")->required();

@@ -31,7 +31,8 @@ using Dims = std::vector<std::int64_t>;  // -1: a dimension the file leaves unkn
 // valid UTF-8.
 std::string printable(const std::string& s) {
   std::string out;
-  for (unsigned char c : s) out += c < 0x20 || c >= 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, static_cast<char>(c));
+  for (unsigned char c : s)
+    out += c < 0x20 || c >= 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, static_cast<char>(c));
   return out;
 }
 std::string safe_name(std::string s) {
@@ -42,17 +43,20 @@ std::string safe_name(std::string s) {
 
 const char* const kSupported =
     "ucplan imports Conv, BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, ReduceMean "
-    "over H and W, Gemm, MatMul (+ Add of a bias), Flatten, Reshape to [batch, features], Add, Sum, Concat on channels, "
+    "over H and W, Gemm, MatMul (+ Add of a bias), Flatten, Reshape to [batch, features], Add, Sum, Concat on "
+    "channels, "
     "Dropout, LRN, Softmax or LogSoftmax as the last op, Identity and Constant";
 
 std::string dims_text(const Dims& d) {
   std::string s = "[";
-  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
+  for (std::size_t i = 0; i < d.size(); ++i)
+    s += (i ? ", " : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
   return s + "]";
 }
 
 // As in graph.cpp: output size of a sliding window along one axis; 0 when it does not fit.
-std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t d, bool ceil_mode) {
+std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t d,
+                        bool ceil_mode) {
   std::int64_t num = in + 2 * p - (d * (k - 1) + 1);
   if (num < 0 || s < 1) return 0;
   std::int64_t out = ceil_mode ? (num + s - 1) / s + 1 : num / s + 1;
@@ -102,7 +106,8 @@ class Importer {
     net_.name = !options_.name.empty() ? options_.name : stem(file_);
     net_.description = fmt::format("imported from {} by ucplan import", base_name(file_));
     if (!model_.producer_name().empty())
-      net_.source = fmt::format("ONNX from {} {} (opset {})", model_.producer_name(), model_.producer_version(), opset_);
+      net_.source =
+          fmt::format("ONNX from {} {} (opset {})", model_.producer_name(), model_.producer_version(), opset_);
     Graph graph = build_graph(net_, file_);  // the same validation as a hand-written network
     for (std::size_t l = 1; l < graph.layers.size(); ++l) {
       auto it = expected_.find(graph.layers[l].name());
@@ -192,10 +197,11 @@ class Importer {
     Dims d = it == dims_.end() ? Dims{} : it->second;
     bool known = std::all_of(d.begin() + (d.empty() ? 0 : 1), d.end(), [](std::int64_t x) { return x > 0; });
     if (!known || (d.size() != 4 && d.size() != 2))
-      throw UserError(file_, fmt::format("graph input \"{}\"", name),
-                      fmt::format("shape {} is not [batch, C, H, W] (or [batch, features]) with C, H, W known; export with a "
-                                  "fixed input size",
-                                  dims_text(d)));
+      throw UserError(
+          file_, fmt::format("graph input \"{}\"", name),
+          fmt::format("shape {} is not [batch, C, H, W] (or [batch, features]) with C, H, W known; export with a "
+                      "fixed input size",
+                      dims_text(d)));
     batch_ = d[0];
     net_.input_name = safe_name(name);
     used_names_.insert(net_.input_name);
@@ -243,9 +249,10 @@ class Importer {
                        "ucplan does not import)",
                        n.input(slot)));
     if (it->second.loss)
-      fail(index, n, fmt::format("consumes the output of a Softmax (\"{}\"); ucplan supports Softmax only as the last op, "
-                                 "the loss",
-                                 n.input(slot)));
+      fail(index, n,
+           fmt::format("consumes the output of a Softmax (\"{}\"); ucplan supports Softmax only as the last op, "
+                       "the loss",
+                       n.input(slot)));
     return it->second;
   }
   bool is_activation(const std::string& name) const { return values_.count(name) > 0; }
@@ -298,8 +305,9 @@ class Importer {
   }
 
   // Symmetric padding per axis from pads / auto_pad; asymmetric padding has no ucplan form.
-  std::array<std::int64_t, 2> padding(int index, const onnx::NodeProto& n, const Shape& x, const std::array<std::int64_t, 2>& k,
-                                      const std::array<std::int64_t, 2>& s, const std::array<std::int64_t, 2>& d) {
+  std::array<std::int64_t, 2> padding(int index, const onnx::NodeProto& n, const Shape& x,
+                                      const std::array<std::int64_t, 2>& k, const std::array<std::int64_t, 2>& s,
+                                      const std::array<std::int64_t, 2>& d) {
     std::string mode = attr_string(n, "auto_pad", "NOTSET");
     if (mode == "VALID") return {0, 0};
     if (mode == "SAME_UPPER" || mode == "SAME_LOWER") {
@@ -309,9 +317,10 @@ class Importer {
         std::int64_t out = (in[a] + s[a] - 1) / s[a];
         std::int64_t total = std::max<std::int64_t>(0, (out - 1) * s[a] + d[a] * (k[a] - 1) + 1 - in[a]);
         if (total % 2)
-          fail(index, n, fmt::format("auto_pad {} needs {} padding on axis {}, which is asymmetric; ucplan pads both sides "
-                                     "equally",
-                                     mode, total, a + 2));
+          fail(index, n,
+               fmt::format("auto_pad {} needs {} padding on axis {}, which is asymmetric; ucplan pads both sides "
+                           "equally",
+                           mode, total, a + 2));
         p[a] = total / 2;
       }
       return p;
@@ -319,7 +328,8 @@ class Importer {
     if (mode != "NOTSET") fail(index, n, fmt::format("unknown auto_pad \"{}\"", mode));
     Dims pads = attr_ints(n, "pads");
     if (pads.empty()) return {0, 0};
-    if (pads.size() != 4) fail(index, n, fmt::format("pads {} is not 2-d (ucplan supports 2-d windows)", dims_text(pads)));
+    if (pads.size() != 4)
+      fail(index, n, fmt::format("pads {} is not 2-d (ucplan supports 2-d windows)", dims_text(pads)));
     if (pads[0] != pads[2] || pads[1] != pads[3])
       fail(index, n, fmt::format("asymmetric pads {}; ucplan pads both sides of an axis equally", dims_text(pads)));
     return {pads[0], pads[1]};
@@ -327,13 +337,16 @@ class Importer {
   std::array<std::int64_t, 2> pair_attr(int index, const onnx::NodeProto& n, const char* name, std::int64_t fallback) {
     Dims v = attr_ints(n, name);
     if (v.empty()) return {fallback, fallback};
-    if (v.size() != 2) fail(index, n, fmt::format("{} {} is not 2-d (ucplan supports 2-d windows)", name, dims_text(v)));
+    if (v.size() != 2)
+      fail(index, n, fmt::format("{} {} is not 2-d (ucplan supports 2-d windows)", name, dims_text(v)));
     if (v[0] < 1 || v[1] < 1) fail(index, n, fmt::format("{} {} must be positive", name, dims_text(v)));
     return {v[0], v[1]};
   }
   void expect_rank4(int index, const onnx::NodeProto& n, const Value& x) {
     if (x.rank != 4)
-      fail(index, n, fmt::format("input \"{}\" has rank {}; ucplan supports this op on [batch, C, H, W] tensors", n.input(0), x.rank));
+      fail(index, n,
+           fmt::format("input \"{}\" has rank {}; ucplan supports this op on [batch, C, H, W] tensors", n.input(0),
+                       x.rank));
   }
 
   // --- ops --------------------------------------------------------------------------------
@@ -361,8 +374,9 @@ class Importer {
     if (op == "LRN") return lrn(i, n);
     if (op == "Softmax" || op == "LogSoftmax") return softmax(i, n);
     if (op == "Shape")
-      fail(i, n, "op type Shape is not supported: the graph computes shapes at run time; export with a fixed input size and "
-                 "constant folding (torch.onnx.export(..., do_constant_folding=True))");
+      fail(i, n,
+           "op type Shape is not supported: the graph computes shapes at run time; export with a fixed input size and "
+           "constant folding (torch.onnx.export(..., do_constant_folding=True))");
     fail(i, n, fmt::format("op type {} is not supported ({})", op, kSupported));
   }
 
@@ -387,7 +401,8 @@ class Importer {
 
   // Identity of an activation is that activation; of a weight or constant, the same constant.
   void identity(int i, const onnx::NodeProto& n) {
-    if (n.input_size() >= 1 && !is_activation(n.input(0)) && (constants_.count(n.input(0)) || dims_.count(n.input(0)))) {
+    if (n.input_size() >= 1 && !is_activation(n.input(0)) &&
+        (constants_.count(n.input(0)) || dims_.count(n.input(0)))) {
       const std::string &from = n.input(0), &to = n.output(0);
       constants_.insert(to);
       if (dims_.count(from)) dims_[to] = dims_[from];
@@ -410,7 +425,8 @@ class Importer {
     const Value x = activation(i, n, 0);
     expect_rank4(i, n, x);
     if (n.input_size() < 2) fail(i, n, "the weight input is missing");
-    if (is_activation(n.input(1))) fail(i, n, "the weight is computed by the network; ucplan supports learned weights only");
+    if (is_activation(n.input(1)))
+      fail(i, n, "the weight is computed by the network; ucplan supports learned weights only");
     Layer l;
     l.type = LayerType::Conv;
     l.inputs = {x.ref};
@@ -420,50 +436,61 @@ class Importer {
     Dims w = known_dims(n.input(1));
     std::int64_t kh = -1, kw = -1;
     if (!w.empty()) {
-      if (w.size() != 4) fail(i, n, fmt::format("weight \"{}\" has dims {}; ucplan supports 2-d convolutions", n.input(1), dims_text(w)));
+      if (w.size() != 4)
+        fail(i, n,
+             fmt::format("weight \"{}\" has dims {}; ucplan supports 2-d convolutions", n.input(1), dims_text(w)));
       c.out_channels = w[0];
       kh = w[2];
       kw = w[3];
       if (w[1] > 0 && w[1] * c.groups != x.shape.c)
-        fail(i, n, fmt::format("weight \"{}\" has dims {}: {} input channels per group x {} groups, but the input has {} channels",
-                               n.input(1), dims_text(w), w[1], c.groups, x.shape.c));
+        fail(i, n,
+             fmt::format(
+                 "weight \"{}\" has dims {}: {} input channels per group x {} groups, but the input has {} channels",
+                 n.input(1), dims_text(w), w[1], c.groups, x.shape.c));
     }
     Dims ks = attr_ints(n, "kernel_shape");
     if (!ks.empty()) {
-      if (ks.size() != 2) fail(i, n, fmt::format("kernel_shape {} is not 2-d; ucplan supports 2-d convolutions", dims_text(ks)));
+      if (ks.size() != 2)
+        fail(i, n, fmt::format("kernel_shape {} is not 2-d; ucplan supports 2-d convolutions", dims_text(ks)));
       if ((kh > 0 && kh != ks[0]) || (kw > 0 && kw != ks[1]))
         fail(i, n, fmt::format("kernel_shape {} differs from the weight's dims {}", dims_text(ks), dims_text(w)));
       kh = ks[0];
       kw = ks[1];
     }
     if (kh < 1 || kw < 1)
-      fail(i, n, fmt::format("the kernel size of weight \"{}\" is unknown: the file gives neither its dims nor kernel_shape",
-                             n.input(1)));
+      fail(i, n,
+           fmt::format("the kernel size of weight \"{}\" is unknown: the file gives neither its dims nor kernel_shape",
+                       n.input(1)));
     if (c.out_channels < 1) {
       Dims y = known_dims(n.output(0));
-      if (y.size() == 4 && y[1] > 0) c.out_channels = y[1];
+      if (y.size() == 4 && y[1] > 0)
+        c.out_channels = y[1];
       else
-        fail(i, n, fmt::format("the output channels are unknown: the file gives neither the dims of weight \"{}\" nor the "
-                               "shape of output \"{}\"",
-                               n.input(1), n.output(0)));
+        fail(i, n,
+             fmt::format("the output channels are unknown: the file gives neither the dims of weight \"{}\" nor the "
+                         "shape of output \"{}\"",
+                         n.input(1), n.output(0)));
     }
     c.kernel = {kh, kw};
     c.stride = pair_attr(i, n, "strides", 1);
     c.dilation = pair_attr(i, n, "dilations", 1);
     c.pad = padding(i, n, x.shape, c.kernel, c.stride, c.dilation);
     c.bias = n.input_size() >= 3 && !n.input(2).empty();
-    if (c.bias && is_activation(n.input(2))) fail(i, n, "the bias is computed by the network; ucplan supports learned biases only");
+    if (c.bias && is_activation(n.input(2)))
+      fail(i, n, "the bias is computed by the network; ucplan supports learned biases only");
     std::int64_t ho = window_out(x.shape.h, kh, c.stride[0], c.pad[0], c.dilation[0], false);
     std::int64_t wo = window_out(x.shape.w, kw, c.stride[1], c.pad[1], c.dilation[1], false);
-    if (ho < 1 || wo < 1) fail(i, n, fmt::format("the kernel {}x{} does not fit the input {}", kh, kw, shape_text(x.shape)));
+    if (ho < 1 || wo < 1)
+      fail(i, n, fmt::format("the kernel {}x{} does not fit the input {}", kh, kw, shape_text(x.shape)));
     add_layer(i, n, l, Shape{c.out_channels, ho, wo}, 4);
   }
 
   void batch_norm(int i, const onnx::NodeProto& n) {
     const Value x = activation(i, n, 0);
     if (x.rank != 4 && !(x.shape.h == 1 && x.shape.w == 1))
-      fail(i, n, fmt::format("normalizes {} features of a flattened {} tensor; ucplan's bn normalizes per channel",
-                             x.shape.elems(), shape_text(x.shape)));
+      fail(i, n,
+           fmt::format("normalizes {} features of a flattened {} tensor; ucplan's bn normalizes per channel",
+                       x.shape.elems(), shape_text(x.shape)));
     Layer l;
     l.type = LayerType::BatchNorm;
     l.inputs = {x.ref};
@@ -476,7 +503,8 @@ class Importer {
     const Value x = activation(i, n, 0);
     expect_rank4(i, n, x);
     Dims ks = attr_ints(n, "kernel_shape");
-    if (ks.size() != 2) fail(i, n, fmt::format("kernel_shape {} is not 2-d (ucplan supports 2-d pooling)", dims_text(ks)));
+    if (ks.size() != 2)
+      fail(i, n, fmt::format("kernel_shape {} is not 2-d (ucplan supports 2-d pooling)", dims_text(ks)));
     Layer l;
     l.type = LayerType::Pool;
     l.inputs = {x.ref};
@@ -500,7 +528,9 @@ class Importer {
     }
     std::int64_t ho = window_out(x.shape.h, p.kernel[0], p.stride[0], p.pad[0], 1, p.ceil_mode);
     std::int64_t wo = window_out(x.shape.w, p.kernel[1], p.stride[1], p.pad[1], 1, p.ceil_mode);
-    if (ho < 1 || wo < 1) fail(i, n, fmt::format("the window {}x{} does not fit the input {}", p.kernel[0], p.kernel[1], shape_text(x.shape)));
+    if (ho < 1 || wo < 1)
+      fail(i, n,
+           fmt::format("the window {}x{} does not fit the input {}", p.kernel[0], p.kernel[1], shape_text(x.shape)));
     add_layer(i, n, l, Shape{x.shape.c, ho, wo}, 4);
   }
 
@@ -525,8 +555,9 @@ class Importer {
       if (a < 0) a += 4;
     std::sort(axes.begin(), axes.end());
     if (axes != Dims{2, 3})
-      fail(i, n, fmt::format("ReduceMean over axes {}; ucplan supports it over H and W only (a global average pool)",
-                             dims_text(written)));
+      fail(i, n,
+           fmt::format("ReduceMean over axes {}; ucplan supports it over H and W only (a global average pool)",
+                       dims_text(written)));
     global_pool(i, n, PoolMode::Avg, attr_int(n, "keepdims", 1) != 0);
   }
 
@@ -534,7 +565,8 @@ class Importer {
     Value x = activation(i, n, 0);
     std::int64_t axis = attr_int(n, "axis", 1);
     if (axis < 0) axis += x.rank;
-    if (axis != 1) fail(i, n, fmt::format("Flatten with axis {}; ucplan supports flattening to [batch, features] (axis 1)", axis));
+    if (axis != 1)
+      fail(i, n, fmt::format("Flatten with axis {}; ucplan supports flattening to [batch, features] (axis 1)", axis));
     x.rank = 2;
     alias(n, x);
     check_declared(i, n, x);
@@ -560,13 +592,16 @@ class Importer {
       for (std::size_t a = 0; a < same.size(); ++a) identity = identity && (t[a + 1] == same[a] || t[a + 1] == 0);
       if (identity) return alias(n, x);
     }
-    fail(i, n, fmt::format("Reshape of {} to {}; ucplan supports Reshape only to [batch, features] or to the same shape",
-                           shape_text(x.shape), dims_text(t)));
+    fail(i, n,
+         fmt::format("Reshape of {} to {}; ucplan supports Reshape only to [batch, features] or to the same shape",
+                     shape_text(x.shape), dims_text(t)));
   }
 
-  void add_fc(int i, const onnx::NodeProto& n, const Value& x, std::int64_t out, std::int64_t in, bool bias, bool from_matmul) {
+  void add_fc(int i, const onnx::NodeProto& n, const Value& x, std::int64_t out, std::int64_t in, bool bias,
+              bool from_matmul) {
     if (in > 0 && in != x.shape.elems())
-      fail(i, n, fmt::format("the weight \"{}\" takes {} features, but the input has {}", n.input(1), in, x.shape.elems()));
+      fail(i, n,
+           fmt::format("the weight \"{}\" takes {} features, but the input has {}", n.input(1), in, x.shape.elems()));
     Layer l;
     l.type = LayerType::Fc;
     l.inputs = {x.ref};
@@ -579,9 +614,10 @@ class Importer {
   std::int64_t out_features_from_output(int i, const onnx::NodeProto& n) {
     Dims y = known_dims(n.output(0));
     if (y.size() == 2 && y[1] > 0) return y[1];
-    fail(i, n, fmt::format("the output features are unknown: the file gives neither the dims of weight \"{}\" nor the shape "
-                           "of output \"{}\"",
-                           n.input(1), n.output(0)));
+    fail(i, n,
+         fmt::format("the output features are unknown: the file gives neither the dims of weight \"{}\" nor the shape "
+                     "of output \"{}\"",
+                     n.input(1), n.output(0)));
   }
 
   void gemm(int i, const onnx::NodeProto& n) {
@@ -589,7 +625,8 @@ class Importer {
     if (attr_int(n, "transA", 0) != 0) fail(i, n, "transA=1 (a transposed input) is not supported");
     if (attr_float(n, "alpha", 1.0) != 1.0 || attr_float(n, "beta", 1.0) != 1.0)
       fail(i, n, "alpha or beta other than 1 is not supported");
-    if (x.rank != 2) fail(i, n, fmt::format("input \"{}\" has rank {}; Gemm takes [batch, features]", n.input(0), x.rank));
+    if (x.rank != 2)
+      fail(i, n, fmt::format("input \"{}\" has rank {}; Gemm takes [batch, features]", n.input(0), x.rank));
     if (n.input_size() < 2 || is_activation(n.input(1)))
       fail(i, n, "the second operand is not a weight; ucplan maps Gemm to a fully connected layer");
     Dims b = known_dims(n.input(1));
@@ -603,16 +640,18 @@ class Importer {
     }
     if (out < 1) out = out_features_from_output(i, n);
     bool bias = n.input_size() >= 3 && !n.input(2).empty();
-    if (bias && is_activation(n.input(2))) fail(i, n, "C is computed by the network; ucplan supports a learned bias only");
+    if (bias && is_activation(n.input(2)))
+      fail(i, n, "C is computed by the network; ucplan supports a learned bias only");
     add_fc(i, n, x, out, in, bias, false);
   }
 
   void matmul(int i, const onnx::NodeProto& n) {
     const Value x = activation(i, n, 0);
     if (x.rank != 2)
-      fail(i, n, fmt::format("input \"{}\" has rank {}; ucplan maps MatMul of [batch, features] by a weight to a fully "
-                             "connected layer",
-                             n.input(0), x.rank));
+      fail(i, n,
+           fmt::format("input \"{}\" has rank {}; ucplan maps MatMul of [batch, features] by a weight to a fully "
+                       "connected layer",
+                       n.input(0), x.rank));
     if (n.input_size() < 2 || is_activation(n.input(1)))
       fail(i, n, "the second operand is not a weight; ucplan maps MatMul to a fully connected layer");
     Dims b = known_dims(n.input(1));
@@ -631,8 +670,10 @@ class Importer {
     std::vector<const Value*> acts;
     std::vector<std::string> consts;
     for (int s = 0; s < n.input_size(); ++s) {
-      if (is_activation(n.input(s))) acts.push_back(&activation(i, n, s));
-      else consts.push_back(n.input(s));
+      if (is_activation(n.input(s)))
+        acts.push_back(&activation(i, n, s));
+      else
+        consts.push_back(n.input(s));
     }
     if (acts.size() == 1 && consts.size() == 1 && acts[0]->fc_without_bias >= 0) {
       // MatMul + Add of a [features] constant: the fc layer's bias.
@@ -641,7 +682,9 @@ class Importer {
       for (auto e : d) elems *= e;
       const Value x = *acts[0];
       if (!d.empty() && elems != x.shape.c)
-        fail(i, n, fmt::format("the bias \"{}\" has dims {}, but the MatMul before has {} outputs", consts[0], dims_text(d), x.shape.c));
+        fail(i, n,
+             fmt::format("the bias \"{}\" has dims {}, but the MatMul before has {} outputs", consts[0], dims_text(d),
+                         x.shape.c));
       net_.layers[x.fc_without_bias].fc.bias = true;
       Value v = x;
       v.fc_without_bias = -1;
@@ -650,16 +693,22 @@ class Importer {
       return;
     }
     if (!consts.empty())
-      fail(i, n, fmt::format("adds the constant \"{}\"; ucplan supports a constant only as the bias after a MatMul", consts[0]));
+      fail(i, n,
+           fmt::format("adds the constant \"{}\"; ucplan supports a constant only as the bias after a MatMul",
+                       consts[0]));
     if (acts.size() == 1) return alias(n, *acts[0]);
     Layer l;
     l.type = LayerType::Add;
     for (std::size_t a = 0; a < acts.size(); ++a) {
       if (!(acts[a]->shape == acts[0]->shape) || acts[a]->rank != acts[0]->rank)
-        fail(i, n, fmt::format("adds \"{}\" of {} per sample to \"{}\" of {}; ucplan adds equal shapes (no broadcasting)",
-                               n.input(static_cast<int>(a)), shape_text(acts[a]->shape), n.input(0), shape_text(acts[0]->shape)));
+        fail(i, n,
+             fmt::format("adds \"{}\" of {} per sample to \"{}\" of {}; ucplan adds equal shapes (no broadcasting)",
+                         n.input(static_cast<int>(a)), shape_text(acts[a]->shape), n.input(0),
+                         shape_text(acts[0]->shape)));
       if (std::find(l.inputs.begin(), l.inputs.end(), acts[a]->ref) != l.inputs.end())
-        fail(i, n, fmt::format("adds \"{}\" more than once; ucplan's add takes distinct inputs", n.input(static_cast<int>(a))));
+        fail(i, n,
+             fmt::format("adds \"{}\" more than once; ucplan's add takes distinct inputs",
+                         n.input(static_cast<int>(a))));
       l.inputs.push_back(acts[a]->ref);
     }
     add_layer(i, n, l, acts[0]->shape, acts[0]->rank);
@@ -677,10 +726,13 @@ class Importer {
         out = Shape{0, x.shape.h, x.shape.w};
       }
       if (x.rank != rank || x.shape.h != out.h || x.shape.w != out.w)
-        fail(i, n, fmt::format("input \"{}\" of {} per sample does not join \"{}\" of {} on channels", n.input(s),
-                               shape_text(x.shape), n.input(0), shape_text(activation(i, n, 0).shape)));
+        fail(i, n,
+             fmt::format("input \"{}\" of {} per sample does not join \"{}\" of {} on channels", n.input(s),
+                         shape_text(x.shape), n.input(0), shape_text(activation(i, n, 0).shape)));
       if (x.rank == 2 && !(x.shape.h == 1 && x.shape.w == 1))
-        fail(i, n, fmt::format("joins a flattened {} tensor; ucplan concatenates channels of [C, H, W] tensors", shape_text(x.shape)));
+        fail(i, n,
+             fmt::format("joins a flattened {} tensor; ucplan concatenates channels of [C, H, W] tensors",
+                         shape_text(x.shape)));
       out.c += x.shape.c;
       l.inputs.push_back(x.ref);
     }
@@ -726,7 +778,9 @@ class Importer {
   void softmax(int i, const onnx::NodeProto& n) {
     const Value x = activation(i, n, 0);
     if (!(x.shape.h == 1 && x.shape.w == 1))
-      fail(i, n, fmt::format("a softmax over {} per sample; ucplan's loss is a softmax over [batch, classes]", shape_text(x.shape)));
+      fail(i, n,
+           fmt::format("a softmax over {} per sample; ucplan's loss is a softmax over [batch, classes]",
+                       shape_text(x.shape)));
     Layer l;
     l.type = LayerType::SoftmaxLoss;
     l.inputs = {x.ref};
@@ -745,7 +799,8 @@ class Importer {
         throw UserError(file_, fmt::format("graph output \"{}\"", name), "is not produced by any node");
       }
       Value v = it->second;
-      if (v.ref == net_.input_name) throw UserError(file_, fmt::format("graph output \"{}\"", name), "is the graph's input");
+      if (v.ref == net_.input_name)
+        throw UserError(file_, fmt::format("graph output \"{}\"", name), "is the graph's input");
       if (!v.loss) {
         Layer l;
         l.type = LayerType::SoftmaxLoss;
