@@ -101,6 +101,9 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
     case LayerType::Conv: {
       const cpu::ConvDims d = conv_dims(l, n);
       const cpu::ConvAlgo al = conv_algo(algo);
+      UCPLAN_CHECK(cpu::conv_supported(d, conv_op(op), al) &&
+                       cpu::conv_workspace_bytes(d, conv_op(op), al) <= a.workspace_bytes,
+                   "a conv kernel runs on a workspace at least as large as it needs");
       const float* bias = l.bias_elems ? a.w + l.weight_elems : nullptr;
       if (fwd) cpu::conv_forward(d, al, a.x[0], a.w, bias, a.y, a.workspace);
       else if (op == "backward_data") cpu::conv_backward_data(d, al, a.dy, a.w, a.dx[0], a.dx_accumulate[0], a.workspace);

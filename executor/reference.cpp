@@ -58,6 +58,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
         const std::string algo = algo_for(gl, "forward");
         std::vector<float> ws(static_cast<std::size_t>(layer_op_workspace_cpu(gl, "forward", algo, b) / 4 + 1));
         a.workspace = ws.data();
+        a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
         run_layer_op_cpu(gl, "forward", algo, a);
       } else {
         run_layer_op_cpu(gl, "forward", "default", a);
@@ -111,6 +112,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
         std::vector<float> ws(static_cast<std::size_t>(
             std::max(layer_op_workspace_cpu(gl, "backward_filter", filter, b), layer_op_workspace_cpu(gl, "backward_data", data_algo, b)) / 4 + 1));
         a.workspace = ws.data();
+        a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
         run_layer_op_cpu(gl, "backward_filter", filter, a);
         if (gl.inputs[0] != 0) run_layer_op_cpu(gl, "backward_data", data_algo, a);
       } else {

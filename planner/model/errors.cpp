@@ -3,13 +3,27 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 namespace ucplan {
 namespace {
 std::string join_message(const std::string& file, const std::string& where, const std::string& what) {
   std::string m;
   if (!file.empty()) m += file + ": ";
   if (!where.empty()) m += where + ": ";
-  return m + what;
+  m += what;
+  // One line always: input strings echoed in a message (a layer name, a key) may hold newlines
+  // or other control characters; they are written as escapes.
+  std::string out;
+  for (char c : m) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+    else out += c;
+  }
+  return out;
 }
 }  // namespace
 

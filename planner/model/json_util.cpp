@@ -1,8 +1,10 @@
 #include "json_util.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -26,14 +28,83 @@ std::string json_type_name(const Json& j) {
   }
 }
 
+namespace {
+
+// Duplicate object keys are legal JSON that nlohmann resolves silently (the last wins); for our
+// files a repeated key is always a mistake, so the parser callback tracks the keys of every open
+// object, and the JSON path to name the repeated one.
+class DuplicateKeys {
+ public:
+  struct Found {
+    std::string path;
+  };
+  bool see(Json::parse_event_t event, const Json& parsed) {
+    using E = Json::parse_event_t;
+    switch (event) {
+      case E::object_start:
+      case E::array_start:
+        element_starts();
+        frames_.push_back(Frame{event == E::object_start, {}, {}, -1});
+        break;
+      case E::object_end:
+      case E::array_end:
+        if (!frames_.empty()) frames_.pop_back();
+        break;
+      case E::key: {
+        Frame& f = frames_.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second) throw Found{path()};
+        break;
+      }
+      case E::value:
+        element_starts();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;
+    long index;
+  };
+  void element_starts() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+  }
+  std::string path() const {
+    std::string p;
+    for (const Frame& f : frames_) {
+      if (f.object) p += (p.empty() ? "" : ".") + f.key;
+      else p += "[" + std::to_string(f.index + 1) + "]";
+    }
+    return p;
+  }
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
 Json load_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw UserError(path, "", "is a folder, not a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path, "", "cannot open the file for reading");
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string text = buffer.str();
+  DuplicateKeys dup;
   try {
-    return Json::parse(text);
+    return Json::parse(text, [&dup](int, Json::parse_event_t event, Json& parsed) { return dup.see(event, parsed); });
+  } catch (const DuplicateKeys::Found& d) {
+    throw UserError(path, d.path, "the key appears twice in this object (JSON allows it, but which one would count?)");
+  } catch (const Json::out_of_range& e) {
+    // A number too large for a double (1e400): nlohmann reports it as out_of_range.406.
+    std::string what = e.what();
+    auto pos = what.find("] ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
+    throw UserError(path, "", "invalid JSON: " + what);
   } catch (const Json::parse_error& e) {
     // e.byte is 1-based and points just past the offending character.
     std::size_t byte = e.byte == 0 ? 0 : e.byte - 1;
@@ -60,6 +131,8 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
+  if (!target.has_filename() || fs::is_directory(target, ec))
+    throw UserError(path, "", "is a folder: give a file name to write");
   if (!fs::is_directory(dir, ec)) throw UserError(path, "", "the folder " + dir.string() + " does not exist");
   std::string tmp = (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
   {
@@ -184,14 +257,27 @@ double JsonReader::number() const {
 }
 
 std::int64_t JsonReader::integer(std::int64_t min, std::int64_t max) const {
+  // Every conversion is range-checked first: a double outside int64 (or 2^64-1 as an unsigned)
+  // must not reach a cast, where it is undefined behaviour or wraps to a negative number.
+  auto out_of_range = [&]() {
+    if (max == INT64_MAX) fail(fmt::format("must be at least {}, got {}", min, value_->dump()));
+    fail(fmt::format("must be between {} and {}, got {}", min, max, value_->dump()));
+  };
+  std::int64_t v = 0;
   if (value_->is_number_float()) {
-    double d = value_->get<double>();
-    if (d != static_cast<double>(static_cast<std::int64_t>(d))) fail("expected an integer, got " + json_type_name(*value_));
-  } else if (!value_->is_number_integer()) {
+    const double d = value_->get<double>();
+    if (!(d >= -0x1p63 && d < 0x1p63)) out_of_range();
+    if (d != std::trunc(d)) fail("expected an integer, got " + json_type_name(*value_));
+    v = static_cast<std::int64_t>(d);
+  } else if (value_->is_number_unsigned()) {
+    const std::uint64_t u = value_->get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(INT64_MAX)) out_of_range();
+    v = static_cast<std::int64_t>(u);
+  } else if (value_->is_number_integer()) {
+    v = value_->get<std::int64_t>();
+  } else {
     fail("expected an integer, got " + json_type_name(*value_));
   }
-  std::int64_t v = value_->is_number_unsigned() ? static_cast<std::int64_t>(value_->get<std::uint64_t>())
-                                                : value_->get<std::int64_t>();
   if (v < min || v > max) {
     if (max == INT64_MAX) fail(fmt::format("must be at least {}, got {}", min, v));
     fail(fmt::format("must be between {} and {}, got {}", min, max, v));
