@@ -247,14 +247,14 @@ std::int64_t Checker::tensor_bytes(int tensor, std::int64_t batch) const {
 
 // The kernels list (one entry per convolution kernel and op) is what the plan states about each
 // kernel's configuration; the steps must run exactly that, so the two cannot disagree. The
-// algorithm family follows from the names: all CPU names on a measured profile is a CPU plan
-// (backward-filter names never overlap between the families), anything else is cuDNN's.
+// algorithm family follows from the names: mostly CPU names on a measured profile is a CPU plan
+// (then every name must be a CPU one), anything else is cuDNN's (every name one of cuDNN's for
+// its op); the majority only decides which names the error message blames.
 void Checker::check_kernels() {
-  cpu_family_ = p_.profile_source == "measured";
-  for (const PlanKernel& k : p_.kernels)
-    for (const MicroStep& m : k.config) cpu_family_ = cpu_family_ && cpu_algorithms().count(m.algo);
+  std::int64_t cpu_names = 0, other_names = 0;
   for (const PlanStep& s : p_.steps)
-    for (const MicroStep& m : s.config) cpu_family_ = cpu_family_ && cpu_algorithms().count(m.algo);
+    for (const MicroStep& m : s.config) (cpu_algorithms().count(m.algo) ? cpu_names : other_names) += 1;
+  cpu_family_ = p_.profile_source == "measured" && cpu_names >= other_names;
   for (std::size_t i = 0; i < p_.kernels.size(); ++i) {
     const PlanKernel& k = p_.kernels[i];
     const int l = g_.index_of(k.layer);
@@ -413,14 +413,17 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
       invalid(fmt::format("{}: a micro-batch of {} samples (the sub-batch is {})", step_name(s), m.batch, p_.sub_batch));
     total += m.batch;  // no overflow: each term <= sub-batch, checked before adding the next
     if (total > p_.sub_batch) break;
-    if (cpu_family_) {
+    if (cpu_family_ && cpu_algorithms().count(m.algo)) {
       if (!cpu_conv_supported(gl, m.algo))
         invalid(fmt::format("{}: the CPU algorithm \"{}\" does not support this convolution (gemm_lift needs stride 1 "
                             "and a kernel larger than 1x1)", step_name(s), m.algo));
       const std::int64_t w = cpu_conv_workspace(gl, m.algo, m.batch);
       if (w < 0) invalid(fmt::format("{}: \"{}\" on {} samples needs more workspace than 64 bits count", step_name(s), m.algo, m.batch));
       need = std::max(need, w);
-    } else if (!cuda_algorithms(op).count(m.algo)) {
+    }
+    if (cpu_family_ && !cpu_algorithms().count(m.algo)) {
+      invalid(fmt::format("{}: \"{}\" is not a {} algorithm of this CPU plan (direct, gemm, gemm_lift)", step_name(s), m.algo, op));
+    } else if (!cpu_family_ && !cuda_algorithms(op).count(m.algo)) {
       invalid(fmt::format("{}: \"{}\" is not a {} algorithm of {} (a plan uses the algorithms of one device)", step_name(s),
                           m.algo, op, p_.profile_source == "measured" ? "this plan's device" : "cuDNN"));
     }
@@ -430,17 +433,21 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   auto k = kernel_of_.find({gl.name(), op});
   if (k == kernel_of_.end()) invalid(fmt::format("{}: the plan's kernels list has no entry for {} of {}", step_name(s), op, gl.name()));
   const PlanKernel& pk = p_.kernels[k->second];
-  if (pk.config != s.config)
+  // A recomputation may use another configuration than the forward pass (less workspace may be
+  // free at that point); the kernels list describes the forward pass.
+  const bool listed = pk.config == s.config;
+  if (!listed && s.op != "recompute")
     invalid(fmt::format("{}: its micro-configuration differs from the kernels list's for {} of {}", step_name(s), op, gl.name()));
   if (s.op != "recompute") {
     if (kernel_used_[k->second]) invalid(fmt::format("{}: a second step runs {} of {}", step_name(s), op, gl.name()));
     kernel_used_[k->second] = 1;
   }
   // The workspace: what the kernels need, exactly computed for the CPU algorithms; for cuDNN
-  // what the profile measured (the plan states it per kernel), which the CUDA executor checks
-  // against cuDNN's own answer before it runs anything.
-  if (!cpu_family_) need = pk.workspace_bytes;
-  else if (pk.workspace_bytes < need)
+  // what the profile measured (the plan states it per kernel; for a recomputation with its own
+  // configuration nothing states it), which the CUDA executor checks against cuDNN's own answer
+  // before it runs anything.
+  if (!cpu_family_) need = listed ? pk.workspace_bytes : 0;
+  else if (listed && pk.workspace_bytes < need)
     invalid(fmt::format("{}: the kernels list states {} bytes of workspace for {} of {}, its configuration needs {}",
                         step_name(s), pk.workspace_bytes, op, gl.name(), need));
   const std::int64_t have = s.workspace >= 0 ? p_.buffers[s.workspace].size : 0;
@@ -488,7 +495,7 @@ void Checker::run() {
     int t = tensor_id(h.tensor);
     if (t < 0) invalid(fmt::format("host buffer {} holds unknown tensor {}", h.id, h.tensor));
     const std::int64_t need = tensor_bytes(t, h.input ? p_.batch : p_.sub_batch);
-    if (h.input != tg_.tensors[t].host_input || h.size < need)
+    if (h.input != tg_.tensors[t].host_input || h.size != need)
       invalid(fmt::format("host buffer {} ({}) has {} bytes, needs {}{}", h.id, h.tensor, h.size, need, h.input ? " (the whole batch)" : ""));
     if (h.input) hs_[h.id].version = 1;
   }
@@ -518,6 +525,10 @@ void Checker::run() {
     if (s.op == "prefetch" || s.op == "offload") {
       int t = tensor_id(s.tensor);
       if (t < 0 || tg_.tensors[t].resident()) invalid(fmt::format("{}: moves \"{}\", which is not a movable tensor", step_name(s), s.tensor));
+      // An input host buffer holds the whole batch, loaded before the iteration; every round
+      // prefetches its own slice, so an offload into it would overwrite the data loader's batch.
+      if (s.op == "offload" && s.host >= 0 && p_.host_buffers[s.host].input)
+        invalid(fmt::format("{}: offloads into host buffer {}, which holds the batch's input", step_name(s), s.host));
       if (s.host < 0 || p_.host_buffers[s.host].tensor != s.tensor)
         invalid(fmt::format("{}: its host buffer does not hold {}", step_name(s), s.tensor));
       if (!s.accumulates.empty() || s.workspace >= 0 || !s.config.empty())
@@ -525,10 +536,6 @@ void Checker::run() {
       HostState& h = hs_[s.host];
       if (s.op == "offload") {
         if (s.reads.size() != 1 || !s.writes.empty()) invalid(fmt::format("{}: an offload reads one device buffer", step_name(s)));
-        // An input host buffer holds the whole batch, loaded before the iteration; every round
-        // prefetches its own slice, so an offload into it would overwrite the data loader's batch.
-        if (p_.host_buffers[s.host].input)
-          invalid(fmt::format("{}: offloads into host buffer {}, which holds the batch's input", step_name(s), s.host));
         int b = buffer_for(s, s.reads, t, "offloads");
         read(s, b, t);
         for (int k = 0; k < kNumStreams; ++k)
@@ -602,6 +609,10 @@ void Checker::run() {
     if (bs_[b].last_step != pb.last_step)
       invalid(fmt::format("buffer {} ({}) says last_step {} but its last use is step {}", b, pb.tensor, pb.last_step, bs_[b].last_step));
   }
+  std::int64_t high_water = 0;
+  for (const PlanBuffer& b : p_.buffers) high_water = std::max(high_water, b.offset + b.size);
+  if (high_water != p_.arena_bytes)
+    invalid(fmt::format("the arena has {} bytes, its buffers end at {}: the arena is their high-water mark", p_.arena_bytes, high_water));
   for (std::size_t k = 0; k < p_.kernels.size(); ++k)
     if (!kernel_used_[k]) invalid(fmt::format("kernels[{}]: no step runs {} of {}", k, p_.kernels[k].op, p_.kernels[k].layer));
   const PlanSummary& sum = p_.summary;
