@@ -77,12 +77,26 @@ class DuplicateKeys {
     std::string p;
     for (const Frame& f : frames_) {
       if (f.object) p += (p.empty() ? "" : ".") + f.key;
-      else p += "[" + std::to_string(f.index + 1) + "]";
+      else p += "[" + std::to_string(f.index) + "]";
     }
     return p;
   }
   std::vector<Frame> frames_;
 };
+
+
+std::string line_column(const std::string& text, std::size_t byte) {
+  int line = 1, column = 1;
+  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return fmt::format("line {} column {}", line, column);
+}
 
 }  // namespace
 
@@ -100,33 +114,31 @@ Json load_json_file(const std::string& path) {
   } catch (const DuplicateKeys::Found& d) {
     throw UserError(path, d.path, "the key appears twice in this object (JSON allows it, but which one would count?)");
   } catch (const Json::out_of_range& e) {
-    // A number too large for a double (1e400): nlohmann reports it as out_of_range.406.
+    // A number too large for a double (1e400): nlohmann reports it as out_of_range.406 with the
+    // number's text but not its place, so the place is that text's first occurrence.
     std::string what = e.what();
     auto pos = what.find("] ");
     if (pos != std::string::npos) what = what.substr(pos + 2);
-    throw UserError(path, "", "invalid JSON: " + what);
+    std::string where;
+    const auto q1 = what.find('\''), q2 = what.rfind('\'');
+    if (q1 != std::string::npos && q2 > q1) {
+      const std::size_t at = text.find(what.substr(q1 + 1, q2 - q1 - 1));
+      if (at != std::string::npos) where = line_column(text, at);
+    }
+    throw UserError(path, where, "invalid JSON: " + what);
   } catch (const Json::parse_error& e) {
     // e.byte is 1-based and points just past the offending character.
     std::size_t byte = e.byte == 0 ? 0 : e.byte - 1;
     if (byte > text.size()) byte = text.size();
-    int line = 1, column = 1;
-    for (std::size_t i = 0; i < byte; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
     std::string what = e.what();
     // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line..": keep the tail.
     auto pos = what.find(": ");
     if (pos != std::string::npos) what = what.substr(pos + 2);
-    throw UserError(path, fmt::format("line {} column {}", line, column), "invalid JSON: " + what);
+    throw UserError(path, line_column(text, byte), "invalid JSON: " + what);
   }
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
+void check_output_path(const std::string& path) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -134,24 +146,47 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   if (!target.has_filename() || fs::is_directory(target, ec))
     throw UserError(path, "", "is a folder: give a file name to write");
   if (!fs::is_directory(dir, ec)) throw UserError(path, "", "the folder " + dir.string() + " does not exist");
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw UserError(path, "", "cannot write in " + dir.string());
+  if (::access(dir.c_str(), W_OK) != 0) throw UserError(path, "", "cannot write in " + dir.string());
+}
+
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
+  namespace fs = std::filesystem;
+  for (const auto& f : files) check_output_path(f.first);
+  // Every file goes to a temporary beside its target first; only when all are written are they
+  // renamed into place, so a failure leaves none of them behind.
+  std::vector<std::string> temps;
+  auto discard = [&temps]() {
+    std::error_code ec;
+    for (const auto& t : temps) fs::remove(t, ec);
+  };
+  for (const auto& [path, text] : files) {
+    fs::path target(path);
+    fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    temps.push_back((dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string());
+    std::ofstream out(temps.back(), std::ios::binary | std::ios::trunc);
+    if (!out) {
+      discard();
+      throw UserError(path, "", "cannot write in " + dir.string());
+    }
     out << text;
     out.flush();
     if (!out) {
       out.close();
-      fs::remove(tmp, ec);
+      discard();
       throw UserError(path, "", "writing failed (disk full?)");
     }
   }
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw UserError(path, "", "cannot replace the file: " + ec.message());
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    fs::rename(temps[i], files[i].first, ec);
+    if (ec) {
+      discard();
+      throw UserError(files[i].first, "", "cannot replace the file: " + ec.message());
+    }
   }
 }
+
+void write_file_atomically(const std::string& path, const std::string& text) { write_files_atomically({{path, text}}); }
 
 namespace {
 
@@ -211,6 +246,22 @@ JsonReader::JsonReader(const Json& value, std::string file, std::string path)
     : value_(&value), file_(std::move(file)), path_(std::move(path)) {}
 
 void JsonReader::fail(const std::string& what) const { throw UserError(file_, path_.empty() ? "(top level)" : path_, what); }
+
+void JsonReader::expect_format(std::string_view kind) const {
+  const std::string want = fmt::format("ucplan-{}/1", kind);
+  if (!value_->is_object()) fail(fmt::format("expected a ucplan {} (an object with \"format\": \"{}\"), got {}", kind, want, json_type_name(*value_)));
+  if (!has("format")) throw UserError(file_, "format", fmt::format("required field is missing: a ucplan {} has \"format\": \"{}\"", kind, want));
+  const std::string got = at("format").string();
+  if (got == want) return;
+  for (const char* other : {"network", "profile", "plan"}) {
+    const std::string prefix = fmt::format("ucplan-{}/", other);
+    if (got.rfind(prefix, 0) != 0) continue;
+    if (prefix == fmt::format("ucplan-{}/", kind))
+      at("format").fail(fmt::format("unsupported version \"{}\" (this ucplan reads {})", got, want));
+    at("format").fail(fmt::format("this file is a {} (\"{}\"), but a {} (\"{}\") is needed here", other, got, kind, want));
+  }
+  at("format").fail(fmt::format("expected \"{}\", got \"{}\"", want, got));
+}
 
 bool JsonReader::has(std::string_view key) const {
   return value_->is_object() && value_->contains(std::string(key));

@@ -125,11 +125,10 @@ std::string plan_to_json_text(const Plan& p) {
 Plan load_plan(const std::string& path) {
   Json root = load_json_file(path);
   JsonReader r(root, path, "");
+  r.expect_format("plan");
   r.allow_only({"format", "generator", "inputs", "options", "summary", "sub_batch", "rounds", "modnn_sub_batch",
                 "sub_batch_changes_statistics", "workspace_policy", "notes", "kernels", "arena_bytes", "buffers",
                 "host_buffers", "steps", "network"});
-  std::string format = r.at("format").string();
-  if (format != "ucplan-plan/1") r.at("format").fail(fmt::format("expected \"ucplan-plan/1\", got \"{}\"", format));
   Plan p;
   p.generator = r.at("generator").string();
   auto in = r.at("inputs");

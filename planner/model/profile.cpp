@@ -90,10 +90,9 @@ void canonicalize(Profile& p) {
 Profile load_profile(const std::string& path) {
   Json j = load_json_file(path);
   JsonReader r(j, path, "");
+  r.expect_format("profile");
   r.allow_only({"format", "source", "date", "device", "network", "network_sha256", "batch", "sizes_policy", "sizes", "repeat",
                 "transfer", "signatures"});
-  std::string format = r.at("format").string();
-  if (format != "ucplan-profile/1") r.at("format").fail(fmt::format("expected \"ucplan-profile/1\", got \"{}\"", format));
   Profile p;
   p.source = r.at("source").string();
   if (p.source != "measured" && p.source.rfind("model:", 0) != 0)
