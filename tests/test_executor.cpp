@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "executor/backend.h"
+#include "executor/cpu_ops.h"
 #include "executor/replay.h"
 #include "planner/model/errors.h"
 #include "planner/passes/lower_bound.h"
@@ -240,36 +241,38 @@ TEST_SUITE("adversarial plans") {
     CHECK(find_plan_error(r).find("it has no workspace buffer") != std::string::npos);
   }
 
-  TEST_CASE("merged micro-batches need more workspace than the buffer holds") {
-    // The chain at the lower bound with micro-batches: merging a configuration's micro-batches
-    // into one (the kernels list edited to match) needs a larger lowered matrix.
-    const Case& c = cases()[0];
-    bool tried = false;
-    for (std::int64_t budget : {c.lower_bound, c.lower_bound + (c.keep_all_peak - c.lower_bound) / 4}) {
-      Plan p = compile(c.net, c.prof, budget, "ucplan", "any");
-      for (auto& s : p.steps) {
-        if (s.op == "recompute" || s.config.size() < 2 || s.config[0].algo == "direct") continue;
-        std::int64_t total = 0;
-        for (auto& m : s.config) total += m.batch;
-        Plan q = p;
-        set_config(q, s, {MicroStep{s.config[0].algo, total}});
-        const std::string e = find_plan_error(q);
-        CHECK(e != "");
-        tried = true;
-        break;
-      }
-    }
-    // Whether the planner split a kernel here depends on the measured profile: if it did not,
-    // split one by hand and check the sum rule instead.
-    if (!tried) {
-      Plan p = keep_all(0);
-      PlanStep* s = lowered_step(p);
-      REQUIRE(s != nullptr);
-      std::vector<MicroStep> c2 = s->config;
-      c2[0].batch += 1;
-      set_config(p, *s, c2);
-      CHECK(find_plan_error(p).find("micro-batches add up to") != std::string::npos);
-    }
+  TEST_CASE("micro-batches: a split runs in less workspace; merged again, that workspace is refused") {
+    Plan p = keep_all(0);
+    PlanStep* s = lowered_step(p);
+    REQUIRE(s != nullptr);
+    REQUIRE(p.sub_batch % 2 == 0);
+    // Split into equal parts of the smallest micro-batch the planner chose (by measured times;
+    // half the sub-batch if it did not split), with that micro-batch's algorithm, so the
+    // workspace buffer is large enough; the kernels list edited to match: a valid plan that runs.
+    MicroStep smallest = s->config[0];
+    for (const auto& m : s->config)
+      if (m.batch < smallest.batch && m.algo != "direct") smallest = m;
+    const std::string algo = smallest.algo;
+    const std::int64_t half = smallest.batch == p.sub_batch ? p.sub_batch / 2 : smallest.batch;
+    REQUIRE(p.sub_batch % half == 0);
+    Plan split = p;
+    set_config(split, *s, std::vector<MicroStep>(static_cast<std::size_t>(p.sub_batch / half), MicroStep{algo, half}));
+    CHECK(find_plan_error(split) == "");
+    CHECK(replay(split).passed);
+    // Shrink the workspace buffer to what a half needs (the arena follows its high-water mark)...
+    const Graph g = build_graph(p.network, "test");
+    const GraphLayer& l = g.layers[static_cast<std::size_t>(g.index_of(s->layer))];
+    const std::int64_t need_half = layer_op_workspace_cpu(l, s->op, algo, half);
+    const std::int64_t need_whole = layer_op_workspace_cpu(l, s->op, algo, p.sub_batch);
+    REQUIRE(need_whole > (need_half + 255) / 256 * 256);  // the lowered matrix grows with the micro-batch
+    split.buffers[s->workspace].size = (need_half + 255) / 256 * 256;
+    std::int64_t high = 0;
+    for (const auto& b : split.buffers) high = std::max(high, b.offset + b.size);
+    split.arena_bytes = split.summary.peak_bytes = high;
+    // ...then merge the parts again: the whole micro-batch needs `need_whole` and is refused.
+    Plan merged = split;
+    set_config(merged, *s, {MicroStep{algo, p.sub_batch}});
+    CHECK(find_plan_error(merged).find("bytes of workspace") != std::string::npos);
   }
 
   TEST_CASE("a configuration that differs from the kernels list") {

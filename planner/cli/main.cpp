@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "planner/model/errors.h"
+#include "planner/model/network.h"
 
 namespace {
 
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
       "inspect", "per-layer shapes, parameters, FLOPs and activation bytes; totals: parameters, baseline peak, liveness "
                  "peak and the moDNN lower bound");
   c_inspect->add_option("network", inspect.network, "zoo name or path to a network JSON file")->required();
-  c_inspect->add_option("--batch,-b", inspect.batch, "mini-batch size in samples (default 1)")->check(CLI::Range(1, 1 << 24));
+  c_inspect->add_option("--batch,-b", inspect.batch, "mini-batch size in samples (default 1)")->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
   c_inspect->add_flag("--json", inspect.json, "print JSON instead of tables");
   c_inspect->add_option("--csv-steps", inspect.csv_steps,
                         "write per-step live bytes to FILE as CSV (step,phase,task,layer,live_bytes,live_tensors)");
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
                         "device memory budget for the whole iteration (arena: activations, gradients, weights, "
                         "workspaces), with unit, e.g. 12GiB");
   c_compile->add_option("--batch,-b", compile.batch, "mini-batch size in samples (default: the profile's batch)")
-      ->check(CLI::Range(1, 1 << 24));
+      ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
   c_compile->add_option("--strategy", compile.strategy,
                         "ucplan (default) | keep-all | vdnn-all | vdnn-conv | superneurons | checkpoint-sqrt");
   c_compile->add_option("--sub-batch", compile.sub_batch,

@@ -140,7 +140,7 @@ Plan load_plan(const std::string& path) {
   p.device = in.at("device").string();
   auto o = r.at("options");
   o.allow_only({"batch", "budget_bytes", "strategy", "sub_batch", "workspace", "micro_batches"});
-  p.batch = o.at("batch").integer(1, 1 << 24);
+  p.batch = o.at("batch").integer(1, kMaxBatch);
   p.budget_bytes = o.at("budget_bytes").integer(1, INT64_MAX);
   p.strategy = o.at("strategy").string();
   p.sub_batch_option = o.at("sub_batch").string();

@@ -7,6 +7,7 @@
 
 #include "errors.h"
 #include "json_util.h"
+#include "network.h"
 
 namespace ucplan {
 
@@ -116,7 +117,7 @@ Profile load_profile(const std::string& path) {
   }
   p.network = r.at("network").string();
   p.network_sha256 = r.string_or("network_sha256", "");
-  p.batch = r.at("batch").integer(1, 1 << 24);
+  p.batch = r.at("batch").integer(1, kMaxBatch);
   p.sizes_policy = r.at("sizes_policy").string();
   if (!valid_sizes_policy(p.sizes_policy))
     r.at("sizes_policy").fail(fmt::format("must be all, powerOfTwo or undivided, got \"{}\"", p.sizes_policy));
