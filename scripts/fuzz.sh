@@ -23,6 +23,7 @@ build=${build:-"$root/build-fuzz"}
 "$root/scripts/sanitize.sh" --build-only "$build"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp}
 start=$(date +%s)
 echo "fuzz: plan mutator, $mutants mutants (ASan + UBSan)"
 "$build/bin/ucplan-plan-mutator" --mutants "$mutants" --seed 1

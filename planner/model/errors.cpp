@@ -12,8 +12,13 @@ std::string join_message(const std::string& file, const std::string& where, cons
   if (!file.empty()) m += file + ": ";
   if (!where.empty()) m += where + ": ";
   m += what;
-  // One line always: input strings echoed in a message (a layer name, a key) may hold newlines
-  // or other control characters; they are written as escapes.
+  return one_line(m);
+}
+}  // namespace
+
+std::string one_line(const std::string& m) {
+  // Input strings echoed in a message (a layer name, a key, an option) may hold newlines or
+  // other control characters; they are written as escapes.
   std::string out;
   for (char c : m) {
     const auto u = static_cast<unsigned char>(c);
@@ -25,7 +30,6 @@ std::string join_message(const std::string& file, const std::string& where, cons
   }
   return out;
 }
-}  // namespace
 
 UserError::UserError(std::string file, std::string where, std::string what)
     : std::runtime_error(join_message(file, where, what)),
