@@ -18,7 +18,8 @@ REPO = os.path.dirname(BENCH_DIR)
 RESULTS_DIR = os.path.join(BENCH_DIR, "results")
 RESULTS_MD = os.path.join(BENCH_DIR, "RESULTS.md")
 # Sections of RESULTS.md, in order: (file under results/, script that writes it).
-SECTIONS = [("conv_configs.md", "conv_configs.py"), ("budget_sweep.md", "budget_sweep.py")]
+SECTIONS = [("conv_configs.md", "conv_configs.py"), ("budget_sweep.md", "budget_sweep.py"),
+            ("optimality.md", "optimality.py")]
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB

@@ -71,12 +71,18 @@ class Backend {
   virtual std::vector<MeasuredStep> end() = 0;   // times since begin(), per executed step
   // Device memory this run holds (arena + host-side library overhead where measurable).
   virtual std::int64_t device_memory_bytes() = 0;
+  // Device memory the runtime and libraries hold beside the arena (CUDA context, cuDNN, cuBLAS,
+  // their loaded kernels), largest seen so far; 0 where there is none (cpu).
+  virtual std::int64_t runtime_overhead_bytes() { return 0; }
+  // What the backend changed to run the plan here (e.g. a conv algorithm substituted, substitute.h).
+  virtual std::vector<std::string> notes() const { return {}; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Graph& g);
 #ifdef UCPLAN_HAVE_CUDA
-// Throws UserError when no CUDA device is usable.
-std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index);
+// Throws UserError when no CUDA device is usable. exact: refuse a conv configuration this
+// device cannot run as planned instead of substituting an algorithm (substitute.h).
+std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index, bool exact = false);
 #endif
 
 // Data a kernel cannot work with (e.g. labels out of range) that only a wrong plan produces:

@@ -1,6 +1,8 @@
 #include "cpu_ops.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "cpu/kernels.h"
 #include "planner/model/errors.h"
@@ -76,6 +78,22 @@ std::vector<std::string> conv_algorithms_cpu() {
   return out;
 }
 
+std::string reference_conv_algo_cpu(const std::string& op, const std::string& algo) {
+  cpu::ConvAlgo a;
+  if (cpu::parse_conv_algo(algo, &a)) return algo;
+  // cuDNN's names per op (runner.h); "gemm" and "direct" are forward names both backends share.
+  static const char* const forward[] = {"implicit_gemm", "implicit_precomp_gemm", "fft", "fft_tiling", "winograd",
+                                        "winograd_nonfused"};
+  static const char* const backward_data[] = {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"};
+  static const char* const backward_filter[] = {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"};
+  auto known = [&](const auto& names) { return std::find(std::begin(names), std::end(names), algo) != std::end(names); };
+  const bool cudnn = (op == "forward" || op == "recompute")  ? known(forward)
+                     : op == "backward_data"                 ? known(backward_data)
+                     : op == "backward_filter"               ? known(backward_filter)
+                                                             : false;
+  return cudnn ? "gemm" : "";
+}
+
 bool layer_op_supported_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t n) {
   if (l.type() != LayerType::Conv || op == "update") return true;
   cpu::ConvAlgo a;
@@ -132,8 +150,16 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
       const Shape& s = l.out;
       cpu::BnDims d{n, s.c, s.h, s.w, l.spec.bn.eps};
       float* saved = static_cast<float*>(a.aux);
-      if (op == "forward") cpu::bn_forward_training(d, a.x[0], a.w, a.w + s.c, a.y, saved);
-      else if (op == "recompute") cpu::bn_forward_saved(d, a.x[0], a.w, a.w + s.c, saved, a.y);
+      if (op == "forward") {
+        cpu::bn_forward_training(d, a.x[0], a.w, a.w + s.c, a.y, saved);
+      } else if (op == "recompute") {
+        // The training forward again, as profiled (the planner costs a recomputation as its
+        // layer's forward), its statistics into scratch: the same x gives the same y, and the
+        // saved statistics the backward reads stay untouched.
+        static thread_local std::vector<float> stats;
+        stats.resize(static_cast<std::size_t>(2 * s.c));
+        cpu::bn_forward_training(d, a.x[0], a.w, a.w + s.c, a.y, stats.data());
+      }
       else cpu::bn_backward(d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
       break;
     }

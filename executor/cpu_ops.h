@@ -40,6 +40,15 @@ std::int64_t layer_op_workspace_cpu(const GraphLayer& l, const std::string& op, 
 bool layer_op_supported_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t n);
 std::vector<std::string> conv_algorithms_cpu();
 
+// The CPU algorithm the reference run (`ucplan run --check`) uses for a plan's conv algorithm,
+// so that a plan compiled for any device can be checked on the CPU: a CPU name stays as it is;
+// a cuDNN name (profiler/runner.h) maps to the CPU algorithm that computes the same sums in the
+// most similar order: "direct" -> direct, and every other one -> gemm (cuDNN's GEMM family,
+// implicit_gemm, implicit_precomp_gemm, gemm and backward algo_0/algo_1/algo_3, is the same
+// dot products with FP32 accumulation; FFT and Winograd round differently from any CPU
+// algorithm, and gemm is the CPU's most accurate). "" for a name neither backend knows.
+std::string reference_conv_algo_cpu(const std::string& op, const std::string& algo);
+
 // A conv kernel over its micro-configuration: the micro-batches run one after another on one
 // workspace, pointers offset along N (mu-cuDNN §II); backward-filter accumulates.
 void run_conv_config_cpu(const GraphLayer& l, const std::string& op, const std::vector<MicroStep>& config, const LayerArgs& a);

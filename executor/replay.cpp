@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "cpu_ops.h"
 #include "planner/model/errors.h"
 #include "reference.h"
 
@@ -239,9 +240,17 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     const auto reference_start = std::chrono::steady_clock::now();
     if (checking) {
       // This iteration's weight gradients (before its updates) against the reference.
+      // The reference runs on the CPU: a plan for another device (cuDNN names) gets the CPU
+      // algorithm closest to each of its algorithms (cpu_ops.h reference_conv_algo_cpu).
       std::map<std::string, std::string> algos;
-      for (const PlanStep& ps : plan.steps)
-        if (ps.op != "recompute" && !ps.config.empty()) algos.emplace(ps.layer + ":" + ps.op, ps.config.front().algo);
+      for (const PlanStep& ps : plan.steps) {
+        if (ps.op == "recompute" || ps.config.empty()) continue;
+        const std::string cpu_algo = reference_conv_algo_cpu(ps.op, ps.config.front().algo);
+        if (cpu_algo.empty())
+          throw UserError("", "--check", fmt::format("{} {}: no CPU algorithm corresponds to \"{}\" for the reference run",
+                                                     ps.layer, ps.op, ps.config.front().algo));
+        algos.emplace(ps.layer + ":" + ps.op, cpu_algo);
+      }
       ReferenceResult ref = reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos, start_weights);
       rep.checked = true;
       // Relative L2 error per weight-gradient tensor; NaN (a read of poisoned memory) is infinite.

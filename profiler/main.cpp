@@ -98,6 +98,9 @@ int main(int argc, char** argv) {
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan profile: error: %s\n", e.what());
     return 2;
+  } catch (const ucplan::DeviceFailure& e) {  // a sticky device error: nothing was written
+    std::fprintf(stderr, "\nucplan profile: error: %s\n", e.what());
+    return 1;
   }
   return 0;
 }

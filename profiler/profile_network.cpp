@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include <fmt/format.h>
@@ -122,9 +123,15 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
   p.h2d = fit_transfers(runner.measure_transfers(true, tsizes));
   p.d2h = fit_transfers(runner.measure_transfers(false, tsizes));
   p.duplex = runner.measure_duplex();
+  for (auto& [k, v] : runner.conditions()) p.device.versions[k] = v;
   for (auto& [sig, sc] : by_sig) p.signatures.push_back(std::move(sc));
   canonicalize(p);
   return p;
+}
+
+std::int64_t micro_batch_misalignment(std::int64_t per_sample_bytes) {
+  const std::int64_t a = std::gcd(per_sample_bytes, std::int64_t{256});
+  return a == 256 || per_sample_bytes == 0 ? 0 : a;
 }
 
 }  // namespace ucplan

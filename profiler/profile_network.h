@@ -25,7 +25,16 @@ struct ProfileOptions {
   bool progress = false;           // progress with an estimate of the time left on stderr
 };
 
+// Throws DeviceFailure (runner.h) when the device fails for good: no profile is returned.
 Profile profile_network(const Network& net, const std::string& file, Runner& runner, const ProfileOptions& o);
+
+// Replay runs a conv kernel's micro-batches on pointers offset along N (mu-cuDNN §II), so a
+// micro-batch after the first starts at k x per-sample bytes from a 256-byte aligned buffer.
+// The offset at which the profiler measures a micro-batch of a tensor with this many bytes a
+// sample: 0 when every such offset is 256-byte aligned, else gcd(per_sample_bytes, 256), the
+// worst alignment replay can give it (e.g. 4 bytes for AlexNet's 3x227x227 input), so that no
+// measurement is faster than what replay runs.
+std::int64_t micro_batch_misalignment(std::int64_t per_sample_bytes);
 
 // Least-squares fit t = latency + bytes / bandwidth over the points (latency clamped at 0).
 TransferCosts fit_transfers(const std::vector<TransferPoint>& points);

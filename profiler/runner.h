@@ -17,6 +17,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,14 @@ struct Measurement {
   std::int64_t workspace_bytes = 0;
 };
 
+// A failure after which the device cannot measure anything (a sticky CUDA error such as an
+// illegal address): measure() throws it, naming the measurement, and profiling stops without
+// writing a profile, instead of recording every later measurement as failed.
+class DeviceFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Runner {
  public:
   virtual ~Runner() = default;
@@ -43,12 +53,17 @@ class Runner {
   // update: {"sgd"}.
   virtual std::vector<std::string> algorithms(const Graph& g, int layer, const std::string& op) = 0;
   // Cost of one op of `layer` on a micro-batch of `batch` samples (batch 0 for update):
-  // warm-up runs, then `repeats` timed runs. Failures come back as a status, never a throw.
+  // warm-up runs, then `repeats` timed samples. Failures come back as a status; only a failure
+  // that leaves the device unusable throws (DeviceFailure).
   virtual Measurement measure(const Graph& g, int layer, const std::string& op, const std::string& algo, std::int64_t batch,
                               int repeats) = 0;
   // Pinned host<->device copies at the given sizes, and whether both directions overlap.
   virtual std::vector<TransferPoint> measure_transfers(bool host_to_device, const std::vector<std::int64_t>& sizes) = 0;
   virtual bool measure_duplex() = 0;
+  // Facts known once the measurements are done, added to the profile's device.versions (not to
+  // the measurement cache's key): how times were taken, clocks, power and temperature while
+  // measuring, device memory the runtime and libraries took (device_overhead_bytes), ...
+  virtual std::map<std::string, std::string> conditions() { return {}; }
 };
 
 }  // namespace ucplan

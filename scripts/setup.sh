@@ -24,9 +24,17 @@ if ! python3 -c "import jsonschema" 2>/dev/null; then
   python3 -m pip install --quiet jsonschema 2>/dev/null || python3 -m pip install --quiet --break-system-packages jsonschema
 fi
 
-# CUDA is built where nvcc and cuDNN are found (AUTO); nothing here needs a GPU to run.
+# CUDA is built where nvcc and cuDNN are found (AUTO); nothing here needs a GPU to run. Where a
+# CUDA toolkit is installed (/usr/local/cuda/bin/nvcc) it is required (ON): a missing cuDNN then
+# fails the configure instead of silently building without the CUDA backend.
+# UCPLAN_WITH_CUDA=AUTO|ON|OFF in the environment overrides this.
+with_cuda=${UCPLAN_WITH_CUDA:-}
+if [ -z "$with_cuda" ]; then
+  if [ -x /usr/local/cuda/bin/nvcc ]; then with_cuda=ON; else with_cuda=AUTO; fi
+fi
 [ -f "$build/build.ninja" ] || echo "setup: configuring $build"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUCPLAN_WERROR=ON ${UCPLAN_CMAKE_ARGS:-} >/dev/null
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUCPLAN_WERROR=ON -DUCPLAN_WITH_CUDA="$with_cuda" \
+  ${UCPLAN_CMAKE_ARGS:-} >/dev/null
 # Progress every 10 steps (a first build takes minutes on 2 cores), every other line as it comes.
 cmake --build "$build" -j "$(nproc)" 2>&1 |
   awk '/^\[[0-9]+\/[0-9]+\] / { split(substr($1, 2, length($1) - 2), a, "/");
@@ -34,4 +42,4 @@ cmake --build "$build" -j "$(nproc)" 2>&1 |
                                    next }
        /^ninja: no work to do/ { next }
        { print; fflush() }'
-echo "setup: built in $build (ucplan, ucplan-profile, ucplan-run, tests)"
+echo "setup: built in $build (ucplan, ucplan-profile, ucplan-run, tests; UCPLAN_WITH_CUDA=$with_cuda)"

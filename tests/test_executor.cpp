@@ -4,17 +4,22 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 
 #include "executor/backend.h"
 #include "executor/cpu_ops.h"
 #include "executor/replay.h"
+#include "executor/substitute.h"
 #include "planner/model/errors.h"
 #include "planner/passes/lower_bound.h"
 #include "planner/passes/pipeline.h"
 #include "planner/passes/route.h"
 #include "planner/passes/verify.h"
 #include "plan_edit.h"
+#include "executor/cpu_ops.h"
 #include "profiler/cpu_runner.h"
+#include "profiler/model_device.h"
 #include "profiler/profile_network.h"
 #include "test_nets.h"
 
@@ -333,4 +338,126 @@ TEST_SUITE("adversarial plans") {
     }
     CHECK(refused);
   }
+
+TEST_CASE("the reference run maps cuDNN algorithm names to CPU algorithms") {
+  // Every cuDNN name of profiler/runner.h, per op, has a CPU counterpart; CPU names stay.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cudnn = {
+      {"forward", {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
+      {"backward_data", {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
+      {"backward_filter", {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"}}};
+  for (const auto& [op, names] : cudnn)
+    for (const auto& n : names) {
+      CAPTURE(op);
+      CAPTURE(n);
+      CHECK(reference_conv_algo_cpu(op, n) == (n == "direct" ? "direct" : "gemm"));
+    }
+  for (const auto& n : conv_algorithms_cpu()) CHECK(reference_conv_algo_cpu("backward_filter", n) == n);
+  CHECK(reference_conv_algo_cpu("recompute", "winograd") == "gemm");
+  CHECK(reference_conv_algo_cpu("forward", "algo_3").empty());  // a backward-filter name, not a forward one
+  CHECK(reference_conv_algo_cpu("forward", "im2col").empty());
+}
+
+namespace {
+
+// A device whose conv algorithms have cuDNN's names, emulated on the CPU backend with the
+// direct algorithm (it needs no workspace; the plan's workspaces are cuDNN's, smaller than the
+// CPU's gemm needs). What `run --device cuda --check` asks of the reference, without a GPU.
+class CudnnNamedCpu : public Backend {
+ public:
+  explicit CudnnNamedCpu(const Graph& g) : cpu_(make_cpu_backend(g)) {}
+  std::string description() const override { return "cpu with cuDNN algorithm names"; }
+  void allocate(std::int64_t arena, const std::vector<std::int64_t>& hosts) override { cpu_->allocate(arena, hosts); }
+  void* host(int id) override { return cpu_->host(id); }
+  void write(std::int64_t o, const void* src, std::int64_t b) override { cpu_->write(o, src, b); }
+  void read(std::int64_t o, void* dst, std::int64_t b) override { cpu_->read(o, dst, b); }
+  void fill(std::int64_t o, std::int64_t b, unsigned char v) override { cpu_->fill(o, b, v); }
+  void begin() override { cpu_->begin(); }
+  void submit(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) override {
+    // The CPU backend keeps a reference to the step until it has run: the renamed copies live
+    // as long as this backend.
+    auto [it, fresh] = renamed_.try_emplace(s.id, s);
+    if (fresh)
+      for (auto& m : it->second.config) {
+        REQUIRE(!reference_conv_algo_cpu(s.op, m.algo).empty());
+        m.algo = "direct";
+      }
+    cpu_->submit(it->second, round, ctx, poison);
+  }
+  void barrier() override { cpu_->barrier(); }
+  std::vector<MeasuredStep> end() override { return cpu_->end(); }
+  std::int64_t device_memory_bytes() override { return cpu_->device_memory_bytes(); }
+
+ private:
+  std::unique_ptr<Backend> cpu_;
+  std::map<int, ResolvedStep> renamed_;
+};
+
+}  // namespace
+
+TEST_CASE("run --check of a plan with cuDNN algorithms: the CPU reference runs the mapped algorithms") {
+  // A plan compiled from a modelled K40 profile names cuDNN algorithms (winograd, algo_1, ...);
+  // before the mapping, the reference aborted on the first of them.
+  const Network net = parse_network_text(kChain, "test");
+  ProfileOptions po;
+  po.batch = 8;
+  const Profile prof = profile_network(net, "test", *make_model_runner("k40"), po);
+  const Plan plan = compile(net, prof, std::int64_t{1} << 30, "keep-all", "auto");
+  bool cudnn_names = false;
+  for (const auto& s : plan.steps)
+    for (const auto& m : s.config) cudnn_names = cudnn_names || reference_conv_algo_cpu(s.op, m.algo) != m.algo;
+  REQUIRE(cudnn_names);
+  const Graph g = build_graph(plan.network, "test");
+  CudnnNamedCpu backend(g);
+  RunOptions o;
+  o.iterations = 1;
+  o.check = true;
+  const RunReport r = replay_plan(plan, backend, o);
+  CHECK(r.checked);
+  CHECK(r.fault.empty());
+  CHECK(r.passed);
+  MESSAGE("direct on the device vs the mapped algorithms in the reference: max relative error ", r.max_rel_error);
+  CHECK(r.max_rel_error < 1e-4);  // different algorithms, FP32 rounding through batch norm only
+}
+
+TEST_CASE("batch-norm recomputation runs the training forward it is costed as, and leaves the saved statistics alone") {
+  // The planner costs a recomputation as its layer's profiled forward (the training forward);
+  // replay runs that, so with the saved statistics poisoned (NaN) the recomputed y is still the
+  // forward's y, bit for bit, and the statistics the backward will read are not overwritten.
+  const Graph g = build_graph(parse_network_text(kChain, "test"), "test");
+  const GraphLayer* bn = nullptr;
+  for (const auto& l : g.layers)
+    if (l.type() == LayerType::BatchNorm) bn = &l;
+  REQUIRE(bn);
+  const std::int64_t n = 3, elems = n * bn->out.elems(), c = bn->out.c;
+  std::vector<float> x(static_cast<std::size_t>(elems)), w(static_cast<std::size_t>(2 * c));
+  init_input(elems, 7, x.data());
+  init_weights(*bn, 7, w.data());
+  std::vector<float> y0(x.size()), y1(x.size(), 0.0f), saved(static_cast<std::size_t>(2 * c));
+  LayerArgs a;
+  a.x = {x.data()};
+  a.w = w.data();
+  a.n = n;
+  a.y = y0.data();
+  a.aux = saved.data();
+  run_layer_op_cpu(*bn, "forward", "default", a);
+  std::fill(saved.begin(), saved.end(), std::nanf(""));
+  a.y = y1.data();
+  run_layer_op_cpu(*bn, "recompute", "default", a);
+  CHECK(y1 == y0);
+  CHECK(std::all_of(saved.begin(), saved.end(), [](float v) { return std::isnan(v); }));
+}
+
+TEST_CASE("a configuration the device cannot run as planned: the device's best-ranked algorithm that fits the plan's workspace") {
+  // The plan gave the step 1 MiB of workspace. Modelled winograd fitted; cuDNN here wants 3 MiB.
+  const std::int64_t given = 1 << 20;
+  const std::vector<AlgoFit> ranked = {{"fft_tiling", 8 << 20},          // fastest expected, too big
+                                       {"winograd", 3 << 20},            // the planned one, too big here
+                                       {"implicit_precomp_gemm", 512 << 10},
+                                       {"implicit_gemm", 0},
+                                       {"direct", std::nullopt}};       // unsupported
+  CHECK(choose_conv_algo({"winograd", 3 << 20}, ranked, given) == "implicit_precomp_gemm");
+  CHECK(choose_conv_algo({"winograd", 1 << 20}, ranked, given) == "winograd");   // fits exactly: kept
+  CHECK(choose_conv_algo({"direct", std::nullopt}, ranked, given) == "implicit_precomp_gemm");
+  CHECK(choose_conv_algo({"winograd", 3 << 20}, ranked, 0) == "implicit_gemm");   // no workspace at all
+  CHECK(choose_conv_algo({"winograd", 3 << 20}, {{"fft", 2 << 20}, {"direct", std::nullopt}}, given).empty());
 }

@@ -710,3 +710,74 @@ TEST_SUITE("profile") {
     }
   }
 }
+
+namespace device_failure_test {
+
+const char* kTiny = R"({"format": "ucplan-network/1", "name": "tiny",
+  "input": {"shape": [2, 8, 8]}, "labels": 4, "layers": [
+  {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 3, "pad": 1},
+  {"name": "r1", "type": "relu", "inputs": ["c1"]},
+  {"name": "f", "type": "fc", "inputs": ["r1"], "out_features": 4},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})";
+
+// A model device whose `fail_at`-th measurement breaks the device for good (as a CUDA illegal
+// address would), and which reports conditions after measuring.
+class BreakingRunner : public ucplan::Runner {
+ public:
+  explicit BreakingRunner(int fail_at) : model_(ucplan::make_model_runner("h100")), fail_at_(fail_at) {}
+  ucplan::DeviceInfo device() override { return model_->device(); }
+  std::string source() const override { return model_->source(); }
+  std::vector<std::string> algorithms(const ucplan::Graph& g, int layer, const std::string& op) override {
+    return model_->algorithms(g, layer, op);
+  }
+  ucplan::Measurement measure(const ucplan::Graph& g, int layer, const std::string& op, const std::string& algo,
+                              std::int64_t batch, int repeats) override {
+    if (++calls == fail_at_)
+      throw ucplan::DeviceFailure(fmt::format("{} {} {} b={}: cudaErrorIllegalAddress", g.layers[layer].name(), op, algo, batch));
+    return model_->measure(g, layer, op, algo, batch, repeats);
+  }
+  std::vector<ucplan::TransferPoint> measure_transfers(bool h2d, const std::vector<std::int64_t>& sizes) override {
+    return model_->measure_transfers(h2d, sizes);
+  }
+  bool measure_duplex() override { return model_->measure_duplex(); }
+  std::map<std::string, std::string> conditions() override { return {{"timing", "back-to-back"}, {"l2_flush", "no"}}; }
+  int calls = 0;
+
+ private:
+  std::unique_ptr<ucplan::Runner> model_;
+  int fail_at_;
+};
+
+TEST_CASE("a device failure stops profiling at that measurement; conditions are recorded after measuring") {
+  const ucplan::Network net = ucplan::parse_network_text(kTiny, "tiny");
+  ucplan::ProfileOptions o;
+  o.batch = 4;
+  BreakingRunner breaking(3);
+  std::string message;
+  try {
+    ucplan::profile_network(net, "tiny", breaking, o);
+  } catch (const ucplan::DeviceFailure& e) {
+    message = e.what();
+  }
+  CHECK(message.find("cudaErrorIllegalAddress") != std::string::npos);
+  CHECK(breaking.calls == 3);  // nothing measured after the failure
+
+  BreakingRunner fine(-1);
+  const ucplan::Profile p = ucplan::profile_network(net, "tiny", fine, o);
+  CHECK(p.device.versions.at("timing") == "back-to-back");
+  CHECK(p.device.versions.at("l2_flush") == "no");
+  CHECK(p.device.versions.at("model") == fine.device().versions.at("model"));  // the device's own versions stay
+}
+
+TEST_CASE("micro-batches are measured at the worst alignment replay gives them") {
+  // AlexNet's input: 3x227x227 floats = 618,348 bytes a sample; 618,348 = 4 x 154,587 (odd):
+  // the second micro-batch starts 4-byte aligned.
+  CHECK(ucplan::micro_batch_misalignment(3 * 227 * 227 * 4) == 4);
+  // conv1's output 96x55x55 floats = 1,161,600 bytes = 128 x 9,075: 128-byte aligned at best.
+  CHECK(ucplan::micro_batch_misalignment(96 * 55 * 55 * 4) == 128);
+  // ResNet's 3x32x32 floats = 12,288 bytes = 48 x 256: every micro-batch is 256-byte aligned.
+  CHECK(ucplan::micro_batch_misalignment(3 * 32 * 32 * 4) == 0);
+  CHECK(ucplan::micro_batch_misalignment(0) == 0);
+}
+
+}  // namespace device_failure_test

@@ -28,6 +28,8 @@
 #include "executor/cpu_ops.h"
 #include "executor/cuda/cuda_check.h"
 #include "executor/cuda/kernels_cuda.h"
+#include "executor/cuda/nvml.h"
+#include "executor/substitute.h"
 #include "planner/model/errors.h"
 
 namespace ucplan {
@@ -80,8 +82,14 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
       const Shape& s = l.out;
       cuda::BnDims d{n, s.c, s.h, s.w, l.spec.bn.eps};
       float* saved = static_cast<float*>(a.aux);
-      if (op == "forward") cuda::bn_forward_training(c, d, a.x[0], a.w, a.w + s.c, a.y, saved);
-      else if (op == "recompute") cuda::bn_forward_saved(c, d, a.x[0], a.w, a.w + s.c, saved, a.y);
+      if (op == "forward") {
+        cuda::bn_forward_training(c, d, a.x[0], a.w, a.w + s.c, a.y, saved);
+      } else if (op == "recompute") {
+        // As on the CPU (cpu_ops.cpp): the profiled training forward, statistics to scratch (the
+        // first use grows it, which synchronizes the stream once, in the warm-up iteration).
+        auto* stats = static_cast<float*>(c.scratch(static_cast<std::size_t>(2 * s.c) * sizeof(float)));
+        cuda::bn_forward_training(c, d, a.x[0], a.w, a.w + s.c, a.y, stats);
+      }
       else cuda::bn_backward(c, d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
       break;
     }
@@ -148,14 +156,18 @@ struct Slot {
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend(const Graph& g, int index)
+  // used_before: device memory in use before this process made its context (NVML), -1 unknown.
+  CudaBackend(const Graph& g, int index, std::int64_t used_before, bool exact)
       : g_(g),
         index_(index),
+        exact_(exact),
+        used_before_(used_before),
         device_(index),
         free_before_(free_device_bytes()),
         ctx_(compute_.get(), /*allow_tf32=*/false),
         loss_(sizeof(double)) {
     description_ = fmt::format("cuda:{} ({}, cuDNN {}, no TF32)", index_, device_.name(), cuda::library_versions().cudnn);
+    note_memory_held();
   }
 
   ~CudaBackend() override {
@@ -218,6 +230,13 @@ class CudaBackend : public Backend {
   std::int64_t device_memory_bytes() override {
     note_memory_held();
     return std::max(held_bytes_, arena_bytes_);
+  }
+
+  std::vector<std::string> notes() const override { return notes_; }
+
+  std::int64_t runtime_overhead_bytes() override {
+    note_memory_held();
+    return overhead_bytes_;
   }
 
   void begin() override {
@@ -299,7 +318,15 @@ class CudaBackend : public Backend {
   // What this backend holds on the device: the arena, the handles, the descriptor caches'
   // workspace queries, the scratch buffer and the kernel modules loaded so far (lazy loading),
   // as the drop in free memory since it started (the CUDA context itself excluded).
-  void note_memory_held() { held_bytes_ = std::max(held_bytes_, free_before_ - free_device_bytes()); }
+  // The runtime's overhead: device memory in use beyond the arena, minus what was in use before
+  // this process (NVML; without it, everything in use counts).
+  void note_memory_held() {
+    std::size_t free = 0, total = 0;
+    UCPLAN_CUDA(cudaMemGetInfo(&free, &total));
+    held_bytes_ = std::max(held_bytes_, free_before_ - static_cast<std::int64_t>(free));
+    const std::int64_t used = static_cast<std::int64_t>(total) - static_cast<std::int64_t>(free);
+    overhead_bytes_ = std::max(overhead_bytes_, used - std::max<std::int64_t>(used_before_, 0) - static_cast<std::int64_t>(arena_.bytes()));
+  }
 
   std::string device_option() const { return fmt::format("--device cuda:{}", index_); }
 
@@ -449,8 +476,11 @@ class CudaBackend : public Backend {
   }
 
   // The step's micro-configuration parsed and checked against cuDNN on this device, once per
-  // step: a plan compiled from another device's profile (CPU algorithm names, smaller
-  // workspaces) is the user's error, reported before anything of the step runs.
+  // step (its first run, in the warm-up iteration), before anything of the step runs. CPU
+  // algorithm names are the user's error (a plan for another kind of device). A cuDNN algorithm
+  // this device does not support, or whose workspace here exceeds the step's workspace buffer
+  // (a plan from a modelled profile or another cuDNN), is replaced as substitute.h says, and
+  // noted; with --exact it is refused.
   const ConvConfig& conv_config(const ResolvedStep& s, const GraphLayer& l, std::int64_t sub_batch) {
     auto it = conv_configs_.find(s.id);
     if (it != conv_configs_.end() && it->second.source == s.config && it->second.sub_batch == sub_batch) return it->second;
@@ -458,6 +488,11 @@ class CudaBackend : public Backend {
     c.source = s.config;
     c.sub_batch = sub_batch;
     if (!conv_op_of(s.op, &c.op)) cuda::throw_error(fmt::format("a conv layer has no op \"{}\"", s.op));
+    const std::int64_t given = s.workspace < 0 ? 0 : s.workspace_bytes;
+    auto fit = [&](const cuda::ConvDims& d, cuda::ConvAlgo a) {
+      std::size_t bytes = 0;
+      return AlgoFit{cuda::conv_algo_name(a), cuda::conv_workspace(ctx_, d, a, &bytes) ? std::optional<std::int64_t>(bytes) : std::nullopt};
+    };
     for (const MicroStep& m : s.config) {
       cuda::ConvAlgo algo;
       if (!cuda::parse_conv_algo(c.op, m.algo, &algo))
@@ -465,21 +500,27 @@ class CudaBackend : public Backend {
                         fmt::format("\"{}\" is not a cuDNN {} algorithm: the plan was compiled for another device (compile "
                                     "it from a profile made with --device cuda)",
                                     m.algo, cuda::conv_op_name(c.op)));
-      c.micro.push_back({algo, m.batch});
+      const cuda::ConvDims d = conv_dims(l, m.batch);
+      const AlgoFit planned = fit(d, algo);
+      if (planned.workspace && *planned.workspace <= given) {
+        c.micro.push_back({algo, m.batch});
+        continue;
+      }
+      const std::string why = planned.workspace ? fmt::format("needs a workspace of {} bytes here, the plan gives {}", *planned.workspace, given)
+                                                : std::string("is not supported here for these dims");
+      const std::string what = fmt::format("{} {} micro-batch {}: {} {}", l.name(), cuda::conv_op_name(c.op), m.batch, m.algo, why);
+      const std::string reprofile = fmt::format("compile the plan from a profile measured on this device (ucplan profile {} --device "
+                                                "cuda:{})", g_.net.name, index_);
+      if (exact_) throw UserError("", "--exact", fmt::format("{} on {}: {}", what, description_, reprofile));
+      std::vector<AlgoFit> ranked;
+      for (cuda::ConvAlgo a : cuda::conv_ranked(ctx_, d, c.op)) ranked.push_back(fit(d, a));
+      const std::string chosen = choose_conv_algo(planned, ranked, given);
+      cuda::ConvAlgo replacement;
+      if (chosen.empty() || !cuda::parse_conv_algo(c.op, chosen, &replacement))
+        throw UserError("", device_option(), fmt::format("{}, and no cuDNN algorithm fits that workspace: {}", what, reprofile));
+      notes_.push_back(fmt::format("{}: ran {} instead (cuDNN's best-ranked that fits); times differ from the plan's", what, chosen));
+      c.micro.push_back({replacement, m.batch});
     }
-    std::size_t need = 0;
-    const cuda::ConvDims whole = conv_dims(l, sub_batch);
-    if (!cuda::conv_workspace_micro(ctx_, whole, c.micro, &need))
-      throw UserError("", device_option(),
-                      fmt::format("cuDNN on {} does not support the plan's {} configuration of {}: compile the plan from a "
-                                  "profile of this device",
-                                  description_, cuda::conv_op_name(c.op), l.name()));
-    const std::int64_t given = s.workspace < 0 ? 0 : s.workspace_bytes;
-    if (static_cast<std::int64_t>(need) > given)
-      throw UserError("", device_option(),
-                      fmt::format("the plan gives {} {} a workspace of {} bytes, cuDNN on this device needs {}: compile "
-                                  "the plan from a profile of this device",
-                                  l.name(), cuda::conv_op_name(c.op), given, need));
     return conv_configs_[s.id] = std::move(c);
   }
 
@@ -487,6 +528,8 @@ class CudaBackend : public Backend {
   // before any stream, handle or buffer exists.
   const Graph g_;
   const int index_;
+  const bool exact_;               // refuse configurations this device does not run as planned
+  const std::int64_t used_before_;
   cuda::Device device_;
   const std::int64_t free_before_;
   cuda::Stream compute_, h2d_, d2h_;
@@ -509,15 +552,22 @@ class CudaBackend : public Backend {
   bool last_final_ = false;
   std::vector<MeasuredStep> timeline_;
   std::int64_t held_bytes_ = 0;
+  std::int64_t overhead_bytes_ = 0;
+  std::vector<std::string> notes_;  // substitutions
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index) {
+std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index, bool exact) {
   std::string why;
   if (!cuda::cuda_device_available(&why)) throw UserError("", "--device cuda", "no CUDA device: " + why);
+  // Read before this process makes its context on the device, which cudaSetDevice does.
+  char bus[32] = {0};
+  std::int64_t used_before = -1;
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device_index) == cudaSuccess) used_before = cuda::nvml_facts(bus).memory_used_bytes;
+  cudaGetLastError();
   try {
-    return std::make_unique<CudaBackend>(g, device_index);
+    return std::make_unique<CudaBackend>(g, device_index, used_before, exact);
   } catch (const CudaError& e) {
     throw UserError("", "--device cuda", fmt::format("no CUDA device: device {} cannot be used: {}", device_index, e.what()));
   }

@@ -1,5 +1,7 @@
 #include "executor/cuda/cuda_check.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -55,6 +57,24 @@ bool is_not_supported(cudnnStatus_t status) {
   }
 }
 
+bool is_sticky(cudaError_t status) {
+  switch (status) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorDevicesUnavailable: return true;
+    default: return false;
+  }
+}
+
 void check_status(cudaError_t status, const char* call, const char* file, int line) {
   if (status == cudaSuccess) return;
   // Clear the runtime's last-error state for errors that do not poison the context (an
@@ -89,28 +109,85 @@ namespace {
 std::string cuda_version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 }  // namespace
 
+const char* device_status_name(DeviceStatus s) {
+  switch (s) {
+    case DeviceStatus::Available: return "available";
+    case DeviceStatus::NoDriver: return "no driver";
+    case DeviceStatus::DriverTooOld: return "driver too old";
+    case DeviceStatus::NoDevice: return "no device";
+    case DeviceStatus::Error: return "error";
+  }
+  return "error";
+}
+
+DeviceStatus classify_device(cudaError_t count_status, int count, int driver_version, int runtime_version) {
+  if (count_status == cudaSuccess) return count > 0 ? DeviceStatus::Available : DeviceStatus::NoDevice;
+  if (count_status == cudaErrorNoDevice) return DeviceStatus::NoDevice;
+  // The runtime answers InsufficientDriver both without any driver and with one too old for it.
+  if (count_status == cudaErrorInsufficientDriver)
+    return driver_version <= 0 ? DeviceStatus::NoDriver : DeviceStatus::DriverTooOld;
+  if (count_status == cudaErrorCompatNotSupportedOnDevice) return DeviceStatus::DriverTooOld;
+  if (driver_version > 0 && runtime_version > driver_version) return DeviceStatus::DriverTooOld;
+  return DeviceStatus::Error;
+}
+
+DeviceProbe probe_device() {
+  int n = 0, driver = 0, runtime = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+  cudaGetLastError();
+  DeviceProbe p;
+  p.status = classify_device(e, n, driver, runtime);
+  const std::string versions = fmt::format("{}, the runtime is CUDA {}",
+                                           driver > 0 ? "the driver supports CUDA " + cuda_version_text(driver)
+                                                      : std::string("no NVIDIA driver is loaded"),
+                                           cuda_version_text(runtime));
+  switch (p.status) {
+    case DeviceStatus::Available: break;
+    case DeviceStatus::NoDevice:
+      p.why = e == cudaSuccess ? "no CUDA device found (cudaGetDeviceCount returned 0)"
+                               : fmt::format("cudaGetDeviceCount: {}", status_text(e));
+      if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) p.why += fmt::format(" (CUDA_VISIBLE_DEVICES=\"{}\")", v);
+      break;
+    case DeviceStatus::DriverTooOld:
+      p.why = fmt::format("cudaGetDeviceCount: {}; {}: install a driver for CUDA {} or later", status_text(e), versions,
+                          cuda_version_text(runtime));
+      break;
+    default: p.why = fmt::format("cudaGetDeviceCount: {}; {}", status_text(e), versions); break;
+  }
+  if (!p.why.empty()) p.why = std::string(device_status_name(p.status)) + ": " + p.why;
+  return p;
+}
+
+bool device_required_by_environment() {
+  const char* v = std::getenv("UCPLAN_REQUIRE_GPU");
+  return v && *v && std::string(v) != "0";
+}
+
+int check_program_device_gate(const char* program, bool required) {
+  const DeviceProbe p = probe_device();
+  switch (p.status) {
+    case DeviceStatus::Available: return -1;
+    case DeviceStatus::DriverTooOld: std::printf("FAIL: %s: %s\n", program, p.why.c_str()); return 4;
+    case DeviceStatus::NoDriver:
+    case DeviceStatus::NoDevice:
+      if (!required) {
+        std::printf("SKIP: %s: %s (--require-device or UCPLAN_REQUIRE_GPU=1 makes this a failure)\n", program, p.why.c_str());
+        return 0;
+      }
+      std::printf("FAIL: %s: a GPU is required: %s\n", program, p.why.c_str());
+      return 3;
+    case DeviceStatus::Error: break;
+  }
+  std::printf("FAIL: %s: %s\n", program, p.why.c_str());
+  return 1;
+}
+
 bool cuda_device_available(std::string* why) {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    if (why) {
-      int driver = 0, runtime = 0;
-      std::string d = cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0
-                          ? "the driver supports CUDA " + cuda_version_text(driver)
-                          : "no NVIDIA driver is loaded";
-      if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
-      cudaGetLastError();
-      *why = fmt::format("cudaGetDeviceCount: {}; {}, the runtime is CUDA {}", status_text(e), d, cuda_version_text(runtime));
-    }
-    return false;
-  }
-  if (n <= 0) {
-    if (why) *why = "no CUDA device found (cudaGetDeviceCount returned 0)";
-    return false;
-  }
-  if (why) why->clear();
-  return true;
+  const DeviceProbe p = probe_device();
+  if (why) *why = p.why;
+  return p.status == DeviceStatus::Available;
 }
 
 int device_count() {
@@ -154,6 +231,9 @@ Device::Device(int index) : index_(index) {
   std::memset(&p, 0, sizeof(p));
   UCPLAN_CUDA(cudaGetDeviceProperties(&p, index));
   name_ = p.name;
+  const auto* u = reinterpret_cast<const unsigned char*>(p.uuid.bytes);
+  uuid_ = "GPU-";
+  for (int i = 0; i < 16; ++i) uuid_ += fmt::format("{}{:02x}", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
   memory_bytes_ = static_cast<std::int64_t>(p.totalGlobalMem);
   UCPLAN_CUDA(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, index));
   UCPLAN_CUDA(cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, index));

@@ -52,6 +52,11 @@ std::string status_text(cublasStatus_t status);
 std::string status_text(cudnnStatus_t status);
 bool is_not_supported(cudnnStatus_t status);  // any status of cuDNN 9's NOT_SUPPORTED category
 
+// Whether an error leaves the CUDA context unusable, so that every later call fails with it
+// (illegal address, launch failure, misaligned address, illegal instruction, hardware stack
+// error, uncorrectable ECC error, device assert, launch timeout): a profiler must stop there.
+bool is_sticky(cudaError_t status);
+
 // Thrown for conditions found by ucplan itself (e.g. a dimension beyond cuDNN's 32-bit limits).
 [[noreturn]] void throw_error(const std::string& what, CudaError::Kind kind = CudaError::Kind::Other);
 
@@ -61,8 +66,31 @@ bool is_not_supported(cudnnStatus_t status);  // any status of cuDNN 9's NOT_SUP
 
 namespace ucplan::cuda {
 
+// Whether a CUDA device can be used, and if not, which of the causes that need different fixes:
+// no NVIDIA driver loaded (a machine without a GPU), a driver too old for this CUDA runtime
+// (update the driver, or build with an older toolkit), no device visible (none installed, or
+// hidden by CUDA_VISIBLE_DEVICES), or another error (permissions, a driver/module mismatch).
+enum class DeviceStatus { Available, NoDriver, DriverTooOld, NoDevice, Error };
+const char* device_status_name(DeviceStatus s);  // "available", "no driver", "driver too old", ...
+// The classification alone, from cudaGetDeviceCount's status and count, cudaDriverGetVersion
+// (0: no driver) and cudaRuntimeGetVersion (e.g. 13000).
+DeviceStatus classify_device(cudaError_t count_status, int count, int driver_version, int runtime_version);
+struct DeviceProbe {
+  DeviceStatus status = DeviceStatus::Error;
+  std::string why;  // empty when available
+};
+DeviceProbe probe_device();  // never throws
+
+// The start of a GPU check program (ucplan-gpu-check, ucplan-cuda-check): returns -1 when a device
+// can be used. Otherwise prints one line and returns the exit code: a driver too old is always a
+// failure (4: a driver means a GPU is meant to be used); no driver or no device is "SKIP" (0),
+// unless `required` (--require-device or UCPLAN_REQUIRE_GPU=1), then "FAIL" (3); another error
+// fails (1).
+int check_program_device_gate(const char* program, bool required);
+bool device_required_by_environment();  // UCPLAN_REQUIRE_GPU set and not "0"
+
 // Whether a CUDA device can be used; never aborts or throws. On false, *why (if not null) says
-// why, e.g. "cudaGetDeviceCount: cudaErrorInsufficientDriver (...)" or "no CUDA device found".
+// why, e.g. "driver too old: cudaGetDeviceCount: cudaErrorInsufficientDriver (...)" or "no device: ...".
 bool cuda_device_available(std::string* why = nullptr);
 int device_count();  // 0 when none can be used
 
@@ -86,6 +114,7 @@ class Device {
   int major() const { return major_; }
   int minor() const { return minor_; }
   int async_engine_count() const { return async_engines_; }  // copy engines (2: both directions)
+  const std::string& uuid() const { return uuid_; }  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML writes it
   // FP32 FMA lanes per SM for this compute capability (0 when unknown).
   int fp32_lanes_per_sm() const;
   // Peak FP32 FLOP/s = SMs x clock x FP32 lanes per SM x 2 (an FMA is two FLOPs); 0 when unknown.
@@ -98,7 +127,7 @@ class Device {
 
  private:
   int index_;
-  std::string name_;
+  std::string name_, uuid_;
   std::int64_t memory_bytes_ = 0;
   int sm_count_ = 0, clock_khz_ = 0, major_ = 0, minor_ = 0, async_engines_ = 0;
 };

@@ -1,5 +1,6 @@
 // GPU check of the CUDA replay backend (cuda_backend.cpp) against the CPU backend (STYLE.md #8).
-// Without a device it prints "SKIP: <reason>" and exits 0; any failure exits 1.
+// Any failure exits 1. Without a device: "SKIP: ..." and exit 0, or with --require-device (or
+// UCPLAN_REQUIRE_GPU=1) "FAIL: ..." and exit 3; a driver too old always fails (exit 4).
 //   1. The backend alone, on copy steps: each round copies its own slice of an input host buffer;
 //      a d2h copy waits for the h2d copy it reads; poisoning (0xFF) runs after the step and after
 //      its poison_waits on another stream (a 64 MiB offload makes a missing wait visible as 0xFF
@@ -16,8 +17,10 @@
 //   Tolerance (default 1e-2): a missing wait or a poisoned read gives NaN/inf or O(1) errors;
 //   cuDNN's algorithms (Winograd, FFT) against the CPU's direct one, through batch-norm backward,
 //   stay far below it.
-// Build (not built by default): ninja -C build ucplan-cuda-check
-// Run:   build/executor/ucplan-cuda-check [--device N] [--iterations K] [--tolerance T] PLAN.json...
+// One CUDA backend (one arena) exists at a time, so a plan whose arena fills most of the device
+// can be checked.
+// Built wherever CUDA is: build/bin/ucplan-cuda-check [--device N] [--iterations K] [--tolerance T]
+// [--require-device] PLAN.json...
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -205,8 +208,8 @@ struct LoopResult {
 
 // The replay's program (replay.cpp: the same initial values, then per iteration: zero dW, the
 // rounds with a barrier after each, the final steps), with poisoning in the first iteration, and
-// dW read after the first iteration's rounds. Kept apart from replay_plan's --check, which gives
-// the CPU reference the plan's (cuDNN) algorithm names.
+// dW read after the first iteration's rounds. Kept apart from replay_plan's --check (which maps
+// the plan's cuDNN algorithms to CPU ones for its reference) so that both are exercised.
 LoopResult run_loop(Backend& be, const Plan& plan, const Graph& g, const std::vector<ResolvedStep>& steps, int iterations,
                     std::uint64_t seed) {
   std::vector<std::int64_t> host_sizes;
@@ -295,8 +298,11 @@ void check_plan(const std::string& path, int device, int iterations, double tole
   std::vector<ResolvedStep> cpu_steps = steps;
   for (auto& s : cpu_steps)
     for (auto& m : s.config) m.algo = "direct";
-  auto gpu = make_cuda_backend(g, device);
-  const LoopResult rg = run_loop(*gpu, plan, g, steps, iterations, seed);
+  LoopResult rg;
+  {
+    auto gpu = make_cuda_backend(g, device);  // released before the next CUDA backend is made
+    rg = run_loop(*gpu, plan, g, steps, iterations, seed);
+  }
   auto cpu = make_cpu_backend(g);
   const LoopResult rc = run_loop(*cpu, plan, g, cpu_steps, iterations, seed);
   const ReferenceResult ref = reference_gradients(g, plan.batch, plan.sub_batch, seed);
@@ -314,10 +320,13 @@ void check_plan(const std::string& path, int device, int iterations, double tole
   // The replay engine itself (as `ucplan run --device cuda`): times and the measured timeline.
   RunOptions o;
   o.iterations = iterations;
-  auto gpu2 = make_cuda_backend(g, device);
-  const RunReport rr = replay_plan(plan, *gpu2, o);
+  RunReport rr;
+  {
+    auto gpu = make_cuda_backend(g, device);
+    rr = replay_plan(plan, *gpu, o);
+  }
   fmt::print("  {}: median {:.3f} ms, predicted {:.3f} ms ({}), device memory held {} bytes (arena {})\n", rr.backend,
-             rr.median_seconds * 1e3, rr.predicted_seconds * 1e3, plan.profile_source, gpu2->device_memory_bytes(), rr.arena_bytes);
+             rr.median_seconds * 1e3, rr.predicted_seconds * 1e3, plan.profile_source, rr.device_memory_bytes, rr.arena_bytes);
   std::size_t finals = 0;
   for (const auto& s : steps) finals += s.final ? 1 : 0;
   const std::size_t want_entries = static_cast<std::size_t>(plan.rounds) * (steps.size() - finals) + finals;
@@ -336,23 +345,21 @@ void check_plan(const std::string& path, int device, int iterations, double tole
 int main(int argc, char** argv) {
   int device = 0, iterations = 3;
   double tolerance = 1e-2;
+  bool required = cuda::device_required_by_environment();
   std::vector<std::string> plans;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--device" && i + 1 < argc) device = std::atoi(argv[++i]);
     else if (a == "--iterations" && i + 1 < argc) iterations = std::atoi(argv[++i]);
     else if (a == "--tolerance" && i + 1 < argc) tolerance = std::atof(argv[++i]);
+    else if (a == "--require-device") required = true;
     else plans.push_back(a);
   }
   if (plans.empty()) {
-    std::fprintf(stderr, "usage: ucplan-cuda-check [--device N] [--iterations K] [--tolerance T] PLAN.json...\n");
+    std::fprintf(stderr, "usage: ucplan-cuda-check [--device N] [--iterations K] [--tolerance T] [--require-device] PLAN.json...\n");
     return 2;
   }
-  std::string why;
-  if (!cuda::cuda_device_available(&why)) {
-    fmt::print("SKIP: no CUDA device: {}\n", why);
-    return 0;
-  }
+  if (const int code = cuda::check_program_device_gate("ucplan-cuda-check", required); code >= 0) return code;
   try {
     check_backend_alone(build_graph(load_plan(plans[0]).network, plans[0]), device);
     for (const auto& p : plans) check_plan(p, device, iterations, tolerance);

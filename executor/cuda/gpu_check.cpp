@@ -1,8 +1,10 @@
 // GPU self-check of the CUDA backend against the CPU reference kernels (STYLE.md #8): every op on
 // small shapes, every cuDNN convolution algorithm, accumulation (beta = 1), micro-batches by
 // pointer offset (also at 4-byte-aligned offsets), the descriptor cache, and a smoke test of the
-// CUDA Runner (measure, transfers, duplex, cuDNN's own ranking). Without a device it prints
-// "SKIP: <reason>" and exits 0; any mismatch or unexpected failure exits 1.
+// CUDA Runner (measure, transfers, duplex, cuDNN's own ranking). Any mismatch or unexpected
+// failure exits 1. Without a device: "SKIP: ..." and exit 0, or with --require-device (or
+// UCPLAN_REQUIRE_GPU=1) "FAIL: ..." and exit 3; a driver too old for the runtime always fails
+// (exit 4). See cuda_check.h check_program_device_gate().
 //
 // Built as build/bin/ucplan-gpu-check wherever CUDA is (executor/CMakeLists.txt); run it on a GPU
 // machine (UCPLAN_GPU_CHECK_VERBOSE=1 prints every comparison).
@@ -146,7 +148,13 @@ void check_conv(Context& ctx, const cpu::ConvDims& d, const std::string& label) 
           auto dw = download<float>(ctx, DW, nw);
           check(what + " dw", dw_ref, dw, tol);
           if (d.bias) check(what + " db", db_ref, download<float>(ctx, DB, d.k), 1e-5);
-          if (cuda::conv_algo_deterministic(a)) {  // the same bits on a second run
+          // cuDNN's perf results say whether the algorithm is deterministic here; the table of
+          // its documentation is only the fallback (and a disagreement is worth a note).
+          const std::optional<bool> said = cuda::conv_deterministic(ctx, d, a);
+          if (said && *said != cuda::conv_algo_deterministic(a))
+            std::printf("note %-60s cuDNN reports it %sdeterministic, its documentation the opposite\n", what.c_str(),
+                        *said ? "" : "non");
+          if (said.value_or(cuda::conv_algo_deterministic(a))) {  // the same bits on a second run
             auto DW2 = upload(dw0), DB2 = upload(db0);
             cuda::conv_backward_filter(ctx, d, a, X.as<float>(), DY.as<float>(), DW2.as<float>(), DB2.as<float>(), WS.get(),
                                        ws);
@@ -480,13 +488,18 @@ void check_runner() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   g_verbose = std::getenv("UCPLAN_GPU_CHECK_VERBOSE") != nullptr;
-  std::string why;
-  if (!cuda::cuda_device_available(&why)) {
-    std::printf("SKIP: no CUDA device: %s\n", why.c_str());
-    return 0;
+  bool required = cuda::device_required_by_environment();
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--require-device") == 0) {
+      required = true;
+    } else {
+      std::fprintf(stderr, "usage: ucplan-gpu-check [--require-device]\n");
+      return 2;
+    }
   }
+  if (const int code = cuda::check_program_device_gate("ucplan-gpu-check", required); code >= 0) return code;
   try {
     cuda::Device device(0);
     cuda::Stream stream;

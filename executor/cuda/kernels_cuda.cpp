@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -61,6 +62,8 @@ struct ConvEntry {
   ConvDesc conv;
   // (op, algorithm id) -> workspace bytes, or nullopt when cuDNN does not support it.
   std::map<std::pair<int, int>, std::optional<std::size_t>> workspace;
+  // (op, algorithm id) -> cuDNN's determinism in the context's math type; nullopt: not listed.
+  std::map<std::pair<int, int>, std::optional<bool>> deterministic;
 };
 
 using PoolKey = std::array<std::int64_t, 14>;
@@ -394,6 +397,69 @@ void conv_backward_filter_micro(Context& ctx, const ConvDims& whole, const std::
   }
 }
 
+namespace {
+
+// The math type a perf result must have: with allow_tf32 anything cuDNN offers; without it no
+// tensor-op math (TF32 for FP32 data), so a TF32 result never stands for an FP32 measurement.
+// FMA and DEFAULT are both kept: cuDNN may report a plain FP32 kernel either way.
+bool wanted_math(const Context& ctx, cudnnMathType_t m) {
+  return ctx.allow_tf32() || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+}
+
+// Perf results of one op, Find (runs every algorithm) or Get_v7 (heuristics only), with
+// cudnnGetConvolution*AlgorithmMaxCount slots.
+template <typename Perf>
+std::vector<Perf> conv_perf(Context& ctx, ConvEntry& e, ConvOp op, bool find, const void* x, const void* w, const void* y,
+                            void* work, std::size_t ws) {
+  int count = 0;
+  switch (op) {
+    case ConvOp::Forward: UCPLAN_CUDA(cudnnGetConvolutionForwardAlgorithmMaxCount(ctx.cudnn(), &count)); break;
+    case ConvOp::BackwardData: UCPLAN_CUDA(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx.cudnn(), &count)); break;
+    case ConvOp::BackwardFilter: UCPLAN_CUDA(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx.cudnn(), &count)); break;
+  }
+  std::vector<Perf> perf(static_cast<std::size_t>(std::max(count, 1)));
+  int returned = 0;
+  const int n = static_cast<int>(perf.size());
+  if constexpr (std::is_same_v<Perf, cudnnConvolutionFwdAlgoPerf_t>) {
+    if (find)
+      UCPLAN_CUDA(cudnnFindConvolutionForwardAlgorithmEx(ctx.cudnn(), e.x.get(), x, e.w.get(), w, e.conv.get(), e.y.get(),
+                                                         const_cast<void*>(y), n, &returned, perf.data(), work, ws));
+    else
+      UCPLAN_CUDA(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn(), e.x.get(), e.w.get(), e.conv.get(), e.y.get(), n,
+                                                         &returned, perf.data()));
+  } else if constexpr (std::is_same_v<Perf, cudnnConvolutionBwdDataAlgoPerf_t>) {
+    if (find)
+      UCPLAN_CUDA(cudnnFindConvolutionBackwardDataAlgorithmEx(ctx.cudnn(), e.w.get(), w, e.y.get(), y, e.conv.get(), e.x.get(),
+                                                              const_cast<void*>(x), n, &returned, perf.data(), work, ws));
+    else
+      UCPLAN_CUDA(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn(), e.w.get(), e.y.get(), e.conv.get(), e.x.get(), n,
+                                                              &returned, perf.data()));
+  } else {
+    if (find)
+      UCPLAN_CUDA(cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx.cudnn(), e.x.get(), x, e.y.get(), y, e.conv.get(), e.w.get(),
+                                                                const_cast<void*>(w), n, &returned, perf.data(), work, ws));
+    else
+      UCPLAN_CUDA(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.cudnn(), e.x.get(), e.y.get(), e.conv.get(), e.w.get(), n,
+                                                                &returned, perf.data()));
+  }
+  perf.resize(static_cast<std::size_t>(std::clamp(returned, 0, n)));
+  return perf;
+}
+
+// Calls f(perf results) with the op's perf struct type.
+template <typename F>
+auto with_perf(Context& ctx, ConvEntry& e, ConvOp op, bool find, const void* x, const void* w, const void* y, void* work,
+               std::size_t ws, F f) {
+  switch (op) {
+    case ConvOp::Forward: return f(conv_perf<cudnnConvolutionFwdAlgoPerf_t>(ctx, e, op, find, x, w, y, work, ws));
+    case ConvOp::BackwardData: return f(conv_perf<cudnnConvolutionBwdDataAlgoPerf_t>(ctx, e, op, find, x, w, y, work, ws));
+    case ConvOp::BackwardFilter: break;
+  }
+  return f(conv_perf<cudnnConvolutionBwdFilterAlgoPerf_t>(ctx, e, op, find, x, w, y, work, ws));
+}
+
+}  // namespace
+
 std::vector<AlgoPerf> conv_find(Context& ctx, const ConvDims& d, ConvOp op, std::size_t workspace_limit) {
   ConvEntry& e = conv_entry(ctx, d);
   std::size_t ws = 0;
@@ -408,43 +474,52 @@ std::vector<AlgoPerf> conv_find(Context& ctx, const ConvDims& d, ConvOp op, std:
   fill_uniform(ctx, ny, 2, -1, 1, y.as<float>());
   fill_uniform(ctx, nw, 3, -1, 1, w.as<float>());
   UCPLAN_CUDA(cudaStreamSynchronize(ctx.stream()));
-  std::vector<AlgoPerf> out;
-  auto add = [&](int algo, cudnnStatus_t status, float ms, std::size_t memory, cudnnDeterminism_t det) {
-    if (status != CUDNN_STATUS_SUCCESS || ms < 0) return;
-    for (const auto& p : out)
-      if (p.algo.id == algo) return;  // cuDNN may list an algorithm once per math type: keep the fastest
-    out.push_back({ConvAlgo{op, algo}, ms * 1e-3, memory, det == CUDNN_DETERMINISTIC});
-  };
-  int returned = 0;
-  switch (op) {
-    case ConvOp::Forward: {
-      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
-      UCPLAN_CUDA(cudnnFindConvolutionForwardAlgorithmEx(ctx.cudnn(), e.x.get(), x.get(), e.w.get(), w.get(), e.conv.get(),
-                                                         e.y.get(), y.get(), static_cast<int>(perf.size()), &returned,
-                                                         perf.data(), work.get(), ws));
-      for (int i = 0; i < returned; ++i) add(perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism);
-      break;
+  std::vector<AlgoPerf> out = with_perf(ctx, e, op, true, x.get(), w.get(), y.get(), work.get(), ws, [&](const auto& perf) {
+    std::vector<AlgoPerf> r;
+    for (const auto& p : perf) {
+      if (p.status != CUDNN_STATUS_SUCCESS || p.time < 0 || !wanted_math(ctx, p.mathType)) continue;
+      const int id = static_cast<int>(p.algo);
+      if (std::any_of(r.begin(), r.end(), [&](const AlgoPerf& q) { return q.algo.id == id; })) continue;  // fastest kept
+      r.push_back({ConvAlgo{op, id}, static_cast<double>(p.time) * 1e-3, p.memory, p.determinism == CUDNN_DETERMINISTIC});
     }
-    case ConvOp::BackwardData: {
-      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
-      UCPLAN_CUDA(cudnnFindConvolutionBackwardDataAlgorithmEx(ctx.cudnn(), e.w.get(), w.get(), e.y.get(), y.get(),
-                                                              e.conv.get(), e.x.get(), x.get(), static_cast<int>(perf.size()),
-                                                              &returned, perf.data(), work.get(), ws));
-      for (int i = 0; i < returned; ++i) add(perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism);
-      break;
-    }
-    case ConvOp::BackwardFilter: {
-      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
-      UCPLAN_CUDA(cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx.cudnn(), e.x.get(), x.get(), e.y.get(), y.get(),
-                                                                e.conv.get(), e.w.get(), w.get(), static_cast<int>(perf.size()),
-                                                                &returned, perf.data(), work.get(), ws));
-      for (int i = 0; i < returned; ++i) add(perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism);
-      break;
-    }
-  }
+    return r;
+  });
   UCPLAN_CUDA(cudaStreamSynchronize(ctx.stream()));
   std::stable_sort(out.begin(), out.end(), [](const AlgoPerf& a, const AlgoPerf& b) { return a.seconds < b.seconds; });
   return out;
+}
+
+std::vector<ConvAlgo> conv_ranked(Context& ctx, const ConvDims& d, ConvOp op) {
+  ConvEntry& e = conv_entry(ctx, d);
+  std::vector<ConvAlgo> out;
+  with_perf(ctx, e, op, false, nullptr, nullptr, nullptr, nullptr, 0, [&](const auto& perf) {
+    for (const auto& p : perf) {
+      const ConvAlgo a{op, static_cast<int>(p.algo)};
+      if (p.status == CUDNN_STATUS_SUCCESS && wanted_math(ctx, p.mathType) && std::find(out.begin(), out.end(), a) == out.end())
+        out.push_back(a);
+    }
+    return 0;
+  });
+  for (ConvAlgo a : conv_algorithms(op))
+    if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  return out;
+}
+
+std::optional<bool> conv_deterministic(Context& ctx, const ConvDims& d, ConvAlgo a) {
+  ConvEntry& e = conv_entry(ctx, d);
+  const auto key = std::make_pair(conv_op_index(a.op), a.id);
+  if (auto it = e.deterministic.find(key); it != e.deterministic.end()) return it->second;
+  with_perf(ctx, e, a.op, false, nullptr, nullptr, nullptr, nullptr, 0, [&](const auto& perf) {
+    for (const auto& p : perf)
+      if (p.status == CUDNN_STATUS_SUCCESS && wanted_math(ctx, p.mathType))
+        e.deterministic.emplace(std::make_pair(conv_op_index(a.op), static_cast<int>(p.algo)), p.determinism == CUDNN_DETERMINISTIC);
+    return 0;
+  });
+  auto it = e.deterministic.find(key);
+  std::optional<bool> result;
+  if (it != e.deterministic.end()) result = it->second;
+  e.deterministic.emplace(key, result);
+  return result;
 }
 
 // ---- pooling ----

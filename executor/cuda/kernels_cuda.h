@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,7 +134,18 @@ struct AlgoPerf {
   std::size_t workspace_bytes = 0;
   bool deterministic = true;
 };
+// Asks cuDNN with cudnnGetConvolution*AlgorithmMaxCount perf slots and keeps only results in the
+// math the context asks for (no tensor-op math, i.e. no TF32, unless allow_tf32), one per
+// algorithm (the fastest); determinism is cuDNN's per result.
 std::vector<AlgoPerf> conv_find(Context& ctx, const ConvDims& d, ConvOp op, std::size_t workspace_limit);
+// Whether cuDNN reports `a` deterministic for these dims in the context's math type, from its
+// heuristics' perf results (cudnnGetConvolution*Algorithm_v7, nothing runs); nullopt when they do
+// not list it.
+std::optional<bool> conv_deterministic(Context& ctx, const ConvDims& d, ConvAlgo a);
+// cuDNN's heuristic ranking of the op's algorithms for these dims in the context's math type
+// (cudnnGetConvolution*Algorithm_v7; nothing runs), expected fastest first, then the algorithms it
+// did not rank in conv_algorithms() order.
+std::vector<ConvAlgo> conv_ranked(Context& ctx, const ConvDims& d, ConvOp op);
 
 // ---- other layers (same contracts as executor/cpu/kernels.h) ----
 void pool_forward(Context& ctx, const PoolDims& d, const float* x, float* y);

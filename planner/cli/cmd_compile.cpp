@@ -1,6 +1,8 @@
 // `ucplan compile`: the planner pipeline (passes/pipeline.h) and its report; `--conv-only`
 // reports just the convolution configuration pass (mu-cuDNN §III) for one or more workspace
 // settings and micro-batch policies side by side.
+#include <charconv>
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -21,14 +23,34 @@
 
 namespace ucplan {
 
-namespace {
-
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path, "", "cannot open the file for reading");
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+namespace {
+
+// "60s", "1.5min", "90" (seconds) -> seconds; UserError naming --time-limit otherwise.
+double parse_time_limit(const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = used ? text.substr(used) : "";
+  double scale = 0;
+  if (unit.empty() || unit == "s") scale = 1;
+  else if (unit == "ms") scale = 1e-3;
+  else if (unit == "min") scale = 60;
+  else if (unit == "h") scale = 3600;
+  if (!used || scale == 0 || !(v > 0) || v * scale > 1e6)
+    throw UserError("", "--time-limit", fmt::format("\"{}\" is not a positive time such as 60s, 1.5min or 1h (at most 10^6 s)", text));
+  return v * scale;
 }
 
 struct KernelChoice {
@@ -242,6 +264,29 @@ int run_compile(const CompileOptions& o) {
   auto budget = parse_bytes(o.budget);
   if (!budget) throw UserError("", "--budget", fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB)", o.budget));
   if (*budget <= 0) throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
+  // The budget is the device memory the user gives: what the CUDA context and libraries take
+  // (measured by the profiler) is not the arena's.
+  std::int64_t reserve = 0;
+  std::string reserve_source = "--reserve";
+  if (o.reserve == "auto") {
+    auto it = prof.device.versions.find("device_overhead_bytes");
+    if (it != prof.device.versions.end()) {
+      std::int64_t v = 0;
+      const auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+      if (ec != std::errc() || end != it->second.data() + it->second.size() || v < 0)
+        throw UserError(o.profile, "device.versions.device_overhead_bytes", fmt::format("\"{}\" is not a byte count", it->second));
+      reserve = v;
+      reserve_source = "measured by the profile";
+    }
+  } else {
+    auto r = parse_bytes(o.reserve);
+    if (!r || *r < 0) throw UserError("", "--reserve", fmt::format("\"{}\" is not a size with a unit (e.g. 512MiB) or auto", o.reserve));
+    reserve = *r;
+  }
+  if (reserve >= *budget)
+    throw UserError("", "--budget", fmt::format("{} leaves nothing for the plan: {} of it are reserved for the CUDA context, cuDNN and "
+                                                "cuBLAS ({}; --reserve changes it)",
+                                                format_bytes(*budget), format_bytes(reserve), reserve_source));
   if (o.output.empty() && o.dump_after.empty() && o.trace.empty())
     throw UserError("", "-o", "give -o PLAN.json (or --dump-after STAGE / --trace FILE to only look)");
   // Every output is checked before the work starts, so that a bad one costs no compile and
@@ -256,12 +301,17 @@ int run_compile(const CompileOptions& o) {
   in.profile_path = o.profile;
   in.profile_sha256 = sha256_hex(read_bytes(o.profile));
   in.batch = o.batch;
-  in.budget_bytes = *budget;
+  in.budget_bytes = *budget - reserve;  // the plan's budget: the arena's
   in.strategy = o.strategy;
   in.sub_batch = o.sub_batch;
   in.workspace = o.workspace.empty() ? "dynamic" : o.workspace.front();
   in.micro_batches = o.micro_batches;
   in.dump_after = o.dump_after;
+  in.solver = o.solver;
+  if (!o.time_limit.empty()) {
+    if (o.solver != "exact") throw UserError("", "--time-limit", "only with --solver exact");
+    in.solver_time_limit_s = parse_time_limit(o.time_limit);
+  }
   auto start = std::chrono::steady_clock::now();
   CompileResult r = make_plan(in);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -272,15 +322,44 @@ int run_compile(const CompileOptions& o) {
   write_files_atomically(outputs);
   if (!o.quiet && o.dump_after.empty()) {
     fmt::print("{}", plan_summary(r.plan));
+    if (reserve > 0)
+      fmt::print("  reserve       {} of the {} budget kept for the CUDA context, cuDNN and cuBLAS ({}): the plan's budget is {}\n",
+                 format_bytes(reserve), format_bytes(*budget), reserve_source, format_bytes(r.plan.budget_bytes));
     std::string tried;
     for (const auto& c : r.candidates)
       tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", c.sub_batch, c.ok ? format_ns(c.predicted_ns) : c.why);
     fmt::print("  candidates    {}\n", tried);
+    for (const auto& c : r.candidates)
+      if (c.milp)
+        fmt::print("  exact mode    sub-batch {}: MILP of {} variables and {} rows {} in {} ({} nodes){}\n", c.sub_batch,
+                   c.milp_result.variables, c.milp_result.rows, remat_milp_status_name(c.milp_result.status),
+                   format_seconds(c.milp_result.seconds), c.milp_result.nodes,
+                   c.milp_result.table.empty() ? std::string()
+                                               : fmt::format("; lower bound on a recompute-only round {}, its own solution {}",
+                                                             format_ns(c.milp_result.bound_round_ns),
+                                                             format_ns(c.milp_result.solution_round_ns)));
     if (o.verbose)
       for (const auto& c : r.candidates)
         for (const auto& cand : c.search)
           fmt::print("  search        sub-batch {}: {:<52} {}\n", c.sub_batch, cand.name,
                      cand.round_ns ? format_ns(cand.round_ns) + " per round" : "no: " + cand.why);
+    // What would help: a batch-norm network is split into sub-batches only when asked; when the
+    // plan loses more than 5 % and splitting would be faster, say so (statistics then change).
+    const double overhead = static_cast<double>(r.plan.summary.predicted_ns) / static_cast<double>(r.plan.summary.ideal_ns) - 1;
+    if (o.sub_batch == "auto" && std::any_of(r.plan.network.layers.begin(), r.plan.network.layers.end(), [](const Layer& l) { return l.type == LayerType::BatchNorm; }) && overhead > 0.05) {
+      CompileInput any = in;
+      any.sub_batch = "any";
+      any.dump_after.clear();
+      try {
+        const Plan split = make_plan(any).plan;
+        if (split.summary.predicted_ns < r.plan.summary.predicted_ns)
+          fmt::print("  would help    --sub-batch any: {} in {} rounds of {} ({} over the ideal), with batch-norm statistics "
+                     "per sub-batch\n",
+                     format_ns(split.summary.predicted_ns), split.rounds, split.sub_batch,
+                     format_percent(static_cast<double>(split.summary.predicted_ns) / static_cast<double>(split.summary.ideal_ns) - 1));
+      } catch (const UserError&) {
+      }
+    }
     fmt::print("  compiled in   {}{}\n", format_seconds(seconds), o.output.empty() ? "" : ", plan written to " + o.output);
   }
   return 0;

@@ -26,6 +26,7 @@ struct CompileOptions {
   std::string network;
   std::string profile;
   std::string budget;          // "12GiB"
+  std::string reserve = "auto";  // kept out of the budget: SIZE, or auto (a profile's device_overhead_bytes)
   std::int64_t batch = 0;      // 0: the profile's batch
   std::string strategy = "ucplan";
   std::string sub_batch = "auto";
@@ -39,6 +40,8 @@ struct CompileOptions {
   bool quiet = false;
   bool json = false;           // --conv-only: JSON report
   bool verbose = false;        // the ucplan search's candidates
+  std::string solver = "default";  // default | exact
+  std::string time_limit;      // exact: "60s", "2min", "" for none
 };
 int run_compile(const CompileOptions& o);
 
@@ -55,5 +58,20 @@ struct ExplainOptions {
   bool json = false;
 };
 int run_explain(const ExplainOptions& o);
+
+struct FrontierOptions {
+  std::string network;
+  std::string profile;
+  std::int64_t batch = 0;      // 0: the profile's batch
+  std::string strategy = "ucplan";
+  std::string sub_batch = "auto";
+  int points = 12;
+  bool json = false;
+  std::string svg;
+};
+int run_frontier(const FrontierOptions& o);
+
+// A whole file's bytes (for its hash); UserError naming the file if it cannot be read.
+std::string read_bytes(const std::string& path);
 
 }  // namespace ucplan

@@ -84,6 +84,10 @@ int main(int argc, char** argv) {
   c_compile->add_option("--budget", compile.budget,
                         "device memory budget for the whole iteration (arena: activations, gradients, weights, "
                         "workspaces), with unit, e.g. 12GiB");
+  c_compile->add_option("--reserve", compile.reserve,
+                        "device memory of the budget kept for the CUDA context, cuDNN and cuBLAS, with unit, or auto "
+                        "(default: the device_overhead_bytes a measured CUDA profile recorded, 0 for other profiles); the "
+                        "plan's arena gets the rest");
   c_compile->add_option("--batch,-b", compile.batch, "mini-batch size in samples (default: the profile's batch)")
       ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
   c_compile->add_option("--strategy", compile.strategy,
@@ -108,6 +112,12 @@ int main(int argc, char** argv) {
   c_compile->add_flag("--quiet,-q", compile.quiet, "no report on stdout");
   c_compile->add_flag("--json", compile.json, "with --conv-only: print the report as JSON");
   c_compile->add_flag("--verbose,-v", compile.verbose, "also list every candidate the ucplan search simulated, with its predicted time");
+  c_compile->add_option("--solver", compile.solver,
+                        "default (the ucplan search) | exact (also a rematerialisation MILP solved with CBC: its solution "
+                        "seeds the search, and the plan reports the MILP's proven lower bound)");
+  c_compile->add_option("--time-limit", compile.time_limit,
+                        "with --solver exact: CBC's wall-clock limit, e.g. 60s or 2min (default: none, solve to "
+                        "optimality); a plan made within a limit CBC reached may not be reproducible");
 
   ucplan::CheckOptions check;
   auto* c_check = app.add_subcommand("check", "verify plans (independent re-simulation); exit 1 if any is invalid");
@@ -121,6 +131,19 @@ int main(int argc, char** argv) {
   c_explain->add_option("--trace", explain.trace, "write the predicted timeline as a Chrome trace (Perfetto) to FILE");
   c_explain->add_option("--svg", explain.svg, "write a memory-over-time plot (SVG) to FILE");
   c_explain->add_flag("--json", explain.json, "print the summary as JSON");
+
+  ucplan::FrontierOptions frontier;
+  auto* c_frontier = app.add_subcommand(
+      "frontier", "the budget -> predicted time curve from the lower bound to the keep-all peak: where the knee is");
+  c_frontier->add_option("network", frontier.network, "zoo name or path to a network JSON file")->required();
+  c_frontier->add_option("--profile,-p", frontier.profile, "profile JSON made by `ucplan profile` for this network")->required();
+  c_frontier->add_option("--batch,-b", frontier.batch, "mini-batch size in samples (default: the profile's batch)")
+      ->check(CLI::Range(1, 1 << 24));
+  c_frontier->add_option("--strategy", frontier.strategy, "as for compile (default ucplan)");
+  c_frontier->add_option("--sub-batch", frontier.sub_batch, "as for compile (default auto)");
+  c_frontier->add_option("--points", frontier.points, "budgets, spaced geometrically (default 12, 2 to 200)");
+  c_frontier->add_flag("--json", frontier.json, "print JSON instead of a table");
+  c_frontier->add_option("--svg", frontier.svg, "also write the curve as an SVG plot to FILE");
 
   try {
     app.parse(argc, argv);
@@ -140,6 +163,7 @@ int main(int argc, char** argv) {
     if (c_compile->parsed()) return ucplan::run_compile(compile);
     if (c_check->parsed()) return ucplan::run_check(check);
     if (c_explain->parsed()) return ucplan::run_explain(explain);
+    if (c_frontier->parsed()) return ucplan::run_frontier(frontier);
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan: error: %s\n", e.what());
     return 2;

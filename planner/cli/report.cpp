@@ -97,6 +97,25 @@ std::string plan_summary(const Plan& p) {
   double overhead = s.ideal_ns > 0 ? static_cast<double>(s.predicted_ns - s.ideal_ns) / static_cast<double>(s.ideal_ns) : 0;
   out += fmt::format("  iteration     {} predicted; ideal {} (unlimited memory, fastest configurations): overhead {}\n",
                      format_ns(s.predicted_ns), format_ns(s.ideal_ns), format_percent(overhead));
+  // Where the overhead comes from, from the plan's own steps: predicted - ideal =
+  // rounds x (recomputation + compute waiting) + the rest (configurations chosen for their
+  // workspace, smaller sub-batches, the final updates' own waits).
+  if (s.predicted_ns > s.ideal_ns) {
+    std::int64_t busy = 0, redo = 0;
+    for (const auto& st : p.steps) {
+      if (st.final || st.stream != "compute") continue;
+      busy += st.end_ns - st.start_ns;
+      if (st.op == "recompute") redo += st.end_ns - st.start_ns;
+    }
+    const std::int64_t wait = std::max<std::int64_t>(s.round_ns - busy, 0);
+    const std::int64_t rest = s.predicted_ns - s.ideal_ns - p.rounds * (redo + wait);
+    const auto share = [&](std::int64_t ns) {
+      return fmt::format("{} ({})", format_ns(ns), format_percent(static_cast<double>(ns) / static_cast<double>(s.ideal_ns)));
+    };
+    out += fmt::format("  overhead      from recomputation {}, compute waiting for copies or memory {}, conv configurations, "
+                       "sub-batch rounds and updates {}; `ucplan frontier` shows what more memory would buy\n",
+                       share(p.rounds * redo), share(p.rounds * wait), share(rest));
+  }
   out += fmt::format("  memory        peak {} of the {} budget; lower bound {} (moDNN Eq. 2)\n", format_bytes(s.peak_bytes),
                      format_bytes(p.budget_bytes), format_bytes(s.lower_bound_bytes));
   // The trace and the SVG draw bytes in use; the peak above is the arena, which also holds the

@@ -69,6 +69,10 @@ std::string plan_to_json_text(const Plan& p) {
                   {"sub_batch", p.sub_batch_option},
                   {"workspace", p.workspace_option},
                   {"micro_batches", p.micro_batches}};
+  if (p.solver != "default") {  // absent for the default, so plans made before exact mode stay as they were
+    j["options"]["solver"] = p.solver;
+    j["options"]["solver_time_limit_ms"] = p.solver_time_limit_ms;
+  }
   OrderedJson s;
   s["predicted_ns"] = p.summary.predicted_ns;
   s["round_ns"] = p.summary.round_ns;
@@ -139,13 +143,18 @@ Plan load_plan(const std::string& path) {
   p.profile_source = in.at("profile_source").string();
   p.device = in.at("device").string();
   auto o = r.at("options");
-  o.allow_only({"batch", "budget_bytes", "strategy", "sub_batch", "workspace", "micro_batches"});
+  o.allow_only({"batch", "budget_bytes", "strategy", "sub_batch", "workspace", "micro_batches", "solver", "solver_time_limit_ms"});
   p.batch = o.at("batch").integer(1, kMaxBatch);
   p.budget_bytes = o.at("budget_bytes").integer(1, INT64_MAX);
   p.strategy = o.at("strategy").string();
   p.sub_batch_option = o.at("sub_batch").string();
   p.workspace_option = o.at("workspace").string();
   p.micro_batches = o.at("micro_batches").string();
+  if (o.has("solver")) {
+    p.solver = o.at("solver").string();
+    if (p.solver != "default" && p.solver != "exact") o.at("solver").fail("expected \"default\" or \"exact\", got \"" + p.solver + "\"");
+    p.solver_time_limit_ms = o.has("solver_time_limit_ms") ? o.at("solver_time_limit_ms").integer(0, INT64_MAX) : 0;
+  }
   auto s = r.at("summary");
   s.allow_only({"predicted_ns", "round_ns", "final_ns", "ideal_ns", "peak_bytes", "lower_bound_bytes", "offload_bytes",
                 "prefetch_bytes", "input_bytes", "recompute_ns", "recompute_steps", "workspace_peak_bytes"});

@@ -110,6 +110,8 @@ struct Plan {
   std::string sub_batch_option;       // auto | any | N
   std::string workspace_option;       // dynamic | wr:BYTES | wd:BYTES
   std::string micro_batches;          // micro-batch sizes conv kernels may use: all | powerOfTwo | undivided
+  std::string solver = "default";     // default | exact (the rematerialisation MILP seeds the search)
+  std::int64_t solver_time_limit_ms = 0;  // exact: CBC's time limit, 0 for none
   // Decisions.
   std::int64_t sub_batch = 0;
   std::int64_t rounds = 0;

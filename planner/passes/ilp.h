@@ -46,6 +46,9 @@ struct Ilp {
   std::vector<std::int64_t> start;
   // Branch-and-bound node limit (deterministic, unlike a time limit); <= 0: no limit.
   std::int64_t max_nodes = 0;
+  // Wall-clock limit in seconds (not deterministic: the answer may depend on the machine's
+  // speed unless the solve ends before it); <= 0: no limit.
+  double max_seconds = 0;
 };
 
 enum class IlpStatus {
@@ -60,6 +63,9 @@ struct IlpResult {
   std::vector<std::int64_t> x;       // n values when status is optimal or feasible
   std::int64_t objective = 0;        // exact Σ objective[j] x_j
   std::int64_t nodes = 0;            // branch-and-bound nodes
+  // Proven lower bound on the optimum (the best LP bound of the open nodes, rounded down);
+  // equals `objective` when optimal. Meaningless when infeasible or when no LP was solved.
+  std::int64_t bound = 0;
   // Times a row's rhs had to be tightened and the model re-solved because CBC's answer, rounded
   // to integers, violated that row in exact arithmetic (a floating-point tolerance artefact). After
   // a tightening the answer is at most `feasible`, never claimed optimal.

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
@@ -65,6 +66,7 @@ struct CbcAnswer {
   bool proven_optimal = false;
   std::vector<std::int64_t> x;   // empty: no solution
   std::int64_t nodes = 0;
+  double bound = -COIN_DBL_MAX;  // in the ILP's own (unscaled) objective units
 };
 
 CbcAnswer run_cbc(const Ilp& ilp) {
@@ -131,6 +133,10 @@ CbcAnswer run_cbc(const Ilp& ilp) {
   model.setAllowableFractionGap(0.0);
   if (ilp.max_nodes > 0)
     model.setMaximumNodes(int(std::min<std::int64_t>(ilp.max_nodes, INT32_MAX)));
+  if (ilp.max_seconds > 0) {
+    model.setUseElapsedTime(true);  // wall clock: CPU time lags it on a loaded machine
+    model.setMaximumSeconds(ilp.max_seconds);
+  }
   if (!ilp.start.empty()) {
     std::vector<double> start(ilp.start.begin(), ilp.start.end());
     model.setBestSolution(start.data(), n, COIN_DBL_MAX, true);   // kept only if feasible
@@ -149,6 +155,7 @@ CbcAnswer run_cbc(const Ilp& ilp) {
   a.nodes = model.getNodeCount();
   a.infeasible = model.isProvenInfeasible();
   a.proven_optimal = model.isProvenOptimal();
+  a.bound = model.getBestPossibleObjValue() / obj_scale;
   if (const double* best = model.bestSolution()) {
     a.x.resize(n);
     // Integer variables are within CBC's integer tolerance (1e-6) of an integer.
@@ -186,9 +193,18 @@ IlpResult solve_ilp(const Ilp& ilp) {
   // few units (bytes). Then that row's rhs is tightened by the violation and the model solved
   // again; the exact check below is what decides feasibility, never CBC's own.
   Ilp model = ilp;
+  const auto started = std::chrono::steady_clock::now();
   for (int attempt = 0; attempt < 4; ++attempt) {
+    if (ilp.max_seconds > 0) {  // one limit for all attempts together
+      model.max_seconds = ilp.max_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (model.max_seconds <= 0) break;
+    }
     CbcAnswer a = run_cbc(model);
     res.nodes += a.nodes;
+    // The bound of the first solve holds for the original rows (tightened ones only cut off
+    // points); rounded down, with a tolerance for the LP's round-off.
+    if (attempt == 0 && a.bound > -1e300)
+      res.bound = static_cast<std::int64_t>(std::floor(a.bound - 1e-6 * std::max(1.0, std::fabs(a.bound))));
     if (a.x.empty()) {
       if (a.infeasible && res.tightenings == 0 && !start_ok) res.status = IlpStatus::infeasible;
       break;
@@ -218,6 +234,8 @@ IlpResult solve_ilp(const Ilp& ilp) {
     res.status = IlpStatus::feasible;
   }
   if (!res.x.empty()) res.objective = exact_objective(ilp, res.x);
+  if (res.status == IlpStatus::optimal) res.bound = res.objective;
+  if (!res.x.empty()) res.bound = std::min(res.bound, res.objective);
   return res;
 }
 

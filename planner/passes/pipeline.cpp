@@ -140,6 +140,12 @@ CompileResult make_plan(const CompileInput& in) {
   const auto names = strategy_names();
   if (std::find(names.begin(), names.end(), in.strategy) == names.end())
     throw UserError("", "--strategy", fmt::format("unknown strategy \"{}\" (ucplan, keep-all, vdnn-all, vdnn-conv, superneurons, checkpoint-sqrt)", in.strategy));
+  if (in.solver != "default" && in.solver != "exact")
+    throw UserError("", "--solver", fmt::format("expected default or exact, got \"{}\"", in.solver));
+  if (in.solver == "exact" && in.strategy != "ucplan")
+    throw UserError("", "--solver", fmt::format("exact mode plans with the ucplan strategy, not {}", in.strategy));
+  if (!(in.solver_time_limit_s >= 0) || in.solver_time_limit_s > 1e6)
+    throw UserError("", "--time-limit", fmt::format("{} s is not a time limit (0 for none, at most 10^6 s)", in.solver_time_limit_s));
   const WorkspaceOption ws = parse_workspace_option(in.workspace);
   if (!valid_sizes_policy(in.micro_batches))
     throw UserError("", "--micro-batches", fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", in.micro_batches));
@@ -237,7 +243,24 @@ CompileResult make_plan(const CompileInput& in) {
     si.batch = batch;
     si.fixed_config = fixed_configs(ws, g, tg, ct);
     ScheduleResult r;
-    if (in.strategy == "ucplan") {
+    if (in.strategy == "ucplan" && in.solver == "exact") {
+      // Exact mode: the default search first; its table is the MILP's first incumbent; the MILP's
+      // solution then leads the seeds of a second search with ten times the local-search work.
+      // The faster of the two plans is kept, so exact mode is never slower than the default.
+      std::vector<Residency> table;
+      r = schedule_ucplan(si, &table);
+      o.milp = true;
+      o.milp_result = solve_remat_milp(g, tg, ct, in.budget_bytes, in.solver_time_limit_s, r.ok ? table : std::vector<Residency>{});
+      if (!o.milp_result.table.empty()) {
+        si.extra_seeds.push_back(o.milp_result.table);
+        si.local_search_budget *= 10;
+        ScheduleResult seeded = schedule_ucplan(si);
+        if (seeded.ok && (!r.ok || seeded.round_ns < r.round_ns)) {
+          seeded.search_log.insert(seeded.search_log.begin(), {"(the default search alone: " + format_ns(r.round_ns) + " per round)", r.round_ns, ""});
+          r = std::move(seeded);
+        }
+      }
+    } else if (in.strategy == "ucplan") {
       r = schedule_ucplan(si);
     } else {
       auto strategy = make_baseline_strategy(in.strategy, g, tg, ct);
@@ -290,6 +313,8 @@ CompileResult make_plan(const CompileInput& in) {
   p.sub_batch_option = in.sub_batch;
   p.workspace_option = in.workspace;
   p.micro_batches = in.micro_batches;
+  p.solver = in.solver;
+  p.solver_time_limit_ms = std::llround(in.solver_time_limit_s * 1000);
   p.sub_batch = best_b;
   p.rounds = batch / best_b;
   p.modnn_sub_batch = modnn_b;
@@ -320,6 +345,23 @@ CompileResult make_plan(const CompileInput& in) {
   if (best.candidates_skipped > 0)
     p.notes.push_back(fmt::format("the ucplan search stopped {} candidate(s) short: its work budget was spent (large network)",
                                   best.candidates_skipped));
+  for (const CandidateOutcome& o : out.candidates) {
+    if (!o.milp || o.sub_batch != best_b) continue;
+    const RematMilpResult& m = o.milp_result;
+    if (m.status == RematMilpResult::Status::optimal || m.status == RematMilpResult::Status::feasible) {
+      const std::int64_t bound = p.rounds * m.bound_round_ns + best.final_ns;
+      p.notes.push_back(fmt::format(
+          "exact mode: the rematerialisation MILP ({} variables, {} rows) is {}; no recompute-only plan in route order can "
+          "take less than {} ({} over the ideal); this plan is {} over that bound{}",
+          m.variables, m.rows, remat_milp_status_name(m.status), format_ns(bound),
+          format_percent(static_cast<double>(bound - s.ideal_ns) / static_cast<double>(s.ideal_ns)),
+          format_percent(static_cast<double>(s.predicted_ns - bound) / static_cast<double>(bound)),
+          s.offload_bytes > 0 ? " (it also offloads, which the MILP does not model)" : ""));
+    } else {
+      p.notes.push_back(fmt::format("exact mode: the rematerialisation MILP ({} variables, {} rows) found {}", m.variables, m.rows,
+                                    remat_milp_status_name(m.status)));
+    }
+  }
   if (best.defragmentations > 0)
     p.notes.push_back(fmt::format("{} defragmentation(s) per round: the budget is close to the bound", best.defragmentations));
   if (in.dump_after == "schedule") out.dump = plan_to_json_text(p);

@@ -12,6 +12,7 @@
 #include "planner/model/network.h"
 #include "planner/model/plan.h"
 #include "planner/model/profile.h"
+#include "remat_milp.h"
 #include "schedule.h"
 
 namespace ucplan {
@@ -29,6 +30,8 @@ struct CompileInput {
   std::string workspace = "dynamic";
   std::string micro_batches = "all";  // all | powerOfTwo | undivided (mu-cuDNN §III-B policies)
   std::string dump_after;          // "" or a stage name (see dump_stage_names())
+  std::string solver = "default";  // default | exact (ucplan strategy only)
+  double solver_time_limit_s = 0;  // exact: CBC's wall-clock limit, 0 for none
 };
 
 struct CandidateOutcome {
@@ -37,6 +40,8 @@ struct CandidateOutcome {
   std::string why;                 // when not ok
   std::int64_t predicted_ns = 0;   // rounds * round + final
   std::vector<ScheduleResult::Candidate> search;  // ucplan: candidates, predicted round times or why not
+  bool milp = false;               // exact mode ran the MILP for this sub-batch
+  RematMilpResult milp_result;
 };
 
 struct CompileResult {

@@ -72,6 +72,10 @@ struct ScheduleInput {
   std::vector<int> fixed_config;        // per task: WR/WD choice (index into its front) or -1
   int lookahead = 24;                   // Eq. (4) look-ahead window, in tasks
   bool best_fit = false;                // arena placement: moDNN's first fit, or best fit
+  // The ucplan search: more residency tables to start from (exact mode's MILP solution), and the
+  // work budget of its local search (simulated steps x 10 + arena blocks looked at).
+  std::vector<std::vector<Residency>> extra_seeds;
+  std::int64_t local_search_budget = 2'500'000;
   // A search abandons a candidate whose round already takes longer than this (the best found).
   std::int64_t abandon_after_ns = std::numeric_limits<std::int64_t>::max();
 };

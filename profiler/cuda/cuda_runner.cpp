@@ -1,7 +1,10 @@
 #include "profiler/cuda/cuda_runner.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <functional>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -9,7 +12,9 @@
 #include "executor/cuda/cuda_check.h"
 #include "executor/cpu_ops.h"
 #include "executor/cuda/kernels_cuda.h"
+#include "executor/cuda/nvml.h"
 #include "planner/model/errors.h"
+#include "profiler/profile_network.h"
 
 namespace ucplan {
 namespace {
@@ -92,7 +97,15 @@ double median_of(std::vector<double> v) {
 class CudaRunner final : public Runner {
  public:
   CudaRunner(int device_index, const CudaRunnerOptions& options)
-      : options_(options), device_(device_index), ctx_(stream_.get(), options.allow_tf32) {}
+      : options_(options),
+        bus_id_(pci_bus_id(device_index)),
+        used_before_(cuda::nvml_facts(bus_id_).memory_used_bytes),
+        device_(device_index),
+        ctx_(stream_.get(), options.allow_tf32) {
+    uuid_ = device_.uuid();  // NVML's, when it answers, replaces it (the same text)
+    note_overhead();
+    sample_conditions(true);
+  }
 
   DeviceInfo device() override {
     DeviceInfo d;
@@ -102,7 +115,9 @@ class CudaRunner final : public Runner {
     d.peak_flops = device_.peak_fp32_flops();
     const cuda::Versions v = cuda::library_versions();
     d.versions["cuda_runtime"] = v.cuda_runtime;
-    d.versions["driver"] = v.driver;
+    // The driver's own version (NVML); driver_cuda: the newest CUDA version it supports.
+    d.versions["driver"] = driver_version_.empty() ? "unknown (" + nvml_why_ + ")" : driver_version_;
+    d.versions["driver_cuda"] = v.driver;
     d.versions["cudnn"] = v.cudnn;
     d.versions["cudnn_cudart"] = v.cudnn_cudart;
     d.versions["cublas"] = v.cublas;
@@ -130,14 +145,22 @@ class CudaRunner final : public Runner {
   Measurement measure(const Graph& g, int layer, const std::string& op, const std::string& algo, std::int64_t batch,
                       int repeats) override {
     Measurement m;
+    auto what = [&] {
+      return fmt::format("{} {} {} micro-batch {}", layer >= 0 && layer < static_cast<int>(g.layers.size()) ? g.layers[layer].name() : "?",
+                         op, algo, batch);
+    };
     try {
       device_.select();
       Buffers buffers(ctx_);
       std::function<void()> run = prepare(g, layer, op, algo, batch, buffers, &m);
       time(run, std::max(repeats, 1), &m);
+      // A fault in the last timed run surfaces here at the latest, before the buffers go.
+      stream_.synchronize();
     } catch (const Unsupported&) {
       m.status = "unsupported";
     } catch (const CudaError& e) {
+      if (e.library() == "cuda" && cuda::is_sticky(static_cast<cudaError_t>(e.code())))
+        device_failed(what(), e.what());
       if (e.out_of_memory())
         m.status = "out_of_memory";
       else if (e.not_supported())
@@ -149,9 +172,48 @@ class CudaRunner final : public Runner {
     }
     if (m.status != "ok") m.seconds = m.spread = 0;
     // A failed call can leave work queued on buffers being freed: wait for the stream before the
-    // next measurement (ignore its error: a broken context reports itself on the next call).
-    if (m.status != "ok" && cudaStreamSynchronize(stream_.get()) != cudaSuccess) cudaGetLastError();
+    // next measurement. A cuDNN or cuBLAS failure may hide a sticky CUDA error: after it, every
+    // later measurement would fail too, so profiling stops here, naming this one.
+    if (m.status != "ok") {
+      const cudaError_t e = cudaStreamSynchronize(stream_.get());
+      const cudaError_t last = cudaGetLastError();
+      if (cuda::is_sticky(e) || cuda::is_sticky(last))
+        device_failed(what(), cuda::status_text(cuda::is_sticky(e) ? e : last) + " (after: " + m.status + ")");
+    }
+    sample_conditions(false);
     return m;
+  }
+
+  std::map<std::string, std::string> conditions() override {
+    sample_conditions(true);
+    note_overhead();
+    std::map<std::string, std::string> c;
+    c["timing"] = fmt::format(
+        "CUDA events: {} warm-up runs, {} calibration runs, then per sample k back-to-back runs between one event pair, k "
+        "for at least {:.0f} ms a sample (at most {}); the profile's repeat samples, median; seconds = sample / k",
+        options_.warmup, kCalibrationRuns, kMinSampleSeconds * 1e3, kMaxRunsPerSample);
+    c["l2_flush"] = "no (warm L2: runs reuse the same buffers, as back-to-back kernels of an iteration do)";
+    c["micro_batch_alignment"] = "conv micro-batches measured at the worst offset replay gives them: gcd(per-sample bytes, 256)";
+    c["gpu_uuid"] = uuid_;
+    for (const char* k : {"power_limit_w", "ecc", "mig", "sm_clock_max_mhz"}) c[k] = static_facts_.count(k) ? static_facts_.at(k) : "n/a";
+    if (clock_min_ > 0)
+      c["sm_clock_mhz_while_measuring"] = clock_min_ == clock_max_ ? std::to_string(clock_min_)
+                                                                   : fmt::format("{}-{}", clock_min_, clock_max_);
+    else
+      c["sm_clock_mhz_while_measuring"] = "unknown (" + nvml_why_ + ")";
+    if (power_max_ > 0) c["power_draw_w_max"] = std::to_string(power_max_);
+    if (temperature_max_ > 0) c["temperature_c_max"] = std::to_string(temperature_max_);
+    if (!clock_events_.empty()) c["clock_event_reasons_seen"] = clock_events_;
+    // What the CUDA context, cuDNN, cuBLAS and the kernels they loaded hold on the device:
+    // `ucplan compile` subtracts it from --budget (README: the budget is the device memory given).
+    c["device_overhead_bytes"] = std::to_string(overhead_);
+    c["device_overhead_method"] =
+        used_before_ >= 0 ? "device memory in use (cudaMemGetInfo) minus NVML's before the context, largest seen"
+                          : "device memory in use (cudaMemGetInfo), largest seen; NVML unavailable, so other processes count too";
+    std::string nondet;
+    for (const auto& a : nondeterministic_) nondet += (nondet.empty() ? "" : " ") + a;
+    c["nondeterministic_algorithms"] = nondet.empty() ? "none" : nondet;
+    return c;
   }
 
   std::vector<TransferPoint> measure_transfers(bool host_to_device, const std::vector<std::int64_t>& sizes) override {
@@ -240,17 +302,28 @@ class CudaRunner final : public Runner {
     return median_of(times);
   }
 
+  // Back-to-back runs between one event pair, so that host API time and launch latency (a
+  // start event on an idle stream, a synchronisation per run) are not measured: a calibration
+  // run after the warm-up gives k, the runs per sample for at least kMinSampleSeconds.
   void time(const std::function<void()>& run, int repeats, Measurement* m) {
     for (int i = 0; i < options_.warmup; ++i) run();
     stream_.synchronize();
+    // Calibration: 10 back-to-back runs, so launch latency does not inflate the estimate of a
+    // short kernel (which would make its samples shorter than intended).
     Event start, end;
+    start.record(stream_.get());
+    for (int i = 0; i < kCalibrationRuns; ++i) run();
+    end.record(stream_.get());
+    const double once = Event::seconds_between(start, end) / kCalibrationRuns;
+    const int k = static_cast<int>(std::clamp(std::ceil(kMinSampleSeconds / std::max(once, 1e-9)), 1.0,
+                                              static_cast<double>(kMaxRunsPerSample)));
     std::vector<double> times;
     times.reserve(static_cast<std::size_t>(repeats));
     for (int r = 0; r < repeats; ++r) {
       start.record(stream_.get());
-      run();
+      for (int i = 0; i < k; ++i) run();
       end.record(stream_.get());
-      times.push_back(Event::seconds_between(start, end));
+      times.push_back(Event::seconds_between(start, end) / k);
     }
     m->seconds = median_of(times);
     const auto [lo, hi] = std::minmax_element(times.begin(), times.end());
@@ -426,28 +499,43 @@ class CudaRunner final : public Runner {
     std::size_t ws = 0;
     if (!cuda::conv_workspace(ctx_, d, a, &ws)) throw Unsupported{};
     m->workspace_bytes = static_cast<std::int64_t>(ws);
+    // cuDNN's own word on determinism for these dims and this math type (its heuristics' perf
+    // results), not a table: recorded in the profile's nondeterministic_algorithms.
+    // A failing query leaves determinism unknown; it does not fail the measurement (a sticky
+    // error would show in the measurement itself).
+    try {
+      if (const std::optional<bool> det = cuda::conv_deterministic(ctx_, d, a); det && !*det)
+        nondeterministic_.insert(op + ":" + algo);
+    } catch (const CudaError&) {
+    }
     const std::int64_t nx = batch * d.c * d.h * d.w;
     const std::int64_t ny = batch * d.k * cuda::conv_out_h(d) * cuda::conv_out_w(d);
     const std::int64_t nw = d.k * (d.c / d.groups) * d.kh * d.kw;
+    // x/dx and y/dy at the offset replay gives a micro-batch after the first (profile_network.h).
+    const std::int64_t x_off = micro_batch_misalignment(d.c * d.h * d.w * 4);
+    const std::int64_t y_off = micro_batch_misalignment(d.k * cuda::conv_out_h(d) * cuda::conv_out_w(d) * 4);
+    auto offset = [](float* p, std::int64_t bytes) { return reinterpret_cast<float*>(reinterpret_cast<char*>(p) + bytes); };
+    auto xs = [&] { return offset(b.floats(nx + 64), x_off); };
+    auto ys = [&] { return offset(b.floats(ny + 64), y_off); };
     Context& ctx = ctx_;
     void* work = b.raw(static_cast<std::int64_t>(ws));
     switch (cop) {
       case cuda::ConvOp::Forward: {
         const float* w = b.floats(nw);
-        const float* x = b.floats(nx);
+        const float* x = xs();
         const float* bias = d.bias ? b.floats(d.k) : nullptr;
-        float* y = b.floats(ny);
+        float* y = ys();
         return [&ctx, d, a, x, w, bias, y, work, ws] { cuda::conv_forward(ctx, d, a, x, w, bias, y, work, ws); };
       }
       case cuda::ConvOp::BackwardData: {
         const float* w = b.floats(nw);
-        const float* dy = b.floats(ny);
-        float* dx = b.floats(nx);
+        const float* dy = ys();
+        float* dx = xs();
         return [&ctx, d, a, dy, w, dx, work, ws] { cuda::conv_backward_data(ctx, d, a, dy, w, dx, false, work, ws); };
       }
       case cuda::ConvOp::BackwardFilter: {
-        const float* x = b.floats(nx);
-        const float* dy = b.floats(ny);
+        const float* x = xs();
+        const float* dy = ys();
         float* dw = b.floats(nw);
         float* db = d.bias ? b.floats(d.k) : nullptr;
         return [&ctx, d, a, x, dy, dw, db, work, ws] { cuda::conv_backward_filter(ctx, d, a, x, dy, dw, db, work, ws); };
@@ -456,10 +544,92 @@ class CudaRunner final : public Runner {
     throw Failed("unknown conv op");
   }
 
+  static constexpr double kMinSampleSeconds = 1e-3;
+  static constexpr int kMaxRunsPerSample = 1000;
+  static constexpr int kCalibrationRuns = 10;
+
+  static std::string pci_bus_id(int index) {
+    char bus[32] = {0};
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), index) != cudaSuccess) {
+      cudaGetLastError();
+      return "";
+    }
+    return bus;
+  }
+
+  [[noreturn]] void device_failed(const std::string& what, const std::string& error) {
+    throw DeviceFailure(fmt::format("the device failed while measuring {}: {}; the CUDA context cannot be used any more, so "
+                                    "profiling stopped and no profile was written (rerun with CUDA_LAUNCH_BLOCKING=1, or "
+                                    "under compute-sanitizer, to see the failing kernel)",
+                                    what, error));
+  }
+
+  // Device memory the runtime, the libraries and their loaded kernels hold: in use now (no
+  // measurement buffers are alive between measurements) minus what was in use before.
+  void note_overhead() {
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    const std::int64_t used = static_cast<std::int64_t>(total) - static_cast<std::int64_t>(free);
+    overhead_ = std::max(overhead_, used - std::max<std::int64_t>(used_before_, 0));
+  }
+
+  // NVML facts at most once a second while measuring (and when forced): clock range, peak power
+  // and temperature, the clock event reasons seen; the static facts the first time.
+  void sample_conditions(bool force) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!force && now - last_sample_ < std::chrono::seconds(1)) return;
+    last_sample_ = now;
+    if (bus_id_.empty()) {
+      nvml_why_ = "no PCI bus id for the device";
+      return;
+    }
+    const cuda::NvmlFacts f = cuda::nvml_facts(bus_id_);
+    if (!f.available) {
+      nvml_why_ = f.why;
+      return;
+    }
+    auto number = [&](const char* key) {
+      auto it = f.values.find(key);
+      if (it == f.values.end() || it->second == "n/a") return -1;
+      try {
+        return std::stoi(it->second);
+      } catch (...) {
+        return -1;
+      }
+    };
+    if (static_facts_.empty()) {
+      static_facts_ = f.values;
+      driver_version_ = f.values.at("driver_version");
+      if (f.values.at("gpu_uuid") != "n/a") uuid_ = f.values.at("gpu_uuid");
+    }
+    const int clock = number("sm_clock_mhz");
+    if (clock > 0) {
+      clock_min_ = clock_min_ > 0 ? std::min(clock_min_, clock) : clock;
+      clock_max_ = std::max(clock_max_, clock);
+    }
+    power_max_ = std::max(power_max_, number("power_draw_w"));
+    temperature_max_ = std::max(temperature_max_, number("temperature_c"));
+    const std::string reasons = f.values.at("clock_event_reasons");
+    if (reasons != "n/a" && reasons != "0x0" && clock_events_.find(reasons) == std::string::npos)
+      clock_events_ += (clock_events_.empty() ? "" : " ") + reasons;
+  }
+
   CudaRunnerOptions options_;
+  std::string bus_id_;
+  std::int64_t used_before_;  // NVML: device memory in use before this process's context; -1 unknown
   cuda::Device device_;  // selects the device before the stream and handles are made
   Stream stream_;
   Context ctx_;
+  std::int64_t overhead_ = 0;
+  std::string nvml_why_ = "NVML not queried", driver_version_, uuid_ = "unknown";
+  std::map<std::string, std::string> static_facts_;
+  int clock_min_ = 0, clock_max_ = 0, power_max_ = 0, temperature_max_ = 0;
+  std::string clock_events_;
+  std::chrono::steady_clock::time_point last_sample_{};
+  std::set<std::string> nondeterministic_;  // "op:algorithm" cuDNN reported nondeterministic
 };
 
 [[noreturn]] void no_device(const std::string& why) { throw UserError("", "--device cuda", "no CUDA device: " + why); }

@@ -1,10 +1,16 @@
 // The CUDA Runner (runner.h): measures one op of one layer on a CUDA device with the kernels of
 // executor/cuda/kernels_cuda.h. Each measurement allocates its own inputs, outputs and
 // workspace (cudaMalloc; a failure is recorded as "out_of_memory", never thrown), fills them with
-// deterministic pseudo-random values, runs the op `warmup` times, then times `repeats` runs one
-// by one with CUDA events on one stream: seconds = the median, spread = (max - min) / median.
+// deterministic pseudo-random values, runs the op `warmup` times, then takes `repeats` samples:
+// each times k back-to-back runs between one pair of CUDA events on one stream, k chosen after 10
+// calibration runs so that a sample lasts at least 1 ms (at most 1000 runs), so host API time and
+// launch latency are not in it; seconds = the median sample / k, spread = (max - min) / median.
+// L2 is not flushed (the runs reuse their buffers, as an iteration's kernels do). Conv
+// micro-batches are measured at the pointer alignment replay gives them (profile_network.h).
 // An algorithm cuDNN rejects for the dims (a NOT_SUPPORTED status from the workspace query or the
-// call) is "unsupported"; any other failure is "failed: <call, file:line, cuDNN/CUDA error>".
+// call) is "unsupported"; any other failure is "failed: <call, file:line, cuDNN/CUDA error>"; a
+// sticky CUDA error (illegal address, launch failure...) throws DeviceFailure naming the
+// measurement: every later one would fail too, so no profile is written.
 // Convolutions run in FP32 without TF32 unless options.allow_tf32 (versions["math"] says which).
 //
 // Transfers: pinned host buffers, cudaMemcpyAsync on one stream, median of 5 after a warm-up.
@@ -14,9 +20,15 @@
 // device(): kind "cuda"; name and memory from cudaGetDeviceProperties; peak_flops = SMs x peak
 // SM clock (cudaDevAttrClockRate) x FP32 lanes per SM (128 for Hopper, by compute capability; 0
 // when unknown) x 2 — for an H100 SXM 132 x 1.98 GHz x 128 x 2 = 66.9 TFLOP/s, the datasheet's
-// non-tensor FP32 figure; versions: cuda_runtime, driver (the CUDA version the driver supports),
-// cudnn, cudnn_cudart (CUDA version cuDNN was built with), cublas, compute_capability, math,
-// ucplan.
+// non-tensor FP32 figure; versions: cuda_runtime, driver (NVML's driver version), driver_cuda (the
+// CUDA version the driver supports), cudnn, cudnn_cudart (CUDA version cuDNN was built with),
+// cublas, compute_capability, math, ucplan.
+// conditions() (after measuring): timing method, l2_flush, micro_batch_alignment, gpu_uuid,
+// power_limit_w, ecc, mig, sm_clock_max_mhz, sm_clock_mhz_while_measuring (min-max of NVML
+// samples), power_draw_w_max, temperature_c_max, clock_event_reasons_seen,
+// nondeterministic_algorithms (cuDNN's perf results for the measured dims), and
+// device_overhead_bytes: the device memory the CUDA context, cuDNN, cuBLAS and their loaded
+// kernels hold (what `ucplan compile` keeps out of the budget).
 #pragma once
 
 #include <cstdint>

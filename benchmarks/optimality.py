@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Plan quality: ucplan's default search against every baseline over budgets from 100 % to 25 % of the liveness peak.
+
+  python3 benchmarks/optimality.py [BUILD] [--quick]     (BUILD: the build folder, default build/)
+
+Measures, through the ucplan CLI:
+  A. resnet20 b64, vgg16 b32, resnet50 b64 and densenet40 b64 on model:h100 and model:v100 profiles, at
+     100 / 85 / 70 / 50 / 35 / 25 % of the liveness peak (`ucplan inspect --json`): the predicted overhead
+     over the ideal (`ucplan explain --json`) of the default strategy and of every baseline, `ucplan check`
+     of every plan, whether the default is at least as fast as every baseline, and whether every column is
+     monotone in the budget (a larger budget never gives a slower plan).
+     With --exact NETS (default: resnet20), also `--solver exact --time-limit 60s` for those networks:
+     exact mode's overhead, the MILP's status, its proven lower bound for recompute-only plans, the gap
+     and the compile time (MEASURED, wall clock).
+  B. Compile time (wall clock, median of 3): ResNet-152 b256 on model:h100 at 12, 24 and 40 GiB, and the
+     10,455-layer ResNet (networks/generate.py deep-resnet) at batch 16, 12 GiB, on model:k40.
+All overheads are MODELLED (model:NAME profiles, deterministic); only part B's times are measured.
+Writes benchmarks/results/optimality.md and regenerates benchmarks/RESULTS.md.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import Cli, REPO, machine_note, median, rel, table, work_dir, write_section, load_average  # noqa: E402
+
+STRATEGIES = ["ucplan", "keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"]
+NOTE_RE = re.compile(r"exact mode: the rematerialisation MILP .*? is (optimal|feasible \(not proven optimal\)); no recompute-only "
+                     r"plan in route order can take less than .*? \(([+-][\d.]+) % over the ideal\)")
+SHARES = [100, 85, 70, 50, 35, 25]
+CASES = [("resnet20", 64), ("vgg16", 32), ("resnet50", 64), ("densenet40", 64)]
+DEVICES = ["h100", "v100"]
+EPS = 0.0005  # overheads closer than 0.05 percentage points count as equal
+
+
+def pct(x):
+    return "" if x is None else f"+{100 * x:.1f} %"
+
+
+def exact_point(cli, w, net, batch, dev, prof, budget, share, limit):
+    """(overhead, MILP status, bound overhead, wall s, plan) of one --solver exact compile."""
+    plan = os.path.join(w, f"{net}-b{batch}-{dev}-{share}-exact.plan.json")
+    rc, _, se, dt = cli.run(["ucplan", "compile", net, "--profile", prof, "--budget", f"{budget}B", "--solver", "exact",
+                             "--time-limit", f"{limit}s", "-q", "-o", plan], check=False, timed=True)
+    if rc != 0:
+        return None, None, None, dt, None
+    with open(plan) as f:
+        notes = json.load(f).get("notes", [])
+    ov = cli.json(["ucplan", "explain", plan, "--json"])["overhead"]
+    for n in notes:
+        m = NOTE_RE.search(n)
+        if m:
+            return ov, m.group(1).split(" ")[0], float(m.group(2)) / 100, dt, plan
+    return ov, "no bound", None, dt, plan
+
+
+def sweep(cli, w, net, batch, dev, out, exact_limit=None):
+    prof = os.path.join(w, f"{net}-b{batch}-{dev}.json")
+    cli.run(["ucplan", "profile", net, "--batch", str(batch), "--device", f"model:{dev}", "-o", prof])
+    tot = cli.json(["ucplan", "inspect", net, "--batch", str(batch), "--json"])["totals"]
+    peak, lb = tot["liveness_peak_bytes"], tot["lower_bound_bytes"]
+    res = {}  # (share, strategy) -> overhead or None
+    plans = []
+    for share in SHARES:
+        budget = peak * share // 100
+        for s in STRATEGIES:
+            if budget < lb:
+                res[(share, s)] = None
+                continue
+            plan = os.path.join(w, f"{net}-b{batch}-{dev}-{share}-{s}.plan.json")
+            rc, _, se, _ = cli.run(["ucplan", "compile", net, "--profile", prof, "--budget", f"{budget}B",
+                                    "--strategy", s, "-q", "-o", plan], check=False)
+            if rc == 0:
+                res[(share, s)] = cli.json(["ucplan", "explain", plan, "--json"])["overhead"]
+                plans.append(plan)
+            elif rc == 2:
+                res[(share, s)] = None
+            else:
+                sys.exit(f"error: compile exited {rc}: {se.strip()}")
+    rc, so, se, _ = cli.run(["ucplan", "check"] + plans, check=False)
+    if rc != 0:
+        out["anomalies"].append(f"{net} b{batch} {dev}: `ucplan check` failed: {(so + se).strip()[:300]}")
+    exact = {}
+    if exact_limit:
+        eplans = []
+        for share in SHARES:
+            budget = peak * share // 100
+            if budget >= lb:
+                exact[share] = exact_point(cli, w, net, batch, dev, prof, budget, share, exact_limit)
+                if exact[share][4]:
+                    eplans.append(exact[share][4])
+        if eplans:
+            rc, so, se, _ = cli.run(["ucplan", "check"] + eplans, check=False)
+            if rc != 0:
+                out["anomalies"].append(f"{net} b{batch} {dev}: `ucplan check` of exact plans failed: {(so + se).strip()[:300]}")
+    rows = []
+    for share in SHARES:
+        budget = peak * share // 100
+        row = [f"{share} %", f"{budget / 2**20:.1f} MiB" if budget >= lb else f"{budget / 2**20:.1f} MiB (< bound)"]
+        if exact_limit:
+            ov, status, bound, dt, _ = exact.get(share, (None, None, None, None, None))
+            ours = res[(share, "ucplan")]
+            if ov is not None and ours is not None and ov > ours + EPS:
+                out["anomalies"].append(f"{net} b{batch} {dev} at {share} %: exact {pct(ov)} slower than the default {pct(ours)}")
+            if ov is not None and ours is not None:
+                out["exact_vs_default"].append(ours - ov)
+            row += [f"**{pct(ov)}**" if ov is not None else ("--" if budget >= lb else ""),
+                    "" if bound is None else pct(bound), status or "",
+                    "" if (ov is None or bound is None) else f"{100 * ((1 + ov) / (1 + bound) - 1):.1f} %",
+                    "" if dt is None else f"{dt:.1f}"]
+        ours = res[(share, "ucplan")]
+        for s in STRATEGIES:
+            v = res[(share, s)]
+            cell = pct(v) if v is not None else ("--" if budget >= lb else "")
+            row.append(f"**{cell}**" if s == "ucplan" else cell)
+            if s != "ucplan" and v is not None and (ours is None or ours > v + EPS):
+                out["beaten"].append(f"{net} b{batch} {dev} at {share} %: {s} {pct(v)} vs ucplan {pct(ours)}")
+        rows.append(row)
+        out["points"] += 1
+    for s in STRATEGIES:
+        last = None
+        for share in SHARES:  # budgets decreasing: overhead may only grow
+            v = res[(share, s)]
+            if v is None:
+                continue
+            if last is not None and v + EPS < last[1]:
+                out["nonmonotone"].append(f"{net} b{batch} {dev}, {s}: {pct(last[1])} at {last[0]} % but "
+                                          f"{pct(v)} at {share} %")
+            last = (share, v)
+    out["default"][(net, batch, dev)] = {share: res[(share, "ucplan")] for share in SHARES}
+    head = f"#### {net} b{batch}, model:{dev} (liveness peak {peak / 2**20:.1f} MiB, lower bound {lb / 2**20:.1f} MiB)\n"
+    extra = ["exact", "MILP bound", "MILP", "gap to bound", "exact s"] if exact_limit else []
+    return head + "\n" + table(["budget (share of peak)", "bytes"] + extra + STRATEGIES, rows) + "\n"
+
+
+def compile_times(cli, w, repeats=3):
+    deep = os.path.join(w, "deep-resnet-6-32-1000-6.json")
+    cli.run([sys.executable, os.path.join(REPO, "networks", "generate.py"), "deep-resnet", "--n1", "6", "--n2", "32",
+             "--n3", "1000", "--n4", "6", "-o", deep])
+    with open(deep) as f:
+        nlayers = len(json.load(f)["layers"])
+    cases = [("resnet152", "resnet152", 256, "h100", b) for b in ("12GiB", "24GiB", "40GiB")]
+    cases.append((f"deep ResNet ({nlayers} layers)", deep, 16, "k40", "12GiB"))
+    profs, rows = {}, []
+    for label, net, batch, dev, budget in cases:
+        key = (net, batch, dev)
+        if key not in profs:
+            profs[key] = os.path.join(w, f"{os.path.basename(net).replace('.json', '')}-b{batch}-{dev}.json")
+            cli.run(["ucplan", "profile", net, "--batch", str(batch), "--device", f"model:{dev}", "-o", profs[key]])
+        plan = os.path.join(w, f"ct-{os.path.basename(net).replace('.json', '')}-{budget}.plan.json")
+        walls, loads = [], []
+        for _ in range(repeats):
+            loads.append(load_average()[0])
+            _, so, _, dt = cli.run(["ucplan", "compile", net, "--profile", profs[key], "--budget", budget, "-o", plan],
+                                   timed=True)
+            walls.append(dt)
+        e = cli.json(["ucplan", "explain", plan, "--json"])
+        rows.append([label, batch, f"model:{dev}", budget, f"**{median(walls):.2f}**",
+                     f"{min(walls):.2f} - {max(walls):.2f}", pct(e["overhead"]),
+                     ", ".join(f"{x:.1f}" for x in loads)])
+    return table(["network", "batch", "profile", "budget", f"wall s (median of {repeats})", "min - max",
+                  "overhead (MODELLED)", "load avg"], rows, "lrlrrrrr")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("build", nargs="?", default="build", help="build folder with bin/ucplan (default: build)")
+    ap.add_argument("--quick", action="store_true", help="resnet20 on model:h100 only, no compile times")
+    ap.add_argument("--exact", default="resnet20", help="networks also compiled with --solver exact, comma-separated, "
+                    "or 'none' (default resnet20)")
+    ap.add_argument("--exact-limit", type=int, default=60, help="exact mode's --time-limit in seconds (default 60)")
+    a = ap.parse_args()
+    t0 = time.perf_counter()
+    cli = Cli(a.build)
+    w = work_dir(a.build, "optimality")
+    note = machine_note(cli)
+    out = {"anomalies": [], "beaten": [], "nonmonotone": [], "default": {}, "points": 0, "exact_vs_default": []}
+    exact_nets = set() if a.exact == "none" else set(a.exact.split(","))
+    cases = CASES[:1] if a.quick else CASES
+    devices = DEVICES[:1] if a.quick else DEVICES
+    secs = []
+    for dev in devices:
+        for net, batch in cases:
+            secs.append(sweep(cli, w, net, batch, dev, out, a.exact_limit if net in exact_nets else None))
+    ct = "" if a.quick else compile_times(cli, w)
+    total = time.perf_counter() - t0
+    s = ["## optimality.py: plan quality against every baseline, 100 % to 25 % of the liveness peak\n",
+         f"`python3 benchmarks/optimality.py {rel(a.build)}`; intermediate files (profiles, every plan) in "
+         f"`{rel(w)}`. Machine: {note}. The script took **{total:.0f} s** wall clock.\n",
+         "Overhead = predicted iteration time / ideal - 1 (ideal: every task at its fastest configuration with "
+         "unlimited memory), all MODELLED. Budgets are shares of the liveness peak (`ucplan inspect`); one below "
+         "the moDNN lower bound is left empty; `--` is a strategy that finds no plan there. Every strategy runs in "
+         "the same simulator with `--sub-batch auto` (batch-norm networks are never split). Every plan of every "
+         "table is passed to one `ucplan check`.\n",
+         f"- Points: {out['points']}; plans failing `ucplan check`: {len(out['anomalies'])}.",
+         f"- A baseline faster than the default by more than 0.05 points: {len(out['beaten'])} times." +
+         "".join(f"\n  - {x}" for x in out["beaten"]),
+         f"- A column slower at a larger budget (not monotone): {len(out['nonmonotone'])} times." +
+         "".join(f"\n  - {x}" for x in out["nonmonotone"]),
+         "" + "".join(f"\n- ANOMALY: {x}" for x in out["anomalies"]),
+         (f"- Exact mode (`--solver exact --time-limit {a.exact_limit}s`, for {', '.join(sorted(exact_nets))}): "
+          f"{len(out['exact_vs_default'])} points; default minus exact: largest "
+          f"{100 * max(out['exact_vs_default']):.1f} points, median "
+          f"{100 * median(out['exact_vs_default']):.1f} points. 'MILP bound' is the proven lower bound on the "
+          "overhead of any recompute-only plan in route order (a Checkmate-style MILP and a relaxation: it counts memory "
+          "when each task runs, plus the batch's copy to the device); a plan that also offloads may beat it. 'gap to "
+          "bound' is exact mode's time over that bound. 'exact s' is the whole compile's wall clock."
+          if out["exact_vs_default"] else ""),
+         "\nFor reference, the numbers an independent Checkmate-style MILP (keep / drop / recompute per tensor and "
+         "stage, the conv configuration per task; recompute only, no offload) found for resnet20 b64 on model:h100, "
+         "as reported in issue 11: **+1.6 %** at 100 % (proven optimal), at most **+7.1 %** at 70 %, at most "
+         "**+16.4 %** at 50 %; vgg16 b32 at 86 %: at most **+4.0 %** at the full batch. These come from the issue, "
+         "not from this script.\n"]
+    s += secs
+    if ct:
+        s.append("### Compile time (MEASURED wall clock of the whole command; plans MODELLED)\n")
+        s.append("`ucplan compile NET --profile P --budget B -o PLAN` (default strategy), median of 3 runs on the 2 "
+                 "shared cores (1-minute load average at the start of each run given). Targets: under 1 s for "
+                 "ResNet-152 b256, under 30 s for the 10^4-layer ResNet.\n")
+        s.append(ct)
+    write_section("optimality.md", "\n".join(s))
+    print(f"optimality: {out['points']} points, {len(out['beaten'])} beaten, {len(out['nonmonotone'])} not monotone, "
+          f"{len(out['anomalies'])} check failures, {total:.0f} s")
+    return 1 if out["anomalies"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

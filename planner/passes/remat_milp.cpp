@@ -1,0 +1,250 @@
+#include "remat_milp.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "ilp.h"
+#include "planner/model/errors.h"
+
+namespace ucplan {
+
+const char* remat_milp_status_name(RematMilpResult::Status s) {
+  switch (s) {
+    case RematMilpResult::Status::optimal: return "optimal";
+    case RematMilpResult::Status::feasible: return "feasible (not proven optimal)";
+    case RematMilpResult::Status::infeasible: return "infeasible";
+    case RematMilpResult::Status::no_solution: return "no solution within the limit";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr std::int64_t kAlign = 256;  // every arena buffer starts on 256 bytes
+std::int64_t aligned(std::int64_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
+                                 double max_seconds, const std::vector<Residency>& start) {
+  const auto start_time = std::chrono::steady_clock::now();
+  RematMilpResult res;
+  const int nt = static_cast<int>(tg.tensors.size());
+  const std::int64_t b = costs.sub_batch;
+
+  // Stages: the round's tasks in route order, as the scheduler runs them.
+  std::vector<int> order;
+  std::vector<int> stage_of(tg.tasks.size(), -1);
+  for (const Task& t : tg.tasks)
+    if (t.round_task) {
+      stage_of[t.id] = static_cast<int>(order.size());
+      order.push_back(t.id);
+    }
+  const int n = static_cast<int>(order.size());
+  int bwd_start = n;
+  for (int s = 0; s < n; ++s)
+    if (tg.tasks[order[s]].kind != TaskKind::Forward) {
+      bwd_start = s;
+      break;
+    }
+
+  // The values the MILP decides: activations of forward layers other than the input and the loss.
+  std::vector<char> decided(nt, 0);
+  std::vector<int> born(nt, -1), last(nt, -1);
+  for (int l : tg.route) {
+    const int y = tg.y_of[l];
+    if (l == 0 || y < 0 || tg.tensors[y].host_input || g.layers[l].type() == LayerType::SoftmaxLoss) continue;
+    decided[y] = 1;
+    born[y] = stage_of[costs.forward_task[l]];
+  }
+  for (int s = 0; s < n; ++s)
+    for (int x : tg.tasks[order[s]].reads)
+      if (decided[x]) last[x] = std::max(last[x], s);
+  // Recomputing i at stage t needs its inputs then: their spans reach as far as i's (reverse route
+  // order visits consumers before producers).
+  for (auto it = tg.route.rbegin(); it != tg.route.rend(); ++it) {
+    const int y = tg.y_of[*it];
+    if (y < 0 || !decided[y]) continue;
+    last[y] = std::max(last[y], born[y]);
+    for (int x : tg.tasks[costs.forward_task[*it]].reads)
+      if (decided[x]) last[x] = std::max(last[x], last[y]);
+  }
+
+  // Variables R[t,i], S[t,i] for t in (born_i, last_i].
+  std::vector<int> base(nt, -1);
+  int nv = 0;
+  for (int i = 0; i < nt; ++i)
+    if (decided[i] && last[i] > born[i]) {
+      base[i] = nv;
+      nv += 2 * (last[i] - born[i]);
+    }
+  auto in_span = [&](int i, int t) { return decided[i] && t > born[i] && t <= last[i]; };
+  auto R = [&](int i, int t) { return base[i] + 2 * (t - born[i] - 1); };
+  auto S = [&](int i, int t) { return base[i] + 2 * (t - born[i] - 1) + 1; };
+
+  Ilp ilp;
+  ilp.objective.assign(nv, 0);
+  std::vector<std::int64_t> redo_ns(nt, 0);
+  // Every round starts with the first task's host inputs (the batch) copied in: no task can
+  // start before they arrive (the executor does not overlap rounds), so that copy is part of
+  // every plan's round and of the bound.
+  std::int64_t tasks_ns = 0;
+  for (int task : order) tasks_ns += costs.tasks[task].time_ns;
+  if (n > 0) {
+    std::int64_t entry_bytes = 0;
+    for (int x : tg.tasks[order[0]].reads)
+      if (tg.tensors[x].host_input) entry_bytes += tg.tensors[x].bytes(b);
+    if (entry_bytes > 0) tasks_ns += costs.h2d_ns(entry_bytes);
+  }
+  for (int l : tg.route) {
+    const int y = tg.y_of[l];
+    if (y < 0 || !decided[y]) continue;
+    redo_ns[y] = costs.tasks[costs.forward_task[l]].time_ns;
+    for (int t = born[y] + 1; t <= last[y]; ++t) ilp.objective[R(y, t)] = redo_ns[y];
+  }
+
+  // Memory that does not depend on the decisions, per stage: resident tensors always; the other
+  // undecided tensors from their first to their last touch; the task's smallest workspace.
+  std::vector<std::int64_t> fixed(n, 0);
+  std::int64_t resident = 0;
+  for (const Tensor& x : tg.tensors)
+    if (x.resident()) resident += aligned(x.bytes(b));
+  std::vector<int> first_touch(nt, -1), last_touch(nt, -1);
+  for (int s = 0; s < n; ++s)
+    for (int x : tg.touched(tg.tasks[order[s]])) {
+      if (first_touch[x] < 0) first_touch[x] = s;
+      last_touch[x] = s;
+    }
+  for (int x = 0; x < nt; ++x) {
+    const Tensor& t = tg.tensors[x];
+    if (t.resident() || decided[x] || first_touch[x] < 0) continue;
+    if (t.host_input) {  // copied in when a task needs it: counted only there
+      for (int s = 0; s < n; ++s)
+        for (int r : tg.touched(tg.tasks[order[s]]))
+          if (r == x) fixed[s] += aligned(t.bytes(b));
+      continue;
+    }
+    for (int s = first_touch[x]; s <= last_touch[x]; ++s) fixed[s] += aligned(t.bytes(b));
+  }
+  for (int s = 0; s < n; ++s) {
+    fixed[s] += resident;
+    if (tg.tasks[order[s]].conv_kernel) fixed[s] += aligned(costs.tasks[order[s]].min_workspace);
+  }
+
+  // The memory rows' unit: bytes rounded down (a relaxation), coarse enough for CBC's tolerances.
+  const std::int64_t unit = std::max<std::int64_t>(kAlign, budget_bytes >> 15);
+  for (int s = 0; s < n; ++s) {
+    const Task& task = tg.tasks[order[s]];
+    const std::vector<int> touched = tg.touched(task);
+    std::int64_t need = fixed[s];
+    std::vector<char> is_touched(nt, 0);
+    for (int x : touched)
+      if (decided[x]) {
+        need += aligned(tg.tensors[x].bytes(b));
+        is_touched[x] = 1;
+      }
+    if (need > budget_bytes) {  // this task alone does not fit: no recompute-only plan exists
+      res.status = RematMilpResult::Status::infeasible;
+      res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+      return res;
+    }
+    // T_s reads i: present, carried in or recomputed in this stage.
+    for (int x : task.reads)
+      if (decided[x] && born[x] != s) ilp.rows.push_back({{{R(x, s), 1}, {S(x, s), 1}}, IlpSense::ge, 1});
+    // Memory when T_s runs.
+    IlpRow mem;
+    mem.sense = IlpSense::le;
+    mem.rhs = (budget_bytes - need) / unit;
+    for (int i = 0; i < nt; ++i)
+      if (!is_touched[i] && in_span(i, s + 1)) {
+        const std::int64_t c = aligned(tg.tensors[i].bytes(b)) / unit;
+        if (c > 0) mem.terms.push_back({S(i, s + 1), c});
+      }
+    if (!mem.terms.empty()) ilp.rows.push_back(std::move(mem));
+  }
+  for (int l : tg.route) {
+    const int y = tg.y_of[l];
+    if (y < 0 || !decided[y]) continue;
+    for (int t = born[y] + 1; t <= last[y]; ++t) {
+      for (int x : tg.tasks[costs.forward_task[l]].reads)
+        if (decided[x]) {
+          UCPLAN_CHECK(in_span(x, t), "a recomputation's input lives as long as its output may be recomputed");
+          ilp.rows.push_back({{{R(y, t), 1}, {R(x, t), -1}, {S(x, t), -1}}, IlpSense::le, 0});
+        }
+      if (t < last[y]) ilp.rows.push_back({{{S(y, t + 1), 1}, {S(y, t), -1}, {R(y, t), -1}}, IlpSense::le, 0});
+    }
+  }
+
+  // A first incumbent: keep nothing, recompute whatever each task needs, transitively, in its
+  // stage. It always fits (nothing is carried), so the solver starts from a feasible point.
+  ilp.start.assign(nv, 0);
+  for (int s = 0; s < n; ++s) {
+    std::vector<int> stack;
+    for (int x : tg.tasks[order[s]].reads)
+      if (decided[x] && born[x] != s) stack.push_back(x);
+    while (!stack.empty()) {
+      const int x = stack.back();
+      stack.pop_back();
+      if (ilp.start[R(x, s)]) continue;
+      ilp.start[R(x, s)] = 1;
+      for (int in : tg.tasks[costs.forward_task[tg.tensors[x].layer]].reads)
+        if (decided[in]) stack.push_back(in);
+    }
+  }
+  // Better, if it fits the rows: the given table as the scheduler would run it. A value to be
+  // recomputed stays until its last forward use, is dropped, and comes back at its first
+  // backward need (inputs first), staying to its last use; everything else stays throughout.
+  if (!start.empty()) {
+    std::vector<std::int64_t> x(nv, 0);
+    std::vector<int> last_fwd(nt, -1);
+    for (int s = 0; s < bwd_start; ++s)
+      for (int r : tg.tasks[order[s]].reads)
+        if (decided[r]) last_fwd[r] = s;
+    std::vector<char> back(nt, 0);  // recomputed in the backward pass already
+    for (int i = 0; i < nt; ++i) {
+      if (base[i] < 0) continue;
+      const bool redo = start[i] == Residency::Recompute;
+      for (int t = born[i] + 1; t <= last[i]; ++t)
+        if (!redo || t <= std::max(last_fwd[i], born[i]) || t < bwd_start) x[S(i, t)] = 1;
+    }
+    for (int s = bwd_start; s < n; ++s) {
+      std::vector<int> stack;
+      for (int r : tg.tasks[order[s]].reads)
+        if (decided[r]) stack.push_back(r);
+      while (!stack.empty()) {
+        const int v = stack.back();
+        stack.pop_back();
+        if (x[S(v, s)] || x[R(v, s)]) continue;
+        x[R(v, s)] = 1;
+        back[v] = 1;
+        for (int t = s + 1; t <= last[v]; ++t) x[S(v, t)] = 1;
+        for (int in : tg.tasks[costs.forward_task[tg.tensors[v].layer]].reads)
+          if (decided[in]) stack.push_back(in);
+      }
+    }
+    if (find_ilp_violation(ilp, x).empty()) ilp.start = std::move(x);
+  }
+  ilp.max_seconds = max_seconds;
+  res.variables = nv;
+  res.rows = static_cast<int>(ilp.rows.size());
+
+  const IlpResult r = solve_ilp(ilp);
+  res.nodes = r.nodes;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+  switch (r.status) {
+    case IlpStatus::optimal: res.status = RematMilpResult::Status::optimal; break;
+    case IlpStatus::feasible: res.status = RematMilpResult::Status::feasible; break;
+    case IlpStatus::infeasible: res.status = RematMilpResult::Status::infeasible; return res;
+    case IlpStatus::no_solution: res.status = RematMilpResult::Status::no_solution; return res;
+  }
+  res.bound_round_ns = tasks_ns + std::max<std::int64_t>(r.bound, 0);
+  res.solution_round_ns = tasks_ns + r.objective;
+  res.table.assign(nt, Residency::Keep);
+  for (int i = 0; i < nt; ++i)
+    if (base[i] >= 0)
+      for (int t = std::max(born[i] + 1, bwd_start); t <= last[i]; ++t)
+        if (r.x[R(i, t)]) res.table[i] = Residency::Recompute;
+  return res;
+}
+
+}  // namespace ucplan

@@ -1,0 +1,55 @@
+// Exact mode's rematerialisation MILP (Checkmate, Jain et al., MLSys 2020, §4, restricted as in
+// their "forward-only rematerialisation" setting): stages are the round's tasks in route order;
+// in stage t the task T_t runs, after any forward layers recomputed for it. Per activation i
+// (the output of a forward layer other than the input and the loss) and stage t in its span:
+//   R[t,i] = 1  i is recomputed in stage t (its forward task re-run),
+//   S[t,i] = 1  i is on the device when stage t starts (kept from stage t-1).
+// Rows (Checkmate Eq. 1b-1d and a relaxation of its memory accounting, Eq. 2):
+//   T_t reads i                      R[t,i] + S[t,i] >= 1
+//   recomputing i needs its input j  R[t,i] <= R[t,j] + S[t,j]
+//   keeping needs a value            S[t+1,i] <= S[t,i] + R[t,i]
+//   memory when T_t runs             fixed(t) + touched(t) + Σ_{i not touched} bytes_i S[t+1,i] <= budget
+// where fixed(t) holds weights and their gradients, the activation gradients and saved
+// statistics live at t, and T_t's smallest workspace; touched(t) what T_t reads and writes. Every
+// value kept into stage t+1 is on the device when T_t runs (recomputations precede T_t), so the
+// row holds for every recompute-only schedule in route order: the memory of a recomputation's
+// own moment is not counted, and sizes are rounded down to the row's unit. The MILP is therefore
+// a relaxation, and its optimum (or CBC's proven bound) plus the copy of the batch that every
+// round waits for before its first task is a lower bound on the round time of any recompute-only
+// plan whose tasks run in route order at their fastest configurations. Offload is not modelled: a
+// plan that offloads may beat the bound.
+//   minimise Σ_{t,i} time_i R[t,i]    (time_i: the fastest configuration of i's forward task)
+// The solution, read as a residency table (recompute what the solution recomputes in the
+// backward pass, keep the rest), seeds the ucplan search, whose plan is then simulated and
+// verified like every other.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "costs.h"
+#include "schedule.h"
+
+namespace ucplan {
+
+struct RematMilpResult {
+  enum class Status { optimal, feasible, infeasible, no_solution };
+  Status status = Status::no_solution;
+  std::int64_t bound_round_ns = 0;      // lower bound on a recompute-only round (tasks + recomputation)
+  std::int64_t solution_round_ns = 0;   // the MILP's own round time of its solution (same model)
+  std::vector<Residency> table;         // per tensor: Keep or Recompute (empty without a solution)
+  int variables = 0, rows = 0;
+  std::int64_t nodes = 0;
+  double seconds = 0;
+};
+const char* remat_milp_status_name(RematMilpResult::Status s);
+
+// max_seconds <= 0: no time limit (the solve ends when CBC proves optimality). `start`, if not
+// empty, is a residency table (the default search's) read as the MILP's first incumbent: what it
+// recomputes is dropped after the forward pass and recomputed at its first backward need, as
+// the scheduler does; it is used only if it satisfies the MILP's rows.
+RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
+                                 double max_seconds, const std::vector<Residency>& start = {});
+
+}  // namespace ucplan

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Packs ucplan for a GPU machine that has none of this machine's Debian packages (TOOLCHAIN.md):
+# builds here (CUDA required), then copies into DIR
+#   bin/       ucplan, ucplan-profile, ucplan-run, ucplan-gpu-check, ucplan-cuda-check (stripped)
+#   lib/       every library they load that is not glibc's or the NVIDIA driver's: fmt, CBC/Clp/Osi/
+#              CoinUtils/Cgl, OpenBLAS + LAPACK, libgfortran, libquadmath, libstdc++, libgcc_s, zlib,
+#              bzip2, and the CUDA runtime (libcudart.so.13, the one the binaries were built with)
+#   networks/, plans/, profiles/, schemas/, scripts/ (gpu-validate.sh among them)
+#   env.sh     sourced by the launchers: LD_LIBRARY_PATH = lib/ + the cuDNN and cuBLAS it finds on
+#              the machine, UCPLAN_NETWORKS = networks/
+#   ucplan, ucplan-gpu-check, ucplan-cuda-check   launchers (source env.sh, run bin/...)
+# cuDNN (~1 GB) and cuBLAS (~600 MB) are NOT packed: env.sh finds them on the machine, in this
+# order: UCPLAN_CUDNN_DIR / UCPLAN_CUBLAS_DIR, the CUDA toolkit's folders ($CUDA_HOME,
+# /usr/local/cuda*, the distribution's), then the Python wheels under site-packages/nvidia/*
+# (PyTorch's), and prints which it uses. Without them the CPU commands still work.
+# Usage: scripts/gpu-bundle.sh DIR [--no-build] [--tar]
+#   UCPLAN_BUILD_DIR   build folder (default: build)   --no-build  use it as it is
+#   --tar              also write DIR.tar.gz
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: scripts/gpu-bundle.sh DIR [--no-build] [--tar]}
+shift
+build_it=1 tar_it=0
+for a in "$@"; do
+  case "$a" in
+    --no-build) build_it=0 ;;
+    --tar) tar_it=1 ;;
+    *) echo "gpu-bundle: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+build=${UCPLAN_BUILD_DIR:-$root/build}
+programs=(ucplan ucplan-profile ucplan-run ucplan-gpu-check ucplan-cuda-check)
+if [ "$build_it" = 1 ]; then
+  UCPLAN_WITH_CUDA=ON "$root/scripts/setup.sh" "$build" >/dev/null
+fi
+for p in "${programs[@]}"; do
+  [ -x "$build/bin/$p" ] || { echo "gpu-bundle: $build/bin/$p is missing (a CUDA build is needed)" >&2; exit 1; }
+done
+
+# Libraries the machine provides itself: glibc, the dynamic loader, and the NVIDIA driver's. cuDNN
+# and cuBLAS are found there by env.sh.
+is_system() {
+  case "$1" in
+    linux-vdso.so*|ld-linux*|libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libutil.so*|libresolv.so*) return 0 ;;
+    libcuda.so*|libnvidia-*) return 0 ;;
+    libcudnn*|libcublas*) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+for p in "${programs[@]}"; do
+  strip --strip-unneeded -o "$out/bin/$p" "$build/bin/$p"
+done
+# Every library the programs (and those libraries) load, by soname, from ldd's resolution here.
+declare -A packed=()
+for p in "${programs[@]}"; do
+  while read -r name path; do
+    [ -n "$path" ] && [ -f "$path" ] || continue
+    is_system "$name" && continue
+    [ -n "${packed[$name]:-}" ] && continue
+    cp -L "$path" "$out/lib/$name"
+    chmod u+w "$out/lib/$name"
+    strip --strip-unneeded "$out/lib/$name" 2>/dev/null || true
+    packed[$name]=$path
+  done < <(ldd "$build/bin/$p" | awk '/=>/ {print $1, $3}')
+done
+
+cp -r "$root/networks" "$root/plans" "$root/profiles" "$root/schemas" "$out/"
+mkdir -p "$out/scripts"
+cp "$root/scripts/gpu-validate.sh" "$root/scripts/validate_json.py" "$out/scripts/"
+git -C "$root" rev-parse HEAD > "$out/VERSION" 2>/dev/null || echo unknown > "$out/VERSION"
+
+cat > "$out/env.sh" <<'EOF'
+# Sourced by the bundle's launchers: finds cuDNN (libcudnn.so.9) and cuBLAS (libcublas.so.13,
+# libcublasLt.so.13), sets LD_LIBRARY_PATH (the bundle's lib/ first) and UCPLAN_NETWORKS, and
+# says which it uses on stderr (UCPLAN_BUNDLE_QUIET=1: silent).
+bundle=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ucplan_say() { [ "${UCPLAN_BUNDLE_QUIET:-0}" = 1 ] || echo "ucplan bundle: $*" >&2; }
+# Candidate folders: explicit ones, the CUDA toolkit's, the distribution's, then Python wheels.
+ucplan_candidates() {
+  local d dirs
+  # UCPLAN_CUDA_LIB_DIRS replaces the toolkit folders (empty: none, e.g. to use the wheels).
+  dirs="${CUDA_HOME:-}/lib64 ${CUDA_HOME:-}/lib ${CUDA_PATH:-}/lib64 /usr/local/cuda/lib64 /usr/local/cuda/lib"
+  dirs="$dirs $(ls -d /usr/local/cuda-*/lib64 2>/dev/null | tr '\n' ' ') /usr/lib/x86_64-linux-gnu"
+  for d in ${UCPLAN_CUDA_LIB_DIRS-$dirs}; do
+    [ -d "$d" ] && echo "toolkit $d"
+  done
+  local py=${UCPLAN_PYTHON:-python3}
+  if [ "${UCPLAN_NO_WHEELS:-0}" != 1 ] && command -v "$py" >/dev/null 2>&1; then
+    local sp
+    for sp in $("$py" -c 'import site, sys; print(" ".join(site.getsitepackages() + [site.getusersitepackages()] + sys.path))' 2>/dev/null); do
+      [ -d "$sp/nvidia" ] || continue
+      find "$sp/nvidia" -maxdepth 3 -type d -name 'lib*' 2>/dev/null | sed 's/^/wheel /'
+    done
+  fi
+}
+ucplan_find() {  # ucplan_find EXPLICIT_DIR FILE...: the first folder holding every FILE
+  local explicit=$1; shift
+  if [ -n "$explicit" ]; then echo "explicit $explicit"; return; fi
+  local kind d f ok
+  while read -r kind d; do
+    ok=1
+    for f in "$@"; do [ -e "$d/$f" ] || ok=0; done
+    if [ "$ok" = 1 ]; then echo "$kind $d"; return; fi
+  done < <(ucplan_candidates | awk '!seen[$0]++')
+}
+ld_path="$bundle/lib"
+read -r cudnn_kind cudnn_dir < <(ucplan_find "${UCPLAN_CUDNN_DIR:-}" libcudnn.so.9; echo)
+read -r cublas_kind cublas_dir < <(ucplan_find "${UCPLAN_CUBLAS_DIR:-}" libcublas.so.13 libcublasLt.so.13; echo)
+if [ -n "${cudnn_dir:-}" ]; then
+  ucplan_say "cuDNN from $cudnn_dir ($cudnn_kind)"
+  ld_path="$ld_path:$cudnn_dir"
+else
+  ucplan_say "cuDNN (libcudnn.so.9) not found: CUDA commands will fail; set UCPLAN_CUDNN_DIR"
+fi
+if [ -n "${cublas_dir:-}" ]; then
+  ucplan_say "cuBLAS from $cublas_dir ($cublas_kind)"
+  [ "$cublas_dir" = "${cudnn_dir:-}" ] || ld_path="$ld_path:$cublas_dir"
+else
+  ucplan_say "cuBLAS (libcublas.so.13) not found: CUDA commands will fail; set UCPLAN_CUBLAS_DIR"
+fi
+export LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export UCPLAN_NETWORKS="$bundle/networks"
+unset -f ucplan_candidates ucplan_find
+EOF
+for p in ucplan ucplan-gpu-check ucplan-cuda-check; do
+  cat > "$out/$p" <<EOF
+#!/usr/bin/env bash
+# Runs the bundle's $p with its libraries (env.sh).
+source "\$(cd "\$(dirname "\${BASH_SOURCE[0]}")" && pwd)/env.sh"
+exec "\$bundle/bin/$p" "\$@"
+EOF
+  chmod +x "$out/$p"
+done
+if [ "$tar_it" = 1 ]; then
+  tar -C "$(dirname "$out")" -czf "$out.tar.gz" "$(basename "$out")"
+  echo "gpu-bundle: $out.tar.gz $(du -h "$out.tar.gz" | cut -f1)"
+fi
+echo "gpu-bundle: $out $(du -sh "$out" | cut -f1) (${#packed[@]} libraries packed: ${!packed[*]})"

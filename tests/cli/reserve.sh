@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The budget is the device memory given: `ucplan compile` keeps a measured CUDA profile's
+# device_overhead_bytes (CUDA context, cuDNN, cuBLAS) out of it, or what --reserve says.
+# Usage: reserve.sh UCPLAN SOURCE_DIR WORK_DIR
+set -euo pipefail
+ucplan=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+# A modelled profile with an overhead of 2 MiB, as a measured CUDA profile would record it.
+python3 - "$src/profiles/model/resnet20-b64-k40.json" "$work/profile.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["device"]["versions"]["device_overhead_bytes"] = str(2 << 20)
+json.dump(p, open(sys.argv[2], "w"), indent=1)
+PY
+budget_of() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['options']['budget_bytes'])" "$1"; }
+"$ucplan" compile resnet20 --profile "$work/profile.json" --budget 24MiB -o "$work/auto.json" | tee "$work/auto.txt"
+grep -q "reserve       2.00 MiB of the 24.0 MiB budget" "$work/auto.txt"
+[ "$(budget_of "$work/auto.json")" -eq $(( (24 - 2) << 20 )) ] || { echo "FAIL: auto reserve: budget $(budget_of "$work/auto.json")"; exit 1; }
+"$ucplan" compile resnet20 --profile "$work/profile.json" --budget 24MiB --reserve 0MiB -o "$work/none.json" >/dev/null
+[ "$(budget_of "$work/none.json")" -eq $(( 24 << 20 )) ] || { echo "FAIL: --reserve 0: budget $(budget_of "$work/none.json")"; exit 1; }
+"$ucplan" compile resnet20 --profile "$work/profile.json" --budget 24MiB --reserve 4MiB -o "$work/four.json" >/dev/null
+[ "$(budget_of "$work/four.json")" -eq $(( 20 << 20 )) ] || { echo "FAIL: --reserve 4MiB: budget $(budget_of "$work/four.json")"; exit 1; }
+# A profile without the field (CPU, models): nothing reserved.
+"$ucplan" compile resnet20 --profile "$src/profiles/model/resnet20-b64-k40.json" --budget 24MiB -o "$work/model.json" >/dev/null
+[ "$(budget_of "$work/model.json")" -eq $(( 24 << 20 )) ] || { echo "FAIL: model profile: budget $(budget_of "$work/model.json")"; exit 1; }
+set +e
+out=$("$ucplan" compile resnet20 --profile "$work/profile.json" --budget 2MiB -o "$work/x.json" 2>&1); rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "leaves nothing for the plan" <<<"$out" || { echo "FAIL: budget <= reserve: rc $rc: $out"; exit 1; }
+echo "ok: reserve kept out of the budget"

@@ -1,0 +1,35 @@
+#!/usr/bin/env python3
+"""`ucplan frontier` end to end: the JSON curve is ordered by budget, its envelope never gets slower
+as the budget grows, every envelope point is a plan that fits its budget, the knees agree with the
+envelope, and the SVG is well-formed XML.  Usage: frontier_check.py UCPLAN PROFILE NETWORK"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+ucplan, profile, network = sys.argv[1:4]
+with tempfile.TemporaryDirectory() as d:
+    svg = os.path.join(d, "f.svg")
+    out = subprocess.run([ucplan, "frontier", network, "--profile", profile, "--points", "8", "--json", "--svg", svg],
+                         capture_output=True, text=True, check=True).stdout
+    j = json.loads(out)
+    ET.parse(svg)
+pts = j["points"]
+assert len(pts) == 8, len(pts)
+budgets = [p["budget_bytes"] for p in pts]
+assert budgets == sorted(budgets) and budgets[-1] == j["keep_all_peak_bytes"], budgets
+env = [p["envelope_overhead"] for p in pts if p["envelope_overhead"] is not None]
+assert env, "no budget has a plan"
+assert all(a >= b for a, b in zip(env, env[1:])), f"envelope not monotone: {env}"
+for p in pts:
+    if p["ok"]:
+        assert p["peak_bytes"] <= p["budget_bytes"], p
+    if p["envelope_budget_bytes"] is not None:
+        assert p["envelope_budget_bytes"] <= p["budget_bytes"], p
+for k in j["knees"]:
+    first = next((p["budget_bytes"] for p in pts if p["envelope_overhead"] is not None
+                  and p["envelope_overhead"] <= k["overhead_at_most"]), None)
+    assert first == k["budget_bytes"], (k, first)
+print(f"frontier ok: {len(pts)} points, envelope {env[0]:+.3f} -> {env[-1]:+.3f}")
