@@ -246,6 +246,41 @@ TEST_SUITE("adversarial plans") {
     CHECK(find_plan_error(r).find("it has no workspace buffer") != std::string::npos);
   }
 
+  TEST_CASE("the verifier's workspace rule is the CPU kernels' own, to the byte") {
+    // verify.cpp restates the kernels' workspace formula (independent code); here every
+    // lowered step of the three networks gets a workspace buffer of exactly what the kernels
+    // say (executor/cpu conv_workspace_bytes, max over its micro-batches): accepted; one byte
+    // less: refused.
+    int checked = 0;
+    for (int which = 0; which < 3; ++which) {
+      const Plan p = keep_all(which);
+      const Graph g = build_graph(p.network, "test");
+      for (const auto& s : p.steps) {
+        if (s.workspace < 0 || s.config.empty()) continue;
+        int users = 0;
+        for (const auto& t : p.steps) users += t.workspace == s.workspace;
+        if (users != 1) continue;
+        const GraphLayer& l = g.layers[static_cast<std::size_t>(g.index_of(s.layer))];
+        std::int64_t need = 0;
+        for (const auto& m : s.config) need = std::max(need, layer_op_workspace_cpu(l, s.op, m.algo, m.batch));
+        if (need == 0) continue;
+        auto with_size = [&](std::int64_t size) {
+          Plan q = p;
+          q.buffers[s.workspace].size = size;
+          std::int64_t high = 0;
+          for (const auto& b : q.buffers) high = std::max(high, b.offset + b.size);
+          q.arena_bytes = q.summary.peak_bytes = high;
+          return find_plan_error(q);
+        };
+        CAPTURE(s.id);
+        CHECK(with_size(need) == "");
+        CHECK(with_size(need - 1).find("bytes of workspace") != std::string::npos);
+        ++checked;
+      }
+    }
+    CHECK(checked >= 3);  // gemm and gemm_lift kernels of all three networks
+  }
+
   TEST_CASE("micro-batches: a split runs in less workspace; merged again, that workspace is refused") {
     Plan p = keep_all(0);
     PlanStep* s = lowered_step(p);
@@ -338,6 +373,7 @@ TEST_SUITE("adversarial plans") {
     }
     CHECK(refused);
   }
+}
 
 TEST_CASE("the reference run maps cuDNN algorithm names to CPU algorithms") {
   // Every cuDNN name of profiler/runner.h, per op, has a CPU counterpart; CPU names stay.
