@@ -381,8 +381,9 @@ TEST_CASE("the reference run maps cuDNN algorithm names to CPU algorithms") {
       {"forward", {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
       {"backward_data", {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
       {"backward_filter", {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"}}};
-  for (const auto& [op, names] : cudnn)
-    for (const auto& n : names) {
+  for (const auto& entry : cudnn)  // not a structured binding: CAPTURE's lambda needs clang >= 16 for those
+    for (const auto& n : entry.second) {
+      const std::string& op = entry.first;
       CAPTURE(op);
       CAPTURE(n);
       CHECK(reference_conv_algo_cpu(op, n) == (n == "direct" ? "direct" : "gemm"));
