@@ -25,7 +25,7 @@ namespace {
 
 constexpr double MiB = 1024.0 * 1024.0;
 
-struct Rng {   // splitmix64: the same instances on every run
+struct Rng {  // splitmix64: the same instances on every run
   std::uint64_t s;
   explicit Rng(std::uint64_t seed) : s(seed) {}
   double uniform() {
@@ -38,7 +38,7 @@ struct Rng {   // splitmix64: the same instances on every run
 
 // One convolution: per-sample FLOPs and tensor sizes drive time and workspace.
 struct Conv {
-  int cin, cout, k, hw;   // square images, stride 1 ("same" padding) for simplicity
+  int cin, cout, k, hw;  // square images, stride 1 ("same" padding) for simplicity
 };
 
 // A cuDNN-like algorithm model. Time of a call on b samples:
@@ -52,18 +52,18 @@ struct Algo {
   bool needs_3x3;         // FFT / Winograd variants only for 3x3 here
 };
 const Algo kAlgos[] = {
-    {"implicit_gemm", 0.8, 0.0, 0.0, false},      {"implicit_precomp_gemm", 1.0, 0.02, 0.1, false},
-    {"gemm", 1.1, 0.0, 1.0, false},               {"direct", 0.5, 0.0, 0.0, false},
-    {"fft", 1.6, 4.0, 3.0, false},                {"fft_tiling", 1.35, 1.0, 1.0, false},
-    {"winograd", 1.25, 0.5, 0.02, true},          {"winograd_nonfused", 1.8, 2.0, 2.0, true},
+    {"implicit_gemm", 0.8, 0.0, 0.0, false}, {"implicit_precomp_gemm", 1.0, 0.02, 0.1, false},
+    {"gemm", 1.1, 0.0, 1.0, false},          {"direct", 0.5, 0.0, 0.0, false},
+    {"fft", 1.6, 4.0, 3.0, false},           {"fft_tiling", 1.35, 1.0, 1.0, false},
+    {"winograd", 1.25, 0.5, 0.02, true},     {"winograd_nonfused", 1.8, 2.0, 2.0, true},
 };
 
-std::vector<MicroOption> conv_options(const Conv& c, const std::vector<std::int64_t>& sizes,
-                                      double kind_factor, Rng& rng) {
+std::vector<MicroOption> conv_options(const Conv& c, const std::vector<std::int64_t>& sizes, double kind_factor,
+                                      Rng& rng) {
   const double flops = 2.0 * c.hw * c.hw * double(c.cout) * c.cin * c.k * c.k;
   const double io_bytes = 4.0 * c.hw * c.hw * (c.cin + c.cout);
   const double filter_bytes = 4.0 * c.cin * c.cout * c.k * c.k;
-  const double b_half = 0.5 + 400.0 / c.hw / c.hw * 16;   // small images need larger batches
+  const double b_half = 0.5 + 400.0 / c.hw / c.hw * 16;  // small images need larger batches
   std::vector<MicroOption> v;
   for (const Algo& a : kAlgos) {
     if (a.needs_3x3 && c.k != 3) continue;
@@ -77,8 +77,8 @@ std::vector<MicroOption> conv_options(const Conv& c, const std::vector<std::int6
       o.algo = a.name;
       o.micro_batch = b;
       o.time_ns = std::int64_t((overhead_ns + per_sample_ns * (double(b) + b_half)) * noise);
-      o.workspace_bytes = std::int64_t(a.ws_fixed_mult * filter_bytes +
-                                       a.ws_sample_mult * io_bytes * double(b) * noise);
+      o.workspace_bytes =
+          std::int64_t(a.ws_fixed_mult * filter_bytes + a.ws_sample_mult * io_bytes * double(b) * noise);
       v.push_back(o);
     }
   }
@@ -93,7 +93,7 @@ std::vector<Conv> resnet152_convs() {
   int cin = 64;
   for (int s = 0; s < 4; ++s) {
     const int cout = mid[s] * 4;
-    v.push_back({cin, cout, 1, hw[s]});   // projection shortcut
+    v.push_back({cin, cout, 1, hw[s]});  // projection shortcut
     for (int b = 0; b < blocks[s]; ++b) {
       v.push_back({b == 0 ? cin : cout, mid[s], 1, hw[s]});
       v.push_back({mid[s], mid[s], 3, hw[s]});
@@ -110,8 +110,7 @@ double median_ms(int repeats, F&& f) {
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
@@ -126,7 +125,7 @@ void bench_resnet152(const char* policy, const std::vector<std::int64_t>& sizes,
   std::vector<std::vector<MicroOption>> distinct_opts;
   std::vector<int> kernel_sig;
   Rng rng(7);
-  const double kind[] = {1.0, 0.8, 0.7};   // forward, backward-data, backward-filter
+  const double kind[] = {1.0, 0.8, 0.7};  // forward, backward-data, backward-filter
   for (const Conv& c : convs)
     for (int i = 0; i < 3; ++i) {
       auto [it, fresh] = signature.try_emplace({c.cin, c.cout, c.k, c.hw, i}, int(distinct_opts.size()));
@@ -150,15 +149,15 @@ void bench_resnet152(const char* policy, const std::vector<std::int64_t>& sizes,
     sum_slow += double(f.front().time_ns);
     sum_fast += double(f.back().time_ns);
   }
-  std::printf("\nResNet-152 B=128 %s: %zu convs, %zu kernels (%zu distinct), fronts %zu..%zu "
-              "configurations (%zu ILP variables), the %zu distinct fronts in %.1f ms\n",
-              policy, convs.size(), fronts.size(), distinct.size(), smallest, largest, vars,
-              distinct.size(), dp_ms);
-  std::printf("  sum of smallest workspaces %.1f MiB (%.1f ms), of fastest %.1f MiB (%.1f ms)\n\n",
-              min_ws / MiB, sum_slow / 1e6, max_ws / MiB, sum_fast / 1e6);
+  std::printf(
+      "\nResNet-152 B=128 %s: %zu convs, %zu kernels (%zu distinct), fronts %zu..%zu "
+      "configurations (%zu ILP variables), the %zu distinct fronts in %.1f ms\n",
+      policy, convs.size(), fronts.size(), distinct.size(), smallest, largest, vars, distinct.size(), dp_ms);
+  std::printf("  sum of smallest workspaces %.1f MiB (%.1f ms), of fastest %.1f MiB (%.1f ms)\n\n", min_ws / MiB,
+              sum_slow / 1e6, max_ws / MiB, sum_fast / 1e6);
 
-  std::printf("%-30s %10s %10s %8s %9s %6s %9s %9s\n", "total workspace", "time", "used", "optimal",
-              "gap", "ILPs", "unit", "solve");
+  std::printf("%-30s %10s %10s %8s %9s %6s %9s %9s\n", "total workspace", "time", "used", "optimal", "gap", "ILPs",
+              "unit", "solve");
   auto run = [&](const std::string& label, double total) {
     std::optional<WdSolution> s;
     const double ms = median_ms(repeats, [&] { s = solve_wd(fronts, std::int64_t(total)); });
@@ -166,10 +165,9 @@ void bench_resnet152(const char* policy, const std::vector<std::int64_t>& sizes,
       std::printf("%-30s infeasible, %.2f ms\n", label.c_str(), ms);
       return;
     }
-    std::printf("%-30s %8.2f ms %6.0f MiB %8s %6.2f us %6d %7lld B %6.2f ms\n", label.c_str(),
-                double(s->time_ns) / 1e6, double(s->workspace_bytes) / MiB,
-                s->optimal ? "yes" : "no", double(s->time_ns - s->lower_bound_ns) / 1e3,
-                s->ilp_solves, (long long)s->workspace_unit, ms);
+    std::printf("%-30s %8.2f ms %6.0f MiB %8s %6.2f us %6d %7lld B %6.2f ms\n", label.c_str(), double(s->time_ns) / 1e6,
+                double(s->workspace_bytes) / MiB, s->optimal ? "yes" : "no",
+                double(s->time_ns - s->lower_bound_ns) / 1e3, s->ilp_solves, (long long)s->workspace_unit, ms);
   };
   for (double mib : {8.0, 64.0, 512.0}) {
     char label[64];
@@ -195,10 +193,10 @@ void bench_resnet152(const char* policy, const std::vector<std::int64_t>& sizes,
     worst_gap = std::max(worst_gap, double(s->time_ns - s->lower_bound_ns) / double(s->time_ns));
   }
   std::sort(ms.begin(), ms.end());
-  std::printf("sweep of %zu totals (2%%..98%% of the range): median %.2f ms, 90th percentile %.2f ms, "
-              "max %.2f ms; CBC ran in %d, proven optimal %d, worst relative gap %.1e\n",
-              ms.size(), ms[ms.size() / 2], ms[ms.size() * 9 / 10], ms.back(), cbc, proven,
-              worst_gap);
+  std::printf(
+      "sweep of %zu totals (2%%..98%% of the range): median %.2f ms, 90th percentile %.2f ms, "
+      "max %.2f ms; CBC ran in %d, proven optimal %d, worst relative gap %.1e\n",
+      ms.size(), ms[ms.size() / 2], ms[ms.size() * 9 / 10], ms.back(), cbc, proven, worst_gap);
 }
 
 }  // namespace
@@ -217,8 +215,8 @@ int main(int argc, char** argv) {
       const std::vector<MicroOption> opts = conv_options(c, all, 1.0, rng);
       std::vector<ConvConfig> front;
       const double ms = median_ms(repeats, [&] { front = pareto_front(opts, 256); });
-      std::printf("pareto_front all B=256  conv %dx%d %d->%d @%dx%d: %zu options, front %zu, %.2f ms\n",
-                  c.k, c.k, c.cin, c.cout, c.hw, c.hw, opts.size(), front.size(), ms);
+      std::printf("pareto_front all B=256  conv %dx%d %d->%d @%dx%d: %zu options, front %zu, %.2f ms\n", c.k, c.k,
+                  c.cin, c.cout, c.hw, c.hw, opts.size(), front.size(), ms);
     }
   }
 

@@ -21,18 +21,18 @@ namespace ucplan {
 // One plan step with its operands as arena offsets (-1: absent).
 struct ResolvedStep {
   int id = -1;
-  int stream = 0;                    // 0 compute, 1 h2d, 2 d2h
-  bool final = false;                // runs once after the rounds
-  std::string op;                    // forward | recompute | backward | backward_data | backward_filter | update | offload | prefetch
-  int layer = -1;                    // graph layer (compute steps)
-  std::vector<int> waits;            // earlier steps of the same round (or of the final phase)
+  int stream = 0;      // 0 compute, 1 h2d, 2 d2h
+  bool final = false;  // runs once after the rounds
+  std::string op;      // forward | recompute | backward | backward_data | backward_filter | update | offload | prefetch
+  int layer = -1;      // graph layer (compute steps)
+  std::vector<int> waits;  // earlier steps of the same round (or of the final phase)
   // Compute operands (roles as in executor/cpu_ops.h LayerArgs).
   std::vector<std::int64_t> x;
   std::int64_t y = -1, w = -1, dw = -1, aux = -1, dy = -1, labels = -1;
   std::vector<std::int64_t> dx;
   std::vector<char> dx_accumulate;
   std::int64_t workspace = -1, workspace_bytes = 0;
-  std::vector<MicroStep> config;     // conv kernels
+  std::vector<MicroStep> config;  // conv kernels
   // Copies: device offset, host buffer, bytes; an input host buffer holds the whole batch and
   // each round copies its own slice (host offset = round * bytes).
   std::int64_t device = -1;
@@ -68,7 +68,7 @@ class Backend {
   virtual void begin() = 0;
   virtual void submit(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) = 0;
   virtual void barrier() = 0;
-  virtual std::vector<MeasuredStep> end() = 0;   // times since begin(), per executed step
+  virtual std::vector<MeasuredStep> end() = 0;  // times since begin(), per executed step
   // Device memory this run holds (arena + host-side library overhead where measurable).
   virtual std::int64_t device_memory_bytes() = 0;
   // Device memory the runtime and libraries hold beside the arena (CUDA context, cuDNN, cuBLAS,

@@ -50,8 +50,14 @@ void MeasurementCache::save() const {
   j["format"] = "ucplan-cache/1";
   OrderedJson es = OrderedJson::array();
   for (const auto& [k, c] : entries_)
-    es.push_back({{"key", k}, {"op", c.op}, {"algo", c.algo}, {"batch", c.batch}, {"status", c.status}, {"seconds", c.seconds},
-                  {"spread", c.spread}, {"workspace_bytes", c.workspace_bytes}});
+    es.push_back({{"key", k},
+                  {"op", c.op},
+                  {"algo", c.algo},
+                  {"batch", c.batch},
+                  {"status", c.status},
+                  {"seconds", c.seconds},
+                  {"spread", c.spread},
+                  {"workspace_bytes", c.workspace_bytes}});
   j["entries"] = std::move(es);
   write_file_atomically(path_, dump_json(j));
 }

@@ -16,7 +16,7 @@ class MeasurementCache {
   bool enabled() const { return !path_.empty(); }
   const OpCost* find(const std::string& key) const;
   void put(const std::string& key, const OpCost& cost);
-  void save() const;   // atomically; merges nothing: this object holds the file's entries plus new ones
+  void save() const;  // atomically; merges nothing: this object holds the file's entries plus new ones
   const std::string& path() const { return path_; }
   int hits() const { return hits_; }
 

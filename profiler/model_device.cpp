@@ -280,13 +280,13 @@ ConvCost fft_cost(const ConvShape& s, const ConvRoles& r, double b, bool tiling)
                        .e_algo = kTransform,
                        .launches = tiles});
   // Pointwise complex multiply-accumulate over the channel pairs, 8 flops per complex MAC.
-  c.kernels.push_back(
-      {.flops = 8 * b * static_cast<double>(s.k * s.cg()) * points * tiles,
-       .bytes = kComplex * points * tiles * (r.data_in_planes + r.data_out_planes + r.filter_in_planes + r.filter_out_planes),
-       .e_algo = tiling ? kFftTilingPointwise : kFftPointwise,
-       .work = pointwise_work,
-       .depth = r.channel_depth,
-       .launches = tiles});
+  c.kernels.push_back({.flops = 8 * b * static_cast<double>(s.k * s.cg()) * points * tiles,
+                       .bytes = kComplex * points * tiles *
+                                (r.data_in_planes + r.data_out_planes + r.filter_in_planes + r.filter_out_planes),
+                       .e_algo = tiling ? kFftTilingPointwise : kFftPointwise,
+                       .work = pointwise_work,
+                       .depth = r.channel_depth,
+                       .launches = tiles});
   // Inverse transforms.
   c.kernels.push_back({.flops = out_spectra * plane_fft_flops,
                        .bytes = 2 * kComplex * points * out_spectra + kFloat * r.write_elems,
@@ -346,7 +346,8 @@ ConvCost conv_cost(const GraphLayer& l, ConvOp op, const std::string& algo, doub
         const double lowered = kFloat * b * static_cast<double>(s.c * s.kh * s.kw * s.ho * s.wo);
         ConvCost c;
         c.workspace = lowered / static_cast<double>(s.g);
-        c.kernels.push_back({.bytes = kFloat * static_cast<double>(s.c * s.h * s.w) * b + lowered, .e_algo = kTransform});
+        c.kernels.push_back(
+            {.bytes = kFloat * static_cast<double>(s.c * s.h * s.w) * b + lowered, .e_algo = kTransform});
         c.kernels.push_back({.flops = direct,
                              .bytes = lowered + kFloat * (r.filter_elems + r.write_elems),
                              .e_algo = kExplicitSgemm,
@@ -377,10 +378,12 @@ ConvCost conv_cost(const GraphLayer& l, ConvOp op, const std::string& algo, doub
 }
 
 const std::vector<std::string>& conv_algorithms(ConvOp op) {
-  static const std::vector<std::string> fwd = {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling",
-                                               "winograd",      "winograd_nonfused"};
-  static const std::vector<std::string> bwd_data = {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"};
-  static const std::vector<std::string> bwd_filter = {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"};
+  static const std::vector<std::string> fwd = {
+      "implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd", "winograd_nonfused"};
+  static const std::vector<std::string> bwd_data = {"algo_0",     "algo_1",   "fft",
+                                                    "fft_tiling", "winograd", "winograd_nonfused"};
+  static const std::vector<std::string> bwd_filter = {"algo_0",    "algo_1", "fft", "algo_3", "winograd_nonfused",
+                                                      "fft_tiling"};
   switch (op) {
     case ConvOp::Forward:
       return fwd;

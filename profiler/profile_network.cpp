@@ -93,9 +93,11 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
     } else {
       if (o.progress) {
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        std::string eta = done_work > 0 && elapsed > 0.5 ? format_seconds(elapsed * (total_work - done_work) / done_work) : "?";
+        std::string eta =
+            done_work > 0 && elapsed > 0.5 ? format_seconds(elapsed * (total_work - done_work) / done_work) : "?";
         std::fprintf(stderr, "\r\033[K[%zu/%zu] %s %s b=%lld %s  (time left ~%s)", i + 1, jobs.size(),
-                     g.layers[j.layer].name().c_str(), j.op.c_str(), static_cast<long long>(j.batch), j.algo.c_str(), eta.c_str());
+                     g.layers[j.layer].name().c_str(), j.op.c_str(), static_cast<long long>(j.batch), j.algo.c_str(),
+                     eta.c_str());
         std::fflush(stderr);
       }
       Measurement m = runner.measure(g, j.layer, j.op, j.algo, j.batch, o.repeat);
@@ -113,8 +115,9 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
     by_sig[j.signature].costs.push_back(c);
   }
   if (o.progress) {
-    std::fprintf(stderr, "\r\033[K%zu measurements (%d from the cache) in %s\n", jobs.size(), cache.hits(),
-                 format_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()).c_str());
+    std::fprintf(
+        stderr, "\r\033[K%zu measurements (%d from the cache) in %s\n", jobs.size(), cache.hits(),
+        format_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()).c_str());
   }
   cache.save();
 

@@ -28,9 +28,9 @@
 namespace ucplan {
 
 struct Measurement {
-  std::string status = "ok";        // ok | unsupported | out_of_memory | failed: REASON
-  double seconds = 0;               // median of the timed repeats
-  double spread = 0;                // (max - min) / median
+  std::string status = "ok";  // ok | unsupported | out_of_memory | failed: REASON
+  double seconds = 0;         // median of the timed repeats
+  double spread = 0;          // (max - min) / median
   std::int64_t workspace_bytes = 0;
 };
 
@@ -55,8 +55,8 @@ class Runner {
   // Cost of one op of `layer` on a micro-batch of `batch` samples (batch 0 for update):
   // warm-up runs, then `repeats` timed samples. Failures come back as a status; only a failure
   // that leaves the device unusable throws (DeviceFailure).
-  virtual Measurement measure(const Graph& g, int layer, const std::string& op, const std::string& algo, std::int64_t batch,
-                              int repeats) = 0;
+  virtual Measurement measure(const Graph& g, int layer, const std::string& op, const std::string& algo,
+                              std::int64_t batch, int repeats) = 0;
   // Pinned host<->device copies at the given sizes, and whether both directions overlap.
   virtual std::vector<TransferPoint> measure_transfers(bool host_to_device, const std::vector<std::int64_t>& sizes) = 0;
   virtual bool measure_duplex() = 0;

@@ -19,7 +19,8 @@ TransferCosts fit_transfers(const std::vector<TransferPoint>& points) {
   double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
   double intercept = (sy - slope * sx) / n;
   if (!(slope > 0)) {  // degenerate measurements: fall back to the largest point alone
-    const auto& big = *std::max_element(points.begin(), points.end(), [](auto& a, auto& b) { return a.bytes < b.bytes; });
+    const auto& big =
+        *std::max_element(points.begin(), points.end(), [](auto& a, auto& b) { return a.bytes < b.bytes; });
     slope = big.seconds / static_cast<double>(big.bytes);
     intercept = 0;
   }

@@ -9,6 +9,7 @@ build=${1:-"$root/build"}
 "$root/scripts/setup.sh" "$build"
 start=$(date +%s)
 (cd "$build" && ctest --output-on-failure -j "$(nproc)")
+python3 "$root/scripts/check_deps.py"
 python3 "$root/scripts/validate_json.py"
 shopt -s nullglob
 plans=("$root"/plans/*.json)

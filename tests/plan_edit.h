@@ -21,7 +21,8 @@ inline void retime(Plan& p) {
     for (int w : s.waits) start = std::max(start, p.steps[w].end_ns);
     s.start_ns = start;
     s.end_ns = start + dur;
-    if (s.final) final_end = s.end_ns;
+    if (s.final)
+      final_end = s.end_ns;
     else {
       stream_end[s.stream] = s.end_ns;
       round_end = std::max(round_end, s.end_ns);
@@ -63,6 +64,5 @@ inline void remove_step(Plan& p, int id) {
   }
   retime(p);
 }
-
 
 }  // namespace ucplan::test

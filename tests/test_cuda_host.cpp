@@ -23,10 +23,14 @@ TEST_CASE("device classification tells no driver, a driver too old and no device
 
 TEST_CASE("without a usable device the probe says why, and the gate skips or fails as asked") {
   const cuda::DeviceProbe p = cuda::probe_device();
-  if (p.status == DeviceStatus::Available) return;  // a GPU machine: nothing to test here
+  if (p.status == DeviceStatus::Available) return;                 // a GPU machine: nothing to test here
   CHECK(p.why.rfind(cuda::device_status_name(p.status), 0) == 0);  // the reason starts with the class
-  CHECK(cuda::check_program_device_gate("test", false) == (p.status == DeviceStatus::DriverTooOld ? 4 : p.status == DeviceStatus::Error ? 1 : 0));
-  CHECK(cuda::check_program_device_gate("test", true) == (p.status == DeviceStatus::DriverTooOld ? 4 : p.status == DeviceStatus::Error ? 1 : 3));
+  CHECK(cuda::check_program_device_gate("test", false) == (p.status == DeviceStatus::DriverTooOld ? 4
+                                                           : p.status == DeviceStatus::Error      ? 1
+                                                                                                  : 0));
+  CHECK(cuda::check_program_device_gate("test", true) == (p.status == DeviceStatus::DriverTooOld ? 4
+                                                          : p.status == DeviceStatus::Error      ? 1
+                                                                                                 : 3));
 }
 
 TEST_CASE("NVML facts come from libnvidia-ml when it loads, and say why not when it does not") {

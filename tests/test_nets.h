@@ -5,7 +5,8 @@
 namespace ucplan::test {
 
 // conv -> bn -> relu -> lrn -> maxpool -> conv -> relu -> fc -> dropout -> fc -> loss
-inline const char* kChain = R"({"format": "ucplan-network/1", "name": "chain", "input": {"shape": [3, 16, 16]}, "labels": 10,
+inline const char* kChain =
+    R"({"format": "ucplan-network/1", "name": "chain", "input": {"shape": [3, 16, 16]}, "labels": 10,
  "layers": [
   {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1, "bias": false},
   {"name": "b1", "type": "bn", "inputs": ["c1"]},
@@ -20,7 +21,8 @@ inline const char* kChain = R"({"format": "ucplan-network/1", "name": "chain", "
   {"name": "loss", "type": "softmax_loss", "inputs": ["f2"]}]})";
 
 // Two residual blocks without batch-norm (so sub-batching is allowed by default).
-inline const char* kResidual = R"({"format": "ucplan-network/1", "name": "residual", "input": {"shape": [3, 16, 16]}, "labels": 10,
+inline const char* kResidual =
+    R"({"format": "ucplan-network/1", "name": "residual", "input": {"shape": [3, 16, 16]}, "labels": 10,
  "layers": [
   {"name": "c0", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1},
   {"name": "r0", "type": "relu", "inputs": ["c0"]},
@@ -39,7 +41,8 @@ inline const char* kResidual = R"({"format": "ucplan-network/1", "name": "residu
   {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}]})";
 
 // A fan-out joined by concat (DenseNet/Inception-like).
-inline const char* kConcat = R"({"format": "ucplan-network/1", "name": "concat", "input": {"shape": [3, 16, 16]}, "labels": 10,
+inline const char* kConcat =
+    R"({"format": "ucplan-network/1", "name": "concat", "input": {"shape": [3, 16, 16]}, "labels": 10,
  "layers": [
   {"name": "c0", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1},
   {"name": "r0", "type": "relu", "inputs": ["c0"]},

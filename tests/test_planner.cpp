@@ -37,8 +37,8 @@ Profile model_profile(const Network& net, std::int64_t batch, const std::string&
   return profile_network(net, "test", *runner, o);
 }
 
-CompileInput input_for(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy = "ucplan",
-                       const std::string& sub_batch = "any") {
+CompileInput input_for(const Network& net, const Profile& prof, std::int64_t budget,
+                       const std::string& strategy = "ucplan", const std::string& sub_batch = "any") {
   CompileInput in;
   in.network = net;
   in.network_file = "test";
@@ -66,9 +66,9 @@ std::int64_t keep_all_peak(const Network& net, const Profile& prof) {
 TEST_SUITE("simulator") {
   TEST_CASE("a step starts when its stream and the steps it waits for are done") {
     Timeline t;
-    int a = t.issue(Stream::Compute, 10, kNoneReady);  // compute [0, 10)
+    int a = t.issue(Stream::Compute, 10, kNoneReady);      // compute [0, 10)
     int b = t.issue(Stream::D2H, 5, ReadySet{a, -1, -1});  // waits for a: [10, 15)
-    int c = t.issue(Stream::Compute, 3, kNoneReady);  // after a on compute: [10, 13)
+    int c = t.issue(Stream::Compute, 3, kNoneReady);       // after a on compute: [10, 13)
     ReadySet w = kNoneReady;
     merge_into(w, b, Stream::D2H);
     int d = t.issue(Stream::Compute, 1, w);  // after c (13) and b (15): [15, 16)
@@ -85,9 +85,9 @@ TEST_SUITE("simulator") {
     CHECK(*arena.allocate(300, 1, &w) == 0);
     CHECK(*arena.allocate(300, 2, &w) == 300);
     CHECK(*arena.allocate(300, 3, &w) == 600);
-    CHECK(!arena.allocate(200, 4, &w));  // 100 bytes left
-    arena.release(0, ReadySet{7, -1, -1}, 70);   // [0, 300) free after step 7 (ends at 70 ns)
-    arena.release(300, ReadySet{-1, -1, 9}, 90); // [300, 600) free after step 9 (d2h, ends at 90 ns)
+    CHECK(!arena.allocate(200, 4, &w));           // 100 bytes left
+    arena.release(0, ReadySet{7, -1, -1}, 70);    // [0, 300) free after step 7 (ends at 70 ns)
+    arena.release(300, ReadySet{-1, -1, 9}, 90);  // [300, 600) free after step 9 (d2h, ends at 90 ns)
     // 500 bytes span both freed blocks: the new buffer waits for both histories.
     ReadySet w2 = kNoneReady;
     CHECK(*arena.allocate(500, 5, &w2) == 0);
@@ -300,7 +300,8 @@ TEST_SUITE("verifier") {
 
   TEST_CASE("a missing prefetch") {
     Plan p = tight_plan();
-    auto it = std::find_if(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return s.op == "prefetch" && s.tensor != "Y:data"; });
+    auto it = std::find_if(p.steps.begin(), p.steps.end(),
+                           [](const PlanStep& s) { return s.op == "prefetch" && s.tensor != "Y:data"; });
     REQUIRE(it != p.steps.end());
     const int buffer = it->writes[0];
     remove_step(p, it->id);
@@ -441,7 +442,8 @@ TEST_SUITE("plan quality") {
       const CostTable ct = build_cost_table(g, tg, prof, "test", 64);
       std::vector<int> acts;
       for (const Tensor& x : tg.tensors)
-        if (x.kind == TensorKind::Activation && x.layer != 0 && g.layers[x.layer].type() != LayerType::SoftmaxLoss) acts.push_back(x.id);
+        if (x.kind == TensorKind::Activation && x.layer != 0 && g.layers[x.layer].type() != LayerType::SoftmaxLoss)
+          acts.push_back(x.id);
       REQUIRE(acts.size() == 5);
       ScheduleInput in;
       in.graph = &g;
@@ -526,7 +528,8 @@ TEST_SUITE("plan quality") {
       const CostTable ct = build_cost_table(g, tg, prof, "test", 64);
       std::vector<int> acts;
       for (const Tensor& x : tg.tensors)
-        if (x.kind == TensorKind::Activation && x.layer != 0 && g.layers[x.layer].type() != LayerType::SoftmaxLoss) acts.push_back(x.id);
+        if (x.kind == TensorKind::Activation && x.layer != 0 && g.layers[x.layer].type() != LayerType::SoftmaxLoss)
+          acts.push_back(x.id);
       ScheduleInput in;
       in.graph = &g;
       in.tasks = &tg;

@@ -28,8 +28,9 @@ class NetBuilder {
     net_.input_shape = {c, h, w};
     net_.labels = labels;
   }
-  std::string conv(const std::string& name, const std::string& in, std::int64_t out, std::int64_t k, std::int64_t stride = 1,
-                   std::int64_t pad = 0, std::int64_t groups = 1, bool bias = true, std::int64_t dilation = 1) {
+  std::string conv(const std::string& name, const std::string& in, std::int64_t out, std::int64_t k,
+                   std::int64_t stride = 1, std::int64_t pad = 0, std::int64_t groups = 1, bool bias = true,
+                   std::int64_t dilation = 1) {
     Layer& l = add_layer(name, LayerType::Conv, {in});
     l.conv.dilation = {dilation, dilation};
     l.conv.out_channels = out;
@@ -102,7 +103,8 @@ Graph alexnet() {
 Graph vgg16() {
   NetBuilder n("vgg16", 3, 224, 224, 1000);
   std::string x = "data";
-  const std::vector<std::vector<std::int64_t>> stages = {{64, 64}, {128, 128}, {256, 256, 256}, {512, 512, 512}, {512, 512, 512}};
+  const std::vector<std::vector<std::int64_t>> stages = {
+      {64, 64}, {128, 128}, {256, 256, 256}, {512, 512, 512}, {512, 512, 512}};
   for (std::size_t s = 0; s < stages.size(); ++s) {
     for (std::size_t i = 0; i < stages[s].size(); ++i) {
       auto name = fmt::format("conv{}_{}", s + 1, i + 1);
@@ -298,9 +300,9 @@ TEST_SUITE("model_device") {
     Graph g = alexnet();
     auto r = make_model_runner("p100");
     const int conv2 = g.index_of("conv2");
-    CHECK(r->algorithms(g, conv2, "forward") == std::vector<std::string>{"implicit_gemm", "implicit_precomp_gemm", "gemm",
-                                                                         "direct", "fft", "fft_tiling", "winograd",
-                                                                         "winograd_nonfused"});
+    CHECK(r->algorithms(g, conv2, "forward") == std::vector<std::string>{"implicit_gemm", "implicit_precomp_gemm",
+                                                                         "gemm", "direct", "fft", "fft_tiling",
+                                                                         "winograd", "winograd_nonfused"});
     CHECK(r->algorithms(g, conv2, "backward_data") ==
           std::vector<std::string>{"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"});
     CHECK(r->algorithms(g, conv2, "backward_filter") ==
@@ -399,8 +401,8 @@ TEST_SUITE("model_device") {
     // (mu-cuDNN Fig. 10: 2.33x with the "all" policy; FFT in micro-batches of 32 with powerOfTwo).
     double best_split = undivided.seconds;
     for (std::int64_t b = 1; b <= 256; b *= 2)
-      best_split =
-          std::min(best_split, static_cast<double>(256 / b) * fastest(*r, g, g.index_of("conv2"), "forward", b, limit).seconds);
+      best_split = std::min(
+          best_split, static_cast<double>(256 / b) * fastest(*r, g, g.index_of("conv2"), "forward", b, limit).seconds);
     CHECK(best_split * 1.5 < undivided.seconds);
     // Non-fused Winograd (F(2x2,5x5)) needs ~5 MB per sample: only small micro-batches fit.
     CHECK(measure(*r, g, "conv2", "forward", "winograd_nonfused", 16).workspace_bytes > limit);
@@ -410,7 +412,8 @@ TEST_SUITE("model_device") {
     CHECK(unlimited.workspace > limit);
   }
 
-  TEST_CASE("workspace: none for implicit GEMM, proportional to the micro-batch for GEMM, affine for FFT and Winograd") {
+  TEST_CASE(
+      "workspace: none for implicit GEMM, proportional to the micro-batch for GEMM, affine for FFT and Winograd") {
     for (const Graph& g : {alexnet(), resnet50()}) {
       auto r = make_model_runner("v100");
       for (int i : conv_layers(g)) {
@@ -463,8 +466,8 @@ TEST_SUITE("model_device") {
               for (std::int64_t b : {1, 7, 32, 256}) {
                 Measurement m = r->measure(g, i, op, a, b, 1);
                 if (m.status != "ok") continue;
-                const double bound =
-                    direct_flops_per_sample(g.layers[i]) * static_cast<double>(b) / (peak * reduction_bound(g.layers[i], a));
+                const double bound = direct_flops_per_sample(g.layers[i]) * static_cast<double>(b) /
+                                     (peak * reduction_bound(g.layers[i], a));
                 CAPTURE(name);
                 CAPTURE(g.layers[i].name());
                 CAPTURE(op);
@@ -494,8 +497,8 @@ TEST_SUITE("model_device") {
                   const double prev_b = static_cast<double>(b < 17 ? b - 1 : b / 2);
                   if (!(m.seconds >= prev * (1 - 1e-12)) ||
                       !(m.seconds / static_cast<double>(b) <= prev / prev_b * (1 + 1e-12))) {
-                    FAIL_CHECK(fmt::format("{} {} {} {} at b={}: {} s after {} s at b={}", name, g.layers[i].name(), op, a, b,
-                                           m.seconds, prev, prev_b));
+                    FAIL_CHECK(fmt::format("{} {} {} {} at b={}: {} s after {} s at b={}", name, g.layers[i].name(), op,
+                                           a, b, m.seconds, prev, prev_b));
                   }
                   ++compared;
                 }
@@ -550,8 +553,8 @@ TEST_SUITE("model_device") {
     const double t8 = iteration_seconds(*r, g, 256, 8 * kMiB);
     const double t64 = iteration_seconds(*r, g, 256, 64 * kMiB);
     const double t512 = iteration_seconds(*r, g, 256, 512 * kMiB);
-    MESSAGE(fmt::format("AlexNet b256 on model:p100, undivided: {:.1f} / {:.1f} / {:.1f} ms with 8 / 64 / 512 MiB", t8 * 1e3,
-                        t64 * 1e3, t512 * 1e3));
+    MESSAGE(fmt::format("AlexNet b256 on model:p100, undivided: {:.1f} / {:.1f} / {:.1f} ms with 8 / 64 / 512 MiB",
+                        t8 * 1e3, t64 * 1e3, t512 * 1e3));
     CHECK(t64 >= 0.080);
     CHECK(t64 <= 0.250);
     CHECK(t8 >= t64);
@@ -620,8 +623,8 @@ TEST_SUITE("model_device") {
     for (const char* dev : {"k40", "p100", "v100", "h100", "h200"}) {
       auto rd = make_model_runner(dev);
       fmt::print("model:{}: ResNet-50 b64 {:.1f} ms; AlexNet b256 (64 MiB) {:.1f} ms; VGG-16 b256 {:.2f} s\n", dev,
-                 iteration_seconds(*rd, resnet50(), 64, -1) * 1e3, iteration_seconds(*rd, alexnet(), 256, 64 * kMiB) * 1e3,
-                 iteration_seconds(*rd, vgg16(), 256, -1));
+                 iteration_seconds(*rd, resnet50(), 64, -1) * 1e3,
+                 iteration_seconds(*rd, alexnet(), 256, 64 * kMiB) * 1e3, iteration_seconds(*rd, vgg16(), 256, -1));
     }
     // jcjohnson/cnn-benchmarks, Torch + cuDNN 5.0, Tesla K40c, batch 16 forward + backward:
     // AlexNet 61.5 ms, VGG-16 920 ms, ResNet-50 450 ms.
@@ -733,7 +736,8 @@ class BreakingRunner : public ucplan::Runner {
   ucplan::Measurement measure(const ucplan::Graph& g, int layer, const std::string& op, const std::string& algo,
                               std::int64_t batch, int repeats) override {
     if (++calls == fail_at_)
-      throw ucplan::DeviceFailure(fmt::format("{} {} {} b={}: cudaErrorIllegalAddress", g.layers[layer].name(), op, algo, batch));
+      throw ucplan::DeviceFailure(
+          fmt::format("{} {} {} b={}: cudaErrorIllegalAddress", g.layers[layer].name(), op, algo, batch));
     return model_->measure(g, layer, op, algo, batch, repeats);
   }
   std::vector<ucplan::TransferPoint> measure_transfers(bool h2d, const std::vector<std::int64_t>& sizes) override {

@@ -402,9 +402,12 @@ std::int64_t ConvDims::wo() const { return (w + 2 * pw - dw * (kw - 1) - 1) / sw
 
 const char* conv_algo_name(ConvAlgo a) {
   switch (a) {
-    case ConvAlgo::Direct: return "direct";
-    case ConvAlgo::Gemm: return "gemm";
-    case ConvAlgo::GemmLift: return "gemm_lift";
+    case ConvAlgo::Direct:
+      return "direct";
+    case ConvAlgo::Gemm:
+      return "gemm";
+    case ConvAlgo::GemmLift:
+      return "gemm_lift";
   }
   return "?";
 }
@@ -432,9 +435,12 @@ std::int64_t conv_workspace_bytes(const ConvDims& d, ConvOp op, ConvAlgo a) {
   const Shape s = shape_of(d);
   const i64 floats = [&]() -> i64 {
     switch (a) {
-      case ConvAlgo::Direct: return 0;
-      case ConvAlgo::Gemm: return lowering_is_identity(d) ? 0 : d.n * s.rows * s.out.size();
-      case ConvAlgo::GemmLift: return s.kg * s.taps * s.cg + d.n * s.kg * s.taps * s.in.size();
+      case ConvAlgo::Direct:
+        return 0;
+      case ConvAlgo::Gemm:
+        return lowering_is_identity(d) ? 0 : d.n * s.rows * s.out.size();
+      case ConvAlgo::GemmLift:
+        return s.kg * s.taps * s.cg + d.n * s.kg * s.taps * s.in.size();
     }
     return 0;
   }();
@@ -446,9 +452,12 @@ void conv_forward(const ConvDims& d, ConvAlgo a, const float* x, const float* w,
   check_runnable(d, ConvOp::Forward, a);
   float* ws = static_cast<float*>(workspace);
   switch (a) {
-    case ConvAlgo::Direct: return direct_forward(d, x, w, bias, y);
-    case ConvAlgo::Gemm: return gemm_forward(d, x, w, bias, y, ws);
-    case ConvAlgo::GemmLift: return lift_forward(d, x, w, bias, y, ws);
+    case ConvAlgo::Direct:
+      return direct_forward(d, x, w, bias, y);
+    case ConvAlgo::Gemm:
+      return gemm_forward(d, x, w, bias, y, ws);
+    case ConvAlgo::GemmLift:
+      return lift_forward(d, x, w, bias, y, ws);
   }
 }
 
@@ -457,9 +466,12 @@ void conv_backward_data(const ConvDims& d, ConvAlgo a, const float* dy, const fl
   check_runnable(d, ConvOp::BackwardData, a);
   float* ws = static_cast<float*>(workspace);
   switch (a) {
-    case ConvAlgo::Direct: return direct_backward_data(d, dy, w, dx, accumulate);
-    case ConvAlgo::Gemm: return gemm_backward_data(d, dy, w, dx, accumulate, ws);
-    case ConvAlgo::GemmLift: return lift_backward_data(d, dy, w, dx, accumulate, ws);
+    case ConvAlgo::Direct:
+      return direct_backward_data(d, dy, w, dx, accumulate);
+    case ConvAlgo::Gemm:
+      return gemm_backward_data(d, dy, w, dx, accumulate, ws);
+    case ConvAlgo::GemmLift:
+      return lift_backward_data(d, dy, w, dx, accumulate, ws);
   }
 }
 
@@ -468,9 +480,12 @@ void conv_backward_filter(const ConvDims& d, ConvAlgo a, const float* x, const f
   check_runnable(d, ConvOp::BackwardFilter, a);
   float* ws = static_cast<float*>(workspace);
   switch (a) {
-    case ConvAlgo::Direct: return direct_backward_filter(d, x, dy, dw, dbias);
-    case ConvAlgo::Gemm: return gemm_backward_filter(d, x, dy, dw, dbias, ws);
-    case ConvAlgo::GemmLift: return lift_backward_filter(d, x, dy, dw, dbias, ws);
+    case ConvAlgo::Direct:
+      return direct_backward_filter(d, x, dy, dw, dbias);
+    case ConvAlgo::Gemm:
+      return gemm_backward_filter(d, x, dy, dw, dbias, ws);
+    case ConvAlgo::GemmLift:
+      return lift_backward_filter(d, x, dy, dw, dbias, ws);
   }
 }
 

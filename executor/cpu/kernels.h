@@ -16,20 +16,20 @@
 namespace ucplan::cpu {
 
 struct ConvDims {
-  std::int64_t n = 1, c = 1, h = 1, w = 1;             // input (n is the micro-batch)
-  std::int64_t k = 1, kh = 1, kw = 1;                   // output channels, kernel
+  std::int64_t n = 1, c = 1, h = 1, w = 1;  // input (n is the micro-batch)
+  std::int64_t k = 1, kh = 1, kw = 1;       // output channels, kernel
   std::int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   std::int64_t groups = 1;
   bool bias = false;
-  std::int64_t ho() const;   // output height
-  std::int64_t wo() const;   // output width
+  std::int64_t ho() const;  // output height
+  std::int64_t wo() const;  // output width
 };
 
 enum class ConvOp { Forward, BackwardData, BackwardFilter };
 enum class ConvAlgo { Direct, Gemm, GemmLift };
-const char* conv_algo_name(ConvAlgo a);           // "direct", "gemm", "gemm_lift"
+const char* conv_algo_name(ConvAlgo a);  // "direct", "gemm", "gemm_lift"
 bool parse_conv_algo(const std::string& name, ConvAlgo* out);
-std::vector<ConvAlgo> conv_algorithms();          // all of them, in a fixed order
+std::vector<ConvAlgo> conv_algorithms();  // all of them, in a fixed order
 // Whether the algorithm implements this op for these dims; an unsupported combination is
 // recorded as such in a profile, never run. The answer is the same for the three ops: direct and
 // gemm support everything; gemm_lift needs stride 1 and more than one tap (with one tap it is
@@ -43,7 +43,8 @@ bool conv_supported(const ConvDims& d, ConvOp op, ConvAlgo a);
 //   gemm_lift  4 * (kg*taps * cg + n * kg*taps * h*w)  (lowered kernel K^, then R^ of each sample)
 std::int64_t conv_workspace_bytes(const ConvDims& d, ConvOp op, ConvAlgo a);
 
-void conv_forward(const ConvDims& d, ConvAlgo a, const float* x, const float* w, const float* bias, float* y, void* workspace);
+void conv_forward(const ConvDims& d, ConvAlgo a, const float* x, const float* w, const float* bias, float* y,
+                  void* workspace);
 void conv_backward_data(const ConvDims& d, ConvAlgo a, const float* dy, const float* w, float* dx, bool accumulate,
                         void* workspace);
 // dbias may be null when d.bias is false.
@@ -53,9 +54,9 @@ void conv_backward_filter(const ConvDims& d, ConvAlgo a, const float* x, const f
 struct PoolDims {
   std::int64_t n = 1, c = 1, h = 1, w = 1;
   std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
-  std::int64_t ho = 1, wo = 1;      // given (ceil or floor mode decided by the graph)
+  std::int64_t ho = 1, wo = 1;  // given (ceil or floor mode decided by the graph)
   bool max = true;
-  bool count_include_pad = true;    // average pooling only
+  bool count_include_pad = true;  // average pooling only
 };
 void pool_forward(const PoolDims& d, const float* x, float* y);
 // Max: the gradient goes to the first position in the window whose x equals y (ties: lowest
@@ -73,9 +74,11 @@ struct BnDims {
   std::int64_t n = 1, c = 1, h = 1, w = 1;
   double eps = 1e-5;
 };
-void bn_forward_training(const BnDims& d, const float* x, const float* gamma, const float* beta, float* y, float* saved);
+void bn_forward_training(const BnDims& d, const float* x, const float* gamma, const float* beta, float* y,
+                         float* saved);
 // Forward with saved statistics: what recomputation uses (same values as the training forward).
-void bn_forward_saved(const BnDims& d, const float* x, const float* gamma, const float* beta, const float* saved, float* y);
+void bn_forward_saved(const BnDims& d, const float* x, const float* gamma, const float* beta, const float* saved,
+                      float* y);
 // dgamma_dbeta = [dgamma[c], dbeta[c]] (accumulated, like dw).
 void bn_backward(const BnDims& d, const float* x, const float* gamma, const float* saved, const float* dy, float* dx,
                  float* dgamma_dbeta, bool accumulate);
@@ -103,21 +106,22 @@ void fc_backward_filter(const FcDims& d, const float* x, const float* dy, float*
 // sub-batching give the same mask) is kept iff hash(seed, s * per_sample + e) >= ratio;
 // y = x * keep / (1 - ratio). mask holds one byte per element (1 kept, 0 dropped).
 std::uint64_t dropout_keep_hash(std::uint64_t seed, std::uint64_t index);  // uniform in [0, 2^64)
-void dropout_forward(std::int64_t n, std::int64_t per_sample, std::int64_t first_sample, double ratio, std::uint64_t seed,
-                     const float* x, float* y, std::uint8_t* mask);
+void dropout_forward(std::int64_t n, std::int64_t per_sample, std::int64_t first_sample, double ratio,
+                     std::uint64_t seed, const float* x, float* y, std::uint8_t* mask);
 void dropout_apply(std::int64_t count, double ratio, const std::uint8_t* mask, const float* x, float* y);  // recompute
-void dropout_backward(std::int64_t count, double ratio, const std::uint8_t* mask, const float* dy, float* dx, bool accumulate);
+void dropout_backward(std::int64_t count, double ratio, const std::uint8_t* mask, const float* dy, float* dx,
+                      bool accumulate);
 
 // y = sum of inputs; backward: each dx_i (+)= dy.
 void add_forward(std::int64_t count, const std::vector<const float*>& xs, float* y);
 void add_backward(std::int64_t count, const float* dy, float* dx, bool accumulate);
 
 // Channel concatenation of inputs with channels cs[i] (per-sample planes of hw elements).
-void concat_forward(std::int64_t n, std::int64_t hw, const std::vector<std::int64_t>& cs, const std::vector<const float*>& xs,
-                    float* y);
+void concat_forward(std::int64_t n, std::int64_t hw, const std::vector<std::int64_t>& cs,
+                    const std::vector<const float*>& xs, float* y);
 // Gradient slice of input i.
-void concat_backward(std::int64_t n, std::int64_t hw, const std::vector<std::int64_t>& cs, std::size_t i, const float* dy,
-                     float* dx, bool accumulate);
+void concat_backward(std::int64_t n, std::int64_t hw, const std::vector<std::int64_t>& cs, std::size_t i,
+                     const float* dy, float* dx, bool accumulate);
 
 // Softmax + cross-entropy over k classes. prob = softmax(x); returns the summed loss of the n
 // samples. Backward: dx (+)= scale * (prob - onehot(label)); scale is 1 / (whole batch size),

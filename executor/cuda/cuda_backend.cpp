@@ -37,13 +37,15 @@ namespace {
 
 using cuda::CudaError;
 
-
-
 bool conv_op_of(const std::string& op, cuda::ConvOp* out) {
-  if (op == "forward" || op == "recompute") *out = cuda::ConvOp::Forward;
-  else if (op == "backward_data") *out = cuda::ConvOp::BackwardData;
-  else if (op == "backward_filter") *out = cuda::ConvOp::BackwardFilter;
-  else return false;
+  if (op == "forward" || op == "recompute")
+    *out = cuda::ConvOp::Forward;
+  else if (op == "backward_data")
+    *out = cuda::ConvOp::BackwardData;
+  else if (op == "backward_filter")
+    *out = cuda::ConvOp::BackwardFilter;
+  else
+    return false;
   return true;
 }
 
@@ -58,24 +60,35 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
   }
   const bool fwd = op == "forward" || op == "recompute";
   switch (l.type()) {
-    case LayerType::Input: cuda::throw_error("the input layer has no ops"); break;
-    case LayerType::Conv: cuda::throw_error("a conv step without a micro-configuration"); break;
+    case LayerType::Input:
+      cuda::throw_error("the input layer has no ops");
+      break;
+    case LayerType::Conv:
+      cuda::throw_error("a conv step without a micro-configuration");
+      break;
     case LayerType::Fc: {
       cuda::FcDims d{n, in_elems(l, 0), l.spec.fc.out_features, l.spec.fc.bias};
       const float* bias = l.bias_elems ? a.w + l.weight_elems : nullptr;
-      if (fwd) cuda::fc_forward(c, d, a.x[0], a.w, bias, a.y);
-      else if (op == "backward_data") cuda::fc_backward_data(c, d, a.dy, a.w, a.dx[0], a.dx_accumulate[0]);
-      else cuda::fc_backward_filter(c, d, a.x[0], a.dy, a.dw, l.bias_elems ? a.dw + l.weight_elems : nullptr);
+      if (fwd)
+        cuda::fc_forward(c, d, a.x[0], a.w, bias, a.y);
+      else if (op == "backward_data")
+        cuda::fc_backward_data(c, d, a.dy, a.w, a.dx[0], a.dx_accumulate[0]);
+      else
+        cuda::fc_backward_filter(c, d, a.x[0], a.dy, a.dw, l.bias_elems ? a.dw + l.weight_elems : nullptr);
       break;
     }
     case LayerType::Relu:
-      if (fwd) cuda::relu_forward(c, out, a.x[0], a.y);
-      else cuda::relu_backward(c, out, a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      if (fwd)
+        cuda::relu_forward(c, out, a.x[0], a.y);
+      else
+        cuda::relu_backward(c, out, a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
       break;
     case LayerType::Pool: {
       const cuda::PoolDims d = pool_dims(l, n);
-      if (fwd) cuda::pool_forward(c, d, a.x[0], a.y);
-      else cuda::pool_backward(c, d, a.x.empty() ? nullptr : a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      if (fwd)
+        cuda::pool_forward(c, d, a.x[0], a.y);
+      else
+        cuda::pool_backward(c, d, a.x.empty() ? nullptr : a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
       break;
     }
     case LayerType::BatchNorm: {
@@ -89,23 +102,28 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
         // first use grows it, which synchronizes the stream once, in the warm-up iteration).
         auto* stats = static_cast<float*>(c.scratch(static_cast<std::size_t>(2 * s.c) * sizeof(float)));
         cuda::bn_forward_training(c, d, a.x[0], a.w, a.w + s.c, a.y, stats);
-      }
-      else cuda::bn_backward(c, d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
+      } else
+        cuda::bn_backward(c, d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
       break;
     }
     case LayerType::Lrn: {
       const Shape& s = l.out;
       cuda::LrnDims d{n, s.c, s.h, s.w, l.spec.lrn.size, l.spec.lrn.alpha, l.spec.lrn.beta, l.spec.lrn.k};
-      if (fwd) cuda::lrn_forward(c, d, a.x[0], a.y);
-      else cuda::lrn_backward(c, d, a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      if (fwd)
+        cuda::lrn_forward(c, d, a.x[0], a.y);
+      else
+        cuda::lrn_backward(c, d, a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
       break;
     }
     case LayerType::Dropout: {
       auto* mask = static_cast<std::uint8_t*>(a.aux);
       const double ratio = l.spec.dropout.ratio;
-      if (op == "forward") cuda::dropout_forward(c, n, out_elems(l), a.first_sample, ratio, a.seed, a.x[0], a.y, mask);
-      else if (op == "recompute") cuda::dropout_apply(c, out, ratio, mask, a.x[0], a.y);
-      else cuda::dropout_backward(c, out, ratio, mask, a.dy, a.dx[0], a.dx_accumulate[0]);
+      if (op == "forward")
+        cuda::dropout_forward(c, n, out_elems(l), a.first_sample, ratio, a.seed, a.x[0], a.y, mask);
+      else if (op == "recompute")
+        cuda::dropout_apply(c, out, ratio, mask, a.x[0], a.y);
+      else
+        cuda::dropout_backward(c, out, ratio, mask, a.dy, a.dx[0], a.dx_accumulate[0]);
       break;
     }
     case LayerType::Add:
@@ -132,8 +150,11 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
       const std::int64_t k = l.out.c;
       // The per-sample losses go to the context's scratch buffer; the first call grows it, which
       // synchronizes the compute stream once (in the warm-up iteration).
-      if (fwd) cuda::softmax_loss_forward(c, n, k, a.x[0], a.labels, a.y, loss);
-      else cuda::softmax_loss_backward(c, n, k, a.y, a.labels, 1.0 / static_cast<double>(a.total_batch), a.dx[0], a.dx_accumulate[0]);
+      if (fwd)
+        cuda::softmax_loss_forward(c, n, k, a.x[0], a.labels, a.y, loss);
+      else
+        cuda::softmax_loss_backward(c, n, k, a.y, a.labels, 1.0 / static_cast<double>(a.total_batch), a.dx[0],
+                                    a.dx_accumulate[0]);
       break;
     }
   }
@@ -150,7 +171,7 @@ struct ConvConfig {
 struct Slot {
   cuda::Event start, end;  // timing enabled
   int step = -1;
-  int round = 0;           // -1: a final step
+  int round = 0;  // -1: a final step
   int stream = 0;
 };
 
@@ -166,7 +187,8 @@ class CudaBackend : public Backend {
         free_before_(free_device_bytes()),
         ctx_(compute_.get(), /*allow_tf32=*/false),
         loss_(sizeof(double)) {
-    description_ = fmt::format("cuda:{} ({}, cuDNN {}, no TF32)", index_, device_.name(), cuda::library_versions().cudnn);
+    description_ =
+        fmt::format("cuda:{} ({}, cuDNN {}, no TF32)", index_, device_.name(), cuda::library_versions().cudnn);
     note_memory_held();
   }
 
@@ -190,8 +212,8 @@ class CudaBackend : public Backend {
     } catch (const CudaError& e) {
       if (!e.out_of_memory()) throw;
       throw UserError("", device_option(),
-                      fmt::format("cannot allocate an arena of {} bytes on {} ({} bytes free): {}", arena_bytes_, description_,
-                                  free_device_bytes(), e.what()));
+                      fmt::format("cannot allocate an arena of {} bytes on {} ({} bytes free): {}", arena_bytes_,
+                                  description_, free_device_bytes(), e.what()));
     }
     // Zeroed as the CPU backend's arena and host buffers are, so both start from the same bytes.
     UCPLAN_CUDA(cudaMemsetAsync(arena_.get(), 0, static_cast<std::size_t>(arena_bytes_), compute_.get()));
@@ -211,13 +233,15 @@ class CudaBackend : public Backend {
   void write(std::int64_t offset, const void* src, std::int64_t bytes) override {
     check_range(offset, bytes, "write");
     synchronize_all();
-    UCPLAN_CUDA(cudaMemcpyAsync(arena_ptr(offset), src, static_cast<std::size_t>(bytes), cudaMemcpyHostToDevice, compute_.get()));
+    UCPLAN_CUDA(cudaMemcpyAsync(arena_ptr(offset), src, static_cast<std::size_t>(bytes), cudaMemcpyHostToDevice,
+                                compute_.get()));
     UCPLAN_CUDA(cudaStreamSynchronize(compute_.get()));
   }
   void read(std::int64_t offset, void* dst, std::int64_t bytes) override {
     check_range(offset, bytes, "read");
     synchronize_all();
-    UCPLAN_CUDA(cudaMemcpyAsync(dst, arena_ptr(offset), static_cast<std::size_t>(bytes), cudaMemcpyDeviceToHost, compute_.get()));
+    UCPLAN_CUDA(cudaMemcpyAsync(dst, arena_ptr(offset), static_cast<std::size_t>(bytes), cudaMemcpyDeviceToHost,
+                                compute_.get()));
     UCPLAN_CUDA(cudaStreamSynchronize(compute_.get()));
   }
   void fill(std::int64_t offset, std::int64_t bytes, unsigned char value) override {
@@ -250,7 +274,8 @@ class CudaBackend : public Backend {
       h2d_.wait(begin_.get());
       d2h_.wait(begin_.get());
     } catch (const CudaError& e) {
-      error_ = std::make_exception_ptr(CudaError(fmt::format("cuda:{} begin: {}", index_, e.what()), e.library(), e.code(), e.kind()));
+      error_ = std::make_exception_ptr(
+          CudaError(fmt::format("cuda:{} begin: {}", index_, e.what()), e.library(), e.code(), e.kind()));
     }
   }
 
@@ -259,13 +284,13 @@ class CudaBackend : public Backend {
     try {
       enqueue(s, round, ctx, poison);
     } catch (const CudaError& e) {
-      error_ = std::make_exception_ptr(
-          CudaError(fmt::format("cuda:{} {}{}", index_, step_context(s, round), e.what()), e.library(), e.code(), e.kind()));
+      error_ = std::make_exception_ptr(CudaError(fmt::format("cuda:{} {}{}", index_, step_context(s, round), e.what()),
+                                                 e.library(), e.code(), e.kind()));
     } catch (const UserError& e) {
       error_ = std::make_exception_ptr(UserError(e.file(), e.where(), step_context(s, round) + e.reason()));
     } catch (const std::exception& e) {
-      error_ = std::make_exception_ptr(CudaError(fmt::format("cuda:{} {}{}", index_, step_context(s, round), e.what()), "ucplan",
-                                                 0, CudaError::Kind::Other));
+      error_ = std::make_exception_ptr(CudaError(fmt::format("cuda:{} {}{}", index_, step_context(s, round), e.what()),
+                                                 "ucplan", 0, CudaError::Kind::Other));
     }
   }
 
@@ -275,8 +300,8 @@ class CudaBackend : public Backend {
       harvest(synced_);
     } catch (const CudaError& e) {
       if (!error_)
-        error_ = std::make_exception_ptr(
-            CudaError(fmt::format("cuda:{} reading the step times: {}", index_, e.what()), e.library(), e.code(), e.kind()));
+        error_ = std::make_exception_ptr(CudaError(fmt::format("cuda:{} reading the step times: {}", index_, e.what()),
+                                                   e.library(), e.code(), e.kind()));
     }
     for (const cuda::Stream* st : {&compute_, &h2d_, &d2h_}) {
       try {
@@ -284,8 +309,8 @@ class CudaBackend : public Backend {
       } catch (const CudaError& e) {
         if (!error_)
           error_ = std::make_exception_ptr(CudaError(
-              fmt::format("cuda:{} barrier: a step of {} failed on the device (CUDA_LAUNCH_BLOCKING=1 names it): {}", index_,
-                          last_final_ ? "the final steps" : fmt::format("round {}", last_round_), e.what()),
+              fmt::format("cuda:{} barrier: a step of {} failed on the device (CUDA_LAUNCH_BLOCKING=1 names it): {}",
+                          index_, last_final_ ? "the final steps" : fmt::format("round {}", last_round_), e.what()),
               e.library(), e.code(), e.kind()));
       }
     }
@@ -303,7 +328,8 @@ class CudaBackend : public Backend {
     try {
       harvest(used_);
     } catch (const CudaError& e) {
-      throw CudaError(fmt::format("cuda:{} end, reading the step times: {}", index_, e.what()), e.library(), e.code(), e.kind());
+      throw CudaError(fmt::format("cuda:{} end, reading the step times: {}", index_, e.what()), e.library(), e.code(),
+                      e.kind());
     }
     return timeline_;
   }
@@ -325,7 +351,8 @@ class CudaBackend : public Backend {
     UCPLAN_CUDA(cudaMemGetInfo(&free, &total));
     held_bytes_ = std::max(held_bytes_, free_before_ - static_cast<std::int64_t>(free));
     const std::int64_t used = static_cast<std::int64_t>(total) - static_cast<std::int64_t>(free);
-    overhead_bytes_ = std::max(overhead_bytes_, used - std::max<std::int64_t>(used_before_, 0) - static_cast<std::int64_t>(arena_.bytes()));
+    overhead_bytes_ = std::max(
+        overhead_bytes_, used - std::max<std::int64_t>(used_before_, 0) - static_cast<std::int64_t>(arena_.bytes()));
   }
 
   std::string device_option() const { return fmt::format("--device cuda:{}", index_); }
@@ -344,8 +371,9 @@ class CudaBackend : public Backend {
   }
 
   void check_range(std::int64_t offset, std::int64_t bytes, const char* what) const {
-    UCPLAN_CHECK(arena_.get() && offset >= 0 && bytes >= 0 && offset + bytes <= arena_bytes_,
-                 fmt::format("{} of {} bytes at {} is outside the arena of {} bytes", what, bytes, offset, arena_bytes_));
+    UCPLAN_CHECK(
+        arena_.get() && offset >= 0 && bytes >= 0 && offset + bytes <= arena_bytes_,
+        fmt::format("{} of {} bytes at {} is outside the arena of {} bytes", what, bytes, offset, arena_bytes_));
   }
 
   char* arena_ptr(std::int64_t offset) const { return arena_.as<char>() + offset; }
@@ -353,10 +381,14 @@ class CudaBackend : public Backend {
 
   cudaStream_t stream(int s) const {
     switch (s) {
-      case 0: return compute_.get();
-      case 1: return h2d_.get();
-      case 2: return d2h_.get();
-      default: cuda::throw_error(fmt::format("stream {} (0 compute, 1 h2d, 2 d2h)", s));
+      case 0:
+        return compute_.get();
+      case 1:
+        return h2d_.get();
+      case 2:
+        return d2h_.get();
+      default:
+        cuda::throw_error(fmt::format("stream {} (0 compute, 1 h2d, 2 d2h)", s));
     }
   }
 
@@ -424,12 +456,15 @@ class CudaBackend : public Backend {
       check_range(s.device, s.bytes, s.op.c_str());
       char* h = hosts_[static_cast<std::size_t>(s.host)].as<char>() + host_offset;
       const auto bytes = static_cast<std::size_t>(s.bytes);
-      if (s.op == "prefetch") UCPLAN_CUDA(cudaMemcpyAsync(arena_ptr(s.device), h, bytes, cudaMemcpyHostToDevice, st));
-      else UCPLAN_CUDA(cudaMemcpyAsync(h, arena_ptr(s.device), bytes, cudaMemcpyDeviceToHost, st));
+      if (s.op == "prefetch")
+        UCPLAN_CUDA(cudaMemcpyAsync(arena_ptr(s.device), h, bytes, cudaMemcpyHostToDevice, st));
+      else
+        UCPLAN_CUDA(cudaMemcpyAsync(h, arena_ptr(s.device), bytes, cudaMemcpyDeviceToHost, st));
       return;
     }
     if (s.stream != 0)
-      cuda::throw_error(fmt::format("compute op {} on stream {}: the handles are bound to the compute stream", s.op, s.stream));
+      cuda::throw_error(
+          fmt::format("compute op {} on stream {}: the handles are bound to the compute stream", s.op, s.stream));
     if (s.layer < 0 || static_cast<std::size_t>(s.layer) >= g_.layers.size())
       cuda::throw_error(fmt::format("no layer {}", s.layer));
     const GraphLayer& l = g_.layers[static_cast<std::size_t>(s.layer)];
@@ -462,11 +497,12 @@ class CudaBackend : public Backend {
     const auto ws = static_cast<std::size_t>(s.workspace < 0 ? 0 : s.workspace_bytes);
     switch (c.op) {
       case cuda::ConvOp::Forward:
-        cuda::conv_forward_micro(ctx_, whole, c.micro, a.x.at(0), a.w, l.bias_elems ? a.w + l.weight_elems : nullptr, a.y,
-                                 a.workspace, ws);
+        cuda::conv_forward_micro(ctx_, whole, c.micro, a.x.at(0), a.w, l.bias_elems ? a.w + l.weight_elems : nullptr,
+                                 a.y, a.workspace, ws);
         break;
       case cuda::ConvOp::BackwardData:
-        cuda::conv_backward_data_micro(ctx_, whole, c.micro, a.dy, a.w, a.dx.at(0), a.dx_accumulate.at(0) != 0, a.workspace, ws);
+        cuda::conv_backward_data_micro(ctx_, whole, c.micro, a.dy, a.w, a.dx.at(0), a.dx_accumulate.at(0) != 0,
+                                       a.workspace, ws);
         break;
       case cuda::ConvOp::BackwardFilter:  // always accumulates: the rounds and micro-batches add up in dW
         cuda::conv_backward_filter_micro(ctx_, whole, c.micro, a.x.at(0), a.dy, a.dw,
@@ -483,7 +519,8 @@ class CudaBackend : public Backend {
   // noted; with --exact it is refused.
   const ConvConfig& conv_config(const ResolvedStep& s, const GraphLayer& l, std::int64_t sub_batch) {
     auto it = conv_configs_.find(s.id);
-    if (it != conv_configs_.end() && it->second.source == s.config && it->second.sub_batch == sub_batch) return it->second;
+    if (it != conv_configs_.end() && it->second.source == s.config && it->second.sub_batch == sub_batch)
+      return it->second;
     ConvConfig c;
     c.source = s.config;
     c.sub_batch = sub_batch;
@@ -491,34 +528,42 @@ class CudaBackend : public Backend {
     const std::int64_t given = s.workspace < 0 ? 0 : s.workspace_bytes;
     auto fit = [&](const cuda::ConvDims& d, cuda::ConvAlgo a) {
       std::size_t bytes = 0;
-      return AlgoFit{cuda::conv_algo_name(a), cuda::conv_workspace(ctx_, d, a, &bytes) ? std::optional<std::int64_t>(bytes) : std::nullopt};
+      return AlgoFit{cuda::conv_algo_name(a),
+                     cuda::conv_workspace(ctx_, d, a, &bytes) ? std::optional<std::int64_t>(bytes) : std::nullopt};
     };
     for (const MicroStep& m : s.config) {
       cuda::ConvAlgo algo;
       if (!cuda::parse_conv_algo(c.op, m.algo, &algo))
-        throw UserError("", device_option(),
-                        fmt::format("\"{}\" is not a cuDNN {} algorithm: the plan was compiled for another device (compile "
-                                    "it from a profile made with --device cuda)",
-                                    m.algo, cuda::conv_op_name(c.op)));
+        throw UserError(
+            "", device_option(),
+            fmt::format("\"{}\" is not a cuDNN {} algorithm: the plan was compiled for another device (compile "
+                        "it from a profile made with --device cuda)",
+                        m.algo, cuda::conv_op_name(c.op)));
       const cuda::ConvDims d = conv_dims(l, m.batch);
       const AlgoFit planned = fit(d, algo);
       if (planned.workspace && *planned.workspace <= given) {
         c.micro.push_back({algo, m.batch});
         continue;
       }
-      const std::string why = planned.workspace ? fmt::format("needs a workspace of {} bytes here, the plan gives {}", *planned.workspace, given)
+      const std::string why = planned.workspace ? fmt::format("needs a workspace of {} bytes here, the plan gives {}",
+                                                              *planned.workspace, given)
                                                 : std::string("is not supported here for these dims");
-      const std::string what = fmt::format("{} {} micro-batch {}: {} {}", l.name(), cuda::conv_op_name(c.op), m.batch, m.algo, why);
-      const std::string reprofile = fmt::format("compile the plan from a profile measured on this device (ucplan profile {} --device "
-                                                "cuda:{})", g_.net.name, index_);
+      const std::string what =
+          fmt::format("{} {} micro-batch {}: {} {}", l.name(), cuda::conv_op_name(c.op), m.batch, m.algo, why);
+      const std::string reprofile = fmt::format(
+          "compile the plan from a profile measured on this device (ucplan profile {} --device "
+          "cuda:{})",
+          g_.net.name, index_);
       if (exact_) throw UserError("", "--exact", fmt::format("{} on {}: {}", what, description_, reprofile));
       std::vector<AlgoFit> ranked;
       for (cuda::ConvAlgo a : cuda::conv_ranked(ctx_, d, c.op)) ranked.push_back(fit(d, a));
       const std::string chosen = choose_conv_algo(planned, ranked, given);
       cuda::ConvAlgo replacement;
       if (chosen.empty() || !cuda::parse_conv_algo(c.op, chosen, &replacement))
-        throw UserError("", device_option(), fmt::format("{}, and no cuDNN algorithm fits that workspace: {}", what, reprofile));
-      notes_.push_back(fmt::format("{}: ran {} instead (cuDNN's best-ranked that fits); times differ from the plan's", what, chosen));
+        throw UserError("", device_option(),
+                        fmt::format("{}, and no cuDNN algorithm fits that workspace: {}", what, reprofile));
+      notes_.push_back(fmt::format("{}: ran {} instead (cuDNN's best-ranked that fits); times differ from the plan's",
+                                   what, chosen));
       c.micro.push_back({replacement, m.batch});
     }
     return conv_configs_[s.id] = std::move(c);
@@ -528,20 +573,20 @@ class CudaBackend : public Backend {
   // before any stream, handle or buffer exists.
   const Graph g_;
   const int index_;
-  const bool exact_;               // refuse configurations this device does not run as planned
+  const bool exact_;  // refuse configurations this device does not run as planned
   const std::int64_t used_before_;
   cuda::Device device_;
   const std::int64_t free_before_;
   cuda::Stream compute_, h2d_, d2h_;
-  cuda::Context ctx_;              // cuDNN + cuBLAS handles on the compute stream, no TF32
-  cuda::DeviceBuffer loss_;        // the softmax loss (one double), kept on the device
+  cuda::Context ctx_;        // cuDNN + cuBLAS handles on the compute stream, no TF32
+  cuda::DeviceBuffer loss_;  // the softmax loss (one double), kept on the device
   cuda::Event begin_;
   std::string description_;
-  std::vector<Slot> slots_;        // event pairs, reused from one begin() to the next
-  std::size_t used_ = 0;           // slots taken since begin()
-  std::size_t synced_ = 0;         // slots submitted before the last barrier(): completed
-  std::size_t harvested_ = 0;      // slots whose times are in timeline_
-  std::vector<int> slot_of_;       // per step id: its slot in this phase, -1 when not submitted
+  std::vector<Slot> slots_;    // event pairs, reused from one begin() to the next
+  std::size_t used_ = 0;       // slots taken since begin()
+  std::size_t synced_ = 0;     // slots submitted before the last barrier(): completed
+  std::size_t harvested_ = 0;  // slots whose times are in timeline_
+  std::vector<int> slot_of_;   // per step id: its slot in this phase, -1 when not submitted
   cuda::DeviceBuffer arena_;
   std::int64_t arena_bytes_ = 0;
   std::vector<cuda::PinnedBuffer> hosts_;
@@ -564,12 +609,14 @@ std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index, boo
   // Read before this process makes its context on the device, which cudaSetDevice does.
   char bus[32] = {0};
   std::int64_t used_before = -1;
-  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device_index) == cudaSuccess) used_before = cuda::nvml_facts(bus).memory_used_bytes;
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device_index) == cudaSuccess)
+    used_before = cuda::nvml_facts(bus).memory_used_bytes;
   cudaGetLastError();
   try {
     return std::make_unique<CudaBackend>(g, device_index, used_before, exact);
   } catch (const CudaError& e) {
-    throw UserError("", "--device cuda", fmt::format("no CUDA device: device {} cannot be used: {}", device_index, e.what()));
+    throw UserError("", "--device cuda",
+                    fmt::format("no CUDA device: device {} cannot be used: {}", device_index, e.what()));
   }
 }
 

@@ -52,8 +52,10 @@ bool is_not_supported(cudnnStatus_t status) {
     case CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDART:
     case CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH:
     case CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING:
-    case CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE: return false;
-    default: return true;
+    case CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE:
+      return false;
+    default:
+      return true;
   }
 }
 
@@ -70,8 +72,10 @@ bool is_sticky(cudaError_t status) {
     case cudaErrorAssert:
     case cudaErrorLaunchTimeout:
     case cudaErrorContextIsDestroyed:
-    case cudaErrorDevicesUnavailable: return true;
-    default: return false;
+    case cudaErrorDevicesUnavailable:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -86,7 +90,7 @@ void check_status(cudaError_t status, const char* call, const char* file, int li
 
 void check_status(cublasStatus_t status, const char* call, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  auto kind = status == CUBLAS_STATUS_ALLOC_FAILED     ? CudaError::Kind::OutOfMemory
+  auto kind = status == CUBLAS_STATUS_ALLOC_FAILED    ? CudaError::Kind::OutOfMemory
               : status == CUBLAS_STATUS_NOT_SUPPORTED ? CudaError::Kind::NotSupported
                                                       : CudaError::Kind::Other;
   fail("cublas", static_cast<int>(status), status_text(status), kind, call, file, line);
@@ -111,11 +115,16 @@ std::string cuda_version_text(int v) { return fmt::format("{}.{}", v / 1000, (v 
 
 const char* device_status_name(DeviceStatus s) {
   switch (s) {
-    case DeviceStatus::Available: return "available";
-    case DeviceStatus::NoDriver: return "no driver";
-    case DeviceStatus::DriverTooOld: return "driver too old";
-    case DeviceStatus::NoDevice: return "no device";
-    case DeviceStatus::Error: return "error";
+    case DeviceStatus::Available:
+      return "available";
+    case DeviceStatus::NoDriver:
+      return "no driver";
+    case DeviceStatus::DriverTooOld:
+      return "driver too old";
+    case DeviceStatus::NoDevice:
+      return "no device";
+    case DeviceStatus::Error:
+      return "error";
   }
   return "error";
 }
@@ -139,22 +148,26 @@ DeviceProbe probe_device() {
   cudaGetLastError();
   DeviceProbe p;
   p.status = classify_device(e, n, driver, runtime);
-  const std::string versions = fmt::format("{}, the runtime is CUDA {}",
-                                           driver > 0 ? "the driver supports CUDA " + cuda_version_text(driver)
-                                                      : std::string("no NVIDIA driver is loaded"),
-                                           cuda_version_text(runtime));
+  const std::string versions = fmt::format(
+      "{}, the runtime is CUDA {}",
+      driver > 0 ? "the driver supports CUDA " + cuda_version_text(driver) : std::string("no NVIDIA driver is loaded"),
+      cuda_version_text(runtime));
   switch (p.status) {
-    case DeviceStatus::Available: break;
+    case DeviceStatus::Available:
+      break;
     case DeviceStatus::NoDevice:
       p.why = e == cudaSuccess ? "no CUDA device found (cudaGetDeviceCount returned 0)"
                                : fmt::format("cudaGetDeviceCount: {}", status_text(e));
-      if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) p.why += fmt::format(" (CUDA_VISIBLE_DEVICES=\"{}\")", v);
+      if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"))
+        p.why += fmt::format(" (CUDA_VISIBLE_DEVICES=\"{}\")", v);
       break;
     case DeviceStatus::DriverTooOld:
       p.why = fmt::format("cudaGetDeviceCount: {}; {}: install a driver for CUDA {} or later", status_text(e), versions,
                           cuda_version_text(runtime));
       break;
-    default: p.why = fmt::format("cudaGetDeviceCount: {}; {}", status_text(e), versions); break;
+    default:
+      p.why = fmt::format("cudaGetDeviceCount: {}; {}", status_text(e), versions);
+      break;
   }
   if (!p.why.empty()) p.why = std::string(device_status_name(p.status)) + ": " + p.why;
   return p;
@@ -168,17 +181,22 @@ bool device_required_by_environment() {
 int check_program_device_gate(const char* program, bool required) {
   const DeviceProbe p = probe_device();
   switch (p.status) {
-    case DeviceStatus::Available: return -1;
-    case DeviceStatus::DriverTooOld: std::printf("FAIL: %s: %s\n", program, p.why.c_str()); return 4;
+    case DeviceStatus::Available:
+      return -1;
+    case DeviceStatus::DriverTooOld:
+      std::printf("FAIL: %s: %s\n", program, p.why.c_str());
+      return 4;
     case DeviceStatus::NoDriver:
     case DeviceStatus::NoDevice:
       if (!required) {
-        std::printf("SKIP: %s: %s (--require-device or UCPLAN_REQUIRE_GPU=1 makes this a failure)\n", program, p.why.c_str());
+        std::printf("SKIP: %s: %s (--require-device or UCPLAN_REQUIRE_GPU=1 makes this a failure)\n", program,
+                    p.why.c_str());
         return 0;
       }
       std::printf("FAIL: %s: a GPU is required: %s\n", program, p.why.c_str());
       return 3;
-    case DeviceStatus::Error: break;
+    case DeviceStatus::Error:
+      break;
   }
   std::printf("FAIL: %s: %s\n", program, p.why.c_str());
   return 1;
@@ -203,7 +221,8 @@ Versions library_versions() {
   Versions v;
   int runtime = 0, driver = 0;
   v.cuda_runtime = cudaRuntimeGetVersion(&runtime) == cudaSuccess ? cuda_version_text(runtime) : "unknown";
-  v.driver = cudaDriverGetVersion(&driver) == cudaSuccess ? (driver > 0 ? cuda_version_text(driver) : "none") : "unknown";
+  v.driver =
+      cudaDriverGetVersion(&driver) == cudaSuccess ? (driver > 0 ? cuda_version_text(driver) : "none") : "unknown";
   cudaGetLastError();
   // cuDNN 9 encodes versions as major * 10000 + minor * 100 + patch.
   std::size_t dnn = cudnnGetVersion();
@@ -246,11 +265,18 @@ int Device::fp32_lanes_per_sm() const {
   // FP32 units per SM, from NVIDIA's architecture whitepapers (CUDA C Programming Guide,
   // "Arithmetic Instructions" throughput table: 32-bit floating-point add/multiply/FMA per SM).
   switch (major_) {
-    case 7: return 64;                       // Volta, Turing
-    case 8: return minor_ == 0 ? 64 : 128;   // A100: 64; GA10x, Orin, Ada: 128
-    case 9: return 128;                      // Hopper
-    case 10: case 11: case 12: return 128;   // Blackwell
-    default: return 0;
+    case 7:
+      return 64;  // Volta, Turing
+    case 8:
+      return minor_ == 0 ? 64 : 128;  // A100: 64; GA10x, Orin, Ada: 128
+    case 9:
+      return 128;  // Hopper
+    case 10:
+    case 11:
+    case 12:
+      return 128;  // Blackwell
+    default:
+      return 0;
   }
 }
 
@@ -304,8 +330,9 @@ Buffer<K>::Buffer(std::size_t bytes) {
   if (e != cudaSuccess) {
     cudaGetLastError();
     auto kind = e == cudaErrorMemoryAllocation ? CudaError::Kind::OutOfMemory : CudaError::Kind::Other;
-    throw CudaError(fmt::format("{} of {} bytes failed: {}", device ? "cudaMalloc" : "cudaHostAlloc", bytes, status_text(e)),
-                    "cuda", static_cast<int>(e), kind);
+    throw CudaError(
+        fmt::format("{} of {} bytes failed: {}", device ? "cudaMalloc" : "cudaHostAlloc", bytes, status_text(e)),
+        "cuda", static_cast<int>(e), kind);
   }
   p_ = decltype(p_)(p);
   bytes_ = bytes;

@@ -30,7 +30,7 @@ class CudaError : public std::runtime_error {
   CudaError(std::string message, std::string library, int code, Kind kind)
       : std::runtime_error(std::move(message)), library_(std::move(library)), code_(code), kind_(kind) {}
   const std::string& library() const { return library_; }  // "cuda" | "cublas" | "cudnn" | "ucplan"
-  int code() const { return code_; }                        // the library's status value
+  int code() const { return code_; }                       // the library's status value
   Kind kind() const { return kind_; }
   bool out_of_memory() const { return kind_ == Kind::OutOfMemory; }
   bool not_supported() const { return kind_ == Kind::NotSupported; }
@@ -223,7 +223,9 @@ class Buffer {
   explicit Buffer(std::size_t bytes);
   void* get() const { return p_.get(); }
   template <typename T>
-  T* as() const { return static_cast<T*>(p_.get()); }
+  T* as() const {
+    return static_cast<T*>(p_.get());
+  }
   std::size_t bytes() const { return p_.get() ? bytes_ : 0; }
   void reset() { p_.reset(); }
 

@@ -52,7 +52,8 @@ void expect(bool ok, const std::string& what) {
 
 // Waits respected in a measured timeline: a step starts no earlier than the steps it waits for,
 // in the same round, ended (1 us of slack for the event timer's resolution).
-int wait_violations(const std::vector<ResolvedStep>& steps, const std::vector<MeasuredStep>& timeline, std::string* first) {
+int wait_violations(const std::vector<ResolvedStep>& steps, const std::vector<MeasuredStep>& timeline,
+                    std::string* first) {
   std::map<std::pair<int, int>, const MeasuredStep*> at;  // (round, step)
   for (const auto& m : timeline) at[{m.round, m.step}] = &m;
   int bad = 0;
@@ -62,8 +63,8 @@ int wait_violations(const std::vector<ResolvedStep>& steps, const std::vector<Me
       if (it == at.end()) continue;
       if (m.start_ns + 1000 < it->second->end_ns) {
         if (bad++ == 0 && first)
-          *first = fmt::format("step {} (round {}) starts at {} ns, before step {} ends at {} ns", m.step, m.round, m.start_ns, w,
-                               it->second->end_ns);
+          *first = fmt::format("step {} (round {}) starts at {} ns, before step {} ends at {} ns", m.step, m.round,
+                               m.start_ns, w, it->second->end_ns);
       }
     }
   }
@@ -114,8 +115,9 @@ void check_backend_alone(const Graph& g, int device) {
       wrong += out[i] != pattern(i, r);
       poisoned += out[i] == kPoisonByte;
     }
-    expect(wrong == 0, fmt::format("round {}: the offload read this round's input slice ({} wrong bytes, {} of them 0xFF)", r,
-                                   wrong, poisoned));
+    expect(wrong == 0,
+           fmt::format("round {}: the offload read this round's input slice ({} wrong bytes, {} of them 0xFF)", r,
+                       wrong, poisoned));
     be->read(a, got.data(), big);
     expect(std::all_of(got.begin(), got.end(), [](unsigned char c) { return c == kPoisonByte; }),
            fmt::format("round {}: region A is poisoned (0xFF) after its last use", r));
@@ -136,8 +138,9 @@ void check_backend_alone(const Graph& g, int device) {
     if (m.round == 0 && m.step == 1) offload_end = m.end_ns;
     if (m.round == 0 && m.step == 2) poison_end = m.end_ns;
   }
-  expect(poison_end + 1000 >= offload_end, fmt::format("timeline: the poisoning step ends ({} ns) after the offload it waited for ({} ns)",
-                                                       poison_end, offload_end));
+  expect(poison_end + 1000 >= offload_end,
+         fmt::format("timeline: the poisoning step ends ({} ns) after the offload it waited for ({} ns)", poison_end,
+                     offload_end));
 
   // A step that cannot run on this device surfaces at barrier(), as a UserError naming it.
   int conv = -1;
@@ -162,7 +165,8 @@ void check_backend_alone(const Graph& g, int device) {
     } catch (const UserError& e) {
       message = e.what();
     }
-    expect(message.find("is not a cuDNN forward algorithm") != std::string::npos && message.find("step 0") != std::string::npos,
+    expect(message.find("is not a cuDNN forward algorithm") != std::string::npos &&
+               message.find("step 0") != std::string::npos,
            "a CPU algorithm name is reported by barrier(): " + message);
     be->begin();
     be->submit(steps[2], 0, ctx, false);
@@ -210,8 +214,8 @@ struct LoopResult {
 // rounds with a barrier after each, the final steps), with poisoning in the first iteration, and
 // dW read after the first iteration's rounds. Kept apart from replay_plan's --check (which maps
 // the plan's cuDNN algorithms to CPU ones for its reference) so that both are exercised.
-LoopResult run_loop(Backend& be, const Plan& plan, const Graph& g, const std::vector<ResolvedStep>& steps, int iterations,
-                    std::uint64_t seed) {
+LoopResult run_loop(Backend& be, const Plan& plan, const Graph& g, const std::vector<ResolvedStep>& steps,
+                    int iterations, std::uint64_t seed) {
   std::vector<std::int64_t> host_sizes;
   for (const auto& h : plan.host_buffers) host_sizes.push_back(h.size);
   be.allocate(plan.arena_bytes, host_sizes);
@@ -233,8 +237,8 @@ LoopResult run_loop(Backend& be, const Plan& plan, const Graph& g, const std::ve
       init_input(g.layers[0].out.elems() * plan.batch, seed, static_cast<float*>(dst));
     } else {
       const int l = g.index_of(h.tensor.substr(3));
-      init_input(g.layers[static_cast<std::size_t>(l)].out.elems() * plan.batch, seed ^ (0x9e37u + static_cast<std::uint64_t>(l)),
-                 static_cast<float*>(dst));
+      init_input(g.layers[static_cast<std::size_t>(l)].out.elems() * plan.batch,
+                 seed ^ (0x9e37u + static_cast<std::uint64_t>(l)), static_cast<float*>(dst));
     }
   }
   auto read_all = [&](const std::string& prefix) {
@@ -290,8 +294,9 @@ void check_plan(const std::string& path, int device, int iterations, double tole
     copies += s.stream != 0 ? 1 : 0;
     poisons += static_cast<int>(s.poison_after.size());
   }
-  fmt::print("  {} rounds of {}, {} steps ({} conv kernels, {} copies), {} regions poisoned per round, arena {} bytes\n",
-             plan.rounds, plan.sub_batch, steps.size(), conv_steps, copies, poisons, plan.arena_bytes);
+  fmt::print(
+      "  {} rounds of {}, {} steps ({} conv kernels, {} copies), {} regions poisoned per round, arena {} bytes\n",
+      plan.rounds, plan.sub_batch, steps.size(), conv_steps, copies, poisons, plan.arena_bytes);
 
   // The same program on the CPU backend, every conv kernel with the CPU's direct algorithm (no
   // workspace) and the plan's micro-batches, and the reference (undivided, direct).
@@ -311,11 +316,14 @@ void check_plan(const std::string& path, int device, int iterations, double tole
   const auto [e_gpu, t_gpu] = worst_error(rg.dw0, want);
   const auto [e_cpu, t_cpu] = worst_error(rc.dw0, want);
   const auto [e_w, t_w] = worst_error(rg.w, rc.w);
-  expect(e_cpu <= 1e-4, fmt::format("cpu backend (direct) weight gradients vs the reference: relative L2 error {:.2e} (d{})",
-                                    e_cpu, t_cpu));
-  expect(e_gpu <= tolerance, fmt::format("cuda weight gradients (poisoned run) vs the reference: relative L2 error {:.2e} (d{})",
-                                         e_gpu, t_gpu));
-  expect(e_w <= tolerance, fmt::format("weights after {} iterations, cuda vs cpu: relative L2 error {:.2e} ({})", iterations, e_w, t_w));
+  expect(e_cpu <= 1e-4,
+         fmt::format("cpu backend (direct) weight gradients vs the reference: relative L2 error {:.2e} (d{})", e_cpu,
+                     t_cpu));
+  expect(e_gpu <= tolerance,
+         fmt::format("cuda weight gradients (poisoned run) vs the reference: relative L2 error {:.2e} (d{})", e_gpu,
+                     t_gpu));
+  expect(e_w <= tolerance,
+         fmt::format("weights after {} iterations, cuda vs cpu: relative L2 error {:.2e} ({})", iterations, e_w, t_w));
 
   // The replay engine itself (as `ucplan run --device cuda`): times and the measured timeline.
   RunOptions o;
@@ -326,12 +334,14 @@ void check_plan(const std::string& path, int device, int iterations, double tole
     rr = replay_plan(plan, *gpu, o);
   }
   fmt::print("  {}: median {:.3f} ms, predicted {:.3f} ms ({}), device memory held {} bytes (arena {})\n", rr.backend,
-             rr.median_seconds * 1e3, rr.predicted_seconds * 1e3, plan.profile_source, rr.device_memory_bytes, rr.arena_bytes);
+             rr.median_seconds * 1e3, rr.predicted_seconds * 1e3, plan.profile_source, rr.device_memory_bytes,
+             rr.arena_bytes);
   std::size_t finals = 0;
   for (const auto& s : steps) finals += s.final ? 1 : 0;
   const std::size_t want_entries = static_cast<std::size_t>(plan.rounds) * (steps.size() - finals) + finals;
-  expect(rr.timeline.size() == want_entries, fmt::format("timeline: {} entries = {} rounds x {} steps + {} final", rr.timeline.size(),
-                                                         plan.rounds, steps.size() - finals, finals));
+  expect(rr.timeline.size() == want_entries,
+         fmt::format("timeline: {} entries = {} rounds x {} steps + {} final", rr.timeline.size(), plan.rounds,
+                     steps.size() - finals, finals));
   bool ordered = true;
   for (const auto& m : rr.timeline) ordered = ordered && m.start_ns >= 0 && m.end_ns >= m.start_ns;
   expect(ordered, "timeline: 0 <= start <= end for every step");
@@ -349,14 +359,21 @@ int main(int argc, char** argv) {
   std::vector<std::string> plans;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--device" && i + 1 < argc) device = std::atoi(argv[++i]);
-    else if (a == "--iterations" && i + 1 < argc) iterations = std::atoi(argv[++i]);
-    else if (a == "--tolerance" && i + 1 < argc) tolerance = std::atof(argv[++i]);
-    else if (a == "--require-device") required = true;
-    else plans.push_back(a);
+    if (a == "--device" && i + 1 < argc)
+      device = std::atoi(argv[++i]);
+    else if (a == "--iterations" && i + 1 < argc)
+      iterations = std::atoi(argv[++i]);
+    else if (a == "--tolerance" && i + 1 < argc)
+      tolerance = std::atof(argv[++i]);
+    else if (a == "--require-device")
+      required = true;
+    else
+      plans.push_back(a);
   }
   if (plans.empty()) {
-    std::fprintf(stderr, "usage: ucplan-cuda-check [--device N] [--iterations K] [--tolerance T] [--require-device] PLAN.json...\n");
+    std::fprintf(
+        stderr,
+        "usage: ucplan-cuda-check [--device N] [--iterations K] [--tolerance T] [--require-device] PLAN.json...\n");
     return 2;
   }
   if (const int code = cuda::check_program_device_gate("ucplan-cuda-check", required); code >= 0) return code;

@@ -39,7 +39,8 @@ class Desc {
 };
 using TensorDesc = Desc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
 using FilterDesc = Desc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
-using ConvDesc = Desc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using ConvDesc =
+    Desc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
 using PoolDesc = Desc<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
 using ActDesc = Desc<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
 using LrnDesc = Desc<cudnnLRNDescriptor_t, cudnnCreateLRNDescriptor, cudnnDestroyLRNDescriptor>;
@@ -113,9 +114,9 @@ ConvEntry& conv_entry(Context& ctx, const ConvDims& d) {
   to_int(d.k * (d.c / d.groups) * d.kh * d.kw, "filter elements");
   UCPLAN_CUDA(cudnnSetFilter4dDescriptor(e.w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(d.k, "k"),
                                          to_int(d.c / d.groups, "c/groups"), to_int(d.kh, "kh"), to_int(d.kw, "kw")));
-  UCPLAN_CUDA(cudnnSetConvolution2dDescriptor(e.conv.get(), to_int(d.ph, "pad h"), to_int(d.pw, "pad w"),
-                                              to_int(d.sh, "stride h"), to_int(d.sw, "stride w"), to_int(d.dh, "dilation h"),
-                                              to_int(d.dw, "dilation w"), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  UCPLAN_CUDA(cudnnSetConvolution2dDescriptor(
+      e.conv.get(), to_int(d.ph, "pad h"), to_int(d.pw, "pad w"), to_int(d.sh, "stride h"), to_int(d.sw, "stride w"),
+      to_int(d.dh, "dilation h"), to_int(d.dw, "dilation w"), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   UCPLAN_CUDA(cudnnSetConvolutionGroupCount(e.conv.get(), to_int(d.groups, "groups")));
   // CUDNN_DEFAULT_MATH lets cuDNN run FP32 convolutions as TF32 on Ampere and later; FMA_MATH
   // keeps them in FP32 so they agree with the CPU reference within FP32 rounding.
@@ -124,8 +125,8 @@ ConvEntry& conv_entry(Context& ctx, const ConvDims& d) {
   int n = 0, c = 0, h = 0, w = 0;
   UCPLAN_CUDA(cudnnGetConvolution2dForwardOutputDim(e.conv.get(), e.x.get(), e.w.get(), &n, &c, &h, &w));
   if (n != d.n || c != d.k || h != ho || w != wo)
-    throw_error(fmt::format("conv: cuDNN's output {}x{}x{}x{} differs from the expected {}x{}x{}x{}", n, c, h, w, d.n, d.k, ho,
-                            wo));
+    throw_error(fmt::format("conv: cuDNN's output {}x{}x{}x{} differs from the expected {}x{}x{}x{}", n, c, h, w, d.n,
+                            d.k, ho, wo));
   return m.emplace(key, std::move(e)).first->second;
 }
 
@@ -165,14 +166,16 @@ std::optional<std::size_t> query_workspace(Context& ctx, ConvEntry& e, ConvAlgo 
 // The workspace the call needs, checked against what the caller gives.
 std::size_t required_workspace(Context& ctx, ConvEntry& e, ConvAlgo a, ConvOp op, std::size_t given) {
   if (a.op != op)
-    throw_error(fmt::format("conv: algorithm {} of {} used for {}", conv_algo_name(a), conv_op_name(a.op), conv_op_name(op)));
+    throw_error(
+        fmt::format("conv: algorithm {} of {} used for {}", conv_algo_name(a), conv_op_name(a.op), conv_op_name(op)));
   auto need = query_workspace(ctx, e, a);
   if (!need)
-    throw_error(fmt::format("conv {}: cuDNN does not support algorithm {} for these dims", conv_op_name(op), conv_algo_name(a)),
-                CudaError::Kind::NotSupported);
+    throw_error(
+        fmt::format("conv {}: cuDNN does not support algorithm {} for these dims", conv_op_name(op), conv_algo_name(a)),
+        CudaError::Kind::NotSupported);
   if (*need > given)
-    throw_error(fmt::format("conv {} {}: workspace of {} bytes given, {} needed", conv_op_name(op), conv_algo_name(a), given,
-                            *need));
+    throw_error(fmt::format("conv {} {}: workspace of {} bytes given, {} needed", conv_op_name(op), conv_algo_name(a),
+                            given, *need));
   return *need;
 }
 
@@ -217,11 +220,13 @@ void check_micro(const ConvDims& whole, const std::vector<MicroConfig>& config, 
   for (const auto& m : config) {
     if (m.batch <= 0) throw_error(fmt::format("conv {}: micro-batch of {} samples", conv_op_name(op), m.batch));
     if (m.algo.op != op)
-      throw_error(fmt::format("conv {}: micro-configuration uses a {} algorithm", conv_op_name(op), conv_op_name(m.algo.op)));
+      throw_error(
+          fmt::format("conv {}: micro-configuration uses a {} algorithm", conv_op_name(op), conv_op_name(m.algo.op)));
     sum += m.batch;
   }
   if (sum != whole.n)
-    throw_error(fmt::format("conv {}: micro-batches add up to {} samples, the kernel has {}", conv_op_name(op), sum, whole.n));
+    throw_error(
+        fmt::format("conv {}: micro-batches add up to {} samples, the kernel has {}", conv_op_name(op), sum, whole.n));
 }
 
 ConvDims with_n(ConvDims d, std::int64_t n) {
@@ -261,9 +266,12 @@ bool conv_algo_deterministic(ConvAlgo a) {
 
 const char* conv_op_name(ConvOp op) {
   switch (op) {
-    case ConvOp::Forward: return "forward";
-    case ConvOp::BackwardData: return "backward_data";
-    case ConvOp::BackwardFilter: return "backward_filter";
+    case ConvOp::Forward:
+      return "forward";
+    case ConvOp::BackwardData:
+      return "backward_data";
+    case ConvOp::BackwardFilter:
+      return "backward_filter";
   }
   return "unknown";
 }
@@ -299,7 +307,8 @@ void* Context::scratch(std::size_t bytes) {
 }
 
 std::size_t Context::cached_descriptor_sets() const {
-  return cache_->conv.size() + cache_->tensors.size() + cache_->pool.size() + cache_->lrn.size() + (cache_->relu ? 1 : 0);
+  return cache_->conv.size() + cache_->tensors.size() + cache_->pool.size() + cache_->lrn.size() +
+         (cache_->relu ? 1 : 0);
 }
 
 // ---- convolution ----
@@ -317,8 +326,8 @@ bool conv_workspace(Context& ctx, const ConvDims& d, ConvAlgo a, std::size_t* by
   }
 }
 
-void conv_forward(Context& ctx, const ConvDims& d, ConvAlgo a, const float* x, const float* w, const float* bias, float* y,
-                  void* workspace, std::size_t workspace_bytes) {
+void conv_forward(Context& ctx, const ConvDims& d, ConvAlgo a, const float* x, const float* w, const float* bias,
+                  float* y, void* workspace, std::size_t workspace_bytes) {
   if (d.n == 0) return;
   ConvEntry& e = conv_entry(ctx, d);
   required_workspace(ctx, e, a, ConvOp::Forward, workspace_bytes);
@@ -345,12 +354,14 @@ void conv_backward_filter(Context& ctx, const ConvDims& d, ConvAlgo a, const flo
   required_workspace(ctx, e, a, ConvOp::BackwardFilter, workspace_bytes);
   // beta = 1: micro-batches and sub-batch rounds add up (mu-cuDNN §II).
   UCPLAN_CUDA(cudnnConvolutionBackwardFilter(ctx.cudnn(), &kOne, e.x.get(), x, e.y.get(), dy, e.conv.get(),
-                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.id), workspace, workspace_bytes,
-                                             &kOne, e.w.get(), dw));
-  if (d.bias && dbias) UCPLAN_CUDA(cudnnConvolutionBackwardBias(ctx.cudnn(), &kOne, e.y.get(), dy, &kOne, e.bias.get(), dbias));
+                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.id), workspace,
+                                             workspace_bytes, &kOne, e.w.get(), dw));
+  if (d.bias && dbias)
+    UCPLAN_CUDA(cudnnConvolutionBackwardBias(ctx.cudnn(), &kOne, e.y.get(), dy, &kOne, e.bias.get(), dbias));
 }
 
-bool conv_workspace_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config, std::size_t* bytes) {
+bool conv_workspace_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config,
+                          std::size_t* bytes) {
   std::size_t most = 0;
   for (const auto& m : config) {
     std::size_t b = 0;
@@ -373,8 +384,9 @@ void conv_forward_micro(Context& ctx, const ConvDims& whole, const std::vector<M
   }
 }
 
-void conv_backward_data_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config, const float* dy,
-                              const float* w, float* dx, bool accumulate, void* workspace, std::size_t workspace_bytes) {
+void conv_backward_data_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config,
+                              const float* dy, const float* w, float* dx, bool accumulate, void* workspace,
+                              std::size_t workspace_bytes) {
   check_micro(whole, config, ConvOp::BackwardData);
   const std::int64_t x_sample = whole.c * whole.h * whole.w, y_sample = whole.k * conv_out_h(whole) * conv_out_w(whole);
   std::int64_t first = 0;
@@ -385,8 +397,9 @@ void conv_backward_data_micro(Context& ctx, const ConvDims& whole, const std::ve
   }
 }
 
-void conv_backward_filter_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config, const float* x,
-                                const float* dy, float* dw, float* dbias, void* workspace, std::size_t workspace_bytes) {
+void conv_backward_filter_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config,
+                                const float* x, const float* dy, float* dw, float* dbias, void* workspace,
+                                std::size_t workspace_bytes) {
   check_micro(whole, config, ConvOp::BackwardFilter);
   const std::int64_t x_sample = whole.c * whole.h * whole.w, y_sample = whole.k * conv_out_h(whole) * conv_out_w(whole);
   std::int64_t first = 0;
@@ -409,38 +422,47 @@ bool wanted_math(const Context& ctx, cudnnMathType_t m) {
 // Perf results of one op, Find (runs every algorithm) or Get_v7 (heuristics only), with
 // cudnnGetConvolution*AlgorithmMaxCount slots.
 template <typename Perf>
-std::vector<Perf> conv_perf(Context& ctx, ConvEntry& e, ConvOp op, bool find, const void* x, const void* w, const void* y,
-                            void* work, std::size_t ws) {
+std::vector<Perf> conv_perf(Context& ctx, ConvEntry& e, ConvOp op, bool find, const void* x, const void* w,
+                            const void* y, void* work, std::size_t ws) {
   int count = 0;
   switch (op) {
-    case ConvOp::Forward: UCPLAN_CUDA(cudnnGetConvolutionForwardAlgorithmMaxCount(ctx.cudnn(), &count)); break;
-    case ConvOp::BackwardData: UCPLAN_CUDA(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx.cudnn(), &count)); break;
-    case ConvOp::BackwardFilter: UCPLAN_CUDA(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx.cudnn(), &count)); break;
+    case ConvOp::Forward:
+      UCPLAN_CUDA(cudnnGetConvolutionForwardAlgorithmMaxCount(ctx.cudnn(), &count));
+      break;
+    case ConvOp::BackwardData:
+      UCPLAN_CUDA(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx.cudnn(), &count));
+      break;
+    case ConvOp::BackwardFilter:
+      UCPLAN_CUDA(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx.cudnn(), &count));
+      break;
   }
   std::vector<Perf> perf(static_cast<std::size_t>(std::max(count, 1)));
   int returned = 0;
   const int n = static_cast<int>(perf.size());
   if constexpr (std::is_same_v<Perf, cudnnConvolutionFwdAlgoPerf_t>) {
     if (find)
-      UCPLAN_CUDA(cudnnFindConvolutionForwardAlgorithmEx(ctx.cudnn(), e.x.get(), x, e.w.get(), w, e.conv.get(), e.y.get(),
-                                                         const_cast<void*>(y), n, &returned, perf.data(), work, ws));
+      UCPLAN_CUDA(cudnnFindConvolutionForwardAlgorithmEx(ctx.cudnn(), e.x.get(), x, e.w.get(), w, e.conv.get(),
+                                                         e.y.get(), const_cast<void*>(y), n, &returned, perf.data(),
+                                                         work, ws));
     else
       UCPLAN_CUDA(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn(), e.x.get(), e.w.get(), e.conv.get(), e.y.get(), n,
                                                          &returned, perf.data()));
   } else if constexpr (std::is_same_v<Perf, cudnnConvolutionBwdDataAlgoPerf_t>) {
     if (find)
-      UCPLAN_CUDA(cudnnFindConvolutionBackwardDataAlgorithmEx(ctx.cudnn(), e.w.get(), w, e.y.get(), y, e.conv.get(), e.x.get(),
-                                                              const_cast<void*>(x), n, &returned, perf.data(), work, ws));
+      UCPLAN_CUDA(cudnnFindConvolutionBackwardDataAlgorithmEx(ctx.cudnn(), e.w.get(), w, e.y.get(), y, e.conv.get(),
+                                                              e.x.get(), const_cast<void*>(x), n, &returned,
+                                                              perf.data(), work, ws));
     else
-      UCPLAN_CUDA(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn(), e.w.get(), e.y.get(), e.conv.get(), e.x.get(), n,
-                                                              &returned, perf.data()));
+      UCPLAN_CUDA(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn(), e.w.get(), e.y.get(), e.conv.get(),
+                                                              e.x.get(), n, &returned, perf.data()));
   } else {
     if (find)
-      UCPLAN_CUDA(cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx.cudnn(), e.x.get(), x, e.y.get(), y, e.conv.get(), e.w.get(),
-                                                                const_cast<void*>(w), n, &returned, perf.data(), work, ws));
+      UCPLAN_CUDA(cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx.cudnn(), e.x.get(), x, e.y.get(), y, e.conv.get(),
+                                                                e.w.get(), const_cast<void*>(w), n, &returned,
+                                                                perf.data(), work, ws));
     else
-      UCPLAN_CUDA(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.cudnn(), e.x.get(), e.y.get(), e.conv.get(), e.w.get(), n,
-                                                                &returned, perf.data()));
+      UCPLAN_CUDA(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.cudnn(), e.x.get(), e.y.get(), e.conv.get(),
+                                                                e.w.get(), n, &returned, perf.data()));
   }
   perf.resize(static_cast<std::size_t>(std::clamp(returned, 0, n)));
   return perf;
@@ -448,12 +470,15 @@ std::vector<Perf> conv_perf(Context& ctx, ConvEntry& e, ConvOp op, bool find, co
 
 // Calls f(perf results) with the op's perf struct type.
 template <typename F>
-auto with_perf(Context& ctx, ConvEntry& e, ConvOp op, bool find, const void* x, const void* w, const void* y, void* work,
-               std::size_t ws, F f) {
+auto with_perf(Context& ctx, ConvEntry& e, ConvOp op, bool find, const void* x, const void* w, const void* y,
+               void* work, std::size_t ws, F f) {
   switch (op) {
-    case ConvOp::Forward: return f(conv_perf<cudnnConvolutionFwdAlgoPerf_t>(ctx, e, op, find, x, w, y, work, ws));
-    case ConvOp::BackwardData: return f(conv_perf<cudnnConvolutionBwdDataAlgoPerf_t>(ctx, e, op, find, x, w, y, work, ws));
-    case ConvOp::BackwardFilter: break;
+    case ConvOp::Forward:
+      return f(conv_perf<cudnnConvolutionFwdAlgoPerf_t>(ctx, e, op, find, x, w, y, work, ws));
+    case ConvOp::BackwardData:
+      return f(conv_perf<cudnnConvolutionBwdDataAlgoPerf_t>(ctx, e, op, find, x, w, y, work, ws));
+    case ConvOp::BackwardFilter:
+      break;
   }
   return f(conv_perf<cudnnConvolutionBwdFilterAlgoPerf_t>(ctx, e, op, find, x, w, y, work, ws));
 }
@@ -474,16 +499,19 @@ std::vector<AlgoPerf> conv_find(Context& ctx, const ConvDims& d, ConvOp op, std:
   fill_uniform(ctx, ny, 2, -1, 1, y.as<float>());
   fill_uniform(ctx, nw, 3, -1, 1, w.as<float>());
   UCPLAN_CUDA(cudaStreamSynchronize(ctx.stream()));
-  std::vector<AlgoPerf> out = with_perf(ctx, e, op, true, x.get(), w.get(), y.get(), work.get(), ws, [&](const auto& perf) {
-    std::vector<AlgoPerf> r;
-    for (const auto& p : perf) {
-      if (p.status != CUDNN_STATUS_SUCCESS || p.time < 0 || !wanted_math(ctx, p.mathType)) continue;
-      const int id = static_cast<int>(p.algo);
-      if (std::any_of(r.begin(), r.end(), [&](const AlgoPerf& q) { return q.algo.id == id; })) continue;  // fastest kept
-      r.push_back({ConvAlgo{op, id}, static_cast<double>(p.time) * 1e-3, p.memory, p.determinism == CUDNN_DETERMINISTIC});
-    }
-    return r;
-  });
+  std::vector<AlgoPerf> out =
+      with_perf(ctx, e, op, true, x.get(), w.get(), y.get(), work.get(), ws, [&](const auto& perf) {
+        std::vector<AlgoPerf> r;
+        for (const auto& p : perf) {
+          if (p.status != CUDNN_STATUS_SUCCESS || p.time < 0 || !wanted_math(ctx, p.mathType)) continue;
+          const int id = static_cast<int>(p.algo);
+          if (std::any_of(r.begin(), r.end(), [&](const AlgoPerf& q) { return q.algo.id == id; }))
+            continue;  // fastest kept
+          r.push_back(
+              {ConvAlgo{op, id}, static_cast<double>(p.time) * 1e-3, p.memory, p.determinism == CUDNN_DETERMINISTIC});
+        }
+        return r;
+      });
   UCPLAN_CUDA(cudaStreamSynchronize(ctx.stream()));
   std::stable_sort(out.begin(), out.end(), [](const AlgoPerf& a, const AlgoPerf& b) { return a.seconds < b.seconds; });
   return out;
@@ -495,7 +523,8 @@ std::vector<ConvAlgo> conv_ranked(Context& ctx, const ConvDims& d, ConvOp op) {
   with_perf(ctx, e, op, false, nullptr, nullptr, nullptr, nullptr, 0, [&](const auto& perf) {
     for (const auto& p : perf) {
       const ConvAlgo a{op, static_cast<int>(p.algo)};
-      if (p.status == CUDNN_STATUS_SUCCESS && wanted_math(ctx, p.mathType) && std::find(out.begin(), out.end(), a) == out.end())
+      if (p.status == CUDNN_STATUS_SUCCESS && wanted_math(ctx, p.mathType) &&
+          std::find(out.begin(), out.end(), a) == out.end())
         out.push_back(a);
     }
     return 0;
@@ -512,7 +541,8 @@ std::optional<bool> conv_deterministic(Context& ctx, const ConvDims& d, ConvAlgo
   with_perf(ctx, e, a.op, false, nullptr, nullptr, nullptr, nullptr, 0, [&](const auto& perf) {
     for (const auto& p : perf)
       if (p.status == CUDNN_STATUS_SUCCESS && wanted_math(ctx, p.mathType))
-        e.deterministic.emplace(std::make_pair(conv_op_index(a.op), static_cast<int>(p.algo)), p.determinism == CUDNN_DETERMINISTIC);
+        e.deterministic.emplace(std::make_pair(conv_op_index(a.op), static_cast<int>(p.algo)),
+                                p.determinism == CUDNN_DETERMINISTIC);
     return 0;
   });
   auto it = e.deterministic.find(key);
@@ -527,7 +557,8 @@ std::optional<bool> conv_deterministic(Context& ctx, const ConvDims& d, ConvAlgo
 namespace {
 PoolEntry& pool_entry(Context& ctx, const PoolDims& d) {
   auto& m = ctx.cache().pool;
-  PoolKey key{d.n, d.c, d.h, d.w, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.ho, d.wo, d.max ? 1 : 0, d.count_include_pad ? 1 : 0};
+  PoolKey key{d.n,  d.c,  d.h,  d.w,  d.kh, d.kw,          d.sh,
+              d.sw, d.ph, d.pw, d.ho, d.wo, d.max ? 1 : 0, d.count_include_pad ? 1 : 0};
   auto it = m.find(key);
   if (it != m.end()) return it->second;
   PoolEntry e;
@@ -538,9 +569,9 @@ PoolEntry& pool_entry(Context& ctx, const PoolDims& d) {
   cudnnPoolingMode_t mode = d.max                 ? CUDNN_POOLING_MAX_DETERMINISTIC
                             : d.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                   : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-  UCPLAN_CUDA(cudnnSetPooling2dDescriptor(e.desc.get(), mode, CUDNN_PROPAGATE_NAN, to_int(d.kh, "kh"), to_int(d.kw, "kw"),
-                                          to_int(d.ph, "pad h"), to_int(d.pw, "pad w"), to_int(d.sh, "stride h"),
-                                          to_int(d.sw, "stride w")));
+  UCPLAN_CUDA(cudnnSetPooling2dDescriptor(e.desc.get(), mode, CUDNN_PROPAGATE_NAN, to_int(d.kh, "kh"),
+                                          to_int(d.kw, "kw"), to_int(d.ph, "pad h"), to_int(d.pw, "pad w"),
+                                          to_int(d.sh, "stride h"), to_int(d.sw, "stride w")));
   int n = 0, c = 0, h = 0, w = 0;
   UCPLAN_CUDA(cudnnGetPooling2dForwardOutputDim(e.desc.get(), e.x.get(), &n, &c, &h, &w));
   // cuDNN rounds the output size down; a ceil-mode size it does not produce goes to the small
@@ -608,8 +639,8 @@ void relu_backward(Context& ctx, std::int64_t count, const float* y, const float
   in_chunks(count, [&](std::int64_t first, std::int64_t n) {
     const TensorDesc& t = tensor(ctx, 1, n, 1, 1);
     // The backward reads only y (liveness frees x): y > 0 exactly where x > 0, so y stands in for x.
-    UCPLAN_CUDA(cudnnActivationBackward(ctx.cudnn(), act, &kOne, t.get(), y + first, t.get(), dy + first, t.get(), y + first,
-                                        beta_of(accumulate), t.get(), dx + first));
+    UCPLAN_CUDA(cudnnActivationBackward(ctx.cudnn(), act, &kOne, t.get(), y + first, t.get(), dy + first, t.get(),
+                                        y + first, beta_of(accumulate), t.get(), dx + first));
   });
 }
 
@@ -621,9 +652,9 @@ void bn_forward_training(Context& ctx, const BnDims& d, const float* x, const fl
   const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
   const TensorDesc& p = tensor(ctx, 1, d.c, 1, 1);
   // No running averages (null pointers): the planner's runs are training steps only.
-  UCPLAN_CUDA(cudnnBatchNormalizationForwardTraining(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, t.get(), x, t.get(),
-                                                     y, p.get(), gamma, beta, 0.0, nullptr, nullptr, d.eps, saved,
-                                                     saved + d.c));
+  UCPLAN_CUDA(cudnnBatchNormalizationForwardTraining(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, t.get(), x,
+                                                     t.get(), y, p.get(), gamma, beta, 0.0, nullptr, nullptr, d.eps,
+                                                     saved, saved + d.c));
 }
 
 void bn_forward_saved(Context& ctx, const BnDims& d, const float* x, const float* gamma, const float* beta,
@@ -636,8 +667,8 @@ void bn_backward(Context& ctx, const BnDims& d, const float* x, const float* gam
   if (d.n == 0) return;
   const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
   const TensorDesc& p = tensor(ctx, 1, d.c, 1, 1);
-  UCPLAN_CUDA(cudnnBatchNormalizationBackward(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, beta_of(accumulate), &kOne, &kOne,
-                                              t.get(), x, t.get(), dy, t.get(), dx, p.get(), gamma, dgamma_dbeta,
+  UCPLAN_CUDA(cudnnBatchNormalizationBackward(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, beta_of(accumulate), &kOne,
+                                              &kOne, t.get(), x, t.get(), dy, t.get(), dx, p.get(), gamma, dgamma_dbeta,
                                               dgamma_dbeta + d.c, d.eps, saved, saved + d.c));
 }
 
@@ -680,7 +711,8 @@ void lrn_forward(Context& ctx, const LrnDims& d, const float* x, float* y) {
   if (!lrn_cudnn_matches(d)) return detail::launch_lrn_forward(ctx.stream(), lrn_shape(d), x, y);
   cudnnLRNDescriptor_t l = lrn_desc(ctx, d);
   const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
-  UCPLAN_CUDA(cudnnLRNCrossChannelForward(ctx.cudnn(), l, CUDNN_LRN_CROSS_CHANNEL_DIM1, &kOne, t.get(), x, &kZero, t.get(), y));
+  UCPLAN_CUDA(
+      cudnnLRNCrossChannelForward(ctx.cudnn(), l, CUDNN_LRN_CROSS_CHANNEL_DIM1, &kOne, t.get(), x, &kZero, t.get(), y));
 }
 
 void lrn_backward(Context& ctx, const LrnDims& d, const float* x, const float* y, const float* dy, float* dx,
@@ -715,8 +747,8 @@ void fc_forward(Context& ctx, const FcDims& d, const float* x, const float* w, c
 void fc_backward_data(Context& ctx, const FcDims& d, const float* dy, const float* w, float* dx, bool accumulate) {
   if (d.n == 0) return;
   const int n = to_int(d.n, "fc n"), in = to_int(d.in, "fc in"), out = to_int(d.out, "fc out");
-  UCPLAN_CUDA(
-      cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &kOne, w, in, dy, out, beta_of(accumulate), dx, in));
+  UCPLAN_CUDA(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &kOne, w, in, dy, out,
+                          beta_of(accumulate), dx, in));
 }
 
 void fc_backward_filter(Context& ctx, const FcDims& d, const float* x, const float* dy, float* dw, float* dbias) {
@@ -741,16 +773,16 @@ std::uint64_t dropout_keep_hash(std::uint64_t seed, std::uint64_t index) { retur
 
 void dropout_forward(Context& ctx, std::int64_t n, std::int64_t per_sample, std::int64_t first_sample, double ratio,
                      std::uint64_t seed, const float* x, float* y, std::uint8_t* mask) {
-  detail::launch_dropout_forward(ctx.stream(), n * per_sample, static_cast<std::uint64_t>(first_sample * per_sample), seed,
-                                 ratio, dropout_scale(ratio), x, y, mask);
+  detail::launch_dropout_forward(ctx.stream(), n * per_sample, static_cast<std::uint64_t>(first_sample * per_sample),
+                                 seed, ratio, dropout_scale(ratio), x, y, mask);
 }
 
 void dropout_apply(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* x, float* y) {
   detail::launch_dropout_apply(ctx.stream(), count, dropout_scale(ratio), mask, x, y, false);
 }
 
-void dropout_backward(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* dy, float* dx,
-                      bool accumulate) {
+void dropout_backward(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* dy,
+                      float* dx, bool accumulate) {
   detail::launch_dropout_apply(ctx.stream(), count, dropout_scale(ratio), mask, dy, dx, accumulate);
 }
 
@@ -803,8 +835,8 @@ void concat_backward(Context& ctx, std::int64_t n, std::int64_t hw, const std::v
   if (accumulate)
     detail::launch_copy_rows(ctx.stream(), n, width, dy + offset * hw, total * hw, dx, width, true);
   else
-    UCPLAN_CUDA(cudaMemcpy2DAsync(dx, width * sizeof(float), dy + offset * hw, total * hw * sizeof(float), width * sizeof(float),
-                                  n, cudaMemcpyDeviceToDevice, ctx.stream()));
+    UCPLAN_CUDA(cudaMemcpy2DAsync(dx, width * sizeof(float), dy + offset * hw, total * hw * sizeof(float),
+                                  width * sizeof(float), n, cudaMemcpyDeviceToDevice, ctx.stream()));
 }
 
 // ---- softmax loss ----
@@ -815,8 +847,8 @@ void softmax_loss(Context& ctx, std::int64_t n, std::int64_t k, const float* x, 
                   double* per_sample, double* loss_device) {
   if (n > 0) {
     const TensorDesc& t = tensor(ctx, n, k, 1, 1);
-    UCPLAN_CUDA(cudnnSoftmaxForward(ctx.cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, t.get(), x, &kZero,
-                                    t.get(), prob));
+    UCPLAN_CUDA(cudnnSoftmaxForward(ctx.cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, t.get(), x,
+                                    &kZero, t.get(), prob));
   }
   detail::launch_softmax_loss_sum(ctx.stream(), n, k, x, labels, per_sample, loss_device);
 }

@@ -55,7 +55,7 @@ std::vector<ConvAlgo> conv_algorithms(ConvOp op);
 const char* conv_algo_name(ConvAlgo a);  // "implicit_gemm", "algo_0", ...
 bool parse_conv_algo(ConvOp op, const std::string& name, ConvAlgo* out);
 bool conv_algo_deterministic(ConvAlgo a);
-const char* conv_op_name(ConvOp op);     // "forward" | "backward_data" | "backward_filter"
+const char* conv_op_name(ConvOp op);  // "forward" | "backward_data" | "backward_filter"
 
 // Output size of a convolution (the same formula as the graph and the CPU kernels).
 std::int64_t conv_out_h(const ConvDims& d);
@@ -102,8 +102,8 @@ class Context {
 bool conv_workspace(Context& ctx, const ConvDims& d, ConvAlgo a, std::size_t* bytes);
 // One call over d.n samples. workspace_bytes must be >= conv_workspace(); an algorithm cuDNN
 // rejects at run time throws a CudaError with not_supported().
-void conv_forward(Context& ctx, const ConvDims& d, ConvAlgo a, const float* x, const float* w, const float* bias, float* y,
-                  void* workspace, std::size_t workspace_bytes);
+void conv_forward(Context& ctx, const ConvDims& d, ConvAlgo a, const float* x, const float* w, const float* bias,
+                  float* y, void* workspace, std::size_t workspace_bytes);
 void conv_backward_data(Context& ctx, const ConvDims& d, ConvAlgo a, const float* dy, const float* w, float* dx,
                         bool accumulate, void* workspace, std::size_t workspace_bytes);
 // Always accumulates into dw and dbias (beta = 1); dbias may be null when d.bias is false.
@@ -117,13 +117,16 @@ struct MicroConfig {
   std::int64_t batch = 0;
 };
 // Largest workspace of the micro-configurations; false if any is unsupported.
-bool conv_workspace_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config, std::size_t* bytes);
+bool conv_workspace_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config,
+                          std::size_t* bytes);
 void conv_forward_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config, const float* x,
                         const float* w, const float* bias, float* y, void* workspace, std::size_t workspace_bytes);
-void conv_backward_data_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config, const float* dy,
-                              const float* w, float* dx, bool accumulate, void* workspace, std::size_t workspace_bytes);
-void conv_backward_filter_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config, const float* x,
-                                const float* dy, float* dw, float* dbias, void* workspace, std::size_t workspace_bytes);
+void conv_backward_data_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config,
+                              const float* dy, const float* w, float* dx, bool accumulate, void* workspace,
+                              std::size_t workspace_bytes);
+void conv_backward_filter_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config,
+                                const float* x, const float* dy, float* dw, float* dbias, void* workspace,
+                                std::size_t workspace_bytes);
 
 // cuDNN's own measurement of every algorithm (cudnnFindConvolution*AlgorithmEx) on scratch
 // buffers it allocates, with a workspace of at most workspace_limit bytes; fastest first, only
@@ -183,8 +186,8 @@ std::uint64_t dropout_keep_hash(std::uint64_t seed, std::uint64_t index);
 void dropout_forward(Context& ctx, std::int64_t n, std::int64_t per_sample, std::int64_t first_sample, double ratio,
                      std::uint64_t seed, const float* x, float* y, std::uint8_t* mask);
 void dropout_apply(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* x, float* y);
-void dropout_backward(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* dy, float* dx,
-                      bool accumulate);
+void dropout_backward(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* dy,
+                      float* dx, bool accumulate);
 
 void add_forward(Context& ctx, std::int64_t count, const std::vector<const float*>& xs, float* y);
 void add_backward(Context& ctx, std::int64_t count, const float* dy, float* dx, bool accumulate);

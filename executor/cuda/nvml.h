@@ -13,12 +13,12 @@ namespace ucplan::cuda {
 
 struct NvmlFacts {
   bool available = false;
-  std::string why;                            // when not available
+  std::string why;  // when not available
   // driver_version, gpu_uuid, sm_clock_mhz, sm_clock_max_mhz, mem_clock_mhz, power_limit_w,
   // power_draw_w, temperature_c, ecc (on|off), mig (on|off), clock_event_reasons (hex); "n/a"
   // where the GPU does not report one.
   std::map<std::string, std::string> values;
-  std::int64_t memory_used_bytes = -1;        // by every process on the GPU; -1 unknown
+  std::int64_t memory_used_bytes = -1;  // by every process on the GPU; -1 unknown
   std::int64_t memory_total_bytes = -1;
 };
 

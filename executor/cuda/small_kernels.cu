@@ -22,9 +22,9 @@ unsigned blocks_for(std::int64_t n) {
   return static_cast<unsigned>(b < cap ? b : cap);
 }
 
-#define UCPLAN_GRID_LOOP(i, n)                                                            \
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; \
-       i < (n); i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
+#define UCPLAN_GRID_LOOP(i, n)                                                                     \
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
 
 __global__ void sum_kernel(std::int64_t n, SumInputs in, bool accumulate_into_y, float* y) {
   UCPLAN_GRID_LOOP(i, n) {
@@ -65,8 +65,8 @@ __global__ void dropout_apply_kernel(std::int64_t n, float scale, const std::uin
   }
 }
 
-__global__ void bn_forward_saved_kernel(std::int64_t n, std::int64_t c, std::int64_t hw, const float* x, const float* gamma,
-                                        const float* beta, const float* saved, float* y) {
+__global__ void bn_forward_saved_kernel(std::int64_t n, std::int64_t c, std::int64_t hw, const float* x,
+                                        const float* gamma, const float* beta, const float* saved, float* y) {
   UCPLAN_GRID_LOOP(i, n * c * hw) {
     std::int64_t ch = (i / hw) % c;
     float scale = __fmul_rn(gamma[ch], saved[c + ch]);
@@ -75,7 +75,8 @@ __global__ void bn_forward_saved_kernel(std::int64_t n, std::int64_t c, std::int
 }
 
 // One block per sample: max, then the sum of exponentials in double, reduced in a fixed order.
-__global__ void softmax_loss_sample_kernel(std::int64_t k, const float* x, const std::int32_t* labels, double* per_sample) {
+__global__ void softmax_loss_sample_kernel(std::int64_t k, const float* x, const std::int32_t* labels,
+                                           double* per_sample) {
   __shared__ double part[kThreads];
   const std::int64_t s = blockIdx.x;
   const float* xs = x + s * k;
@@ -116,8 +117,8 @@ __global__ void sum_doubles_kernel(std::int64_t n, const double* v, double* out)
   if (threadIdx.x == 0) *out = part[0];
 }
 
-__global__ void softmax_loss_backward_kernel(std::int64_t n, std::int64_t k, const float* prob, const std::int32_t* labels,
-                                             double scale, float* dx, bool accumulate) {
+__global__ void softmax_loss_backward_kernel(std::int64_t n, std::int64_t k, const float* prob,
+                                             const std::int32_t* labels, double scale, float* dx, bool accumulate) {
   UCPLAN_GRID_LOOP(i, n * k) {
     std::int64_t s = i / k, j = i % k;
     double onehot = labels[s] == j ? 1.0 : 0.0;
@@ -280,7 +281,8 @@ __global__ void pool_forward_kernel(PoolShape p, const float* x, float* y) {
   UCPLAN_GRID_LOOP(i, p.nc * p.ho * p.wo) y[i] = pool_forward_at(p, x, i);
 }
 
-__global__ void pool_backward_kernel(PoolShape p, const float* x, const float* y, const float* dy, float* dx, bool accumulate) {
+__global__ void pool_backward_kernel(PoolShape p, const float* x, const float* y, const float* dy, float* dx,
+                                     bool accumulate) {
   UCPLAN_GRID_LOOP(i, p.nc * p.h * p.w) dx[i] = pool_backward_at(p, x, y, dy, accumulate ? dx[i] : 0.0f, i);
 }
 
@@ -288,7 +290,8 @@ __global__ void lrn_forward_kernel(LrnShape l, const float* x, float* y) {
   UCPLAN_GRID_LOOP(i, l.n * l.c * l.plane) y[i] = lrn_forward_at(l, x, i);
 }
 
-__global__ void lrn_backward_kernel(LrnShape l, const float* x, const float* y, const float* dy, float* dx, bool accumulate) {
+__global__ void lrn_backward_kernel(LrnShape l, const float* x, const float* y, const float* dy, float* dx,
+                                    bool accumulate) {
   UCPLAN_GRID_LOOP(i, l.n * l.c * l.plane) {
     const float g = lrn_backward_at(l, x, y, dy, i);
     dx[i] = accumulate ? dx[i] + g : g;
@@ -312,7 +315,8 @@ void launch_add_inplace(cudaStream_t s, std::int64_t n, const float* src, float*
 void launch_copy_rows(cudaStream_t s, std::int64_t rows, std::int64_t width, const float* src, std::int64_t src_stride,
                       float* dst, std::int64_t dst_stride, bool accumulate) {
   if (rows <= 0 || width <= 0) return;
-  copy_rows_kernel<<<blocks_for(rows * width), kThreads, 0, s>>>(rows, width, src, src_stride, dst, dst_stride, accumulate);
+  copy_rows_kernel<<<blocks_for(rows * width), kThreads, 0, s>>>(rows, width, src, src_stride, dst, dst_stride,
+                                                                 accumulate);
   UCPLAN_CUDA(cudaGetLastError());
 }
 
@@ -323,8 +327,8 @@ void launch_dropout_forward(cudaStream_t s, std::int64_t n, std::uint64_t first_
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_dropout_apply(cudaStream_t s, std::int64_t n, float scale, const std::uint8_t* mask, const float* x, float* y,
-                          bool accumulate) {
+void launch_dropout_apply(cudaStream_t s, std::int64_t n, float scale, const std::uint8_t* mask, const float* x,
+                          float* y, bool accumulate) {
   if (n <= 0) return;
   dropout_apply_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, scale, mask, x, y, accumulate);
   UCPLAN_CUDA(cudaGetLastError());
@@ -380,8 +384,8 @@ void launch_pool_forward(cudaStream_t s, const PoolShape& p, const float* x, flo
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_pool_backward(cudaStream_t s, const PoolShape& p, const float* x, const float* y, const float* dy, float* dx,
-                          bool accumulate) {
+void launch_pool_backward(cudaStream_t s, const PoolShape& p, const float* x, const float* y, const float* dy,
+                          float* dx, bool accumulate) {
   std::int64_t n = p.nc * p.h * p.w;
   if (n <= 0) return;
   pool_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, x, y, dy, dx, accumulate);
@@ -408,7 +412,8 @@ void pool_forward(const PoolShape& p, const float* x, float* y) {
   for (std::int64_t i = 0; i < p.nc * p.ho * p.wo; ++i) y[i] = pool_forward_at(p, x, i);
 }
 void pool_backward(const PoolShape& p, const float* x, const float* y, const float* dy, float* dx, bool accumulate) {
-  for (std::int64_t i = 0; i < p.nc * p.h * p.w; ++i) dx[i] = pool_backward_at(p, x, y, dy, accumulate ? dx[i] : 0.0f, i);
+  for (std::int64_t i = 0; i < p.nc * p.h * p.w; ++i)
+    dx[i] = pool_backward_at(p, x, y, dy, accumulate ? dx[i] : 0.0f, i);
 }
 void lrn_forward(const LrnShape& l, const float* x, float* y) {
   for (std::int64_t i = 0; i < l.n * l.c * l.plane; ++i) y[i] = lrn_forward_at(l, x, i);

@@ -53,8 +53,8 @@ void launch_copy_rows(cudaStream_t s, std::int64_t rows, std::int64_t width, con
 void launch_dropout_forward(cudaStream_t s, std::int64_t n, std::uint64_t first_index, std::uint64_t seed, double ratio,
                             float scale, const float* x, float* y, std::uint8_t* mask);
 // y (+)= x * (mask ? scale : 0)
-void launch_dropout_apply(cudaStream_t s, std::int64_t n, float scale, const std::uint8_t* mask, const float* x, float* y,
-                          bool accumulate);
+void launch_dropout_apply(cudaStream_t s, std::int64_t n, float scale, const std::uint8_t* mask, const float* x,
+                          float* y, bool accumulate);
 
 // y = (x - mean[c]) * (gamma[c] * inv_std[c]) + beta[c], saved = [mean[c], inv_std[c]]; the CPU's
 // operations in the CPU's order, without FMA contraction, so both give the same bits.
@@ -88,8 +88,8 @@ struct PoolShape {
   bool max, include_pad;
 };
 void launch_pool_forward(cudaStream_t s, const PoolShape& p, const float* x, float* y);
-void launch_pool_backward(cudaStream_t s, const PoolShape& p, const float* x, const float* y, const float* dy, float* dx,
-                          bool accumulate);
+void launch_pool_backward(cudaStream_t s, const PoolShape& p, const float* x, const float* y, const float* dy,
+                          float* dx, bool accumulate);
 
 // Cross-channel LRN as the CPU reference (PyTorch's window [c - size/2, c + (size-1)/2]), for
 // what cuDNN cannot match: even sizes (cuDNN's window is [c - (size-1)/2, c + size/2]), sizes

@@ -58,7 +58,8 @@ int run_check(const CheckOptions& o) {
       const std::string text = read_text(path);
       const std::string profile_text = read_text(plan.profile_path);
       if (sha256_hex(profile_text) != plan.profile_sha256) {
-        fmt::print("FAIL {}: profile {} has changed since the plan was made (sha256 differs)\n", path, plan.profile_path);
+        fmt::print("FAIL {}: profile {} has changed since the plan was made (sha256 differs)\n", path,
+                   plan.profile_path);
         ++failures;
         continue;
       }
@@ -83,9 +84,9 @@ int run_check(const CheckOptions& o) {
         continue;
       }
     }
-    fmt::print("ok   {}: {} steps, {} predicted ({}), peak {} of {}{}\n", path, plan.steps.size(), format_ns(plan.summary.predicted_ns),
-               plan.profile_source, format_bytes(plan.summary.peak_bytes), format_bytes(plan.budget_bytes),
-               o.recompile ? ", reproduced byte for byte" : "");
+    fmt::print("ok   {}: {} steps, {} predicted ({}), peak {} of {}{}\n", path, plan.steps.size(),
+               format_ns(plan.summary.predicted_ns), plan.profile_source, format_bytes(plan.summary.peak_bytes),
+               format_bytes(plan.budget_bytes), o.recompile ? ", reproduced byte for byte" : "");
   }
   if (o.plans.size() > 1) fmt::print("{} of {} plans valid\n", o.plans.size() - failures, o.plans.size());
   return failures ? 1 : 0;

@@ -40,11 +40,20 @@ std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -57,22 +66,30 @@ std::string frontier_svg(const std::string& title, const std::vector<Point>& pts
   for (const Point& p : pts)
     if (p.ok) ymax = std::max(ymax, 100 * overhead(p));
   ymax = std::ceil(ymax / 5) * 5;
-  const double x0 = std::log(static_cast<double>(pts.front().budget)), x1 = std::log(static_cast<double>(pts.back().budget));
-  auto X = [&](std::int64_t b) { return left + (w - left - right) * (x1 > x0 ? (std::log(static_cast<double>(b)) - x0) / (x1 - x0) : 0.5); };
+  const double x0 = std::log(static_cast<double>(pts.front().budget)),
+               x1 = std::log(static_cast<double>(pts.back().budget));
+  auto X = [&](std::int64_t b) {
+    return left + (w - left - right) * (x1 > x0 ? (std::log(static_cast<double>(b)) - x0) / (x1 - x0) : 0.5);
+  };
   auto Y = [&](double pct) { return top + (h - top - bottom) * (1 - pct / ymax); };
-  std::string s = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)", w, h);
+  std::string s = fmt::format(
+      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)", w,
+      h);
   s += fmt::format("\n<text x=\"{}\" y=\"20\" font-size=\"14\">{}</text>", left, xml_escape(title));
-  s += fmt::format("\n<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>", left, h - bottom, w - right);
+  s += fmt::format("\n<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>", left, h - bottom,
+                   w - right);
   s += fmt::format("\n<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>", left, top, h - bottom);
   for (int k = 0; k <= 5; ++k) {
     const double pct = ymax * k / 5;
     s += fmt::format("\n<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">+{:.0f} %</text>", left - 6, Y(pct) + 4, pct);
-    s += fmt::format("\n<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>", left, Y(pct), w - right);
+    s += fmt::format("\n<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>", left, Y(pct),
+                     w - right);
   }
   for (std::size_t i = 0; i < pts.size(); i += std::max<std::size_t>(1, pts.size() / 6))
-    s += fmt::format("\n<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>", X(pts[i].budget), h - bottom + 18,
-                     xml_escape(format_bytes(pts[i].budget)));
-  s += fmt::format("\n<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">budget (log scale)</text>", (left + w - right) / 2, h - 10);
+    s += fmt::format("\n<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>", X(pts[i].budget),
+                     h - bottom + 18, xml_escape(format_bytes(pts[i].budget)));
+  s += fmt::format("\n<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">budget (log scale)</text>", (left + w - right) / 2,
+                   h - 10);
   std::string line;
   for (const Point& p : pts) {
     if (p.held_by < 0) continue;
@@ -80,7 +97,9 @@ std::string frontier_svg(const std::string& title, const std::vector<Point>& pts
   }
   s += fmt::format("\n<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"{}\"/>", line);
   for (const Point& p : pts)
-    if (p.ok) s += fmt::format("\n<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"#1f77b4\"/>", X(p.budget), Y(100 * overhead(p)));
+    if (p.ok)
+      s += fmt::format("\n<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"#1f77b4\"/>", X(p.budget),
+                       Y(100 * overhead(p)));
   s += "\n</svg>\n";
   return s;
 }
@@ -88,7 +107,8 @@ std::string frontier_svg(const std::string& title, const std::vector<Point>& pts
 }  // namespace
 
 int run_frontier(const FrontierOptions& o) {
-  if (o.points < 2 || o.points > 200) throw UserError("", "--points", fmt::format("{} is out of range (2 to 200)", o.points));
+  if (o.points < 2 || o.points > 200)
+    throw UserError("", "--points", fmt::format("{} is out of range (2 to 200)", o.points));
   const std::string net_path = resolve_network_path(o.network);
   CompileInput in;
   in.network = load_network(net_path);
@@ -132,17 +152,19 @@ int run_frontier(const FrontierOptions& o) {
   for (int i = 0; i < o.points; ++i) {
     Point p;
     const double f = static_cast<double>(i) / (o.points - 1);
-    p.budget = static_cast<std::int64_t>(std::ceil(std::exp(std::log(static_cast<double>(lo)) * (1 - f) + std::log(static_cast<double>(hi)) * f)));
+    p.budget = static_cast<std::int64_t>(
+        std::ceil(std::exp(std::log(static_cast<double>(lo)) * (1 - f) + std::log(static_cast<double>(hi)) * f)));
     if (i == o.points - 1) p.budget = hi;
     pts.push_back(p);
   }
   if (!o.json)
-    fmt::print("{}: batch {}, strategy {}, {} budgets from {} ({}) to the keep-all peak {}\n", in.network.name, top.batch,
-               o.strategy, o.points, format_bytes(lo),
+    fmt::print("{}: batch {}, strategy {}, {} budgets from {} ({}) to the keep-all peak {}\n", in.network.name,
+               top.batch, o.strategy, o.points, format_bytes(lo),
                lo == top.summary.lower_bound_bytes ? "the moDNN lower bound" : "the smallest with a plan, within 1 %",
                format_bytes(hi));
   if (!o.json)
-    fmt::print("  {:>12}  {:>12}  {:>10}  {:>10}  {:>12}  {}\n", "budget", "predicted", "overhead", "recompute", "offload", "plan");
+    fmt::print("  {:>12}  {:>12}  {:>10}  {:>10}  {:>12}  {}\n", "budget", "predicted", "overhead", "recompute",
+               "offload", "plan");
   int best = -1;
   for (int i = 0; i < o.points; ++i) {
     Point& p = pts[i];
@@ -168,7 +190,8 @@ int run_frontier(const FrontierOptions& o) {
       const Point& q = pts[best];
       fmt::print("  {:>12}  {:>12}  {:>10}  {:>10}  {:>12}  {}\n", format_bytes(p.budget), format_ns(q.predicted_ns),
                  format_percent(overhead(q)), format_ns(q.recompute_ns), format_bytes(q.offload_bytes),
-                 best == i ? fmt::format("sub-batch {}", q.sub_batch) : fmt::format("the plan at {} (faster)", format_bytes(q.budget)));
+                 best == i ? fmt::format("sub-batch {}", q.sub_batch)
+                           : fmt::format("the plan at {} (faster)", format_bytes(q.budget)));
     }
     std::fflush(stdout);
   }
@@ -206,22 +229,26 @@ int run_frontier(const FrontierOptions& o) {
       } else {
         q["why"] = p.why;
       }
-      q["envelope_overhead"] = p.held_by >= 0 ? nlohmann::ordered_json(overhead(pts[p.held_by])) : nlohmann::ordered_json(nullptr);
-      q["envelope_budget_bytes"] = p.held_by >= 0 ? nlohmann::ordered_json(pts[p.held_by].budget) : nlohmann::ordered_json(nullptr);
+      q["envelope_overhead"] =
+          p.held_by >= 0 ? nlohmann::ordered_json(overhead(pts[p.held_by])) : nlohmann::ordered_json(nullptr);
+      q["envelope_budget_bytes"] =
+          p.held_by >= 0 ? nlohmann::ordered_json(pts[p.held_by].budget) : nlohmann::ordered_json(nullptr);
       j["points"].push_back(q);
     }
     j["knees"] = nlohmann::ordered_json::array();
     for (auto& [t, at] : knees)
-      j["knees"].push_back({{"overhead_at_most", t}, {"budget_bytes", at ? nlohmann::ordered_json(*at) : nlohmann::ordered_json(nullptr)}});
+      j["knees"].push_back({{"overhead_at_most", t},
+                            {"budget_bytes", at ? nlohmann::ordered_json(*at) : nlohmann::ordered_json(nullptr)}});
     fmt::print("{}\n", j.dump(2));
   } else {
     for (auto& [t, at] : knees)
       fmt::print("  within {:<8} {}\n", format_percent(t),
-                 at ? fmt::format("from {} on (of the budgets above)", format_bytes(*at)) : std::string("at none of the budgets above"));
+                 at ? fmt::format("from {} on (of the budgets above)", format_bytes(*at))
+                    : std::string("at none of the budgets above"));
   }
   if (!o.svg.empty())
-    write_file_atomically(o.svg, frontier_svg(fmt::format("{} b{}: predicted overhead over the ideal vs budget ({})", in.network.name,
-                                                          top.batch, o.strategy),
+    write_file_atomically(o.svg, frontier_svg(fmt::format("{} b{}: predicted overhead over the ideal vs budget ({})",
+                                                          in.network.name, top.batch, o.strategy),
                                               pts));
   return 0;
 }

@@ -22,14 +22,16 @@ std::string inputs_text(const Graph& g, const GraphLayer& l) {
   return s;
 }
 
-std::string task_label(const Graph& g, const Task& t) { return fmt::format("{}:{}", g.layers[t.layer].name(), task_kind_name(t.kind)); }
+std::string task_label(const Graph& g, const Task& t) {
+  return fmt::format("{}:{}", g.layers[t.layer].name(), task_kind_name(t.kind));
+}
 
 void write_steps_csv(const std::string& path, const Graph& g, const TaskGraph& tg, const Liveness& lv) {
   std::string csv = "step,phase,task,layer,live_bytes,live_tensors\n";
   for (std::size_t s = 0; s < lv.steps.size(); ++s) {
     const Task& t = tg.tasks[lv.steps[s]];
-    csv += fmt::format("{},{},{},{},{},{}\n", s, t.kind == TaskKind::Forward ? "forward" : "backward", task_kind_name(t.kind),
-                       g.layers[t.layer].name(), lv.live_bytes[s], lv.live_count[s]);
+    csv += fmt::format("{},{},{},{},{},{}\n", s, t.kind == TaskKind::Forward ? "forward" : "backward",
+                       task_kind_name(t.kind), g.layers[t.layer].name(), lv.live_bytes[s], lv.live_count[s]);
   }
   write_file_atomically(path, csv);
 }
@@ -46,7 +48,8 @@ int run_inspect(const InspectOptions& o) {
   if (!o.csv_steps.empty()) write_steps_csv(o.csv_steps, g, tg, lv);
 
   double flops = 0;
-  for (const auto& l : g.layers) flops += (l.forward_flops + l.backward_data_flops + l.backward_filter_flops) * static_cast<double>(o.batch);
+  for (const auto& l : g.layers)
+    flops += (l.forward_flops + l.backward_data_flops + l.backward_filter_flops) * static_cast<double>(o.batch);
 
   if (o.json) {
     OrderedJson j;
@@ -94,8 +97,10 @@ int run_inspect(const InspectOptions& o) {
   fmt::print("\nparameters                 {} ({} with their gradients)\n", with_thousands(g.total_params()),
              format_bytes(lv.resident_bytes));
   fmt::print("training FLOPs / iteration {}\n", format_flops(flops));
-  fmt::print("baseline peak              {}  (every tensor allocated separately: Σl^f + Σl^b)\n", format_bytes(lv.baseline_peak));
-  fmt::print("liveness peak              {}  (at step {}, {})\n", format_bytes(lv.liveness_peak), lv.peak_step, task_label(g, pk));
+  fmt::print("baseline peak              {}  (every tensor allocated separately: Σl^f + Σl^b)\n",
+             format_bytes(lv.baseline_peak));
+  fmt::print("liveness peak              {}  (at step {}, {})\n", format_bytes(lv.liveness_peak), lv.peak_step,
+             task_label(g, pk));
   fmt::print("largest task at batch {:<4} {}  (weights + one task's tensors, no sub-batching)\n", o.batch,
              format_bytes(at_batch.bytes));
   fmt::print("lower bound                {}  (moDNN Eq. 2: weights + {} at sub-batch 1)\n", format_bytes(lb.bytes),

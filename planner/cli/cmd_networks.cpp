@@ -17,7 +17,8 @@ int run_networks(const NetworksOptions& o) {
   namespace fs = std::filesystem;
   std::string zoo = zoo_directory();
   std::error_code ec;
-  if (!fs::is_directory(zoo, ec)) throw UserError(zoo, "", "the network zoo folder does not exist (set UCPLAN_NETWORKS)");
+  if (!fs::is_directory(zoo, ec))
+    throw UserError(zoo, "", "the network zoo folder does not exist (set UCPLAN_NETWORKS)");
   std::vector<std::string> names;
   for (auto it = fs::recursive_directory_iterator(zoo, ec); it != fs::recursive_directory_iterator(); ++it) {
     if (!it->is_regular_file() || it->path().extension() != ".json") continue;
@@ -34,8 +35,8 @@ int run_networks(const NetworksOptions& o) {
     std::int64_t act = 0;
     for (std::size_t l = 0; l < g.layers.size(); ++l) act += g.out_bytes_per_sample(static_cast<int>(l));
     std::string input = fmt::format("{}x{}x{}", g.net.input_shape[0], g.net.input_shape[1], g.net.input_shape[2]);
-    table.add({name, std::to_string(g.layers.size() - 1), std::to_string(g.conv_count()), with_thousands(g.total_params()),
-               format_bytes(act), input, g.net.description});
+    table.add({name, std::to_string(g.layers.size() - 1), std::to_string(g.conv_count()),
+               with_thousands(g.total_params()), format_bytes(act), input, g.net.description});
     list.push_back({{"name", name},
                     {"layers", g.layers.size() - 1},
                     {"convs", g.conv_count()},
@@ -44,8 +45,10 @@ int run_networks(const NetworksOptions& o) {
                     {"input", g.net.input_shape},
                     {"description", g.net.description}});
   }
-  if (o.json) fmt::print("{}", dump_json(list));
-  else fmt::print("{}{} networks in {}\n", table.str(), names.size(), zoo);
+  if (o.json)
+    fmt::print("{}", dump_json(list));
+  else
+    fmt::print("{}{} networks in {}\n", table.str(), names.size(), zoo);
   return 0;
 }
 

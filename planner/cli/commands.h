@@ -18,30 +18,30 @@ struct InspectOptions {
   std::string network;
   std::int64_t batch = 1;
   bool json = false;
-  std::string csv_steps;   // file for per-step live bytes, "" for none
+  std::string csv_steps;  // file for per-step live bytes, "" for none
 };
 int run_inspect(const InspectOptions& o);
 
 struct CompileOptions {
   std::string network;
   std::string profile;
-  std::string budget;          // "12GiB"
+  std::string budget;            // "12GiB"
   std::string reserve = "auto";  // kept out of the budget: SIZE, or auto (a profile's device_overhead_bytes)
-  std::int64_t batch = 0;      // 0: the profile's batch
+  std::int64_t batch = 0;        // 0: the profile's batch
   std::string strategy = "ucplan";
   std::string sub_batch = "auto";
-  std::vector<std::string> workspace;   // one for a plan; several side by side with --conv-only
+  std::vector<std::string> workspace;  // one for a plan; several side by side with --conv-only
   std::string micro_batches = "all";
   std::string output;
   std::string trace;
-  std::string dump_after;      // pass name
-  bool conv_only = false;      // conv configuration report only (no memory plan)
-  std::string pareto;          // kernel name: print its Pareto front
+  std::string dump_after;  // pass name
+  bool conv_only = false;  // conv configuration report only (no memory plan)
+  std::string pareto;      // kernel name: print its Pareto front
   bool quiet = false;
-  bool json = false;           // --conv-only: JSON report
-  bool verbose = false;        // the ucplan search's candidates
+  bool json = false;               // --conv-only: JSON report
+  bool verbose = false;            // the ucplan search's candidates
   std::string solver = "default";  // default | exact
-  std::string time_limit;      // exact: "60s", "2min", "" for none
+  std::string time_limit;          // exact: "60s", "2min", "" for none
 };
 int run_compile(const CompileOptions& o);
 
@@ -62,7 +62,7 @@ int run_explain(const ExplainOptions& o);
 struct FrontierOptions {
   std::string network;
   std::string profile;
-  std::int64_t batch = 0;      // 0: the profile's batch
+  std::int64_t batch = 0;  // 0: the profile's batch
   std::string strategy = "ucplan";
   std::string sub_batch = "auto";
   int points = 12;

@@ -43,6 +43,7 @@ int exec_sibling(const char* name, int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "profile") == 0) return exec_sibling("ucplan-profile", argc, argv);
   if (argc >= 2 && std::strcmp(argv[1], "run") == 0) return exec_sibling("ucplan-run", argc, argv);
+  if (argc >= 2 && std::strcmp(argv[1], "import") == 0) return exec_sibling("ucplan-import", argc, argv);
 
   CLI::App app{"ucplan " UCPLAN_VERSION
                ": plans micro-batching, convolution algorithms, offload/prefetch and recomputation for training a "
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
       "Sizes take a unit: B, KiB, MiB, GiB (binary) or KB, MB, GB (decimal), e.g. 12GiB.");
   app.add_subcommand("profile", "measure kernel and transfer costs (runs ucplan-profile; see ucplan profile --help)");
   app.add_subcommand("run", "replay a plan on a device (runs ucplan-run; see ucplan run --help)");
+  app.add_subcommand("import", "convert an ONNX model's graph into a ucplan network (runs ucplan-import; see ucplan import --help)");
 
   ucplan::NetworksOptions networks;
   auto* c_networks = app.add_subcommand("networks", "list the network zoo: layers, parameters, activation bytes per sample");
@@ -144,6 +146,7 @@ int main(int argc, char** argv) {
   c_frontier->add_option("--points", frontier.points, "budgets, spaced geometrically (default 12, 2 to 200)");
   c_frontier->add_flag("--json", frontier.json, "print JSON instead of a table");
   c_frontier->add_option("--svg", frontier.svg, "also write the curve as an SVG plot to FILE");
+
 
   try {
     app.parse(argc, argv);

@@ -42,20 +42,6 @@ std::string Table::str() const {
   return out;
 }
 
-std::string with_thousands(long long v) {
-  std::string digits = std::to_string(v < 0 ? -v : v);
-  std::string out;
-  int n = 0;
-  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
-    if (n && n % 3 == 0) out += ',';
-    out += *it;
-    ++n;
-  }
-  if (v < 0) out += '-';
-  std::reverse(out.begin(), out.end());
-  return out;
-}
-
 std::string format_flops(double f) {
   if (f >= 1e12) return fmt::format("{:.2f} TFLOP", f / 1e12);
   if (f >= 1e9) return fmt::format("{:.2f} GFLOP", f / 1e9);

@@ -20,8 +20,7 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::string with_thousands(long long v);   // 1234567 -> "1,234,567"
-std::string format_flops(double flops);     // 1.2e9 -> "1.20 GFLOP"
+std::string format_flops(double flops);  // 1.2e9 -> "1.20 GFLOP"
 
 }  // namespace ucplan
 

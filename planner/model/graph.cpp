@@ -60,12 +60,14 @@ class ShapeInference {
   void expect_inputs(int gi, std::size_t n) const {
     const auto& l = g_.layers[gi];
     if (l.inputs.size() != n)
-      fail(gi, "inputs", fmt::format("a {} layer takes {} input{}, got {}", layer_type_name(l.type()), n, n == 1 ? "" : "s",
-                                     l.inputs.size()));
+      fail(gi, "inputs",
+           fmt::format("a {} layer takes {} input{}, got {}", layer_type_name(l.type()), n, n == 1 ? "" : "s",
+                       l.inputs.size()));
   }
 
   // Output size of a sliding window along one axis; 0 when the window does not fit.
-  static std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t d, bool ceil_mode) {
+  static std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t d,
+                                 bool ceil_mode) {
     std::int64_t span = d * (k - 1) + 1;
     std::int64_t num = in + 2 * p - span;
     if (num < 0) return 0;
@@ -80,7 +82,8 @@ class ShapeInference {
     for (int in : l.inputs) l.in_shapes.push_back(g_.layers[in].out);
     const Layer& s = l.spec;
     switch (l.type()) {
-      case LayerType::Input: break;
+      case LayerType::Input:
+        break;
       case LayerType::Conv: {
         expect_inputs(gi, 1);
         const Shape x = l.in_shapes[0];
@@ -92,8 +95,9 @@ class ShapeInference {
         std::int64_t ho = window_out(x.h, c.kernel[0], c.stride[0], c.pad[0], c.dilation[0], false);
         std::int64_t wo = window_out(x.w, c.kernel[1], c.stride[1], c.pad[1], c.dilation[1], false);
         if (ho < 1 || wo < 1)
-          fail(gi, "kernel", fmt::format("the kernel {}x{} (dilation {}x{}, pad {}x{}) does not fit the input {}", c.kernel[0],
-                                         c.kernel[1], c.dilation[0], c.dilation[1], c.pad[0], c.pad[1], shape_text(x)));
+          fail(gi, "kernel",
+               fmt::format("the kernel {}x{} (dilation {}x{}, pad {}x{}) does not fit the input {}", c.kernel[0],
+                           c.kernel[1], c.dilation[0], c.dilation[1], c.pad[0], c.pad[1], shape_text(x)));
         l.out = {c.out_channels, ho, wo};
         std::int64_t cin_g = x.c / c.groups;
         l.weight_elems = c.out_channels * cin_g * c.kernel[0] * c.kernel[1];
@@ -119,7 +123,8 @@ class ShapeInference {
         std::int64_t ho = window_out(x.h, p.kernel[0], p.stride[0], p.pad[0], 1, p.ceil_mode);
         std::int64_t wo = window_out(x.w, p.kernel[1], p.stride[1], p.pad[1], 1, p.ceil_mode);
         if (ho < 1 || wo < 1)
-          fail(gi, "kernel", fmt::format("the window {}x{} does not fit the input {}", p.kernel[0], p.kernel[1], shape_text(x)));
+          fail(gi, "kernel",
+               fmt::format("the window {}x{} does not fit the input {}", p.kernel[0], p.kernel[1], shape_text(x)));
         l.out = {x.c, ho, wo};
         l.forward_flops = static_cast<double>(l.out.elems()) * p.kernel[0] * p.kernel[1];
         l.backward_data_flops = l.forward_flops;
@@ -166,12 +171,13 @@ class ShapeInference {
         l.backward_data_flops = static_cast<double>(l.out.elems());
         break;
       case LayerType::Add: {
-        if (l.inputs.size() < 2) fail(gi, "inputs", fmt::format("an add layer takes at least 2 inputs, got {}", l.inputs.size()));
+        if (l.inputs.size() < 2)
+          fail(gi, "inputs", fmt::format("an add layer takes at least 2 inputs, got {}", l.inputs.size()));
         for (std::size_t i = 1; i < l.in_shapes.size(); ++i)
           if (!(l.in_shapes[i] == l.in_shapes[0]))
             fail(gi, fmt::format("inputs[{}]", i),
-                 fmt::format("shape {} of \"{}\" differs from shape {} of \"{}\"", shape_text(l.in_shapes[i]), s.inputs[i],
-                             shape_text(l.in_shapes[0]), s.inputs[0]));
+                 fmt::format("shape {} of \"{}\" differs from shape {} of \"{}\"", shape_text(l.in_shapes[i]),
+                             s.inputs[i], shape_text(l.in_shapes[0]), s.inputs[0]));
         l.out = l.in_shapes[0];
         l.forward_flops = static_cast<double>(l.out.elems()) * static_cast<double>(l.inputs.size() - 1);
         l.backward_data_flops = static_cast<double>(l.out.elems()) * static_cast<double>(l.inputs.size());
@@ -182,8 +188,8 @@ class ShapeInference {
         for (std::size_t i = 0; i < l.in_shapes.size(); ++i) {
           if (l.in_shapes[i].h != l.in_shapes[0].h || l.in_shapes[i].w != l.in_shapes[0].w)
             fail(gi, fmt::format("inputs[{}]", i),
-                 fmt::format("spatial size {}x{} of \"{}\" differs from {}x{} of \"{}\"", l.in_shapes[i].h, l.in_shapes[i].w,
-                             s.inputs[i], l.in_shapes[0].h, l.in_shapes[0].w, s.inputs[0]));
+                 fmt::format("spatial size {}x{} of \"{}\" differs from {}x{} of \"{}\"", l.in_shapes[i].h,
+                             l.in_shapes[i].w, s.inputs[i], l.in_shapes[0].h, l.in_shapes[0].w, s.inputs[0]));
           c += l.in_shapes[i].c;
         }
         l.out = {c, l.in_shapes[0].h, l.in_shapes[0].w};
@@ -195,8 +201,9 @@ class ShapeInference {
         expect_inputs(gi, 1);
         std::int64_t k = l.in_shapes[0].elems();
         if (k != g_.net.labels)
-          fail(gi, "inputs", fmt::format("the loss input \"{}\" has {} values per sample but the network has {} labels", s.inputs[0],
-                                         k, g_.net.labels));
+          fail(gi, "inputs",
+               fmt::format("the loss input \"{}\" has {} values per sample but the network has {} labels", s.inputs[0],
+                           k, g_.net.labels));
         l.out = {k, 1, 1};
         l.forward_flops = 4.0 * static_cast<double>(k);
         l.backward_data_flops = 2.0 * static_cast<double>(k);
@@ -247,7 +254,9 @@ Graph build_graph(const Network& net, const std::string& file) {
       if (std::find(gl.inputs.begin(), gl.inputs.end(), it->second) != gl.inputs.end())
         throw UserError(file, where, fmt::format("input \"{}\" is listed twice", name));
       if (it->second > 0 && g.layers[it->second].type() == LayerType::SoftmaxLoss)
-        throw UserError(file, where, fmt::format("\"{}\" is a softmax_loss layer: a loss ends the network and cannot be an input", name));
+        throw UserError(
+            file, where,
+            fmt::format("\"{}\" is a softmax_loss layer: a loss ends the network and cannot be an input", name));
       gl.inputs.push_back(it->second);
     }
   }
@@ -287,20 +296,29 @@ std::string layer_signature(const Graph& g, int layer) {
   std::string params;
   switch (l.type()) {
     case LayerType::Conv:
-      params = fmt::format("k{} r{}x{} s{}x{} p{}x{} d{}x{} g{}{}", s.conv.out_channels, s.conv.kernel[0], s.conv.kernel[1],
-                           s.conv.stride[0], s.conv.stride[1], s.conv.pad[0], s.conv.pad[1], s.conv.dilation[0],
-                           s.conv.dilation[1], s.conv.groups, s.conv.bias ? " bias" : "");
+      params = fmt::format("k{} r{}x{} s{}x{} p{}x{} d{}x{} g{}{}", s.conv.out_channels, s.conv.kernel[0],
+                           s.conv.kernel[1], s.conv.stride[0], s.conv.stride[1], s.conv.pad[0], s.conv.pad[1],
+                           s.conv.dilation[0], s.conv.dilation[1], s.conv.groups, s.conv.bias ? " bias" : "");
       break;
     case LayerType::Pool:
-      params = fmt::format("{} r{}x{} s{}x{} p{}x{}{}{}", s.pool.mode == PoolMode::Max ? "max" : "avg", s.pool.kernel[0],
-                           s.pool.kernel[1], s.pool.stride[0], s.pool.stride[1], s.pool.pad[0], s.pool.pad[1],
-                           s.pool.ceil_mode ? " ceil" : "", s.pool.count_include_pad ? "" : " excl");
+      params = fmt::format("{} r{}x{} s{}x{} p{}x{}{}{}", s.pool.mode == PoolMode::Max ? "max" : "avg",
+                           s.pool.kernel[0], s.pool.kernel[1], s.pool.stride[0], s.pool.stride[1], s.pool.pad[0],
+                           s.pool.pad[1], s.pool.ceil_mode ? " ceil" : "", s.pool.count_include_pad ? "" : " excl");
       break;
-    case LayerType::BatchNorm: params = fmt::format("eps{}", s.bn.eps); break;
-    case LayerType::Lrn: params = fmt::format("n{} a{} b{} k{}", s.lrn.size, s.lrn.alpha, s.lrn.beta, s.lrn.k); break;
-    case LayerType::Fc: params = fmt::format("o{}{}", s.fc.out_features, s.fc.bias ? " bias" : ""); break;
-    case LayerType::Dropout: params = fmt::format("p{}", s.dropout.ratio); break;
-    default: break;
+    case LayerType::BatchNorm:
+      params = fmt::format("eps{}", s.bn.eps);
+      break;
+    case LayerType::Lrn:
+      params = fmt::format("n{} a{} b{} k{}", s.lrn.size, s.lrn.alpha, s.lrn.beta, s.lrn.k);
+      break;
+    case LayerType::Fc:
+      params = fmt::format("o{}{}", s.fc.out_features, s.fc.bias ? " bias" : "");
+      break;
+    case LayerType::Dropout:
+      params = fmt::format("p{}", s.dropout.ratio);
+      break;
+    default:
+      break;
   }
   std::string sig = fmt::format("{} {}", layer_type_name(l.type()), in);
   if (!params.empty()) sig += " " + params;

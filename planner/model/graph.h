@@ -20,10 +20,10 @@ struct Shape {
 std::string shape_text(const Shape& s);  // "64x56x56"
 
 struct GraphLayer {
-  Layer spec;                     // the file's layer (for the input: name and type Input)
-  int file_index = -1;            // index in Network::layers, -1 for the input
-  std::vector<int> inputs;        // graph layer indices
-  std::vector<int> consumers;     // graph layer indices, in file order
+  Layer spec;                  // the file's layer (for the input: name and type Input)
+  int file_index = -1;         // index in Network::layers, -1 for the input
+  std::vector<int> inputs;     // graph layer indices
+  std::vector<int> consumers;  // graph layer indices, in file order
   std::vector<Shape> in_shapes;
   Shape out;
   std::int64_t weight_elems = 0;  // learnable: conv/fc weight, bn gamma
@@ -45,7 +45,7 @@ struct GraphLayer {
 };
 
 struct Graph {
-  std::string file;            // for error messages
+  std::string file;  // for error messages
   Network net;
   std::vector<GraphLayer> layers;  // [0] is the input; then the file's layers in file order
   std::vector<int> topo_order;     // a topological order of all layers, input first

@@ -31,104 +31,104 @@ struct MicroStep {
 
 struct PlanBuffer {
   int id = -1;
-  std::string tensor;            // tensor held ("Y:conv1"), or "workspace"
-  std::int64_t offset = 0;       // in the arena
+  std::string tensor;       // tensor held ("Y:conv1"), or "workspace"
+  std::int64_t offset = 0;  // in the arena
   std::int64_t size = 0;
-  int first_step = -1;           // first step touching it (resident buffers: 0)
-  int last_step = -1;            // last step touching it (resident buffers: the last step)
-  bool resident = false;         // weights and weight gradients: the whole program
+  int first_step = -1;    // first step touching it (resident buffers: 0)
+  int last_step = -1;     // last step touching it (resident buffers: the last step)
+  bool resident = false;  // weights and weight gradients: the whole program
   bool operator==(const PlanBuffer&) const = default;
 };
 
 struct PlanHostBuffer {
   int id = -1;
   std::string tensor;
-  std::int64_t size = 0;         // bytes; an input buffer holds the whole batch
-  bool input = false;            // provided by the data loader (filled before the iteration)
+  std::int64_t size = 0;  // bytes; an input buffer holds the whole batch
+  bool input = false;     // provided by the data loader (filled before the iteration)
   bool operator==(const PlanHostBuffer&) const = default;
 };
 
 struct PlanStep {
   int id = -1;
-  std::string stream;            // compute | h2d | d2h
-  std::string op;                // forward | backward | backward_data | backward_filter | recompute | update | offload | prefetch
-  std::string layer;             // compute steps: the layer
-  std::string tensor;            // offload / prefetch: the tensor moved
-  std::vector<int> waits;        // earlier steps on other streams
-  std::vector<int> reads;        // arena buffers read
-  std::vector<int> writes;       // arena buffers written from scratch
-  std::vector<int> accumulates;  // arena buffers added into
-  int workspace = -1;            // arena buffer (conv kernels with workspace)
-  int host = -1;                 // host buffer (offload: written; prefetch: read)
-  std::vector<MicroStep> config; // conv kernels: micro-configurations in execution order
-  std::int64_t start_ns = 0;     // predicted, relative to the start of the round (or of the final phase)
+  std::string stream;  // compute | h2d | d2h
+  std::string op;      // forward | backward | backward_data | backward_filter | recompute | update | offload | prefetch
+  std::string layer;   // compute steps: the layer
+  std::string tensor;  // offload / prefetch: the tensor moved
+  std::vector<int> waits;         // earlier steps on other streams
+  std::vector<int> reads;         // arena buffers read
+  std::vector<int> writes;        // arena buffers written from scratch
+  std::vector<int> accumulates;   // arena buffers added into
+  int workspace = -1;             // arena buffer (conv kernels with workspace)
+  int host = -1;                  // host buffer (offload: written; prefetch: read)
+  std::vector<MicroStep> config;  // conv kernels: micro-configurations in execution order
+  std::int64_t start_ns = 0;      // predicted, relative to the start of the round (or of the final phase)
   std::int64_t end_ns = 0;
-  bool final = false;            // runs once after all rounds (updates)
+  bool final = false;  // runs once after all rounds (updates)
   bool operator==(const PlanStep&) const = default;
 };
 
 // mu-cuDNN Fig. 10-style summary of one convolution kernel's choice in the forward/backward pass.
 struct PlanKernel {
   std::string layer;
-  std::string op;                     // forward | backward_data | backward_filter
+  std::string op;  // forward | backward_data | backward_filter
   std::vector<MicroStep> config;
   std::int64_t workspace_bytes = 0;
   std::int64_t time_ns = 0;
-  std::int64_t undivided_ns = 0;      // fastest undivided configuration with unlimited workspace
-  std::int64_t baseline_ns = 0;       // zero-workspace (or smallest) configuration at the sub-batch
+  std::int64_t undivided_ns = 0;  // fastest undivided configuration with unlimited workspace
+  std::int64_t baseline_ns = 0;   // zero-workspace (or smallest) configuration at the sub-batch
   bool operator==(const PlanKernel&) const = default;
 };
 
 struct PlanSummary {
-  std::int64_t predicted_ns = 0;      // rounds * round_ns + final_ns
+  std::int64_t predicted_ns = 0;  // rounds * round_ns + final_ns
   std::int64_t round_ns = 0;
   std::int64_t final_ns = 0;
-  std::int64_t ideal_ns = 0;          // unlimited memory, fastest configurations, whole batch at once
-  std::int64_t peak_bytes = 0;        // arena high-water mark (= arena size)
-  std::int64_t lower_bound_bytes = 0; // moDNN Eq. 2
-  std::int64_t offload_bytes = 0;     // per iteration
-  std::int64_t prefetch_bytes = 0;    // per iteration, input copies included
-  std::int64_t input_bytes = 0;       // of prefetch_bytes: the batch's inputs
-  std::int64_t recompute_ns = 0;      // per iteration
-  std::int64_t recompute_steps = 0;   // per round
+  std::int64_t ideal_ns = 0;           // unlimited memory, fastest configurations, whole batch at once
+  std::int64_t peak_bytes = 0;         // arena high-water mark (= arena size)
+  std::int64_t lower_bound_bytes = 0;  // moDNN Eq. 2
+  std::int64_t offload_bytes = 0;      // per iteration
+  std::int64_t prefetch_bytes = 0;     // per iteration, input copies included
+  std::int64_t input_bytes = 0;        // of prefetch_bytes: the batch's inputs
+  std::int64_t recompute_ns = 0;       // per iteration
+  std::int64_t recompute_steps = 0;    // per round
   std::int64_t workspace_peak_bytes = 0;
   bool operator==(const PlanSummary&) const = default;
 };
 
 struct Plan {
-  std::string generator;              // "ucplan 0.1.0"
+  std::string generator;  // "ucplan 0.1.0"
   Network network;
-  std::string network_sha256;         // of network_to_json_text(network)
-  std::string profile_path;           // as given on the command line
-  std::string profile_sha256;         // of the profile file's bytes
-  std::string profile_source;         // "measured" | "model:NAME"
-  std::string device;                 // the profile's device name
+  std::string network_sha256;  // of network_to_json_text(network)
+  std::string profile_path;    // as given on the command line
+  std::string profile_sha256;  // of the profile file's bytes
+  std::string profile_source;  // "measured" | "model:NAME"
+  std::string device;          // the profile's device name
   // Options, as given.
   std::int64_t batch = 0;
   std::int64_t budget_bytes = 0;
   std::string strategy;
-  std::string sub_batch_option;       // auto | any | N
-  std::string workspace_option;       // dynamic | wr:BYTES | wd:BYTES
-  std::string micro_batches;          // micro-batch sizes conv kernels may use: all | powerOfTwo | undivided
-  std::string solver = "default";     // default | exact (the rematerialisation MILP seeds the search)
+  std::string sub_batch_option;           // auto | any | N
+  std::string workspace_option;           // dynamic | wr:BYTES | wd:BYTES
+  std::string micro_batches;              // micro-batch sizes conv kernels may use: all | powerOfTwo | undivided
+  std::string solver = "default";         // default | exact (the rematerialisation MILP seeds the search)
   std::int64_t solver_time_limit_ms = 0;  // exact: CBC's time limit, 0 for none
   // Decisions.
   std::int64_t sub_batch = 0;
   std::int64_t rounds = 0;
-  std::int64_t modnn_sub_batch = 0;   // moDNN Eq. (3)'s suggestion, for comparison
+  std::int64_t modnn_sub_batch = 0;           // moDNN Eq. (3)'s suggestion, for comparison
   bool sub_batch_changes_statistics = false;  // a batch-norm network split into rounds
-  std::string workspace_policy;       // what was used, in words
+  std::string workspace_policy;               // what was used, in words
   std::int64_t arena_bytes = 0;
   std::vector<PlanBuffer> buffers;
   std::vector<PlanHostBuffer> host_buffers;
   std::vector<PlanStep> steps;
   std::vector<PlanKernel> kernels;
   PlanSummary summary;
-  std::vector<std::string> notes;     // warnings and remarks for the reader
+  std::vector<std::string> notes;  // warnings and remarks for the reader
   bool operator==(const Plan&) const = default;
 };
 
 Plan load_plan(const std::string& path);
-std::string plan_to_json_text(const Plan& p);   // deterministic: one line per step/buffer/kernel
+std::string plan_to_json_text(const Plan& p);  // deterministic: one line per step/buffer/kernel
 
 }  // namespace ucplan

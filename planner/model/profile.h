@@ -15,20 +15,20 @@
 namespace ucplan {
 
 struct OpCost {
-  std::string op;                 // forward | backward | backward_data | backward_filter | update
-  std::string algo;               // conv: algorithm name; others: "default"
-  std::int64_t batch = 0;         // micro-batch size; 0 for update (independent of the batch)
-  std::string status = "ok";      // ok | unsupported | out_of_memory | failed: REASON
-  double seconds = 0;             // median over repeats (status ok only)
-  double spread = 0;              // (max - min) / median over repeats
+  std::string op;             // forward | backward | backward_data | backward_filter | update
+  std::string algo;           // conv: algorithm name; others: "default"
+  std::int64_t batch = 0;     // micro-batch size; 0 for update (independent of the batch)
+  std::string status = "ok";  // ok | unsupported | out_of_memory | failed: REASON
+  double seconds = 0;         // median over repeats (status ok only)
+  double spread = 0;          // (max - min) / median over repeats
   std::int64_t workspace_bytes = 0;
   bool ok() const { return status == "ok"; }
 };
 
 struct SignatureCosts {
   std::string signature;
-  std::string type;                  // layer type name
-  std::vector<std::string> layers;   // the network's layers with this signature
+  std::string type;                 // layer type name
+  std::vector<std::string> layers;  // the network's layers with this signature
   std::vector<OpCost> costs;
 };
 
@@ -40,30 +40,30 @@ struct TransferPoint {
 struct TransferCosts {
   double latency_seconds = 0;
   double bytes_per_second = 0;
-  std::vector<TransferPoint> points;   // what the fit was made from
+  std::vector<TransferPoint> points;  // what the fit was made from
   double seconds(std::int64_t bytes) const;
 };
 
 struct DeviceInfo {
-  std::string kind;                  // cpu | cuda | model
-  std::string name;                  // "AMD EPYC (2 threads)", "NVIDIA H100 80GB HBM3", "model k40"
-  std::int64_t memory_bytes = 0;     // device memory (0 if unknown)
-  double peak_flops = 0;             // FP32 FLOP/s: datasheet (model) or measured sgemm (cpu)
-  std::map<std::string, std::string> versions;   // ucplan, openblas, cuda, cudnn, driver ...
+  std::string kind;                             // cpu | cuda | model
+  std::string name;                             // "AMD EPYC (2 threads)", "NVIDIA H100 80GB HBM3", "model k40"
+  std::int64_t memory_bytes = 0;                // device memory (0 if unknown)
+  double peak_flops = 0;                        // FP32 FLOP/s: datasheet (model) or measured sgemm (cpu)
+  std::map<std::string, std::string> versions;  // ucplan, openblas, cuda, cudnn, driver ...
 };
 
 struct Profile {
-  std::string source;                // "measured" | "model:NAME"
-  std::string date;                  // measured profiles: UTC date; empty for models (reproducible)
+  std::string source;  // "measured" | "model:NAME"
+  std::string date;    // measured profiles: UTC date; empty for models (reproducible)
   DeviceInfo device;
-  std::string network;               // network name
-  std::string network_sha256;        // of the canonical network text
+  std::string network;         // network name
+  std::string network_sha256;  // of the canonical network text
   std::int64_t batch = 0;
-  std::string sizes_policy;          // all | powerOfTwo | undivided
-  std::vector<std::int64_t> sizes;   // micro-batch sizes measured
+  std::string sizes_policy;         // all | powerOfTwo | undivided
+  std::vector<std::int64_t> sizes;  // micro-batch sizes measured
   int repeat = 0;
   TransferCosts h2d, d2h;
-  bool duplex = false;               // host->device and device->host copies overlap
+  bool duplex = false;  // host->device and device->host copies overlap
   std::vector<SignatureCosts> signatures;
 
   bool measured() const { return source == "measured"; }

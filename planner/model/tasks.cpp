@@ -8,23 +8,34 @@ namespace ucplan {
 
 const char* tensor_kind_name(TensorKind k) {
   switch (k) {
-    case TensorKind::Activation: return "activation";
-    case TensorKind::Gradient: return "gradient";
-    case TensorKind::Aux: return "aux";
-    case TensorKind::Weight: return "weight";
-    case TensorKind::WeightGrad: return "weight_gradient";
-    case TensorKind::Labels: return "labels";
+    case TensorKind::Activation:
+      return "activation";
+    case TensorKind::Gradient:
+      return "gradient";
+    case TensorKind::Aux:
+      return "aux";
+    case TensorKind::Weight:
+      return "weight";
+    case TensorKind::WeightGrad:
+      return "weight_gradient";
+    case TensorKind::Labels:
+      return "labels";
   }
   return "?";
 }
 
 const char* task_kind_name(TaskKind k) {
   switch (k) {
-    case TaskKind::Forward: return "forward";
-    case TaskKind::Backward: return "backward";
-    case TaskKind::BackwardData: return "backward_data";
-    case TaskKind::BackwardFilter: return "backward_filter";
-    case TaskKind::Update: return "update";
+    case TaskKind::Forward:
+      return "forward";
+    case TaskKind::Backward:
+      return "backward";
+    case TaskKind::BackwardData:
+      return "backward_data";
+    case TaskKind::BackwardFilter:
+      return "backward_filter";
+    case TaskKind::Update:
+      return "update";
   }
   return "?";
 }
@@ -49,7 +60,8 @@ std::vector<int> TaskGraph::touched(const Task& t) const {
 
 namespace {
 
-int add_tensor(TaskGraph& tg, TensorKind kind, int layer, std::string name, std::int64_t per_sample, std::int64_t fixed) {
+int add_tensor(TaskGraph& tg, TensorKind kind, int layer, std::string name, std::int64_t per_sample,
+               std::int64_t fixed) {
   Tensor t;
   t.id = static_cast<int>(tg.tensors.size());
   t.kind = kind;
@@ -102,7 +114,8 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
       if (gl.is_sink()) tg.tensors[tg.dy_of[l]].host_input = true;
     }
     if (gl.aux_bytes_per_sample > 0 || gl.aux_bytes_fixed > 0)
-      tg.aux_of[l] = add_tensor(tg, TensorKind::Aux, l, "aux:" + gl.name(), gl.aux_bytes_per_sample, gl.aux_bytes_fixed);
+      tg.aux_of[l] =
+          add_tensor(tg, TensorKind::Aux, l, "aux:" + gl.name(), gl.aux_bytes_per_sample, gl.aux_bytes_fixed);
     if (gl.has_weights()) {
       tg.w_of[l] = add_tensor(tg, TensorKind::Weight, l, "W:" + gl.name(), 0, gl.params() * db);
       tg.dw_of[l] = add_tensor(tg, TensorKind::WeightGrad, l, "dW:" + gl.name(), 0, gl.params() * db);
@@ -141,8 +154,10 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
   auto grad_out = [&](Task& t, int input_layer) {
     if (input_layer == 0 || !need_dy[input_layer]) return;  // nobody needs it
     int d = tg.dy_of[input_layer];
-    if (dy_written[input_layer]) t.accumulates.push_back(d);
-    else t.writes.push_back(d);
+    if (dy_written[input_layer])
+      t.accumulates.push_back(d);
+    else
+      t.writes.push_back(d);
     dy_written[input_layer] = 1;
   };
   for (auto it = route.rbegin(); it != route.rend(); ++it) {
@@ -182,14 +197,24 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
       default: {
         Task& t = new_task(TaskKind::Backward, l);
         switch (gl.type()) {
-          case LayerType::Relu: t.reads = {tg.y_of[l], dy}; break;
-          case LayerType::Pool:
-            if (gl.spec.pool.mode == PoolMode::Max) t.reads = {x, tg.y_of[l], dy};
-            else t.reads = {dy};
+          case LayerType::Relu:
+            t.reads = {tg.y_of[l], dy};
             break;
-          case LayerType::Lrn: t.reads = {x, tg.y_of[l], dy}; break;
-          case LayerType::Dropout: t.reads = {tg.aux_of[l], dy}; break;
-          default: t.reads = {dy}; break;  // add, concat
+          case LayerType::Pool:
+            if (gl.spec.pool.mode == PoolMode::Max)
+              t.reads = {x, tg.y_of[l], dy};
+            else
+              t.reads = {dy};
+            break;
+          case LayerType::Lrn:
+            t.reads = {x, tg.y_of[l], dy};
+            break;
+          case LayerType::Dropout:
+            t.reads = {tg.aux_of[l], dy};
+            break;
+          default:
+            t.reads = {dy};
+            break;  // add, concat
         }
         for (int in : gl.inputs) grad_out(t, in);
         break;

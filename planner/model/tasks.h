@@ -26,10 +26,10 @@ struct Tensor {
   int id = -1;
   TensorKind kind = TensorKind::Activation;
   int layer = -1;
-  std::string name;                    // "Y:conv1", "dY:conv1", "aux:bn1", "W:fc", "dW:fc", "labels"
-  std::int64_t bytes_per_sample = 0;   // size at (sub-)batch b: bytes_per_sample * b + fixed_bytes
+  std::string name;                   // "Y:conv1", "dY:conv1", "aux:bn1", "W:fc", "dW:fc", "labels"
+  std::int64_t bytes_per_sample = 0;  // size at (sub-)batch b: bytes_per_sample * b + fixed_bytes
   std::int64_t fixed_bytes = 0;
-  bool host_input = false;             // provided in host memory at the start of each round
+  bool host_input = false;  // provided in host memory at the start of each round
 
   std::int64_t bytes(std::int64_t batch) const { return bytes_per_sample * batch + fixed_bytes; }
   bool resident() const { return kind == TensorKind::Weight || kind == TensorKind::WeightGrad; }
@@ -51,10 +51,10 @@ struct Task {
 
 struct TaskGraph {
   std::vector<Tensor> tensors;
-  std::vector<Task> tasks;        // forward in route order, backward in reverse route order, updates
-  std::vector<int> route;         // forward order of graph layers (input first)
+  std::vector<Task> tasks;  // forward in route order, backward in reverse route order, updates
+  std::vector<int> route;   // forward order of graph layers (input first)
   std::vector<int> y_of, dy_of, aux_of, w_of, dw_of;  // per graph layer: tensor id or -1
-  int labels = -1;                // tensor id or -1 (no loss layer)
+  int labels = -1;                                    // tensor id or -1 (no loss layer)
 
   std::int64_t resident_bytes() const;  // weights and weight gradients
   // Tensors a task touches (reads, writes and accumulates), without duplicates.

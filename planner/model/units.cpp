@@ -1,5 +1,6 @@
 #include "units.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -27,16 +28,26 @@ std::optional<std::int64_t> parse_bytes(std::string_view text) {
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   if (i != text.size()) return std::nullopt;
   double scale = 0;
-  if (unit == "b") scale = 1;
-  else if (unit == "kib" || unit == "k") scale = 1024.0;
-  else if (unit == "mib" || unit == "m") scale = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb") scale = 1e3;
-  else if (unit == "mb") scale = 1e6;
-  else if (unit == "gb") scale = 1e9;
-  else if (unit == "tb") scale = 1e12;
-  else return std::nullopt;
+  if (unit == "b")
+    scale = 1;
+  else if (unit == "kib" || unit == "k")
+    scale = 1024.0;
+  else if (unit == "mib" || unit == "m")
+    scale = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb")
+    scale = 1e3;
+  else if (unit == "mb")
+    scale = 1e6;
+  else if (unit == "gb")
+    scale = 1e9;
+  else if (unit == "tb")
+    scale = 1e12;
+  else
+    return std::nullopt;
   double bytes = value * scale;
   if (bytes > 9.0e18) return std::nullopt;
   return static_cast<std::int64_t>(std::llround(bytes));
@@ -74,5 +85,19 @@ std::string format_seconds(double s) {
 std::string format_ns(std::int64_t ns) { return format_seconds(static_cast<double>(ns) * 1e-9); }
 
 std::string format_percent(double fraction) { return fmt::format("{:+.1f} %", fraction * 100.0); }
+
+std::string with_thousands(long long v) {
+  std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  int n = 0;
+  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+    if (n && n % 3 == 0) out += ',';
+    out += *it;
+    ++n;
+  }
+  if (v < 0) out += '-';
+  std::reverse(out.begin(), out.end());
+  return out;
+}
 
 }  // namespace ucplan

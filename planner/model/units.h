@@ -19,5 +19,7 @@ std::string format_seconds(double seconds);
 std::string format_ns(std::int64_t ns);
 // ratio as percentage with sign, e.g. 0.034 -> "+3.4 %".
 std::string format_percent(double fraction);
+// 1234567 -> "1,234,567".
+std::string with_thousands(long long v);
 
 }  // namespace ucplan

@@ -43,8 +43,7 @@ void check_options(const std::vector<MicroOption>& options, std::int64_t batch) 
             [](const MicroOption* a, const MicroOption* b) { return canonical_less(*a, *b); });
   for (std::size_t i = 1; i < sorted.size(); ++i)
     UCPLAN_CHECK(canonical_less(*sorted[i - 1], *sorted[i]),
-                 "micro option listed twice: " + sorted[i]->algo + " x" +
-                     std::to_string(sorted[i]->micro_batch));
+                 "micro option listed twice: " + sorted[i]->algo + " x" + std::to_string(sorted[i]->micro_batch));
 }
 
 // The options usable for `batch` within `ws_limit`, in canonical order, without those that can
@@ -52,9 +51,8 @@ void check_options(const std::vector<MicroOption>& options, std::int64_t batch) 
 // another one has a smaller-or-equal key (time, then rank) and no more workspace (replacing it
 // gives a configuration at least as good in every respect). With `keep_one`, only the smallest
 // key of each size is kept (enough when workspace is not an objective, as in WR).
-std::vector<MicroOption> usable_options(const std::vector<MicroOption>& options,
-                                        std::int64_t batch, std::int64_t ws_limit,
-                                        bool keep_one) {
+std::vector<MicroOption> usable_options(const std::vector<MicroOption>& options, std::int64_t batch,
+                                        std::int64_t ws_limit, bool keep_one) {
   std::vector<MicroOption> v;
   for (const MicroOption& o : options)
     if (o.micro_batch <= batch && o.workspace_bytes <= ws_limit) v.push_back(o);
@@ -69,8 +67,7 @@ std::vector<MicroOption> usable_options(const std::vector<MicroOption>& options,
                      [&](std::size_t a, std::size_t b) { return v[a].time_ns < v[b].time_ns; });
     std::vector<std::size_t> keep;
     for (std::size_t i : by_key) {
-      if (!keep.empty() && (keep_one || v[i].workspace_bytes >= v[keep.back()].workspace_bytes))
-        continue;
+      if (!keep.empty() && (keep_one || v[i].workspace_bytes >= v[keep.back()].workspace_bytes)) continue;
       keep.push_back(i);
     }
     std::sort(keep.begin(), keep.end());
@@ -89,20 +86,20 @@ std::vector<MicroOption> usable_options(const std::vector<MicroOption>& options,
 struct Node {
   std::int64_t time = 0;
   std::int32_t count = 0;
-  std::int32_t ws = -1;     // rank of the workspace among the distinct option workspaces; -1: none
-  std::int32_t head = -1;   // option rank; -1: the empty configuration
-  std::int32_t rest = -1;   // index in the front for b - micro_batch(head)
+  std::int32_t ws = -1;    // rank of the workspace among the distinct option workspaces; -1: none
+  std::int32_t head = -1;  // option rank; -1: the empty configuration
+  std::int32_t rest = -1;  // index in the front for b - micro_batch(head)
 };
 
 struct Chains {
   const std::vector<MicroOption>* opt = nullptr;
-  std::vector<std::vector<Node>> at;   // at[b]: the nodes kept for b samples
+  std::vector<std::vector<Node>> at;  // at[b]: the nodes kept for b samples
 };
 
 // Lexicographic comparison of two canonical lists of equal length: -1, 0 or 1. The lists are
 // the chains starting at at[b1][i1] and at[b2][i2].
 int compare_lists(const Chains& c, std::int64_t b1, int i1, std::int64_t b2, int i2) {
-  while (!(b1 == b2 && i1 == i2)) {   // a shared tail is equal
+  while (!(b1 == b2 && i1 == i2)) {  // a shared tail is equal
     const Node& n1 = c.at[b1][i1];
     const Node& n2 = c.at[b2][i2];
     if (n1.head != n2.head) return n1.head < n2.head ? -1 : 1;
@@ -195,7 +192,7 @@ void improve_choice(const Mckp& m, std::vector<int>& pos) {
   const int kernels = int(m.cost.size());
   struct Move {
     int kernel, to;
-    std::int64_t dw, dc;   // change of weight and of cost
+    std::int64_t dw, dc;  // change of weight and of cost
   };
   for (int pass = 0; pass < 64; ++pass) {
     const std::int64_t room = m.capacity - std::int64_t(weight_of(m, pos));
@@ -229,9 +226,9 @@ void improve_choice(const Mckp& m, std::vector<int>& pos) {
     for (const Move& u : up) {
       // Free at least u.dw - room: down moves with dw <= room - u.dw, a prefix of `down`.
       const std::int64_t limit = room - u.dw;
-      const int n = int(std::upper_bound(down.begin(), down.end(), limit,
-                                         [](std::int64_t v, const Move& d) { return v < d.dw; }) -
-                        down.begin());
+      const int n = int(
+          std::upper_bound(down.begin(), down.end(), limit, [](std::int64_t v, const Move& d) { return v < d.dw; }) -
+          down.begin());
       if (n == 0) continue;
       const auto [a, b] = cheapest[n - 1];
       const int d = down[a].kernel != u.kernel ? a : b;
@@ -255,8 +252,8 @@ void improve_choice(const Mckp& m, std::vector<int>& pos) {
 
 // The part of an MCKP that still needs deciding.
 struct Reduction {
-  std::vector<int> incumbent;           // a feasible choice
-  std::vector<std::vector<int>> keep;   // per kernel, the positions that may beat it
+  std::vector<int> incumbent;          // a feasible choice
+  std::vector<std::vector<int>> keep;  // per kernel, the positions that may beat it
 };
 
 // LP relaxation (Sinha & Zoltners): along each kernel's lower convex hull, upgrades taken in
@@ -280,25 +277,25 @@ Reduction reduce_mckp(const Mckp& m, const std::vector<int>& start) {
   for (int k = 0; k < kernels; ++k) {
     const std::vector<std::int64_t>& w = m.weight[k];
     const std::vector<std::int64_t>& c = m.cost[k];
-    std::vector<int> hull;   // lower convex hull, weight strictly ascending
+    std::vector<int> hull;  // lower convex hull, weight strictly ascending
     for (int p = 0; p < int(c.size()); ++p) {
       if (w[p] > m.capacity) continue;
       while (!hull.empty() && w[hull.back()] >= w[p] && c[hull.back()] >= c[p]) hull.pop_back();
       while (hull.size() >= 2) {
         const int a = hull[hull.size() - 2], b = hull.back();
         // b on or above the segment a-p: not on the hull.
-        if (Wide(c[a] - c[b]) * (w[p] - w[a]) <= Wide(c[a] - c[p]) * (w[b] - w[a])) hull.pop_back();
-        else break;
+        if (Wide(c[a] - c[b]) * (w[p] - w[a]) <= Wide(c[a] - c[p]) * (w[b] - w[a]))
+          hull.pop_back();
+        else
+          break;
       }
       if (hull.empty() || w[p] > w[hull.back()]) hull.push_back(p);
     }
     for (std::size_t h = 1; h < hull.size(); ++h)
-      steps.push_back({k, hull[h - 1], hull[h], w[hull[h]] - w[hull[h - 1]],
-                       c[hull[h - 1]] - c[hull[h]]});
+      steps.push_back({k, hull[h - 1], hull[h], w[hull[h]] - w[hull[h - 1]], c[hull[h - 1]] - c[hull[h]]});
   }
-  std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
-    return Wide(a.dc) * b.dw > Wide(b.dc) * a.dw;
-  });
+  std::stable_sort(steps.begin(), steps.end(),
+                   [](const Step& a, const Step& b) { return Wide(a.dc) * b.dw > Wide(b.dc) * a.dw; });
 
   // Greedy incumbent and the dual price λ = lam_dc / lam_dw.
   Reduction r;
@@ -318,15 +315,12 @@ Reduction reduce_mckp(const Mckp& m, const std::vector<int>& start) {
       lam_dw = s.dw;
     }
   }
-  if (!start.empty() && weight_of(m, start) <= m.capacity && cost_of(m, start) < cost_of(m, pos))
-    pos = start;
+  if (!start.empty() && weight_of(m, start) <= m.capacity && cost_of(m, start) < cost_of(m, pos)) pos = start;
   improve_choice(m, pos);
   const Wide incumbent = cost_of(m, pos);
 
   // Reduction, everything multiplied by lam_dw > 0.
-  auto priced = [&](int k, int p) {
-    return Wide(m.cost[k][p]) * lam_dw + Wide(lam_dc) * m.weight[k][p];
-  };
+  auto priced = [&](int k, int p) { return Wide(m.cost[k][p]) * lam_dw + Wide(lam_dc) * m.weight[k][p]; };
   std::vector<Wide> base(kernels);
   Wide lagrangian = -Wide(lam_dc) * m.capacity;
   for (int k = 0; k < kernels; ++k) {
@@ -338,8 +332,7 @@ Reduction reduce_mckp(const Mckp& m, const std::vector<int>& start) {
   r.keep.resize(kernels);
   for (int k = 0; k < kernels; ++k) {
     for (int p = 0; p < int(m.cost[k].size()); ++p)
-      if (m.weight[k][p] <= m.capacity &&
-          lagrangian + priced(k, p) - base[k] <= incumbent * lam_dw)
+      if (m.weight[k][p] <= m.capacity && lagrangian + priced(k, p) - base[k] <= incumbent * lam_dw)
         r.keep[k].push_back(p);
     UCPLAN_CHECK(std::find(r.keep[k].begin(), r.keep[k].end(), pos[k]) != r.keep[k].end(),
                  "MCKP reduction dropped the incumbent");
@@ -393,7 +386,7 @@ MckpAnswer solve_mckp(const Mckp& m, const std::vector<int>& start) {
 
   MckpAnswer a;
   a.pos = pos;
-  if (classes.empty()) {   // every kernel down to its incumbent position
+  if (classes.empty()) {  // every kernel down to its incumbent position
     a.optimal = true;
     return a;
   }
@@ -409,7 +402,7 @@ MckpAnswer solve_mckp(const Mckp& m, const std::vector<int>& start) {
     first_var.push_back(int(ilp.objective.size()));
     for (std::size_t j = 1; j < q.size(); ++j) {
       const int var = int(ilp.objective.size());
-      std::int64_t at_least = 0;   // incumbent members at q_j or above
+      std::int64_t at_least = 0;  // incumbent members at q_j or above
       for (int k : cls) at_least += pos[k] >= q[j];
       ilp.objective.push_back(m.cost[cls[0]][q[j]] - m.cost[cls[0]][q[j - 1]]);
       ilp.upper.push_back(n);
@@ -427,7 +420,7 @@ MckpAnswer solve_mckp(const Mckp& m, const std::vector<int>& start) {
   for (std::size_t c = 0; c < classes.size(); ++c) {
     const std::vector<int>& q = red.keep[classes[c][0]];
     for (std::size_t i = 0; i < classes[c].size(); ++i) {
-      std::size_t j = 0;   // member i takes the largest q_j with more than i members at or above
+      std::size_t j = 0;  // member i takes the largest q_j with more than i members at or above
       while (j + 1 < q.size() && r.x[first_var[c] + j] > std::int64_t(i)) ++j;
       a.pos[classes[c][i]] = q[j];
     }
@@ -449,8 +442,7 @@ MckpAnswer solve_mckp(const Mckp& m, const std::vector<int>& start) {
 // the (time, workspace) front is filtered out of C(B) at the end.
 std::vector<ConvConfig> pareto_front(const std::vector<MicroOption>& options, std::int64_t batch) {
   check_options(options, batch);
-  const std::vector<MicroOption> opt =
-      usable_options(options, batch, std::numeric_limits<std::int64_t>::max(), false);
+  const std::vector<MicroOption> opt = usable_options(options, batch, std::numeric_limits<std::int64_t>::max(), false);
 
   // Workspaces as ranks, so a configuration's workspace is an index into `best` below.
   std::vector<std::int64_t> ws_values;
@@ -459,9 +451,8 @@ std::vector<ConvConfig> pareto_front(const std::vector<MicroOption>& options, st
   ws_values.erase(std::unique(ws_values.begin(), ws_values.end()), ws_values.end());
   std::vector<std::int32_t> ws_rank(opt.size());
   for (std::size_t o = 0; o < opt.size(); ++o)
-    ws_rank[o] = std::int32_t(
-        std::lower_bound(ws_values.begin(), ws_values.end(), opt[o].workspace_bytes) -
-        ws_values.begin());
+    ws_rank[o] =
+        std::int32_t(std::lower_bound(ws_values.begin(), ws_values.end(), opt[o].workspace_bytes) - ws_values.begin());
 
   Chains c;
   c.opt = &opt;
@@ -478,7 +469,7 @@ std::vector<ConvConfig> pareto_front(const std::vector<MicroOption>& options, st
       const std::vector<Node>& rest = c.at[rb];
       for (int i = 0; i < int(rest.size()); ++i) {
         const Node& n = rest[i];
-        if (n.head >= 0 && n.head < o) continue;   // not canonical: generated from its head
+        if (n.head >= 0 && n.head < o) continue;  // not canonical: generated from its head
         const Cand x{n.time + opt[o].time_ns, n.count + 1, o, i};
         const std::int32_t w = std::max(n.ws, ws_rank[o]);
         if (!has[w] || key_less(c, b, x, best[w])) {
@@ -510,13 +501,11 @@ std::vector<ConvConfig> pareto_front(const std::vector<MicroOption>& options, st
   return out;
 }
 
-std::optional<ConvConfig> fastest_within(const std::vector<ConvConfig>& front,
-                                         std::int64_t workspace_limit) {
+std::optional<ConvConfig> fastest_within(const std::vector<ConvConfig>& front, std::int64_t workspace_limit) {
   const ConvConfig* best = nullptr;
   for (const ConvConfig& c : front) {
     if (c.workspace_bytes > workspace_limit) continue;
-    if (!best || c.time_ns < best->time_ns ||
-        (c.time_ns == best->time_ns && c.workspace_bytes < best->workspace_bytes))
+    if (!best || c.time_ns < best->time_ns || (c.time_ns == best->time_ns && c.workspace_bytes < best->workspace_bytes))
       best = &c;
   }
   if (!best) return std::nullopt;
@@ -567,8 +556,7 @@ std::optional<ConvConfig> wr_optimal(const std::vector<MicroOption>& options, st
 //    down) give a conservative problem whose answer always fits; it is proven optimal when its
 //    time equals the bound, and is never slower than the byte-exact optimum for the total
 //    reduced by u bytes per core kernel. With u = 1 both are the exact problem (one solve).
-std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& fronts,
-                                   std::int64_t total_workspace) {
+std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& fronts, std::int64_t total_workspace) {
   const int kernels = int(fronts.size());
   std::vector<std::vector<int>> cand(kernels);
   Wide base = 0;
@@ -598,7 +586,7 @@ std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& f
 
   WdSolution sol;
   std::vector<int> pos(kernels);
-  Wide bound = 0;   // proven lower bound on the optimal Σ cost
+  Wide bound = 0;  // proven lower bound on the optimal Σ cost
   if (fastest_extra <= slack) {
     for (int k = 0; k < kernels; ++k) pos[k] = int(cand[k].size()) - 1;
     sol.optimal = true;
@@ -630,8 +618,7 @@ std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& f
     // Core choice (index into keep) <-> full choice.
     std::vector<int> core_start;
     for (int k : core)
-      core_start.push_back(int(std::find(red.keep[k].begin(), red.keep[k].end(), pos[k]) -
-                               red.keep[k].begin()));
+      core_start.push_back(int(std::find(red.keep[k].begin(), red.keep[k].end(), pos[k]) - red.keep[k].begin()));
     auto apply = [&](const std::vector<int>& c) {
       for (std::size_t i = 0; i < core.size(); ++i) pos[core[i]] = red.keep[core[i]][c[i]];
     };
@@ -653,7 +640,7 @@ std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& f
       // The relaxation first: its optimum is a lower bound, and its answer, when it fits in
       // bytes, is optimal. Only otherwise is the conservative problem solved. Anything feasible
       // in bytes is feasible for the relaxation, so the byte incumbent starts it.
-      std::vector<int> best = core_start;   // the byte incumbent, unless beaten
+      std::vector<int> best = core_start;  // the byte incumbent, unless beaten
       const MckpAnswer relax = solve_mckp(unit == 1 ? up : down, core_start);
       sol.ilp_solves += relax.used_ilp;
       const bool fits = weight_of(exact, relax.pos) <= exact.capacity;
@@ -688,8 +675,7 @@ std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& f
   return sol;
 }
 
-std::string find_config_error(const std::vector<MicroOption>& options, std::int64_t batch,
-                              const ConvConfig& config) {
+std::string find_config_error(const std::vector<MicroOption>& options, std::int64_t batch, const ConvConfig& config) {
   std::int64_t samples = 0, time = 0, ws = 0;
   for (std::size_t i = 0; i < config.micro.size(); ++i) {
     const MicroConfig& m = config.micro[i];
@@ -697,8 +683,7 @@ std::string find_config_error(const std::vector<MicroOption>& options, std::int6
     for (const MicroOption& o : options)
       if (o.algo == m.algo && o.micro_batch == m.micro_batch) found = &o;
     if (!found)
-      return "micro-configuration " + m.algo + " x" + std::to_string(m.micro_batch) +
-             " is not in the options";
+      return "micro-configuration " + m.algo + " x" + std::to_string(m.micro_batch) + " is not in the options";
     if (i > 0) {
       const MicroConfig& p = config.micro[i - 1];
       if (p.micro_batch < m.micro_batch || (p.micro_batch == m.micro_batch && p.algo > m.algo))
@@ -709,14 +694,11 @@ std::string find_config_error(const std::vector<MicroOption>& options, std::int6
     ws = std::max(ws, found->workspace_bytes);
   }
   if (samples != batch)
-    return "micro-batches cover " + std::to_string(samples) + " samples, not " +
-           std::to_string(batch);
+    return "micro-batches cover " + std::to_string(samples) + " samples, not " + std::to_string(batch);
   if (time != config.time_ns)
-    return "time " + std::to_string(config.time_ns) + " ns, the options sum to " +
-           std::to_string(time);
+    return "time " + std::to_string(config.time_ns) + " ns, the options sum to " + std::to_string(time);
   if (ws != config.workspace_bytes)
-    return "workspace " + std::to_string(config.workspace_bytes) + " B, the options' max is " +
-           std::to_string(ws);
+    return "workspace " + std::to_string(config.workspace_bytes) + " B, the options' max is " + std::to_string(ws);
   return "";
 }
 

@@ -39,8 +39,8 @@ struct MicroConfig {
 // then algorithm name ascending; permutations of it are the same configuration.
 struct ConvConfig {
   std::vector<MicroConfig> micro;
-  std::int64_t time_ns = 0;           // sum over micro-batches
-  std::int64_t workspace_bytes = 0;   // max over micro-batches
+  std::int64_t time_ns = 0;          // sum over micro-batches
+  std::int64_t workspace_bytes = 0;  // max over micro-batches
   bool operator==(const ConvConfig&) const = default;
 };
 
@@ -56,8 +56,7 @@ std::vector<ConvConfig> pareto_front(const std::vector<MicroOption>& options, st
 // WR (§III-B) over a front: the fastest configuration whose workspace <= limit (nullopt if none).
 // This is also the step-wise query of a one-stream schedule ("fastest configuration that fits in
 // what is free now"). Works on any list; ties: smaller workspace, then earlier in the list.
-std::optional<ConvConfig> fastest_within(const std::vector<ConvConfig>& front,
-                                         std::int64_t workspace_limit);
+std::optional<ConvConfig> fastest_within(const std::vector<ConvConfig>& front, std::int64_t workspace_limit);
 
 // The T(b) DP of §III-B, computed directly from the options whose workspace <= limit (not via
 // the front), to cross-check fastest_within. Ties: fewest micro-batches, then canonical list
@@ -77,17 +76,15 @@ struct WdSolution {
   std::int64_t time_ns = 0;
   std::int64_t workspace_bytes = 0;
   bool optimal = false;
-  std::int64_t lower_bound_ns = 0;     // == time_ns when optimal
-  int ilp_solves = 0;                  // CBC runs (0: no ILP needed after the reduction)
-  std::int64_t workspace_unit = 1;     // bytes per unit of the ILP's workspace row
+  std::int64_t lower_bound_ns = 0;  // == time_ns when optimal
+  int ilp_solves = 0;               // CBC runs (0: no ILP needed after the reduction)
+  std::int64_t workspace_unit = 1;  // bytes per unit of the ILP's workspace row
 };
-std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& fronts,
-                                   std::int64_t total_workspace);
+std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& fronts, std::int64_t total_workspace);
 
 // Independent checker (STYLE #5): "" when `config` covers exactly `batch` samples, every
 // micro-configuration is one of `options`, the list is in canonical order and time/workspace are
 // the sum/max of its options; otherwise what is wrong.
-std::string find_config_error(const std::vector<MicroOption>& options, std::int64_t batch,
-                              const ConvConfig& config);
+std::string find_config_error(const std::vector<MicroOption>& options, std::int64_t batch, const ConvConfig& config);
 
 }  // namespace ucplan

@@ -69,12 +69,14 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
     if (t.conv_kernel) {
       std::vector<MicroOption> options;
       for (const auto& c : sc->costs)
-        if (c.op == op && c.ok() && c.batch >= 1 && c.batch <= sub_batch && micro_size_allowed(policy, c.batch, sub_batch))
+        if (c.op == op && c.ok() && c.batch >= 1 && c.batch <= sub_batch &&
+            micro_size_allowed(policy, c.batch, sub_batch))
           options.push_back({c.algo, c.batch, seconds_to_ns(c.seconds), c.workspace_bytes});
       tc.front = pareto_front(options, sub_batch);
       if (tc.front.empty())
-        throw UserError(file, fmt::format("layer {} ({})", layer, op),
-                        fmt::format("no working algorithm measured whose micro-batches can make up {} samples", sub_batch));
+        throw UserError(
+            file, fmt::format("layer {} ({})", layer, op),
+            fmt::format("no working algorithm measured whose micro-batches can make up {} samples", sub_batch));
       tc.time_ns = tc.front.back().time_ns;
       tc.baseline_ns = tc.front.front().time_ns;
       tc.min_workspace = tc.front.front().workspace_bytes;
@@ -88,9 +90,10 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
       for (const auto& c : sc->costs)
         if (c.op == op && c.ok() && c.batch == want && (!best || c.seconds < best->seconds)) best = &c;
       if (!best)
-        throw UserError(file, fmt::format("layer {} ({})", layer, op),
-                        want == 0 ? std::string("no update cost in the profile")
-                                  : fmt::format("no successful measurement at batch {} (sizes measured: see \"sizes\")", want));
+        throw UserError(
+            file, fmt::format("layer {} ({})", layer, op),
+            want == 0 ? std::string("no update cost in the profile")
+                      : fmt::format("no successful measurement at batch {} (sizes measured: see \"sizes\")", want));
       tc.time_ns = seconds_to_ns(best->seconds);
       tc.baseline_ns = tc.time_ns;
       tc.undivided_ns = tc.time_ns;

@@ -26,8 +26,8 @@ struct TaskCost {
 
 struct CostTable {
   std::int64_t sub_batch = 0;
-  std::vector<TaskCost> tasks;     // by task id
-  std::vector<int> forward_task;   // per graph layer: its forward task id (recomputation cost), -1 for the input
+  std::vector<TaskCost> tasks;    // by task id
+  std::vector<int> forward_task;  // per graph layer: its forward task id (recomputation cost), -1 for the input
   TransferCosts h2d, d2h;
   bool duplex = false;
 

@@ -32,15 +32,15 @@ struct IlpTerm {
 enum class IlpSense { le, eq, ge };
 
 struct IlpRow {
-  std::vector<IlpTerm> terms;   // each variable at most once per row
+  std::vector<IlpTerm> terms;  // each variable at most once per row
   IlpSense sense = IlpSense::le;
   std::int64_t rhs = 0;
 };
 
 struct Ilp {
-  std::vector<std::int64_t> objective;   // one per variable; defines n
+  std::vector<std::int64_t> objective;  // one per variable; defines n
   std::vector<IlpRow> rows;
-  std::vector<std::int64_t> upper;       // per variable, >= 0; empty: every variable is 0-1
+  std::vector<std::int64_t> upper;  // per variable, >= 0; empty: every variable is 0-1
   // Optional feasible solution (n values) handed to the solver as its first incumbent; ignored
   // if it is not feasible. Empty: none.
   std::vector<std::int64_t> start;
@@ -60,9 +60,9 @@ enum class IlpStatus {
 
 struct IlpResult {
   IlpStatus status = IlpStatus::no_solution;
-  std::vector<std::int64_t> x;       // n values when status is optimal or feasible
-  std::int64_t objective = 0;        // exact Σ objective[j] x_j
-  std::int64_t nodes = 0;            // branch-and-bound nodes
+  std::vector<std::int64_t> x;  // n values when status is optimal or feasible
+  std::int64_t objective = 0;   // exact Σ objective[j] x_j
+  std::int64_t nodes = 0;       // branch-and-bound nodes
   // Proven lower bound on the optimum (the best LP bound of the open nodes, rounded down);
   // equals `objective` when optimal. Meaningless when infeasible or when no LP was solved.
   std::int64_t bound = 0;

@@ -22,11 +22,9 @@ namespace ucplan {
 
 namespace {
 
-__extension__ typedef __int128 Wide;   // exact row activities even for byte-sized coefficients
+__extension__ typedef __int128 Wide;  // exact row activities even for byte-sized coefficients
 
-std::uint64_t magnitude(std::int64_t v) {
-  return v < 0 ? std::uint64_t(0) - std::uint64_t(v) : std::uint64_t(v);
-}
+std::uint64_t magnitude(std::int64_t v) { return v < 0 ? std::uint64_t(0) - std::uint64_t(v) : std::uint64_t(v); }
 
 // Power-of-two scale that brings the largest magnitude to at most 2^bits. Multiplying by a power
 // of two is exact in floating point, so scaled integer data stay exact (up to 2^53): raw bytes
@@ -47,9 +45,12 @@ std::int64_t upper_of(const Ilp& ilp, std::size_t j) { return ilp.upper.empty() 
 
 bool row_holds(IlpSense sense, Wide a, std::int64_t rhs) {
   switch (sense) {
-    case IlpSense::le: return a <= rhs;
-    case IlpSense::eq: return a == rhs;
-    case IlpSense::ge: return a >= rhs;
+    case IlpSense::le:
+      return a <= rhs;
+    case IlpSense::eq:
+      return a == rhs;
+    case IlpSense::ge:
+      return a >= rhs;
   }
   return false;
 }
@@ -64,7 +65,7 @@ std::int64_t exact_objective(const Ilp& ilp, const std::vector<std::int64_t>& x)
 struct CbcAnswer {
   bool infeasible = false;
   bool proven_optimal = false;
-  std::vector<std::int64_t> x;   // empty: no solution
+  std::vector<std::int64_t> x;  // empty: no solution
   std::int64_t nodes = 0;
   double bound = -COIN_DBL_MAX;  // in the ILP's own (unscaled) objective units
 };
@@ -73,7 +74,7 @@ CbcAnswer run_cbc(const Ilp& ilp) {
   const int n = int(ilp.objective.size());
   const double inf = COIN_DBL_MAX;
 
-  CoinPackedMatrix matrix(false, 0, 0);   // row-ordered
+  CoinPackedMatrix matrix(false, 0, 0);  // row-ordered
   matrix.setDimensions(0, n);
   std::vector<double> row_lo, row_hi;
   for (const IlpRow& r : ilp.rows) {
@@ -118,11 +119,10 @@ CbcAnswer run_cbc(const Ilp& ilp) {
   OsiClpSolverInterface solver;
   solver.messageHandler()->setLogLevel(0);
   solver.setHintParam(OsiDoReducePrint, true, OsiHintTry);
-  solver.loadProblem(matrix, col_lo.data(), col_hi.data(), obj.data(), row_lo.data(),
-                     row_hi.data());
+  solver.loadProblem(matrix, col_lo.data(), col_hi.data(), obj.data(), row_lo.data(), row_hi.data());
   for (int j = 0; j < n; ++j) solver.setInteger(j);
 
-  CbcModel model(solver);   // clones the solver
+  CbcModel model(solver);  // clones the solver
   model.setLogLevel(0);
   model.solver()->messageHandler()->setLogLevel(0);
   model.setNumberThreads(0);
@@ -131,15 +131,14 @@ CbcAnswer run_cbc(const Ilp& ilp) {
     model.setAllowableGap(0.5 * double(g) * obj_scale);
   }
   model.setAllowableFractionGap(0.0);
-  if (ilp.max_nodes > 0)
-    model.setMaximumNodes(int(std::min<std::int64_t>(ilp.max_nodes, INT32_MAX)));
+  if (ilp.max_nodes > 0) model.setMaximumNodes(int(std::min<std::int64_t>(ilp.max_nodes, INT32_MAX)));
   if (ilp.max_seconds > 0) {
     model.setUseElapsedTime(true);  // wall clock: CPU time lags it on a loaded machine
     model.setMaximumSeconds(ilp.max_seconds);
   }
   if (!ilp.start.empty()) {
     std::vector<double> start(ilp.start.begin(), ilp.start.end());
-    model.setBestSolution(start.data(), n, COIN_DBL_MAX, true);   // kept only if feasible
+    model.setBestSolution(start.data(), n, COIN_DBL_MAX, true);  // kept only if feasible
   }
   // Local search and rounding heuristics: on ResNet-152-sized WD problems they cut the slow tail
   // (90th percentile over 49 totals 48 ms instead of 75 ms; strong-branching, Gomory and
@@ -148,7 +147,7 @@ CbcAnswer run_cbc(const Ilp& ilp) {
   CbcRounding rounding(model);
   model.addHeuristic(&local);
   model.addHeuristic(&rounding);
-  model.initialSolve();   // branchAndBound starts from the solver's current LP solution
+  model.initialSolve();  // branchAndBound starts from the solver's current LP solution
   model.branchAndBound();
 
   CbcAnswer a;
@@ -159,8 +158,7 @@ CbcAnswer run_cbc(const Ilp& ilp) {
   if (const double* best = model.bestSolution()) {
     a.x.resize(n);
     // Integer variables are within CBC's integer tolerance (1e-6) of an integer.
-    for (int j = 0; j < n; ++j)
-      a.x[j] = std::clamp<std::int64_t>(std::llround(best[j]), 0, upper_of(ilp, j));
+    for (int j = 0; j < n; ++j) a.x[j] = std::clamp<std::int64_t>(std::llround(best[j]), 0, upper_of(ilp, j));
   }
   return a;
 }
@@ -170,8 +168,7 @@ CbcAnswer run_cbc(const Ilp& ilp) {
 std::string find_ilp_violation(const Ilp& ilp, const std::vector<std::int64_t>& x) {
   if (x.size() != ilp.objective.size()) return "solution has the wrong number of variables";
   for (std::size_t j = 0; j < x.size(); ++j)
-    if (x[j] < 0 || x[j] > upper_of(ilp, j))
-      return "variable " + std::to_string(j) + " is out of its bounds";
+    if (x[j] < 0 || x[j] > upper_of(ilp, j)) return "variable " + std::to_string(j) + " is out of its bounds";
   for (std::size_t r = 0; r < ilp.rows.size(); ++r)
     if (!row_holds(ilp.rows[r].sense, activity(ilp.rows[r], x), ilp.rows[r].rhs))
       return "row " + std::to_string(r) + " is violated";
@@ -196,7 +193,8 @@ IlpResult solve_ilp(const Ilp& ilp) {
   const auto started = std::chrono::steady_clock::now();
   for (int attempt = 0; attempt < 4; ++attempt) {
     if (ilp.max_seconds > 0) {  // one limit for all attempts together
-      model.max_seconds = ilp.max_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      model.max_seconds =
+          ilp.max_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       if (model.max_seconds <= 0) break;
     }
     CbcAnswer a = run_cbc(model);
@@ -219,12 +217,11 @@ IlpResult solve_ilp(const Ilp& ilp) {
     }
     if (violated < 0) {
       res.x = std::move(a.x);
-      res.status = a.proven_optimal && res.tightenings == 0 ? IlpStatus::optimal
-                                                            : IlpStatus::feasible;
+      res.status = a.proven_optimal && res.tightenings == 0 ? IlpStatus::optimal : IlpStatus::feasible;
       break;
     }
     IlpRow& row = model.rows[violated];
-    if (row.sense == IlpSense::eq) break;   // nothing to tighten; fall back below
+    if (row.sense == IlpSense::eq) break;  // nothing to tighten; fall back below
     // The model's rhs is at least as tight as the original one, so the answer violates it by at
     // least as much; tighten by exactly that.
     const Wide over = row.sense == IlpSense::le ? act - row.rhs : row.rhs - act;

@@ -14,11 +14,11 @@ namespace ucplan {
 
 struct Liveness {
   std::int64_t batch = 0;
-  std::vector<int> steps;              // task ids of one round, in order
-  std::vector<int> first_step;         // per tensor: first step touching it, -1 if none (resident)
-  std::vector<int> last_step;          // per tensor: last step touching it
-  std::vector<std::int64_t> live_bytes;   // per step: resident + every tensor live during it
-  std::vector<int> live_count;            // per step: number of non-resident live tensors
+  std::vector<int> steps;                // task ids of one round, in order
+  std::vector<int> first_step;           // per tensor: first step touching it, -1 if none (resident)
+  std::vector<int> last_step;            // per tensor: last step touching it
+  std::vector<std::int64_t> live_bytes;  // per step: resident + every tensor live during it
+  std::vector<int> live_count;           // per step: number of non-resident live tensors
   std::int64_t resident_bytes = 0;
   std::int64_t baseline_peak = 0;
   std::int64_t liveness_peak = 0;

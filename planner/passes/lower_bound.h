@@ -13,10 +13,10 @@
 namespace ucplan {
 
 struct LowerBound {
-  std::int64_t bytes = 0;            // S_W + max task footprint
-  std::int64_t resident_bytes = 0;   // S_W: weights and weight gradients
-  std::int64_t max_task_bytes = 0;   // the max term, at the given sub-batch
-  int task = -1;                     // the task that attains it
+  std::int64_t bytes = 0;           // S_W + max task footprint
+  std::int64_t resident_bytes = 0;  // S_W: weights and weight gradients
+  std::int64_t max_task_bytes = 0;  // the max term, at the given sub-batch
+  int task = -1;                    // the task that attains it
   std::int64_t sub_batch = 1;
 };
 

@@ -20,7 +20,9 @@
 
 namespace ucplan {
 
-std::vector<std::string> dump_stage_names() { return {"graph", "liveness", "lower-bound", "sub-batch", "conv-configs", "schedule"}; }
+std::vector<std::string> dump_stage_names() {
+  return {"graph", "liveness", "lower-bound", "sub-batch", "conv-configs", "schedule"};
+}
 
 WorkspaceOption parse_workspace_option(const std::string& text) {
   WorkspaceOption w;
@@ -30,7 +32,9 @@ WorkspaceOption parse_workspace_option(const std::string& text) {
   if (colon == std::string::npos || (kind != "wr" && kind != "wd"))
     throw UserError("", "--workspace", fmt::format("expected dynamic, wr:SIZE or wd:SIZE, got \"{}\"", text));
   auto bytes = parse_bytes(text.substr(colon + 1));
-  if (!bytes) throw UserError("", "--workspace", fmt::format("\"{}\" is not a size with a unit (e.g. 64MiB)", text.substr(colon + 1)));
+  if (!bytes)
+    throw UserError("", "--workspace",
+                    fmt::format("\"{}\" is not a size with a unit (e.g. 64MiB)", text.substr(colon + 1)));
   w.kind = kind == "wr" ? WorkspaceOption::Kind::WR : WorkspaceOption::Kind::WD;
   w.bytes = *bytes;
   return w;
@@ -38,7 +42,9 @@ WorkspaceOption parse_workspace_option(const std::string& text) {
 
 namespace {
 
-std::string task_label(const Graph& g, const Task& t) { return fmt::format("{}:{}", g.layers[t.layer].name(), task_kind_name(t.kind)); }
+std::string task_label(const Graph& g, const Task& t) {
+  return fmt::format("{}:{}", g.layers[t.layer].name(), task_kind_name(t.kind));
+}
 
 // WR / WD: one configuration per conv kernel of the round, fixed before scheduling.
 std::vector<int> fixed_configs(const WorkspaceOption& w, const Graph& g, const TaskGraph& tg, const CostTable& ct) {
@@ -54,10 +60,11 @@ std::vector<int> fixed_configs(const WorkspaceOption& w, const Graph& g, const T
       if (!best)
         throw UserError("", "--workspace",
                         fmt::format("{} needs at least {} of workspace at sub-batch {}, more than the WR limit {}",
-                                    task_label(g, tg.tasks[id]), format_bytes(front.front().workspace_bytes), ct.sub_batch,
-                                    format_bytes(w.bytes)));
+                                    task_label(g, tg.tasks[id]), format_bytes(front.front().workspace_bytes),
+                                    ct.sub_batch, format_bytes(w.bytes)));
       for (std::size_t i = 0; i < front.size(); ++i)
-        if (front[i].time_ns == best->time_ns && front[i].workspace_bytes == best->workspace_bytes) fixed[id] = static_cast<int>(i);
+        if (front[i].time_ns == best->time_ns && front[i].workspace_bytes == best->workspace_bytes)
+          fixed[id] = static_cast<int>(i);
     }
     return fixed;
   }
@@ -68,8 +75,8 @@ std::vector<int> fixed_configs(const WorkspaceOption& w, const Graph& g, const T
     std::int64_t least = 0;
     for (const auto& f : fronts) least += f.front().workspace_bytes;
     throw UserError("", "--workspace",
-                    fmt::format("the WD total {} is below what the kernels need together at sub-batch {} ({})", format_bytes(w.bytes),
-                                ct.sub_batch, format_bytes(least)));
+                    fmt::format("the WD total {} is below what the kernels need together at sub-batch {} ({})",
+                                format_bytes(w.bytes), ct.sub_batch, format_bytes(least)));
   }
   for (std::size_t k = 0; k < conv_tasks.size(); ++k) fixed[conv_tasks[k]] = sol->choice[k];
   return fixed;
@@ -78,14 +85,18 @@ std::vector<int> fixed_configs(const WorkspaceOption& w, const Graph& g, const T
 std::string workspace_policy_text(const WorkspaceOption& w, const std::string& strategy) {
   switch (w.kind) {
     case WorkspaceOption::Kind::WR:
-      return fmt::format("WR: per kernel, the fastest configuration with workspace <= {} (mu-cuDNN §III-B)", format_bytes(w.bytes));
-    case WorkspaceOption::Kind::WD:
-      return fmt::format("WD: 0-1 ILP over all kernels, total workspace <= {}, each kernel owning a segment (mu-cuDNN §III-C)",
+      return fmt::format("WR: per kernel, the fastest configuration with workspace <= {} (mu-cuDNN §III-B)",
                          format_bytes(w.bytes));
-    case WorkspaceOption::Kind::Dynamic: break;
+    case WorkspaceOption::Kind::WD:
+      return fmt::format(
+          "WD: 0-1 ILP over all kernels, total workspace <= {}, each kernel owning a segment (mu-cuDNN §III-C)",
+          format_bytes(w.bytes));
+    case WorkspaceOption::Kind::Dynamic:
+      break;
   }
   if (strategy == "ucplan")
-    return "dynamic: per step, the configuration of greatest gain over its Pareto front (moDNN Eq. 5; workspace is transient, "
+    return "dynamic: per step, the configuration of greatest gain over its Pareto front (moDNN Eq. 5; workspace is "
+           "transient, "
            "one compute stream)";
   return "dynamic: per step, the fastest configuration that fits in free memory (SuperNeurons §3.5)";
 }
@@ -118,7 +129,10 @@ OrderedJson graph_json(const Graph& g, const TaskGraph& tg) {
   }
   OrderedJson tensors = OrderedJson::array();
   for (const auto& t : tg.tensors)
-    tensors.push_back({{"name", t.name}, {"kind", tensor_kind_name(t.kind)}, {"bytes_per_sample", t.bytes_per_sample}, {"fixed_bytes", t.fixed_bytes}});
+    tensors.push_back({{"name", t.name},
+                       {"kind", tensor_kind_name(t.kind)},
+                       {"bytes_per_sample", t.bytes_per_sample},
+                       {"fixed_bytes", t.fixed_bytes}});
   OrderedJson tasks = OrderedJson::array();
   for (const auto& t : tg.tasks) {
     auto names = [&](const std::vector<int>& v) {
@@ -126,7 +140,10 @@ OrderedJson graph_json(const Graph& g, const TaskGraph& tg) {
       for (int i : v) out.push_back(tg.tensors[i].name);
       return out;
     };
-    tasks.push_back({{"task", task_label(g, t)}, {"reads", names(t.reads)}, {"writes", names(t.writes)}, {"accumulates", names(t.accumulates)}});
+    tasks.push_back({{"task", task_label(g, t)},
+                     {"reads", names(t.reads)},
+                     {"writes", names(t.writes)},
+                     {"accumulates", names(t.accumulates)}});
   }
   return {{"stage", "graph"}, {"layers", layers}, {"tensors", tensors}, {"tasks", tasks}};
 }
@@ -139,20 +156,28 @@ CompileResult make_plan(const CompileInput& in) {
   const std::int64_t batch = in.batch > 0 ? in.batch : profile.batch;
   const auto names = strategy_names();
   if (std::find(names.begin(), names.end(), in.strategy) == names.end())
-    throw UserError("", "--strategy", fmt::format("unknown strategy \"{}\" (ucplan, keep-all, vdnn-all, vdnn-conv, superneurons, checkpoint-sqrt)", in.strategy));
+    throw UserError(
+        "", "--strategy",
+        fmt::format("unknown strategy \"{}\" (ucplan, keep-all, vdnn-all, vdnn-conv, superneurons, checkpoint-sqrt)",
+                    in.strategy));
   if (in.solver != "default" && in.solver != "exact")
     throw UserError("", "--solver", fmt::format("expected default or exact, got \"{}\"", in.solver));
   if (in.solver == "exact" && in.strategy != "ucplan")
     throw UserError("", "--solver", fmt::format("exact mode plans with the ucplan strategy, not {}", in.strategy));
   if (!(in.solver_time_limit_s >= 0) || in.solver_time_limit_s > 1e6)
-    throw UserError("", "--time-limit", fmt::format("{} s is not a time limit (0 for none, at most 10^6 s)", in.solver_time_limit_s));
+    throw UserError("", "--time-limit",
+                    fmt::format("{} s is not a time limit (0 for none, at most 10^6 s)", in.solver_time_limit_s));
   const WorkspaceOption ws = parse_workspace_option(in.workspace);
   if (!valid_sizes_policy(in.micro_batches))
-    throw UserError("", "--micro-batches", fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", in.micro_batches));
+    throw UserError("", "--micro-batches",
+                    fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", in.micro_batches));
   if (!in.dump_after.empty()) {
     auto stages = dump_stage_names();
     if (std::find(stages.begin(), stages.end(), in.dump_after) == stages.end())
-      throw UserError("", "--dump-after", fmt::format("unknown stage \"{}\" (graph, liveness, lower-bound, sub-batch, conv-configs, schedule)", in.dump_after));
+      throw UserError(
+          "", "--dump-after",
+          fmt::format("unknown stage \"{}\" (graph, liveness, lower-bound, sub-batch, conv-configs, schedule)",
+                      in.dump_after));
   }
 
   // 1-2. Graph, route (SuperNeurons Alg. 1), tasks (moDNN's TDFG).
@@ -179,11 +204,12 @@ CompileResult make_plan(const CompileInput& in) {
                                      {"max_task_bytes", lb.max_task_bytes},
                                      {"task", task_label(g, tg.tasks[lb.task])}});
   if (in.budget_bytes < lb.bytes)
-    throw UserError("", "--budget",
-                    fmt::format("{} is below the memory lower bound of {} for {} (moDNN Eq. 2: weights and their gradients {} "
-                                "+ the largest task, {}, at sub-batch 1: {})",
-                                format_bytes(in.budget_bytes), format_bytes(lb.bytes), g.net.name, format_bytes(lb.resident_bytes),
-                                task_label(g, tg.tasks[lb.task]), format_bytes(lb.max_task_bytes)));
+    throw UserError(
+        "", "--budget",
+        fmt::format("{} is below the memory lower bound of {} for {} (moDNN Eq. 2: weights and their gradients {} "
+                    "+ the largest task, {}, at sub-batch 1: {})",
+                    format_bytes(in.budget_bytes), format_bytes(lb.bytes), g.net.name, format_bytes(lb.resident_bytes),
+                    task_label(g, tg.tasks[lb.task]), format_bytes(lb.max_task_bytes)));
 
   // 5. Sub-batch candidates and moDNN Eq. (3).
   const std::vector<std::int64_t> costable = costable_sub_batches(profile, batch);
@@ -231,7 +257,8 @@ CompileResult make_plan(const CompileInput& in) {
     std::int64_t floor_round = 0, floor_final = 0;
     for (const Task& t : tg.tasks) (t.round_task ? floor_round : floor_final) += ct.tasks[t.id].time_ns;
     if (best.ok && rounds * floor_round + floor_final >= best_total) {
-      o.why = fmt::format("cannot beat sub-batch {}: its ideal time is already {}", best_b, format_ns(rounds * floor_round + floor_final));
+      o.why = fmt::format("cannot beat sub-batch {}: its ideal time is already {}", best_b,
+                          format_ns(rounds * floor_round + floor_final));
       out.candidates.push_back(o);
       continue;
     }
@@ -250,13 +277,16 @@ CompileResult make_plan(const CompileInput& in) {
       std::vector<Residency> table;
       r = schedule_ucplan(si, &table);
       o.milp = true;
-      o.milp_result = solve_remat_milp(g, tg, ct, in.budget_bytes, in.solver_time_limit_s, r.ok ? table : std::vector<Residency>{});
+      o.milp_result =
+          solve_remat_milp(g, tg, ct, in.budget_bytes, in.solver_time_limit_s, r.ok ? table : std::vector<Residency>{});
       if (!o.milp_result.table.empty()) {
         si.extra_seeds.push_back(o.milp_result.table);
         si.local_search_budget *= 10;
         ScheduleResult seeded = schedule_ucplan(si);
         if (seeded.ok && (!r.ok || seeded.round_ns < r.round_ns)) {
-          seeded.search_log.insert(seeded.search_log.begin(), {"(the default search alone: " + format_ns(r.round_ns) + " per round)", r.round_ns, ""});
+          seeded.search_log.insert(
+              seeded.search_log.begin(),
+              {"(the default search alone: " + format_ns(r.round_ns) + " per round)", r.round_ns, ""});
           r = std::move(seeded);
         }
       }
@@ -285,17 +315,22 @@ CompileResult make_plan(const CompileInput& in) {
     OrderedJson c = OrderedJson::array();
     for (const auto& o : out.candidates)
       c.push_back({{"sub_batch", o.sub_batch}, {"ok", o.ok}, {"predicted_ns", o.predicted_ns}, {"why", o.why}});
-    out.dump = dump_json(OrderedJson{{"stage", "sub-batch"}, {"costable", costable}, {"candidates", cands}, {"modnn_eq3", modnn_b}, {"outcomes", c}});
+    out.dump = dump_json(OrderedJson{{"stage", "sub-batch"},
+                                     {"costable", costable},
+                                     {"candidates", cands},
+                                     {"modnn_eq3", modnn_b},
+                                     {"outcomes", c}});
   }
   if (!best.ok) {
     std::string hint;
     if (g.has_batch_norm() && in.sub_batch == "auto" && costable.size() > 1)
       hint = " (the network has batch-norm, so it is not split into sub-batches unless you pass --sub-batch any or N)";
-    std::string why = last_failure.empty() ? fmt::format("at sub-batch {}: {}", out.candidates.back().sub_batch, out.candidates.back().why)
+    std::string why = last_failure.empty() ? fmt::format("at sub-batch {}: {}", out.candidates.back().sub_batch,
+                                                         out.candidates.back().why)
                                            : last_failure;
     throw UserError("", "--budget",
-                    fmt::format("strategy {} finds no plan for {} at batch {} within {}: {}{}", in.strategy, g.net.name, batch,
-                                format_bytes(in.budget_bytes), why, hint));
+                    fmt::format("strategy {} finds no plan for {} at batch {} within {}: {}{}", in.strategy, g.net.name,
+                                batch, format_bytes(in.budget_bytes), why, hint));
   }
 
   // 7. The plan.
@@ -338,32 +373,37 @@ CompileResult make_plan(const CompileInput& in) {
   s.recompute_ns = p.rounds * best.recompute_ns;
   s.recompute_steps = best.recompute_steps;
   s.workspace_peak_bytes = best.workspace_peak_bytes;
-  if (!profile.measured()) p.notes.push_back("times are predicted from a modelled profile (" + profile.source + "), not measured");
+  if (!profile.measured())
+    p.notes.push_back("times are predicted from a modelled profile (" + profile.source + "), not measured");
   if (p.sub_batch_changes_statistics)
-    p.notes.push_back(fmt::format("batch-norm statistics are computed per sub-batch of {} samples ({} rounds), as asked with --sub-batch",
-                                  p.sub_batch, p.rounds));
+    p.notes.push_back(fmt::format(
+        "batch-norm statistics are computed per sub-batch of {} samples ({} rounds), as asked with --sub-batch",
+        p.sub_batch, p.rounds));
   if (best.candidates_skipped > 0)
-    p.notes.push_back(fmt::format("the ucplan search stopped {} candidate(s) short: its work budget was spent (large network)",
-                                  best.candidates_skipped));
+    p.notes.push_back(
+        fmt::format("the ucplan search stopped {} candidate(s) short: its work budget was spent (large network)",
+                    best.candidates_skipped));
   for (const CandidateOutcome& o : out.candidates) {
     if (!o.milp || o.sub_batch != best_b) continue;
     const RematMilpResult& m = o.milp_result;
     if (m.status == RematMilpResult::Status::optimal || m.status == RematMilpResult::Status::feasible) {
       const std::int64_t bound = p.rounds * m.bound_round_ns + best.final_ns;
-      p.notes.push_back(fmt::format(
-          "exact mode: the rematerialisation MILP ({} variables, {} rows) is {}; no recompute-only plan in route order can "
-          "take less than {} ({} over the ideal); this plan is {} over that bound{}",
-          m.variables, m.rows, remat_milp_status_name(m.status), format_ns(bound),
-          format_percent(static_cast<double>(bound - s.ideal_ns) / static_cast<double>(s.ideal_ns)),
-          format_percent(static_cast<double>(s.predicted_ns - bound) / static_cast<double>(bound)),
-          s.offload_bytes > 0 ? " (it also offloads, which the MILP does not model)" : ""));
+      p.notes.push_back(
+          fmt::format("exact mode: the rematerialisation MILP ({} variables, {} rows) is {}; no recompute-only plan in "
+                      "route order can "
+                      "take less than {} ({} over the ideal); this plan is {} over that bound{}",
+                      m.variables, m.rows, remat_milp_status_name(m.status), format_ns(bound),
+                      format_percent(static_cast<double>(bound - s.ideal_ns) / static_cast<double>(s.ideal_ns)),
+                      format_percent(static_cast<double>(s.predicted_ns - bound) / static_cast<double>(bound)),
+                      s.offload_bytes > 0 ? " (it also offloads, which the MILP does not model)" : ""));
     } else {
-      p.notes.push_back(fmt::format("exact mode: the rematerialisation MILP ({} variables, {} rows) found {}", m.variables, m.rows,
-                                    remat_milp_status_name(m.status)));
+      p.notes.push_back(fmt::format("exact mode: the rematerialisation MILP ({} variables, {} rows) found {}",
+                                    m.variables, m.rows, remat_milp_status_name(m.status)));
     }
   }
   if (best.defragmentations > 0)
-    p.notes.push_back(fmt::format("{} defragmentation(s) per round: the budget is close to the bound", best.defragmentations));
+    p.notes.push_back(
+        fmt::format("{} defragmentation(s) per round: the budget is close to the bound", best.defragmentations));
   if (in.dump_after == "schedule") out.dump = plan_to_json_text(p);
 
   // 8. Verify (independent re-simulation). A failure here is a planner bug, not a user error.

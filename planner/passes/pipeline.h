@@ -23,24 +23,24 @@ struct CompileInput {
   Profile profile;
   std::string profile_path;
   std::string profile_sha256;
-  std::int64_t batch = 0;          // 0: the profile's
+  std::int64_t batch = 0;  // 0: the profile's
   std::int64_t budget_bytes = 0;
   std::string strategy = "ucplan";
   std::string sub_batch = "auto";
   std::string workspace = "dynamic";
   std::string micro_batches = "all";  // all | powerOfTwo | undivided (mu-cuDNN §III-B policies)
-  std::string dump_after;          // "" or a stage name (see dump_stage_names())
-  std::string solver = "default";  // default | exact (ucplan strategy only)
-  double solver_time_limit_s = 0;  // exact: CBC's wall-clock limit, 0 for none
+  std::string dump_after;             // "" or a stage name (see dump_stage_names())
+  std::string solver = "default";     // default | exact (ucplan strategy only)
+  double solver_time_limit_s = 0;     // exact: CBC's wall-clock limit, 0 for none
 };
 
 struct CandidateOutcome {
   std::int64_t sub_batch = 0;
   bool ok = false;
-  std::string why;                 // when not ok
-  std::int64_t predicted_ns = 0;   // rounds * round + final
+  std::string why;                                // when not ok
+  std::int64_t predicted_ns = 0;                  // rounds * round + final
   std::vector<ScheduleResult::Candidate> search;  // ucplan: candidates, predicted round times or why not
-  bool milp = false;               // exact mode ran the MILP for this sub-batch
+  bool milp = false;                              // exact mode ran the MILP for this sub-batch
   RematMilpResult milp_result;
 };
 

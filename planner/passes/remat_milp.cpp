@@ -10,10 +10,14 @@ namespace ucplan {
 
 const char* remat_milp_status_name(RematMilpResult::Status s) {
   switch (s) {
-    case RematMilpResult::Status::optimal: return "optimal";
-    case RematMilpResult::Status::feasible: return "feasible (not proven optimal)";
-    case RematMilpResult::Status::infeasible: return "infeasible";
-    case RematMilpResult::Status::no_solution: return "no solution within the limit";
+    case RematMilpResult::Status::optimal:
+      return "optimal";
+    case RematMilpResult::Status::feasible:
+      return "feasible (not proven optimal)";
+    case RematMilpResult::Status::infeasible:
+      return "infeasible";
+    case RematMilpResult::Status::no_solution:
+      return "no solution within the limit";
   }
   return "?";
 }
@@ -232,10 +236,18 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   res.nodes = r.nodes;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   switch (r.status) {
-    case IlpStatus::optimal: res.status = RematMilpResult::Status::optimal; break;
-    case IlpStatus::feasible: res.status = RematMilpResult::Status::feasible; break;
-    case IlpStatus::infeasible: res.status = RematMilpResult::Status::infeasible; return res;
-    case IlpStatus::no_solution: res.status = RematMilpResult::Status::no_solution; return res;
+    case IlpStatus::optimal:
+      res.status = RematMilpResult::Status::optimal;
+      break;
+    case IlpStatus::feasible:
+      res.status = RematMilpResult::Status::feasible;
+      break;
+    case IlpStatus::infeasible:
+      res.status = RematMilpResult::Status::infeasible;
+      return res;
+    case IlpStatus::no_solution:
+      res.status = RematMilpResult::Status::no_solution;
+      return res;
   }
   res.bound_round_ns = tasks_ns + std::max<std::int64_t>(r.bound, 0);
   res.solution_round_ns = tasks_ns + r.objective;

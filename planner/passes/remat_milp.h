@@ -36,9 +36,9 @@ namespace ucplan {
 struct RematMilpResult {
   enum class Status { optimal, feasible, infeasible, no_solution };
   Status status = Status::no_solution;
-  std::int64_t bound_round_ns = 0;      // lower bound on a recompute-only round (tasks + recomputation)
-  std::int64_t solution_round_ns = 0;   // the MILP's own round time of its solution (same model)
-  std::vector<Residency> table;         // per tensor: Keep or Recompute (empty without a solution)
+  std::int64_t bound_round_ns = 0;     // lower bound on a recompute-only round (tasks + recomputation)
+  std::int64_t solution_round_ns = 0;  // the MILP's own round time of its solution (same model)
+  std::vector<Residency> table;        // per tensor: Keep or Recompute (empty without a solution)
   int variables = 0, rows = 0;
   std::int64_t nodes = 0;
   double seconds = 0;

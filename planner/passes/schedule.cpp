@@ -16,9 +16,12 @@ namespace ucplan {
 
 const char* residency_name(Residency r) {
   switch (r) {
-    case Residency::Keep: return "keep";
-    case Residency::Offload: return "offload";
-    case Residency::Recompute: return "recompute";
+    case Residency::Keep:
+      return "keep";
+    case Residency::Offload:
+      return "offload";
+    case Residency::Recompute:
+      return "recompute";
   }
   return "?";
 }
@@ -61,7 +64,7 @@ struct Window {
   std::int64_t offset = 0;
   std::int64_t delay = kInf;
   std::int64_t fresh_bytes = 0, dirty_bytes = 0;
-  int soonest_use = 0;         // the earliest next use of what the window holds
+  int soonest_use = 0;  // the earliest next use of what the window holds
   std::vector<int> owners;
 };
 
@@ -72,19 +75,14 @@ struct BlockView {
   std::int64_t ready_end = 0;  // when its space is free if emptied now (clean part)
   std::int64_t dirty_ns = 0;   // offload copy time needed first
   std::int64_t dirty_bytes = 0, fresh_bytes = 0;
-  int next_use = 1 << 30;      // round position of the owner's next use (free: never)
+  int next_use = 1 << 30;  // round position of the owner's next use (free: never)
 };
 
 // The engine: one object per simulation, discarded afterwards. All state lives here.
 class Scheduler {
  public:
   Scheduler(const ScheduleInput& in, Strategy& strategy)
-      : in_(in),
-        g_(*in.graph),
-        tg_(*in.tasks),
-        costs_(*in.costs),
-        strategy_(strategy),
-        arena_(0, 0) {}
+      : in_(in), g_(*in.graph), tg_(*in.tasks), costs_(*in.costs), strategy_(strategy), arena_(0, 0) {}
 
   ScheduleResult run();
 
@@ -92,21 +90,21 @@ class Scheduler {
   struct TState {
     bool on_device = false;
     std::int64_t offset = 0, size = 0;
-    int buffer = -1;             // plan buffer of the device copy
-    bool host_valid = false;     // the host buffer holds the current value
-    int host = -1;               // host buffer id
-    int host_writer = -1;        // d2h step that wrote the host copy (-1: valid from the start)
-    int host_reader = -1;        // last h2d step that read the host copy
-    bool dropped = false;        // freed, to be recomputed
-    bool produced = false;       // the device copy holds a value
-    bool fresh = false;          // produced or prefetched and not used since (moDNN criterion b)
+    int buffer = -1;                    // plan buffer of the device copy
+    bool host_valid = false;            // the host buffer holds the current value
+    int host = -1;                      // host buffer id
+    int host_writer = -1;               // d2h step that wrote the host copy (-1: valid from the start)
+    int host_reader = -1;               // last h2d step that read the host copy
+    bool dropped = false;               // freed, to be recomputed
+    bool produced = false;              // the device copy holds a value
+    bool fresh = false;                 // produced or prefetched and not used since (moDNN criterion b)
     ReadySet writer = kNoneReady;       // last step that wrote the device copy
     ReadySet readers = kNoneReady;      // last steps that read it, per stream
     ReadySet alloc_waits = kNoneReady;  // steps that must end before the space is touched
     std::int64_t access_end = 0;        // when the last step touching the device copy ends
     std::int64_t host_writer_end = 0;   // when the host copy is complete
     int lock = 0;
-    std::size_t next_use = 0;    // index into uses_
+    std::size_t next_use = 0;  // index into uses_
     Residency decision = Residency::Keep;
   };
 
@@ -115,9 +113,9 @@ class Scheduler {
     std::string op, layer, tensor;
     std::int64_t duration = 0;
     std::vector<int> reads, writes, accumulates;  // tensor ids
-    int workspace = -1;          // plan buffer id
+    int workspace = -1;                           // plan buffer id
     ReadySet workspace_waits = kNoneReady;
-    int host_tensor = -1;        // offload/prefetch: the tensor whose host buffer is used
+    int host_tensor = -1;  // offload/prefetch: the tensor whose host buffer is used
     std::vector<MicroStep> config;
   };
 
@@ -161,15 +159,15 @@ class Scheduler {
   Strategy& strategy_;
   Arena arena_;
   Timeline timeline_;
-  std::vector<PlanStep> meta_;   // per timeline step: what it does (times filled at the end)
+  std::vector<PlanStep> meta_;  // per timeline step: what it does (times filled at the end)
   std::vector<TState> st_;
-  std::vector<std::vector<int>> uses_;   // per tensor: round positions needing it
+  std::vector<std::vector<int>> uses_;      // per tensor: round positions needing it
   std::vector<std::vector<int>> users_at_;  // per position: tensors with a use there
-  std::vector<int> order_;       // round task ids
+  std::vector<int> order_;                  // round task ids
   int bwd_start_ = 0;
-  int pos_ = 0;                  // current position
-  mutable ScheduleResult res_;  // mutable for the work counter of the (const) window search
-  mutable std::vector<BlockView> scratch_views_;             // reused by find_window
+  int pos_ = 0;                                   // current position
+  mutable ScheduleResult res_;                    // mutable for the work counter of the (const) window search
+  mutable std::vector<BlockView> scratch_views_;  // reused by find_window
   mutable std::vector<std::size_t> scratch_maxq_, scratch_minq_;
   std::vector<PlanBuffer> buffers_;
   std::vector<char> kernel_seen_;
@@ -291,8 +289,10 @@ int Scheduler::emit(const EmitArgs& a) {
   merge_into(waits, a.workspace_waits);
   if (a.host_tensor >= 0) {
     const TState& s = st_[a.host_tensor];
-    if (a.stream == Stream::H2D) merge_into(waits, s.host_writer, Stream::D2H);
-    else merge_into(waits, s.host_reader, Stream::H2D);
+    if (a.stream == Stream::H2D)
+      merge_into(waits, s.host_writer, Stream::D2H);
+    else
+      merge_into(waits, s.host_reader, Stream::H2D);
   }
   // Without duplex copies, host->device and device->host share one engine: serialise them.
   if (!costs_.duplex) {
@@ -306,7 +306,8 @@ int Scheduler::emit(const EmitArgs& a) {
     const std::int64_t stall = step.start - stream_end_before;
     res_.stall_ns += stall;
     for (int t : a.reads)
-      if (!tg_.tensors[t].resident() && st_[t].writer[static_cast<int>(Stream::H2D)] >= 0) res_.stall_by_tensor[t] += stall;
+      if (!tg_.tensors[t].resident() && st_[t].writer[static_cast<int>(Stream::H2D)] >= 0)
+        res_.stall_by_tensor[t] += stall;
   }
 
   PlanStep ps;
@@ -527,7 +528,8 @@ Window Scheduler::find_window(std::int64_t size) const {
       const std::int64_t delay = std::max<std::int64_t>(0, ready - now);
       const int soonest = minq.size() > minh ? bs[minq[minh]].next_use : (1 << 30);
       auto key = std::make_tuple(fresh_bytes > 0, delay, -soonest, dirty_bytes, bs[i].off);
-      auto best_key = std::make_tuple(best.fresh_bytes > 0, best.delay, -best.soonest_use, best.dirty_bytes, best.offset);
+      auto best_key =
+          std::make_tuple(best.fresh_bytes > 0, best.delay, -best.soonest_use, best.dirty_bytes, best.offset);
       if (!best.found || key < best_key) {
         best.found = true;
         best.offset = bs[i].off;
@@ -793,8 +795,10 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
     if (mode == PrefetchMode::NextLayer) {
       // vDNN: only the tasks of the next layer in backward order, started now.
       if (s.layer != current_layer) {
-        if (next_layer < 0) next_layer = s.layer;
-        else if (s.layer != next_layer) break;
+        if (next_layer < 0)
+          next_layer = s.layer;
+        else if (s.layer != next_layer)
+          break;
       }
     }
     // Its inputs still on the host, and those that the recomputation of dropped inputs needs.
@@ -828,8 +832,8 @@ bool Scheduler::run_task(int pos) {
   // Free space whose last users on every stream have ended by now merges into one block: any
   // step issued from here on starts no earlier than the compute stream, so waiting for the
   // merged history costs no time, and a short block list keeps allocation and eviction fast.
-  const std::int64_t now = std::min({timeline_.stream_end(Stream::Compute), timeline_.stream_end(Stream::H2D),
-                                     timeline_.stream_end(Stream::D2H)});
+  const std::int64_t now = std::min(
+      {timeline_.stream_end(Stream::Compute), timeline_.stream_end(Stream::H2D), timeline_.stream_end(Stream::D2H)});
   arena_.coalesce([&](const Arena::Block& b) { return b.ready_end <= now; });
   const int task = order_[pos];
   const Task& t = tg_.tasks[task];
@@ -971,18 +975,19 @@ ScheduleResult Scheduler::run() {
     if (!ok) {
       const Task& t = tg_.tasks[order_[pos_]];
       res_.failure = strategy_.evict_on_demand()
-                         ? fmt::format("{} of layer {} does not fit even after everything else was offloaded (with the "
-                                       "inputs its recomputation needs at once)", task_kind_name(t.kind), g_.layers[t.layer].name())
+                         ? fmt::format(
+                               "{} of layer {} does not fit even after everything else was offloaded (with the "
+                               "inputs its recomputation needs at once)",
+                               task_kind_name(t.kind), g_.layers[t.layer].name())
                          : fmt::format("out of memory at {} of layer {} (this strategy does not offload on demand)",
                                        task_kind_name(t.kind), g_.layers[t.layer].name());
       return res_;
     }
     finish_position(pos_);
   }
-  // A simulated step costs about four times as much as an arena block looked at (measured on
-  // ResNet-152 b256: ~2.5 µs a step, ~0.7 µs a block), so work tracks time.
   for (int t = 0; t < nt; ++t)
-    UCPLAN_CHECK(!st_[t].on_device || tg_.tensors[t].resident(), "every tensor is dead at the end of a round: " + tg_.tensors[t].name);
+    UCPLAN_CHECK(!st_[t].on_device || tg_.tensors[t].resident(),
+                 "every tensor is dead at the end of a round: " + tg_.tensors[t].name);
   res_.round_ns = timeline_.makespan();
   const int round_steps = timeline_.size();
 
@@ -1085,7 +1090,8 @@ std::vector<char> sqrt_checkpoints(const Graph& g, const TaskGraph& tg, int stri
     for (int l : tg.route) keep[tg.y_of[l]] = 1;
     return keep;
   }
-  const int stride = stride_asked > 0 ? stride_asked : std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n)))));
+  const int stride =
+      stride_asked > 0 ? stride_asked : std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n)))));
   int since = stride;
   for (int i : candidates) {
     if (++since >= stride) {
@@ -1172,7 +1178,8 @@ std::unique_ptr<Strategy> make_baseline_strategy(const std::string& name, const 
                                                  const CostTable& /*costs*/) {
   std::vector<Residency> table = baseline_table(name, g, tg);
   if (name == "keep-all") return make_table_strategy(name, table, PrefetchMode::OnDemand, false, false);
-  if (name == "vdnn-all" || name == "vdnn-conv") return make_table_strategy(name, table, PrefetchMode::NextLayer, false, false);
+  if (name == "vdnn-all" || name == "vdnn-conv")
+    return make_table_strategy(name, table, PrefetchMode::NextLayer, false, false);
   if (name == "superneurons") return make_table_strategy(name, table, PrefetchMode::NextLayer, true, false);
   if (name == "checkpoint-sqrt") return make_table_strategy(name, table, PrefetchMode::OnDemand, false, false);
   UCPLAN_CHECK(false, "unknown baseline strategy " + name);
@@ -1202,8 +1209,8 @@ bool better(const ScheduleResult& a, const ScheduleResult& b) {
 // gets every move considered; a small one gets them one by one. Passes repeat until none
 // improves or the work budget (simulated steps plus arena blocks looked at: deterministic,
 // unlike a time limit) is spent.
-void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::vector<Residency>& best_table, bool best_fit,
-                            std::vector<ScheduleResult::Candidate>& log) {
+void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::vector<Residency>& best_table,
+                            bool best_fit, std::vector<ScheduleResult::Candidate>& log) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
   const CostTable& costs = *in.costs;
@@ -1225,31 +1232,35 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
     return r;
   };
   auto redo_ns = [&](int t) { return costs.tasks[costs.forward_task[tg.tensors[t].layer]].time_ns; };
+  // Tried in tiers: back to keep (the most expensive recomputation first), offloaded to
+  // recomputed, recomputed to offloaded, then kept to recomputed or offloaded (most bytes freed
+  // per nanosecond of recomputation first; an offload ranks as if it freed a thousandth).
   struct Move {
     int tensor;
     Residency to;
-    double priority;  // larger first
+    int tier;         // smaller first
+    double priority;  // within a tier, larger first
   };
   // Applies moves [lo, hi) together; if that does not help, each half on its own.
-  std::function<void(const std::vector<Move>&, std::size_t, std::size_t)> try_moves = [&](const std::vector<Move>& moves,
-                                                                                           std::size_t lo, std::size_t hi) {
-    if (spent > budget) return;
-    std::vector<Residency> table = best_table;
-    for (std::size_t i = lo; i < hi; ++i) table[moves[i].tensor] = moves[i].to;
-    bound_segments(g, tg, table);
-    if (table == best_table) return;
-    ScheduleResult r = run(table);
-    if (better(r, best)) {
-      best = std::move(r);
-      best_table = std::move(table);
-      accepted += static_cast<int>(hi - lo);
-      return;
-    }
-    if (hi - lo == 1) return;
-    const std::size_t mid = lo + (hi - lo) / 2;
-    try_moves(moves, lo, mid);
-    try_moves(moves, mid, hi);
-  };
+  std::function<void(const std::vector<Move>&, std::size_t, std::size_t)> try_moves =
+      [&](const std::vector<Move>& moves, std::size_t lo, std::size_t hi) {
+        if (spent > budget) return;
+        std::vector<Residency> table = best_table;
+        for (std::size_t i = lo; i < hi; ++i) table[moves[i].tensor] = moves[i].to;
+        bound_segments(g, tg, table);
+        if (table == best_table) return;
+        ScheduleResult r = run(table);
+        if (better(r, best)) {
+          best = std::move(r);
+          best_table = std::move(table);
+          accepted += static_cast<int>(hi - lo);
+          return;
+        }
+        if (hi - lo == 1) return;
+        const std::size_t mid = lo + (hi - lo) / 2;
+        try_moves(moves, lo, mid);
+        try_moves(moves, mid, hi);
+      };
   for (int pass = 0; pass < kMaxPasses && spent <= budget; ++pass) {
     std::vector<Move> moves;
     for (int t = 0; t < nt; ++t) {
@@ -1260,15 +1271,17 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
       const double bytes = static_cast<double>(x.bytes(costs.sub_batch));
       const double redo = static_cast<double>(std::max<std::int64_t>(redo_ns(t), 1));
       if (r != Residency::Keep) {
-        moves.push_back({t, Residency::Keep, 1e18 + redo});  // back to keep: tried first
+        moves.push_back({t, Residency::Keep, 0, redo});
       } else if (need[t]) {
-        moves.push_back({t, Residency::Recompute, bytes / redo});
-        moves.push_back({t, Residency::Offload, bytes / redo * 1e-3});
+        moves.push_back({t, Residency::Recompute, 3, bytes / redo});
+        moves.push_back({t, Residency::Offload, 3, bytes / redo * 1e-3});  // a copy costs more than its bytes suggest
       }
-      if (r == Residency::Offload) moves.push_back({t, Residency::Recompute, 1e17 + bytes / redo});
-      if (r == Residency::Recompute && need[t]) moves.push_back({t, Residency::Offload, 1e16 + bytes / redo});
+      if (r == Residency::Offload) moves.push_back({t, Residency::Recompute, 1, bytes / redo});
+      if (r == Residency::Recompute && need[t]) moves.push_back({t, Residency::Offload, 2, bytes / redo});
     }
-    std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) { return a.priority > b.priority; });
+    std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
+      return a.tier != b.tier ? a.tier < b.tier : a.priority > b.priority;
+    });
     // Two moves of one tensor never share a group: the later would overwrite the earlier.
     std::vector<Move> first, second;
     std::vector<char> seen(nt, 0);
@@ -1281,7 +1294,8 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
       const std::size_t group = std::max<std::size_t>(1, (list->size() + affordable - 1) / affordable);
       for (std::size_t lo = 0; lo < list->size(); lo += group) try_moves(*list, lo, std::min(list->size(), lo + group));
     }
-    log.push_back({fmt::format("local search pass {}: {} simulations, {} moves kept", pass + 1, tried, accepted - accepted_before),
+    log.push_back({fmt::format("local search pass {}: {} simulations, {} moves kept", pass + 1, tried,
+                               accepted - accepted_before),
                    best.round_ns, ""});
     tried = 0;
     if (accepted == accepted_before) break;
@@ -1324,7 +1338,8 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       const int y = tg.y_of[*it];
       if (*it == 0 || table[y] != Residency::Recompute) continue;
       for (int x : tg.tasks[costs.forward_task[*it]].reads)
-        if (!need[x] && recomputable(x) && table[x] == Residency::Keep && redo_ns(x) < copy_back_ns(x)) table[x] = Residency::Recompute;
+        if (!need[x] && recomputable(x) && table[x] == Residency::Keep && redo_ns(x) < copy_back_ns(x))
+          table[x] = Residency::Recompute;
     }
     bound_segments(g, tg, table);
   };
@@ -1333,8 +1348,12 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   // SuperNeurons with its checkpoints offloaded early instead of cached, and a cost-aware
   // table that recomputes whatever is cheaper to redo than to copy back.
   std::vector<std::vector<Residency>> seeds;
-  std::vector<std::string> seed_names{"moDNN", "vdnn-conv decisions", "superneurons decisions", "checkpoint-sqrt decisions",
-                                      "superneurons, checkpoints offloaded early", "recompute what is cheaper than a copy"};
+  std::vector<std::string> seed_names{"moDNN",
+                                      "vdnn-conv decisions",
+                                      "superneurons decisions",
+                                      "checkpoint-sqrt decisions",
+                                      "superneurons, checkpoints offloaded early",
+                                      "recompute what is cheaper than a copy"};
   std::vector<ScheduleResult::Candidate> log;
   seeds.push_back(std::vector<Residency>(nt, Residency::Keep));
   for (const char* b : {"vdnn-conv", "superneurons", "checkpoint-sqrt"}) seeds.push_back(baseline_table(b, g, tg));
@@ -1342,7 +1361,8 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   std::vector<Residency> cheap(nt, Residency::Keep);
   for (int t = 0; t < nt; ++t) {
     const Tensor& x = tg.tensors[t];
-    if (x.kind == TensorKind::Activation && need[t] && sn_offload[t] == Residency::Keep && x.layer != 0) sn_offload[t] = Residency::Offload;
+    if (x.kind == TensorKind::Activation && need[t] && sn_offload[t] == Residency::Keep && x.layer != 0)
+      sn_offload[t] = Residency::Offload;
     if (recomputable(t) && need[t] && redo_ns(t) < copy_back_ns(t)) cheap[t] = Residency::Recompute;
   }
   close_segments(cheap);
@@ -1365,8 +1385,8 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   // Improvement from a table: what the simulation had to offload on demand is offloaded early
   // instead (the copy then overlaps compute); what is cheaper to recompute than to copy back,
   // or stalled compute longer than recomputing it would take, is recomputed.
-  auto improve = [&](const std::string& name, std::vector<Residency> table, ScheduleResult result, std::vector<Residency>* out_table,
-                     std::int64_t* spent) {
+  auto improve = [&](const std::string& name, std::vector<Residency> table, ScheduleResult result,
+                     std::vector<Residency>* out_table, std::int64_t* spent) {
     log.push_back({name, result.ok ? result.round_ns : 0, result.failure});
     for (int iteration = 0; iteration < 3 && result.ok && *spent <= kWorkBudget; ++iteration) {
       bool improved = false;
@@ -1436,7 +1456,8 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     consider(std::move(r), baseline_table(name, g, tg));
   }
   // The winning baseline's decisions, run with moDNN's mechanisms and improved, come first.
-  std::vector<std::size_t> order{0, 1, 4, 5, 2, 3, 6, 7, 8};  // moDNN, vdnn-conv, the cost-aware ones, SuperNeurons, sqrt, finer segments
+  std::vector<std::size_t> order{
+      0, 1, 4, 5, 2, 3, 6, 7, 8};  // moDNN, vdnn-conv, the cost-aware ones, SuperNeurons, sqrt, finer segments
   if (best.ok) {
     seeds.push_back(best_table);
     seed_names.push_back("best baseline's decisions");

@@ -37,11 +37,11 @@ enum class PrefetchMode {
 // What a strategy sees when it picks a conv configuration.
 struct ConfigContext {
   int task = -1;
-  const TaskCost* cost = nullptr;          // the Pareto front
-  std::int64_t largest_free = 0;           // contiguous bytes free now, without evicting anything
-  std::vector<std::int64_t> evict_delay;   // per front entry: predicted delay (ns) to make room
+  const TaskCost* cost = nullptr;              // the Pareto front
+  std::int64_t largest_free = 0;               // contiguous bytes free now, without evicting anything
+  std::vector<std::int64_t> evict_delay;       // per front entry: predicted delay (ns) to make room
   std::vector<std::int64_t> prefetch_penalty;  // per front entry: Eq. (5)'s delayed-prefetch term
-  int fixed = -1;                          // WR/WD: the configuration fixed for this task
+  int fixed = -1;                              // WR/WD: the configuration fixed for this task
 };
 
 class Strategy {
@@ -68,10 +68,10 @@ struct ScheduleInput {
   const TaskGraph* tasks = nullptr;
   const CostTable* costs = nullptr;
   std::int64_t budget_bytes = 0;
-  std::int64_t batch = 0;               // whole batch (host input buffers hold it)
-  std::vector<int> fixed_config;        // per task: WR/WD choice (index into its front) or -1
-  int lookahead = 24;                   // Eq. (4) look-ahead window, in tasks
-  bool best_fit = false;                // arena placement: moDNN's first fit, or best fit
+  std::int64_t batch = 0;         // whole batch (host input buffers hold it)
+  std::vector<int> fixed_config;  // per task: WR/WD choice (index into its front) or -1
+  int lookahead = 24;             // Eq. (4) look-ahead window, in tasks
+  bool best_fit = false;          // arena placement: moDNN's first fit, or best fit
   // The ucplan search: more residency tables to start from (exact mode's MILP solution), and the
   // work budget of its local search (simulated steps x 10 + arena blocks looked at).
   std::vector<std::vector<Residency>> extra_seeds;
@@ -82,29 +82,29 @@ struct ScheduleInput {
 
 struct ScheduleResult {
   bool ok = false;
-  std::string failure;                  // why not, when !ok
-  std::vector<PlanStep> steps;          // round steps then final steps
+  std::string failure;          // why not, when !ok
+  std::vector<PlanStep> steps;  // round steps then final steps
   std::vector<PlanBuffer> buffers;
   std::vector<PlanHostBuffer> host_buffers;
-  std::vector<PlanKernel> kernels;      // conv kernel choices in the round (first execution)
+  std::vector<PlanKernel> kernels;  // conv kernel choices in the round (first execution)
   std::int64_t round_ns = 0, final_ns = 0;
   std::int64_t arena_bytes = 0;
   std::int64_t offload_bytes = 0, prefetch_bytes = 0, input_bytes = 0;
   std::int64_t recompute_ns = 0, recompute_steps = 0;
   std::int64_t workspace_peak_bytes = 0;
-  std::int64_t stall_ns = 0;            // compute waiting on copies or on freed memory
-  std::int64_t work = 0;                // arena blocks looked at while evicting (the cost of simulating)
+  std::int64_t stall_ns = 0;  // compute waiting on copies or on freed memory
+  std::int64_t work = 0;      // arena blocks looked at while evicting (the cost of simulating)
   int defragmentations = 0;
   // The ucplan search: every candidate tried, with its predicted round time, or why it failed.
   struct Candidate {
     std::string name;
-    std::int64_t round_ns = 0;   // 0 when it failed
+    std::int64_t round_ns = 0;  // 0 when it failed
     std::string why;
   };
   std::vector<Candidate> search_log;
-  int candidates_skipped = 0;           // not simulated: the search's work budget was spent
+  int candidates_skipped = 0;  // not simulated: the search's work budget was spent
   // For the ucplan strategy's search: per tensor, what happened.
-  std::vector<char> evicted_dirty;      // offloaded on demand (not planned)
+  std::vector<char> evicted_dirty;            // offloaded on demand (not planned)
   std::vector<std::int64_t> stall_by_tensor;  // compute time lost waiting for its prefetch
 };
 

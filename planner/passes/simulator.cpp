@@ -8,9 +8,12 @@ namespace ucplan {
 
 const char* stream_name(Stream s) {
   switch (s) {
-    case Stream::Compute: return "compute";
-    case Stream::H2D: return "h2d";
-    case Stream::D2H: return "d2h";
+    case Stream::Compute:
+      return "compute";
+    case Stream::H2D:
+      return "h2d";
+    case Stream::D2H:
+      return "d2h";
   }
   return "?";
 }
@@ -62,7 +65,8 @@ Arena::Arena(std::int64_t begin, std::int64_t end, Fit fit) : begin_(begin), end
 }
 
 std::size_t Arena::index_of(std::int64_t offset) const {
-  auto it = std::upper_bound(blocks_.begin(), blocks_.end(), offset, [](std::int64_t o, const Block& b) { return o < b.offset; });
+  auto it = std::upper_bound(blocks_.begin(), blocks_.end(), offset,
+                             [](std::int64_t o, const Block& b) { return o < b.offset; });
   UCPLAN_CHECK(it != blocks_.begin(), "offset inside the arena");
   return static_cast<std::size_t>(it - blocks_.begin()) - 1;
 }
@@ -85,11 +89,13 @@ void Arena::allocate_at(std::int64_t offset, std::int64_t size, int owner, Ready
   }
   const Block head = blocks_[first], tail = blocks_[last];
   std::vector<Block> replacement;
-  if (offset > head.offset) replacement.push_back(Block{head.offset, offset - head.offset, -1, head.ready, head.ready_end});
+  if (offset > head.offset)
+    replacement.push_back(Block{head.offset, offset - head.offset, -1, head.ready, head.ready_end});
   replacement.push_back(Block{offset, size, owner, kNoneReady, 0});
   const std::int64_t tail_end = tail.offset + tail.size;
   if (need_end < tail_end) replacement.push_back(Block{need_end, tail_end - need_end, -1, tail.ready, tail.ready_end});
-  blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(first), blocks_.begin() + static_cast<std::ptrdiff_t>(last) + 1);
+  blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(first),
+                blocks_.begin() + static_cast<std::ptrdiff_t>(last) + 1);
   blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(first), replacement.begin(), replacement.end());
   free_bytes_ -= size;
   high_water_ = std::max(high_water_, need_end);

@@ -31,7 +31,7 @@ class Timeline {
   struct Step {
     Stream stream;
     std::int64_t start = 0, end = 0;
-    std::vector<int> waits;   // steps on other streams
+    std::vector<int> waits;  // steps on other streams
   };
   // `waits` may name steps on any stream; those on `s` itself are implied by stream order and
   // dropped. Returns the new step's id.
@@ -40,7 +40,7 @@ class Timeline {
   int size() const { return static_cast<int>(steps_.size()); }
   std::int64_t stream_end(Stream s) const { return end_[static_cast<int>(s)]; }
   int last_on(Stream s) const { return last_[static_cast<int>(s)]; }
-  std::int64_t ready_time(const ReadySet& r) const;   // when all of r have ended
+  std::int64_t ready_time(const ReadySet& r) const;  // when all of r have ended
   std::int64_t makespan() const;
 
  private:

@@ -18,7 +18,7 @@
 namespace ucplan {
 
 struct SubBatchOptions {
-  std::string option = "auto";    // auto | any | N
+  std::string option = "auto";  // auto | any | N
   bool has_batch_norm = false;
 };
 

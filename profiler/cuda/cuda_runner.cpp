@@ -19,8 +19,8 @@
 namespace ucplan {
 namespace {
 
-using cuda::ConvAlgo;
 using cuda::Context;
+using cuda::ConvAlgo;
 using cuda::CudaError;
 using cuda::DeviceBuffer;
 using cuda::Event;
@@ -28,8 +28,6 @@ using cuda::PinnedBuffer;
 using cuda::Stream;
 
 // ---- GraphLayer -> kernel dims (the same mapping the CPU runner and the executor make) ----
-
-
 
 cuda::BnDims bn_dims(const GraphLayer& l, std::int64_t batch) {
   const Shape& x = l.in_shapes.at(0);
@@ -47,10 +45,14 @@ cuda::FcDims fc_dims(const GraphLayer& l, std::int64_t batch) {
 }
 
 bool parse_conv_op(const std::string& op, cuda::ConvOp* out) {
-  if (op == "forward") *out = cuda::ConvOp::Forward;
-  else if (op == "backward_data") *out = cuda::ConvOp::BackwardData;
-  else if (op == "backward_filter") *out = cuda::ConvOp::BackwardFilter;
-  else return false;
+  if (op == "forward")
+    *out = cuda::ConvOp::Forward;
+  else if (op == "backward_data")
+    *out = cuda::ConvOp::BackwardData;
+  else if (op == "backward_filter")
+    *out = cuda::ConvOp::BackwardFilter;
+  else
+    return false;
   return true;
 }
 
@@ -146,8 +148,9 @@ class CudaRunner final : public Runner {
                       int repeats) override {
     Measurement m;
     auto what = [&] {
-      return fmt::format("{} {} {} micro-batch {}", layer >= 0 && layer < static_cast<int>(g.layers.size()) ? g.layers[layer].name() : "?",
-                         op, algo, batch);
+      return fmt::format("{} {} {} micro-batch {}",
+                         layer >= 0 && layer < static_cast<int>(g.layers.size()) ? g.layers[layer].name() : "?", op,
+                         algo, batch);
     };
     try {
       device_.select();
@@ -159,8 +162,7 @@ class CudaRunner final : public Runner {
     } catch (const Unsupported&) {
       m.status = "unsupported";
     } catch (const CudaError& e) {
-      if (e.library() == "cuda" && cuda::is_sticky(static_cast<cudaError_t>(e.code())))
-        device_failed(what(), e.what());
+      if (e.library() == "cuda" && cuda::is_sticky(static_cast<cudaError_t>(e.code()))) device_failed(what(), e.what());
       if (e.out_of_memory())
         m.status = "out_of_memory";
       else if (e.not_supported())
@@ -189,16 +191,19 @@ class CudaRunner final : public Runner {
     note_overhead();
     std::map<std::string, std::string> c;
     c["timing"] = fmt::format(
-        "CUDA events: {} warm-up runs, {} calibration runs, then per sample k back-to-back runs between one event pair, k "
+        "CUDA events: {} warm-up runs, {} calibration runs, then per sample k back-to-back runs between one event "
+        "pair, k "
         "for at least {:.0f} ms a sample (at most {}); the profile's repeat samples, median; seconds = sample / k",
         options_.warmup, kCalibrationRuns, kMinSampleSeconds * 1e3, kMaxRunsPerSample);
     c["l2_flush"] = "no (warm L2: runs reuse the same buffers, as back-to-back kernels of an iteration do)";
-    c["micro_batch_alignment"] = "conv micro-batches measured at the worst offset replay gives them: gcd(per-sample bytes, 256)";
+    c["micro_batch_alignment"] =
+        "conv micro-batches measured at the worst offset replay gives them: gcd(per-sample bytes, 256)";
     c["gpu_uuid"] = uuid_;
-    for (const char* k : {"power_limit_w", "ecc", "mig", "sm_clock_max_mhz"}) c[k] = static_facts_.count(k) ? static_facts_.at(k) : "n/a";
+    for (const char* k : {"power_limit_w", "ecc", "mig", "sm_clock_max_mhz"})
+      c[k] = static_facts_.count(k) ? static_facts_.at(k) : "n/a";
     if (clock_min_ > 0)
-      c["sm_clock_mhz_while_measuring"] = clock_min_ == clock_max_ ? std::to_string(clock_min_)
-                                                                   : fmt::format("{}-{}", clock_min_, clock_max_);
+      c["sm_clock_mhz_while_measuring"] =
+          clock_min_ == clock_max_ ? std::to_string(clock_min_) : fmt::format("{}-{}", clock_min_, clock_max_);
     else
       c["sm_clock_mhz_while_measuring"] = "unknown (" + nvml_why_ + ")";
     if (power_max_ > 0) c["power_draw_w_max"] = std::to_string(power_max_);
@@ -208,8 +213,9 @@ class CudaRunner final : public Runner {
     // `ucplan compile` subtracts it from --budget (README: the budget is the device memory given).
     c["device_overhead_bytes"] = std::to_string(overhead_);
     c["device_overhead_method"] =
-        used_before_ >= 0 ? "device memory in use (cudaMemGetInfo) minus NVML's before the context, largest seen"
-                          : "device memory in use (cudaMemGetInfo), largest seen; NVML unavailable, so other processes count too";
+        used_before_ >= 0
+            ? "device memory in use (cudaMemGetInfo) minus NVML's before the context, largest seen"
+            : "device memory in use (cudaMemGetInfo), largest seen; NVML unavailable, so other processes count too";
     std::string nondet;
     for (const auto& a : nondeterministic_) nondet += (nondet.empty() ? "" : " ") + a;
     c["nondeterministic_algorithms"] = nondet.empty() ? "none" : nondet;
@@ -315,8 +321,8 @@ class CudaRunner final : public Runner {
     for (int i = 0; i < kCalibrationRuns; ++i) run();
     end.record(stream_.get());
     const double once = Event::seconds_between(start, end) / kCalibrationRuns;
-    const int k = static_cast<int>(std::clamp(std::ceil(kMinSampleSeconds / std::max(once, 1e-9)), 1.0,
-                                              static_cast<double>(kMaxRunsPerSample)));
+    const int k = static_cast<int>(
+        std::clamp(std::ceil(kMinSampleSeconds / std::max(once, 1e-9)), 1.0, static_cast<double>(kMaxRunsPerSample)));
     std::vector<double> times;
     times.reserve(static_cast<std::size_t>(repeats));
     for (int r = 0; r < repeats; ++r) {
@@ -358,8 +364,10 @@ class CudaRunner final : public Runner {
     const std::int64_t out_count = batch * l.out.elems();
 
     switch (l.type()) {
-      case LayerType::Input: throw Failed("the input layer has no ops");
-      case LayerType::Conv: break;  // above
+      case LayerType::Input:
+        throw Failed("the input layer has no ops");
+      case LayerType::Conv:
+        break;  // above
       case LayerType::Fc: {
         const cuda::FcDims d = fc_dims(l, batch);
         const float* w = b.floats(d.in * d.out);
@@ -405,12 +413,14 @@ class CudaRunner final : public Runner {
         const float* beta = b.floats(d.c);
         float* y = b.floats(out_count);
         float* saved = b.floats(2 * d.c);
-        if (forward) return [&ctx, d, x, gamma, beta, y, saved] { cuda::bn_forward_training(ctx, d, x, gamma, beta, y, saved); };
+        if (forward)
+          return [&ctx, d, x, gamma, beta, y, saved] { cuda::bn_forward_training(ctx, d, x, gamma, beta, y, saved); };
         cuda::bn_forward_training(ctx, d, x, gamma, beta, y, saved);
         const float* dy = b.floats(out_count);
         float* dx = b.floats(in_count);
         float* dgb = b.floats(2 * d.c);
-        return [&ctx, d, x, gamma, saved, dy, dx, dgb] { cuda::bn_backward(ctx, d, x, gamma, saved, dy, dx, dgb, false); };
+        return
+            [&ctx, d, x, gamma, saved, dy, dx, dgb] { cuda::bn_backward(ctx, d, x, gamma, saved, dy, dx, dgb, false); };
       }
       case LayerType::Lrn: {
         const cuda::LrnDims d = lrn_dims(l, batch);
@@ -435,7 +445,9 @@ class CudaRunner final : public Runner {
         cuda::dropout_forward(ctx, batch, per_sample, 0, ratio, 12345, x, y, mask);
         const float* dy = b.floats(out_count);
         float* dx = b.floats(in_count);
-        return [&ctx, out_count, ratio, mask, dy, dx] { cuda::dropout_backward(ctx, out_count, ratio, mask, dy, dx, false); };
+        return [&ctx, out_count, ratio, mask, dy, dx] {
+          cuda::dropout_backward(ctx, out_count, ratio, mask, dy, dx, false);
+        };
       }
       case LayerType::Add: {
         if (forward) {
@@ -477,7 +489,9 @@ class CudaRunner final : public Runner {
         auto* loss = static_cast<double*>(b.raw(sizeof(double)));
         ctx.scratch(static_cast<std::size_t>(batch) * sizeof(double));  // grow it now, not while timing
         if (forward)
-          return [&ctx, batch, k, x, labels, prob, loss] { cuda::softmax_loss_forward(ctx, batch, k, x, labels, prob, loss); };
+          return [&ctx, batch, k, x, labels, prob, loss] {
+            cuda::softmax_loss_forward(ctx, batch, k, x, labels, prob, loss);
+          };
         cuda::softmax_loss_forward(ctx, batch, k, x, labels, prob, loss);
         float* dx = b.floats(in_count);
         const double scale = 1.0 / static_cast<double>(batch);
@@ -489,12 +503,13 @@ class CudaRunner final : public Runner {
     throw Failed(fmt::format("a {} layer has no op \"{}\"", type, op));
   }
 
-  std::function<void()> prepare_conv(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t batch,
-                                     Buffers& b, Measurement* m) {
+  std::function<void()> prepare_conv(const GraphLayer& l, const std::string& op, const std::string& algo,
+                                     std::int64_t batch, Buffers& b, Measurement* m) {
     cuda::ConvOp cop;
     if (!parse_conv_op(op, &cop)) throw Failed(fmt::format("a conv layer has no op \"{}\"", op));
     ConvAlgo a;
-    if (!cuda::parse_conv_algo(cop, algo, &a)) throw Failed(fmt::format("unknown algorithm \"{}\" for conv {}", algo, op));
+    if (!cuda::parse_conv_algo(cop, algo, &a))
+      throw Failed(fmt::format("unknown algorithm \"{}\" for conv {}", algo, op));
     const cuda::ConvDims d = conv_dims(l, batch);
     std::size_t ws = 0;
     if (!cuda::conv_workspace(ctx_, d, a, &ws)) throw Unsupported{};
@@ -514,7 +529,9 @@ class CudaRunner final : public Runner {
     // x/dx and y/dy at the offset replay gives a micro-batch after the first (profile_network.h).
     const std::int64_t x_off = micro_batch_misalignment(d.c * d.h * d.w * 4);
     const std::int64_t y_off = micro_batch_misalignment(d.k * cuda::conv_out_h(d) * cuda::conv_out_w(d) * 4);
-    auto offset = [](float* p, std::int64_t bytes) { return reinterpret_cast<float*>(reinterpret_cast<char*>(p) + bytes); };
+    auto offset = [](float* p, std::int64_t bytes) {
+      return reinterpret_cast<float*>(reinterpret_cast<char*>(p) + bytes);
+    };
     auto xs = [&] { return offset(b.floats(nx + 64), x_off); };
     auto ys = [&] { return offset(b.floats(ny + 64), y_off); };
     Context& ctx = ctx_;
@@ -538,7 +555,8 @@ class CudaRunner final : public Runner {
         const float* dy = ys();
         float* dw = b.floats(nw);
         float* db = d.bias ? b.floats(d.k) : nullptr;
-        return [&ctx, d, a, x, dy, dw, db, work, ws] { cuda::conv_backward_filter(ctx, d, a, x, dy, dw, db, work, ws); };
+        return
+            [&ctx, d, a, x, dy, dw, db, work, ws] { cuda::conv_backward_filter(ctx, d, a, x, dy, dw, db, work, ws); };
       }
     }
     throw Failed("unknown conv op");
@@ -558,10 +576,11 @@ class CudaRunner final : public Runner {
   }
 
   [[noreturn]] void device_failed(const std::string& what, const std::string& error) {
-    throw DeviceFailure(fmt::format("the device failed while measuring {}: {}; the CUDA context cannot be used any more, so "
-                                    "profiling stopped and no profile was written (rerun with CUDA_LAUNCH_BLOCKING=1, or "
-                                    "under compute-sanitizer, to see the failing kernel)",
-                                    what, error));
+    throw DeviceFailure(
+        fmt::format("the device failed while measuring {}: {}; the CUDA context cannot be used any more, so "
+                    "profiling stopped and no profile was written (rerun with CUDA_LAUNCH_BLOCKING=1, or "
+                    "under compute-sanitizer, to see the failing kernel)",
+                    what, error));
   }
 
   // Device memory the runtime, the libraries and their loaded kernels hold: in use now (no
@@ -620,7 +639,7 @@ class CudaRunner final : public Runner {
   CudaRunnerOptions options_;
   std::string bus_id_;
   std::int64_t used_before_;  // NVML: device memory in use before this process's context; -1 unknown
-  cuda::Device device_;  // selects the device before the stream and handles are made
+  cuda::Device device_;       // selects the device before the stream and handles are made
   Stream stream_;
   Context ctx_;
   std::int64_t overhead_ = 0;
@@ -666,7 +685,9 @@ std::vector<std::pair<std::string, double>> find(const Graph& g, int layer, std:
 
 }  // namespace
 
-std::unique_ptr<Runner> make_cuda_runner(int device_index) { return make_cuda_runner(device_index, CudaRunnerOptions{}); }
+std::unique_ptr<Runner> make_cuda_runner(int device_index) {
+  return make_cuda_runner(device_index, CudaRunnerOptions{});
+}
 
 std::unique_ptr<Runner> make_cuda_runner(int device_index, const CudaRunnerOptions& options) {
   std::string why;
@@ -678,8 +699,8 @@ std::unique_ptr<Runner> make_cuda_runner(int device_index, const CudaRunnerOptio
   }
 }
 
-std::vector<std::pair<std::string, double>> cudnn_find_forward(const Graph& g, int layer, std::int64_t batch, int device_index,
-                                                               std::int64_t workspace_limit) {
+std::vector<std::pair<std::string, double>> cudnn_find_forward(const Graph& g, int layer, std::int64_t batch,
+                                                               int device_index, std::int64_t workspace_limit) {
   return find(g, layer, batch, device_index, workspace_limit, cuda::ConvOp::Forward);
 }
 

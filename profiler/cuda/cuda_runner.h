@@ -61,9 +61,11 @@ std::vector<std::pair<std::string, double>> cudnn_find_forward(const Graph& g, i
                                                                std::int64_t workspace_limit = std::int64_t{1} << 30);
 std::vector<std::pair<std::string, double>> cudnn_find_backward_data(const Graph& g, int layer, std::int64_t batch,
                                                                      int device_index = 0,
-                                                                     std::int64_t workspace_limit = std::int64_t{1} << 30);
+                                                                     std::int64_t workspace_limit = std::int64_t{1}
+                                                                                                    << 30);
 std::vector<std::pair<std::string, double>> cudnn_find_backward_filter(const Graph& g, int layer, std::int64_t batch,
                                                                        int device_index = 0,
-                                                                       std::int64_t workspace_limit = std::int64_t{1} << 30);
+                                                                       std::int64_t workspace_limit = std::int64_t{1}
+                                                                                                      << 30);
 
 }  // namespace ucplan

@@ -77,7 +77,8 @@ void check(const std::string& what, const std::vector<float>& ref, const std::ve
   const bool ok = !nan && rel <= tol;
   if (!ok) ++g_failures;
   if (!ok || g_verbose)
-    std::printf("%s %-60s rel err %.3g (tol %.1g)%s\n", ok ? "ok  " : "FAIL", what.c_str(), rel, tol, nan ? " NaN mismatch" : "");
+    std::printf("%s %-60s rel err %.3g (tol %.1g)%s\n", ok ? "ok  " : "FAIL", what.c_str(), rel, tol,
+                nan ? " NaN mismatch" : "");
 }
 
 void check_bytes(const std::string& what, const std::vector<std::uint8_t>& ref, const std::vector<std::uint8_t>& got) {
@@ -112,15 +113,16 @@ void check_conv(Context& ctx, const cpu::ConvDims& d, const std::string& label) 
   auto x = random_floats(nx, 1), w = random_floats(nw, 2), b = random_floats(d.k, 3), dy = random_floats(ny, 4);
   auto dx0 = random_floats(nx, 5), dw0 = random_floats(nw, 6), db0 = random_floats(d.k, 7);
   // CPU reference (direct).
-  std::vector<char> cws(static_cast<std::size_t>(std::max<std::int64_t>(
-      {cpu::conv_workspace_bytes(d, cpu::ConvOp::Forward, cpu::ConvAlgo::Direct),
-       cpu::conv_workspace_bytes(d, cpu::ConvOp::BackwardData, cpu::ConvAlgo::Direct),
-       cpu::conv_workspace_bytes(d, cpu::ConvOp::BackwardFilter, cpu::ConvAlgo::Direct), 1})));
+  std::vector<char> cws(static_cast<std::size_t>(
+      std::max<std::int64_t>({cpu::conv_workspace_bytes(d, cpu::ConvOp::Forward, cpu::ConvAlgo::Direct),
+                              cpu::conv_workspace_bytes(d, cpu::ConvOp::BackwardData, cpu::ConvAlgo::Direct),
+                              cpu::conv_workspace_bytes(d, cpu::ConvOp::BackwardFilter, cpu::ConvAlgo::Direct), 1})));
   std::vector<float> y_ref(ny), dx_ref = dx0, dw_ref = dw0, db_ref = db0;
-  cpu::conv_forward(d, cpu::ConvAlgo::Direct, x.data(), w.data(), d.bias ? b.data() : nullptr, y_ref.data(), cws.data());
+  cpu::conv_forward(d, cpu::ConvAlgo::Direct, x.data(), w.data(), d.bias ? b.data() : nullptr, y_ref.data(),
+                    cws.data());
   cpu::conv_backward_data(d, cpu::ConvAlgo::Direct, dy.data(), w.data(), dx_ref.data(), true, cws.data());
-  cpu::conv_backward_filter(d, cpu::ConvAlgo::Direct, x.data(), dy.data(), dw_ref.data(), d.bias ? db_ref.data() : nullptr,
-                            cws.data());
+  cpu::conv_backward_filter(d, cpu::ConvAlgo::Direct, x.data(), dy.data(), dw_ref.data(),
+                            d.bias ? db_ref.data() : nullptr, cws.data());
   auto X = upload(x), W = upload(w), B = upload(b), DY = upload(dy);
   for (auto op : {cuda::ConvOp::Forward, cuda::ConvOp::BackwardData, cuda::ConvOp::BackwardFilter}) {
     int supported = 0;
@@ -144,7 +146,8 @@ void check_conv(Context& ctx, const cpu::ConvDims& d, const std::string& label) 
           check(what + " (beta 1)", dx_ref, download<float>(ctx, DX, nx), tol);
         } else {
           auto DW = upload(dw0), DB = upload(db0);  // always beta = 1
-          cuda::conv_backward_filter(ctx, d, a, X.as<float>(), DY.as<float>(), DW.as<float>(), DB.as<float>(), WS.get(), ws);
+          cuda::conv_backward_filter(ctx, d, a, X.as<float>(), DY.as<float>(), DW.as<float>(), DB.as<float>(), WS.get(),
+                                     ws);
           auto dw = download<float>(ctx, DW, nw);
           check(what + " dw", dw_ref, dw, tol);
           if (d.bias) check(what + " db", db_ref, download<float>(ctx, DB, d.k), 1e-5);
@@ -156,8 +159,8 @@ void check_conv(Context& ctx, const cpu::ConvDims& d, const std::string& label) 
                         *said ? "" : "non");
           if (said.value_or(cuda::conv_algo_deterministic(a))) {  // the same bits on a second run
             auto DW2 = upload(dw0), DB2 = upload(db0);
-            cuda::conv_backward_filter(ctx, d, a, X.as<float>(), DY.as<float>(), DW2.as<float>(), DB2.as<float>(), WS.get(),
-                                       ws);
+            cuda::conv_backward_filter(ctx, d, a, X.as<float>(), DY.as<float>(), DW2.as<float>(), DB2.as<float>(),
+                                       WS.get(), ws);
             check(what + " dw run to run", dw, download<float>(ctx, DW2, nw), 0);
           }
         }
@@ -180,7 +183,7 @@ void check_conv(Context& ctx, const cpu::ConvDims& d, const std::string& label) 
     for (cuda::ConvAlgo a : cuda::conv_algorithms(op)) {
       const std::vector<cuda::MicroConfig> config{{a, 1}, {a, d.n - 1}};
       const std::string what = label + " micro " + cuda::conv_op_name(op) + " " + cuda::conv_algo_name(a) + " [1," +
-                                std::to_string(d.n - 1) + "]";
+                               std::to_string(d.n - 1) + "]";
       const double tol = approximate_algo(cuda::conv_algo_name(a)) ? 2e-3 : 1e-4;
       try {
         std::size_t ws = 0;
@@ -188,16 +191,18 @@ void check_conv(Context& ctx, const cpu::ConvDims& d, const std::string& label) 
         DeviceBuffer WS(ws);
         if (op == cuda::ConvOp::Forward) {
           DeviceBuffer Y(ny * sizeof(float));
-          cuda::conv_forward_micro(ctx, d, config, X.as<float>(), W.as<float>(), B.as<float>(), Y.as<float>(), WS.get(), ws);
+          cuda::conv_forward_micro(ctx, d, config, X.as<float>(), W.as<float>(), B.as<float>(), Y.as<float>(), WS.get(),
+                                   ws);
           check(what, y_ref, download<float>(ctx, Y, ny), tol);
         } else if (op == cuda::ConvOp::BackwardData) {
           auto DX = upload(dx0);
-          cuda::conv_backward_data_micro(ctx, d, config, DY.as<float>(), W.as<float>(), DX.as<float>(), true, WS.get(), ws);
+          cuda::conv_backward_data_micro(ctx, d, config, DY.as<float>(), W.as<float>(), DX.as<float>(), true, WS.get(),
+                                         ws);
           check(what, dx_ref, download<float>(ctx, DX, nx), tol);
         } else {
           auto DW = upload(dw0), DB = upload(db0);
-          cuda::conv_backward_filter_micro(ctx, d, config, X.as<float>(), DY.as<float>(), DW.as<float>(), DB.as<float>(),
-                                           WS.get(), ws);
+          cuda::conv_backward_filter_micro(ctx, d, config, X.as<float>(), DY.as<float>(), DW.as<float>(),
+                                           DB.as<float>(), WS.get(), ws);
           check(what + " dw", dw_ref, download<float>(ctx, DW, nw), tol);
           if (d.bias) check(what + " db", db_ref, download<float>(ctx, DB, d.k), 1e-5);
         }
@@ -268,8 +273,8 @@ void check_layers(Context& ctx) {
     cuda::bn_forward_training(ctx, d, X.as<float>(), G.as<float>(), B.as<float>(), Y.as<float>(), S.as<float>());
     check("bn forward_training y", y_ref, download<float>(ctx, Y, n), 1e-5);
     check("bn forward_training saved [mean, inv_std]", saved_ref, download<float>(ctx, S, 2 * d.c), 1e-5);
-    cuda::bn_backward(ctx, d, X.as<float>(), G.as<float>(), S.as<float>(), DY.as<float>(), DX.as<float>(), DGB.as<float>(),
-                      true);
+    cuda::bn_backward(ctx, d, X.as<float>(), G.as<float>(), S.as<float>(), DY.as<float>(), DX.as<float>(),
+                      DGB.as<float>(), true);
     check("bn backward dx (beta 1)", dx_ref, download<float>(ctx, DX, n), 1e-4);
     check("bn backward dgamma, dbeta (accumulated)", dgb_ref, download<float>(ctx, DGB, 2 * d.c), 1e-4);
     {  // run to run: cuDNN does not document batch-norm backward as deterministic
@@ -305,13 +310,14 @@ void check_layers(Context& ctx) {
   for (bool bias : {true, false}) {
     cpu::FcDims d{5, 13, 7, bias};
     auto x = random_floats(d.n * d.in, 51), w = random_floats(d.out * d.in, 52), b = random_floats(d.out, 53);
-    auto dy = random_floats(d.n * d.out, 54), dx0 = random_floats(d.n * d.in, 55), dw0 = random_floats(d.out * d.in, 56),
-         db0 = random_floats(d.out, 57);
+    auto dy = random_floats(d.n * d.out, 54), dx0 = random_floats(d.n * d.in, 55),
+         dw0 = random_floats(d.out * d.in, 56), db0 = random_floats(d.out, 57);
     std::vector<float> y_ref(d.n * d.out), dx_ref = dx0, dw_ref = dw0, db_ref = db0;
     cpu::fc_forward(d, x.data(), w.data(), b.data(), y_ref.data());
     cpu::fc_backward_data(d, dy.data(), w.data(), dx_ref.data(), true);
     cpu::fc_backward_filter(d, x.data(), dy.data(), dw_ref.data(), db_ref.data());
-    auto X = upload(x), W = upload(w), B = upload(b), DY = upload(dy), DX = upload(dx0), DW = upload(dw0), DB = upload(db0);
+    auto X = upload(x), W = upload(w), B = upload(b), DY = upload(dy), DX = upload(dx0), DW = upload(dw0),
+         DB = upload(db0);
     DeviceBuffer Y(d.n * d.out * sizeof(float));
     const std::string label = bias ? "fc (bias)" : "fc";
     cuda::fc_forward(ctx, d, X.as<float>(), W.as<float>(), B.as<float>(), Y.as<float>());
@@ -391,7 +397,8 @@ void check_layers(Context& ctx) {
       cpu::concat_backward(n, hw, cs, 1, y_ref.data(), dx_ref.data(), acc);
       auto DX = upload(dx0);
       cuda::concat_backward(ctx, n, hw, cs, 1, Y.as<float>(), DX.as<float>(), acc);
-      check(std::string("concat backward input 1") + (acc ? " (beta 1)" : ""), dx_ref, download<float>(ctx, DX, dx0.size()), 0);
+      check(std::string("concat backward input 1") + (acc ? " (beta 1)" : ""), dx_ref,
+            download<float>(ctx, DX, dx0.size()), 0);
     }
   }
   // softmax loss
@@ -446,8 +453,8 @@ void check_runner() {
   Graph g = build_graph(parse_network_text(kNet, "gpu_check.json"), "gpu_check.json");
   auto runner = make_cuda_runner(0);
   DeviceInfo d = runner->device();
-  std::printf("device: %s, %.1f GiB, peak %.1f TFLOP/s FP32\n", d.name.c_str(), static_cast<double>(d.memory_bytes) / (1 << 30),
-              d.peak_flops * 1e-12);
+  std::printf("device: %s, %.1f GiB, peak %.1f TFLOP/s FP32\n", d.name.c_str(),
+              static_cast<double>(d.memory_bytes) / (1 << 30), d.peak_flops * 1e-12);
   for (const auto& [k, v] : d.versions) std::printf("  %s: %s\n", k.c_str(), v.c_str());
   for (int li = 1; li < static_cast<int>(g.layers.size()); ++li) {
     const GraphLayer& l = g.layers[li];
@@ -461,8 +468,9 @@ void check_runner() {
         Measurement m = runner->measure(g, li, op, algo, op == "update" ? 0 : 4, 5);
         if (m.status == "ok") ++ok;
         if (g_verbose || m.status.starts_with("failed"))
-          std::printf("  %-6s %-16s %-22s %-14s %9.2f us  spread %.2f  ws %lld\n", l.name().c_str(), op.c_str(), algo.c_str(),
-                      m.status.c_str(), m.seconds * 1e6, m.spread, static_cast<long long>(m.workspace_bytes));
+          std::printf("  %-6s %-16s %-22s %-14s %9.2f us  spread %.2f  ws %lld\n", l.name().c_str(), op.c_str(),
+                      algo.c_str(), m.status.c_str(), m.seconds * 1e6, m.spread,
+                      static_cast<long long>(m.workspace_bytes));
         if (m.status.starts_with("failed")) fail("runner " + l.name() + " " + op + " " + algo + ": " + m.status);
       }
       if (ok == 0) fail("runner " + l.name() + " " + op + ": no algorithm measured");
@@ -475,8 +483,8 @@ void check_runner() {
   for (bool h2d : {true, false}) {
     auto pts = runner->measure_transfers(h2d, {1 << 10, 1 << 20, 1 << 26});
     for (const auto& p : pts)
-      std::printf("transfer %s %10lld bytes: %9.2f us (%.1f GB/s)\n", h2d ? "h2d" : "d2h", static_cast<long long>(p.bytes),
-                  p.seconds * 1e6, static_cast<double>(p.bytes) / p.seconds * 1e-9);
+      std::printf("transfer %s %10lld bytes: %9.2f us (%.1f GB/s)\n", h2d ? "h2d" : "d2h",
+                  static_cast<long long>(p.bytes), p.seconds * 1e6, static_cast<double>(p.bytes) / p.seconds * 1e-9);
     if (pts.size() != 3) fail("transfers: a size is missing");
   }
   std::printf("duplex: %s\n", runner->measure_duplex() ? "yes" : "no");
@@ -507,30 +515,50 @@ int main(int argc, char** argv) {
     g_ctx = &ctx;
     std::printf("checking the CUDA kernels on %s against the CPU reference\n", device.name().c_str());
     // Convolutions: padding, stride, groups, dilation, depthwise, 1x1, odd c*h*w for the offsets.
-    check_conv(ctx, {.n = 3, .c = 4, .h = 9, .w = 7, .k = 6, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .bias = true}, "3x3 p1");
-    check_conv(ctx, {.n = 2, .c = 3, .h = 11, .w = 11, .k = 5, .kh = 5, .kw = 5, .sh = 2, .sw = 2, .bias = true}, "5x5 s2");
-    check_conv(ctx, {.n = 3, .c = 4, .h = 8, .w = 8, .k = 6, .kh = 3, .kw = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .groups = 2},
-               "3x3 d2 g2");
-    check_conv(ctx, {.n = 2, .c = 6, .h = 7, .w = 7, .k = 6, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .groups = 6}, "depthwise");
+    check_conv(ctx, {.n = 3, .c = 4, .h = 9, .w = 7, .k = 6, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .bias = true},
+               "3x3 p1");
+    check_conv(ctx, {.n = 2, .c = 3, .h = 11, .w = 11, .k = 5, .kh = 5, .kw = 5, .sh = 2, .sw = 2, .bias = true},
+               "5x5 s2");
+    check_conv(
+        ctx,
+        {.n = 3, .c = 4, .h = 8, .w = 8, .k = 6, .kh = 3, .kw = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .groups = 2},
+        "3x3 d2 g2");
+    check_conv(ctx, {.n = 2, .c = 6, .h = 7, .w = 7, .k = 6, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .groups = 6},
+               "depthwise");
     check_conv(ctx, {.n = 4, .c = 8, .h = 5, .w = 5, .k = 16, .bias = true}, "1x1");
     check_conv(ctx, {.n = 3, .c = 3, .h = 7, .w = 7, .k = 4, .kh = 3, .kw = 3}, "odd offsets 3x7x7");
     // The descriptor cache: replaying the same shapes creates nothing new.
     const std::size_t cached = ctx.cached_descriptor_sets();
-    check_conv(ctx, {.n = 3, .c = 4, .h = 9, .w = 7, .k = 6, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .bias = true}, "3x3 p1 again");
+    check_conv(ctx, {.n = 3, .c = 4, .h = 9, .w = 7, .k = 6, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .bias = true},
+               "3x3 p1 again");
     if (ctx.cached_descriptor_sets() != cached) fail("descriptor cache grew on a replay");
     // Pooling: cuDNN (floor sizes) and the small kernels (ceil sizes cuDNN does not produce).
-    check_pool(ctx, {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = true}, false,
-               "max 3x3 s2 p1");
-    check_pool(ctx, {.n = 2, .c = 3, .h = 8, .w = 8, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .max = true}, true, "max ceil 8->4");
-    check_pool(ctx, {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false}, false,
-               "avg incl pad");
+    check_pool(ctx, {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = true},
+               false, "max 3x3 s2 p1");
+    check_pool(ctx, {.n = 2, .c = 3, .h = 8, .w = 8, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .max = true}, true,
+               "max ceil 8->4");
     check_pool(ctx,
-               {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false,
+               {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false},
+               false, "avg incl pad");
+    check_pool(ctx,
+               {.n = 2,
+                .c = 3,
+                .h = 9,
+                .w = 9,
+                .kh = 3,
+                .kw = 3,
+                .sh = 2,
+                .sw = 2,
+                .ph = 1,
+                .pw = 1,
+                .max = false,
                 .count_include_pad = false},
                false, "avg excl pad");
-    check_pool(ctx, {.n = 2, .c = 3, .h = 8, .w = 8, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false}, true,
-               "avg ceil incl pad");
-    check_pool(ctx, {.n = 1, .c = 2, .h = 6, .w = 6, .kh = 2, .kw = 2, .sh = 1, .sw = 1, .max = true}, false, "max ties", true);
+    check_pool(ctx,
+               {.n = 2, .c = 3, .h = 8, .w = 8, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false},
+               true, "avg ceil incl pad");
+    check_pool(ctx, {.n = 1, .c = 2, .h = 6, .w = 6, .kh = 2, .kw = 2, .sh = 1, .sw = 1, .max = true}, false,
+               "max ties", true);
     check_pool(ctx, {.n = 2, .c = 4, .h = 7, .w = 7, .kh = 7, .kw = 7, .max = false}, false, "global avg 7x7");
     check_layers(ctx);
     check_runner();

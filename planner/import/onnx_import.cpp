@@ -1,0 +1,864 @@
+// ONNX -> ucplan Network. One pass over the graph's nodes in file order (ONNX requires a
+// topological order), tracking for every activation tensor the ucplan layer that produces it and
+// its per-sample shape. Weights are never read: a weight's shape comes from its dims (an
+// initializer keeps its dims when its data is stripped or external), from a graph input's type,
+// from the op's attributes or from the declared shape of the op's output.
+#include "onnx_import.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <google/protobuf/stubs/logging.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "planner/model/errors.h"
+#include "planner/model/graph.h"
+
+namespace ucplan {
+namespace {
+
+using Dims = std::vector<std::int64_t>;  // -1: a dimension the file leaves unknown or symbolic
+
+// Names in an ONNX file are arbitrary bytes. In messages, control and non-ASCII bytes are written
+// as \xNN, so an error stays one line; in layer names they become '_', so the network's JSON is
+// valid UTF-8.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s)
+    out += c < 0x20 || c >= 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, static_cast<char>(c));
+  return out;
+}
+std::string safe_name(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '_';
+  return s;
+}
+
+const char* const kSupported =
+    "ucplan imports Conv, BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, ReduceMean "
+    "over H and W, Gemm, MatMul (+ Add of a bias), Flatten, Reshape to [batch, features], Add, Sum, Concat on "
+    "channels, "
+    "Dropout, LRN, Softmax or LogSoftmax as the last op, Identity and Constant";
+
+std::string dims_text(const Dims& d) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < d.size(); ++i)
+    s += (i ? ", " : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
+  return s + "]";
+}
+
+// As in graph.cpp: output size of a sliding window along one axis; 0 when it does not fit.
+std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t d,
+                        bool ceil_mode) {
+  std::int64_t num = in + 2 * p - (d * (k - 1) + 1);
+  if (num < 0 || s < 1) return 0;
+  std::int64_t out = ceil_mode ? (num + s - 1) / s + 1 : num / s + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+// An activation: the ucplan layer (or the network input) that holds it, its per-sample shape as
+// ucplan sees it, and its ONNX rank. A flattened tensor ([batch, features], rank 2) is the same
+// ucplan tensor as before flattening: fc layers flatten their input themselves.
+struct Value {
+  std::string ref;
+  Shape shape;
+  int rank = 4;
+  int fc_without_bias = -1;  // index of the fc layer a MatMul made (an Add of a bias may follow)
+  bool loss = false;         // the output of Softmax: nothing may consume it
+};
+
+class Importer {
+ public:
+  Importer(onnx::ModelProto& model, std::string file, ImportOptions options)
+      : model_(model), g_(model.graph()), file_(std::move(file)), options_(std::move(options)) {}
+
+  Network run() {
+    try {
+      return import();
+    } catch (const UserError& e) {
+      throw UserError(e.file(), printable(e.where()), printable(e.reason()));
+    }
+  }
+
+ private:
+  Network import() {
+    for (const auto& op : model_.opset_import())
+      if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = op.version();
+    try {
+      // Fills value_info where the file lacks it; a graph ONNX cannot infer still imports when
+      // its weights' dims or the ops' attributes give the shapes.
+      onnx::shape_inference::InferShapes(model_);
+    } catch (const std::exception&) {
+    }
+    collect_dims();
+    find_input();
+    for (int i = 0; i < g_.node_size(); ++i) import_node(i, g_.node(i));
+    add_losses();
+    // Not the graph's name: exporters write their own ("main_graph", "torch_jit").
+    net_.name = !options_.name.empty() ? options_.name : stem(file_);
+    net_.description = fmt::format("imported from {} by ucplan import", base_name(file_));
+    if (!model_.producer_name().empty())
+      net_.source =
+          fmt::format("ONNX from {} {} (opset {})", model_.producer_name(), model_.producer_version(), opset_);
+    Graph graph = build_graph(net_, file_);  // the same validation as a hand-written network
+    for (std::size_t l = 1; l < graph.layers.size(); ++l) {
+      auto it = expected_.find(graph.layers[l].name());
+      UCPLAN_CHECK(it != expected_.end() && it->second == graph.layers[l].out,
+                   fmt::format("import and build_graph disagree on the shape of layer {}", graph.layers[l].name()));
+    }
+    return net_;
+  }
+
+  static std::string base_name(const std::string& path) {
+    auto slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+  }
+  static std::string stem(const std::string& path) {
+    std::string b = base_name(path);
+    auto dot = b.rfind('.');
+    return dot == std::string::npos || dot == 0 ? b : b.substr(0, dot);
+  }
+
+  [[noreturn]] void fail(int index, const onnx::NodeProto& n, const std::string& what) const {
+    std::string where = n.name().empty() ? fmt::format("node {} ({})", index, n.op_type())
+                                         : fmt::format("node {} \"{}\" ({})", index, n.name(), n.op_type());
+    throw UserError(file_, where, what);
+  }
+
+  static Dims dims_of(const onnx::TypeProto& t) {
+    Dims d;
+    for (const auto& dim : t.tensor_type().shape().dim()) d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    return d;
+  }
+
+  void collect_dims() {
+    auto add_typed = [&](const onnx::ValueInfoProto& v) {
+      if (v.type().has_tensor_type() && v.type().tensor_type().has_shape()) dims_[v.name()] = dims_of(v.type());
+    };
+    for (const auto& v : g_.value_info()) add_typed(v);
+    for (const auto& v : g_.output()) add_typed(v);
+    for (const auto& v : g_.input()) add_typed(v);
+    for (const auto& t : g_.initializer()) {
+      dims_[t.name()] = Dims(t.dims().begin(), t.dims().end());
+      constants_.insert(t.name());
+      read_constant(t.name(), t);
+    }
+  }
+
+  // Small integer and float constants (Reshape's shape, Dropout's ratio); data may be absent.
+  void read_constant(const std::string& name, const onnx::TensorProto& t) {
+    std::int64_t n = 1;
+    for (auto d : t.dims()) n *= d;
+    if (n > 16) return;
+    if (t.data_type() == onnx::TensorProto::INT64) {
+      std::vector<std::int64_t> v(t.int64_data().begin(), t.int64_data().end());
+      if (v.empty() && t.raw_data().size() == static_cast<std::size_t>(n) * 8) {
+        v.resize(n);
+        std::memcpy(v.data(), t.raw_data().data(), t.raw_data().size());
+      }
+      if (static_cast<std::int64_t>(v.size()) == n) ints_[name] = v;
+    } else if (t.data_type() == onnx::TensorProto::FLOAT) {
+      std::vector<float> v(t.float_data().begin(), t.float_data().end());
+      if (v.empty() && t.raw_data().size() == static_cast<std::size_t>(n) * 4) {
+        v.resize(n);
+        std::memcpy(v.data(), t.raw_data().data(), t.raw_data().size());
+      }
+      if (n == 1 && v.size() == 1) floats_[name] = float32_value(v[0]);
+    } else if (t.data_type() == onnx::TensorProto::DOUBLE && n == 1 && t.double_data_size() == 1) {
+      floats_[name] = t.double_data(0);
+    }
+  }
+
+  // The data input is the graph input (not an initializer) that some node takes as its first
+  // input: weights are never first, also where an export without parameters makes them inputs.
+  void find_input() {
+    std::set<std::string> data_uses;
+    for (const auto& n : g_.node())
+      if (n.input_size() > 0) data_uses.insert(n.input(0));
+    // Where a parameter is also first somewhere (PyTorch's `layer_scale * x`), the data comes
+    // first in the graph's inputs, as exporters write them; the others are treated as weights,
+    // so a second data input is refused where a layer consumes it.
+    std::vector<std::string> candidates;
+    for (const auto& v : g_.input())
+      if (!constants_.count(v.name()) && data_uses.count(v.name())) candidates.push_back(v.name());
+    if (candidates.empty())
+      throw UserError(file_, "graph.input", "no graph input feeds the network (ucplan networks have one data input)");
+    for (std::size_t c = 1; c < candidates.size(); ++c) constants_.insert(candidates[c]);
+    const std::string name = candidates[0];
+    auto it = dims_.find(name);
+    Dims d = it == dims_.end() ? Dims{} : it->second;
+    bool known = std::all_of(d.begin() + (d.empty() ? 0 : 1), d.end(), [](std::int64_t x) { return x > 0; });
+    if (!known || (d.size() != 4 && d.size() != 2))
+      throw UserError(
+          file_, fmt::format("graph input \"{}\"", name),
+          fmt::format("shape {} is not [batch, C, H, W] (or [batch, features]) with C, H, W known; export with a "
+                      "fixed input size",
+                      dims_text(d)));
+    batch_ = d[0];
+    net_.input_name = safe_name(name);
+    used_names_.insert(net_.input_name);
+    Value v;
+    v.ref = net_.input_name;
+    v.rank = static_cast<int>(d.size());
+    v.shape = d.size() == 4 ? Shape{d[1], d[2], d[3]} : Shape{d[1], 1, 1};
+    net_.input_shape = {v.shape.c, v.shape.h, v.shape.w};
+    values_[name] = v;
+  }
+
+  // --- attributes -------------------------------------------------------------------------
+  static const onnx::AttributeProto* attr(const onnx::NodeProto& n, const char* name) {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  static std::int64_t attr_int(const onnx::NodeProto& n, const char* name, std::int64_t fallback) {
+    const auto* a = attr(n, name);
+    return a ? a->i() : fallback;
+  }
+  // ONNX stores float32: 1e-5 arrives as 9.99999974738e-06. The shortest decimal that reads back
+  // as the same float32 is what the exporter's user wrote.
+  static double float32_value(float f) { return std::stod(fmt::format("{}", f)); }
+  static double attr_float(const onnx::NodeProto& n, const char* name, double fallback) {
+    const auto* a = attr(n, name);
+    return a ? float32_value(a->f()) : fallback;
+  }
+  static std::string attr_string(const onnx::NodeProto& n, const char* name, std::string fallback) {
+    const auto* a = attr(n, name);
+    return a ? a->s() : fallback;
+  }
+  static Dims attr_ints(const onnx::NodeProto& n, const char* name) {
+    const auto* a = attr(n, name);
+    return a ? Dims(a->ints().begin(), a->ints().end()) : Dims{};
+  }
+
+  // --- values ---------------------------------------------------------------------------
+  const Value& activation(int index, const onnx::NodeProto& n, int slot) {
+    if (slot >= n.input_size() || n.input(slot).empty()) fail(index, n, fmt::format("input {} is missing", slot));
+    auto it = values_.find(n.input(slot));
+    if (it == values_.end())
+      fail(index, n,
+           fmt::format("input \"{}\" is not an activation ucplan follows (a weight, a constant, or the output of an op "
+                       "ucplan does not import)",
+                       n.input(slot)));
+    if (it->second.loss)
+      fail(index, n,
+           fmt::format("consumes the output of a Softmax (\"{}\"); ucplan supports Softmax only as the last op, "
+                       "the loss",
+                       n.input(slot)));
+    return it->second;
+  }
+  bool is_activation(const std::string& name) const { return values_.count(name) > 0; }
+  Dims known_dims(const std::string& name) const {
+    auto it = dims_.find(name);
+    return it == dims_.end() ? Dims{} : it->second;
+  }
+  // The declared shape of an op's output, when the file (or shape inference) gives it, must
+  // be what ucplan computes; a difference means the mapping would misrepresent the model.
+  void check_declared(int index, const onnx::NodeProto& n, const Value& v) const {
+    Dims d = known_dims(n.output(0));
+    if (d.empty() || std::any_of(d.begin() + 1, d.end(), [](std::int64_t x) { return x < 0; })) return;
+    bool same = d.size() == 4 ? Shape{d[1], d[2], d[3]} == v.shape : d.size() == 2 ? d[1] == v.shape.elems() : true;
+    if (!same)
+      fail(index, n,
+           fmt::format("ucplan computes {} per sample for output \"{}\", but the file declares {}", shape_text(v.shape),
+                       n.output(0), dims_text(d)));
+  }
+
+  std::string unique_name(const onnx::NodeProto& n, int index, const std::string& suffix = "") {
+    std::string base = safe_name(n.name().empty() ? fmt::format("{}_{}", n.op_type(), index) : n.name());
+    std::transform(base.begin(), base.end(), base.begin(), [](char c) { return c == ' ' ? '_' : c; });
+    base += suffix;
+    std::string name = base;
+    for (int k = 2; used_names_.count(name); ++k) name = fmt::format("{}_{}", base, k);
+    used_names_.insert(name);
+    return name;
+  }
+
+  // Appends a layer and binds the node's first output to it.
+  Value& add_layer(int index, const onnx::NodeProto& n, Layer layer, Shape out, int rank) {
+    layer.name = unique_name(n, index);
+    expected_[layer.name] = out;
+    net_.layers.push_back(std::move(layer));
+    Value v;
+    v.ref = net_.layers.back().name;
+    v.shape = out;
+    v.rank = rank;
+    check_declared(index, n, v);
+    Value& slot = values_[n.output(0)];
+    slot = v;
+    return slot;
+  }
+  void alias(const onnx::NodeProto& n, const Value& v) {
+    Value copy = v;
+    values_[n.output(0)] = copy;
+  }
+  void mark_secondary_outputs(const onnx::NodeProto& n) {
+    for (int o = 1; o < n.output_size(); ++o) secondary_.insert(n.output(o));
+  }
+
+  // Symmetric padding per axis from pads / auto_pad; asymmetric padding has no ucplan form.
+  std::array<std::int64_t, 2> padding(int index, const onnx::NodeProto& n, const Shape& x,
+                                      const std::array<std::int64_t, 2>& k, const std::array<std::int64_t, 2>& s,
+                                      const std::array<std::int64_t, 2>& d) {
+    std::string mode = attr_string(n, "auto_pad", "NOTSET");
+    if (mode == "VALID") return {0, 0};
+    if (mode == "SAME_UPPER" || mode == "SAME_LOWER") {
+      std::array<std::int64_t, 2> p{};
+      const std::int64_t in[2] = {x.h, x.w};
+      for (int a = 0; a < 2; ++a) {
+        std::int64_t out = (in[a] + s[a] - 1) / s[a];
+        std::int64_t total = std::max<std::int64_t>(0, (out - 1) * s[a] + d[a] * (k[a] - 1) + 1 - in[a]);
+        if (total % 2)
+          fail(index, n,
+               fmt::format("auto_pad {} needs {} padding on axis {}, which is asymmetric; ucplan pads both sides "
+                           "equally",
+                           mode, total, a + 2));
+        p[a] = total / 2;
+      }
+      return p;
+    }
+    if (mode != "NOTSET") fail(index, n, fmt::format("unknown auto_pad \"{}\"", mode));
+    Dims pads = attr_ints(n, "pads");
+    if (pads.empty()) return {0, 0};
+    if (pads.size() != 4)
+      fail(index, n, fmt::format("pads {} is not 2-d (ucplan supports 2-d windows)", dims_text(pads)));
+    if (pads[0] != pads[2] || pads[1] != pads[3])
+      fail(index, n, fmt::format("asymmetric pads {}; ucplan pads both sides of an axis equally", dims_text(pads)));
+    return {pads[0], pads[1]};
+  }
+  std::array<std::int64_t, 2> pair_attr(int index, const onnx::NodeProto& n, const char* name, std::int64_t fallback) {
+    Dims v = attr_ints(n, name);
+    if (v.empty()) return {fallback, fallback};
+    if (v.size() != 2)
+      fail(index, n, fmt::format("{} {} is not 2-d (ucplan supports 2-d windows)", name, dims_text(v)));
+    if (v[0] < 1 || v[1] < 1) fail(index, n, fmt::format("{} {} must be positive", name, dims_text(v)));
+    return {v[0], v[1]};
+  }
+  void expect_rank4(int index, const onnx::NodeProto& n, const Value& x) {
+    if (x.rank != 4)
+      fail(index, n,
+           fmt::format("input \"{}\" has rank {}; ucplan supports this op on [batch, C, H, W] tensors", n.input(0),
+                       x.rank));
+  }
+
+  // --- ops --------------------------------------------------------------------------------
+  void import_node(int i, const onnx::NodeProto& n) {
+    if (!n.domain().empty() && n.domain() != "ai.onnx")
+      fail(i, n, fmt::format("op type {} of domain \"{}\" is not supported ({})", n.op_type(), n.domain(), kSupported));
+    const std::string& op = n.op_type();
+    if (n.output_size() < 1) fail(i, n, "the node has no output");
+    if (op == "Constant") return constant(i, n);
+    if (op == "Identity") return identity(i, n);
+    if (op == "Conv") return conv(i, n);
+    if (op == "Relu") return unary(i, n, LayerType::Relu);
+    if (op == "BatchNormalization") return batch_norm(i, n);
+    if (op == "MaxPool" || op == "AveragePool") return pool(i, n, op == "MaxPool" ? PoolMode::Max : PoolMode::Avg);
+    if (op == "GlobalAveragePool" || op == "GlobalMaxPool")
+      return global_pool(i, n, op == "GlobalMaxPool" ? PoolMode::Max : PoolMode::Avg, true);
+    if (op == "ReduceMean") return reduce_mean(i, n);
+    if (op == "Flatten") return flatten(i, n);
+    if (op == "Reshape") return reshape(i, n);
+    if (op == "Gemm") return gemm(i, n);
+    if (op == "MatMul") return matmul(i, n);
+    if (op == "Add" || op == "Sum") return add(i, n);
+    if (op == "Concat") return concat(i, n);
+    if (op == "Dropout") return dropout(i, n);
+    if (op == "LRN") return lrn(i, n);
+    if (op == "Softmax" || op == "LogSoftmax") return softmax(i, n);
+    if (op == "Shape")
+      fail(i, n,
+           "op type Shape is not supported: the graph computes shapes at run time; export with a fixed input size and "
+           "constant folding (torch.onnx.export(..., do_constant_folding=True))");
+    fail(i, n, fmt::format("op type {} is not supported ({})", op, kSupported));
+  }
+
+  void constant(int i, const onnx::NodeProto& n) {
+    constants_.insert(n.output(0));
+    if (const auto* a = attr(n, "value")) {
+      dims_[n.output(0)] = Dims(a->t().dims().begin(), a->t().dims().end());
+      read_constant(n.output(0), a->t());
+    } else if (const auto* ai = attr(n, "value_ints")) {
+      ints_[n.output(0)] = Dims(ai->ints().begin(), ai->ints().end());
+      dims_[n.output(0)] = {ai->ints_size()};
+    } else if (const auto* av = attr(n, "value_int")) {
+      ints_[n.output(0)] = {av->i()};
+      dims_[n.output(0)] = {};
+    } else if (const auto* af = attr(n, "value_float")) {
+      floats_[n.output(0)] = float32_value(af->f());
+      dims_[n.output(0)] = {};
+    } else if (n.attribute_size() == 0) {
+      fail(i, n, "a Constant without a value");
+    }
+  }
+
+  // Identity of an activation is that activation; of a weight or constant, the same constant.
+  void identity(int i, const onnx::NodeProto& n) {
+    if (n.input_size() >= 1 && !is_activation(n.input(0)) &&
+        (constants_.count(n.input(0)) || dims_.count(n.input(0)))) {
+      const std::string &from = n.input(0), &to = n.output(0);
+      constants_.insert(to);
+      if (dims_.count(from)) dims_[to] = dims_[from];
+      if (ints_.count(from)) ints_[to] = ints_[from];
+      if (floats_.count(from)) floats_[to] = floats_[from];
+      return;
+    }
+    alias(n, activation(i, n, 0));
+  }
+
+  void unary(int i, const onnx::NodeProto& n, LayerType type) {
+    const Value x = activation(i, n, 0);
+    Layer l;
+    l.type = type;
+    l.inputs = {x.ref};
+    add_layer(i, n, l, x.shape, x.rank);
+  }
+
+  void conv(int i, const onnx::NodeProto& n) {
+    const Value x = activation(i, n, 0);
+    expect_rank4(i, n, x);
+    if (n.input_size() < 2) fail(i, n, "the weight input is missing");
+    if (is_activation(n.input(1)))
+      fail(i, n, "the weight is computed by the network; ucplan supports learned weights only");
+    Layer l;
+    l.type = LayerType::Conv;
+    l.inputs = {x.ref};
+    auto& c = l.conv;
+    c.groups = attr_int(n, "group", 1);
+    if (c.groups < 1) fail(i, n, fmt::format("group {} must be positive", c.groups));
+    Dims w = known_dims(n.input(1));
+    std::int64_t kh = -1, kw = -1;
+    if (!w.empty()) {
+      if (w.size() != 4)
+        fail(i, n,
+             fmt::format("weight \"{}\" has dims {}; ucplan supports 2-d convolutions", n.input(1), dims_text(w)));
+      c.out_channels = w[0];
+      kh = w[2];
+      kw = w[3];
+      if (w[1] > 0 && w[1] * c.groups != x.shape.c)
+        fail(i, n,
+             fmt::format(
+                 "weight \"{}\" has dims {}: {} input channels per group x {} groups, but the input has {} channels",
+                 n.input(1), dims_text(w), w[1], c.groups, x.shape.c));
+    }
+    Dims ks = attr_ints(n, "kernel_shape");
+    if (!ks.empty()) {
+      if (ks.size() != 2)
+        fail(i, n, fmt::format("kernel_shape {} is not 2-d; ucplan supports 2-d convolutions", dims_text(ks)));
+      if ((kh > 0 && kh != ks[0]) || (kw > 0 && kw != ks[1]))
+        fail(i, n, fmt::format("kernel_shape {} differs from the weight's dims {}", dims_text(ks), dims_text(w)));
+      kh = ks[0];
+      kw = ks[1];
+    }
+    if (kh < 1 || kw < 1)
+      fail(i, n,
+           fmt::format("the kernel size of weight \"{}\" is unknown: the file gives neither its dims nor kernel_shape",
+                       n.input(1)));
+    if (c.out_channels < 1) {
+      Dims y = known_dims(n.output(0));
+      if (y.size() == 4 && y[1] > 0)
+        c.out_channels = y[1];
+      else
+        fail(i, n,
+             fmt::format("the output channels are unknown: the file gives neither the dims of weight \"{}\" nor the "
+                         "shape of output \"{}\"",
+                         n.input(1), n.output(0)));
+    }
+    c.kernel = {kh, kw};
+    c.stride = pair_attr(i, n, "strides", 1);
+    c.dilation = pair_attr(i, n, "dilations", 1);
+    c.pad = padding(i, n, x.shape, c.kernel, c.stride, c.dilation);
+    c.bias = n.input_size() >= 3 && !n.input(2).empty();
+    if (c.bias && is_activation(n.input(2)))
+      fail(i, n, "the bias is computed by the network; ucplan supports learned biases only");
+    std::int64_t ho = window_out(x.shape.h, kh, c.stride[0], c.pad[0], c.dilation[0], false);
+    std::int64_t wo = window_out(x.shape.w, kw, c.stride[1], c.pad[1], c.dilation[1], false);
+    if (ho < 1 || wo < 1)
+      fail(i, n, fmt::format("the kernel {}x{} does not fit the input {}", kh, kw, shape_text(x.shape)));
+    add_layer(i, n, l, Shape{c.out_channels, ho, wo}, 4);
+  }
+
+  void batch_norm(int i, const onnx::NodeProto& n) {
+    const Value x = activation(i, n, 0);
+    if (x.rank != 4 && !(x.shape.h == 1 && x.shape.w == 1))
+      fail(i, n,
+           fmt::format("normalizes {} features of a flattened {} tensor; ucplan's bn normalizes per channel",
+                       x.shape.elems(), shape_text(x.shape)));
+    Layer l;
+    l.type = LayerType::BatchNorm;
+    l.inputs = {x.ref};
+    l.bn.eps = attr_float(n, "epsilon", 1e-5);
+    mark_secondary_outputs(n);  // running mean and variance in a training-mode export
+    add_layer(i, n, l, x.shape, x.rank);
+  }
+
+  void pool(int i, const onnx::NodeProto& n, PoolMode mode) {
+    const Value x = activation(i, n, 0);
+    expect_rank4(i, n, x);
+    Dims ks = attr_ints(n, "kernel_shape");
+    if (ks.size() != 2)
+      fail(i, n, fmt::format("kernel_shape {} is not 2-d (ucplan supports 2-d pooling)", dims_text(ks)));
+    Layer l;
+    l.type = LayerType::Pool;
+    l.inputs = {x.ref};
+    auto& p = l.pool;
+    p.mode = mode;
+    p.kernel = {ks[0], ks[1]};
+    p.stride = pair_attr(i, n, "strides", 1);
+    auto dil = pair_attr(i, n, "dilations", 1);
+    if (dil[0] != 1 || dil[1] != 1) fail(i, n, fmt::format("dilated pooling ({}x{}) is not supported", dil[0], dil[1]));
+    p.pad = padding(i, n, x.shape, p.kernel, p.stride, {1, 1});
+    p.ceil_mode = attr_int(n, "ceil_mode", 0) != 0;
+    // ONNX's default is to exclude the padding from averages; PyTorch's export says which it uses.
+    p.count_include_pad = mode == PoolMode::Max || attr_int(n, "count_include_pad", 0) != 0;
+    mark_secondary_outputs(n);  // MaxPool's indices
+    // A 1x1 window with stride 1 (PyTorch's adaptive pooling to the size it already has) is the identity.
+    if (p.kernel == std::array<std::int64_t, 2>{1, 1} && p.stride == std::array<std::int64_t, 2>{1, 1} &&
+        p.pad == std::array<std::int64_t, 2>{0, 0}) {
+      alias(n, x);
+      check_declared(i, n, x);
+      return;
+    }
+    std::int64_t ho = window_out(x.shape.h, p.kernel[0], p.stride[0], p.pad[0], 1, p.ceil_mode);
+    std::int64_t wo = window_out(x.shape.w, p.kernel[1], p.stride[1], p.pad[1], 1, p.ceil_mode);
+    if (ho < 1 || wo < 1)
+      fail(i, n,
+           fmt::format("the window {}x{} does not fit the input {}", p.kernel[0], p.kernel[1], shape_text(x.shape)));
+    add_layer(i, n, l, Shape{x.shape.c, ho, wo}, 4);
+  }
+
+  void global_pool(int i, const onnx::NodeProto& n, PoolMode mode, bool keep_dims) {
+    const Value x = activation(i, n, 0);
+    expect_rank4(i, n, x);
+    Layer l;
+    l.type = LayerType::Pool;
+    l.inputs = {x.ref};
+    l.pool.mode = mode;
+    l.pool.global = true;
+    add_layer(i, n, l, Shape{x.shape.c, 1, 1}, keep_dims ? 4 : 2);
+  }
+
+  void reduce_mean(int i, const onnx::NodeProto& n) {
+    const Value x = activation(i, n, 0);
+    expect_rank4(i, n, x);
+    Dims axes = attr_ints(n, "axes");  // an attribute up to opset 17, an input since 18
+    if (axes.empty() && n.input_size() >= 2 && ints_.count(n.input(1))) axes = ints_[n.input(1)];
+    const Dims written = axes;
+    for (auto& a : axes)
+      if (a < 0) a += 4;
+    std::sort(axes.begin(), axes.end());
+    if (axes != Dims{2, 3})
+      fail(i, n,
+           fmt::format("ReduceMean over axes {}; ucplan supports it over H and W only (a global average pool)",
+                       dims_text(written)));
+    global_pool(i, n, PoolMode::Avg, attr_int(n, "keepdims", 1) != 0);
+  }
+
+  void flatten(int i, const onnx::NodeProto& n) {
+    Value x = activation(i, n, 0);
+    std::int64_t axis = attr_int(n, "axis", 1);
+    if (axis < 0) axis += x.rank;
+    if (axis != 1)
+      fail(i, n, fmt::format("Flatten with axis {}; ucplan supports flattening to [batch, features] (axis 1)", axis));
+    x.rank = 2;
+    alias(n, x);
+    check_declared(i, n, x);
+  }
+
+  void reshape(int i, const onnx::NodeProto& n) {
+    Value x = activation(i, n, 0);
+    auto it = n.input_size() >= 2 ? ints_.find(n.input(1)) : ints_.end();
+    if (it == ints_.end())
+      fail(i, n, "the target shape is not a constant; export with a fixed input size and constant folding");
+    const Dims& t = it->second;
+    const std::int64_t k = x.shape.elems();
+    bool batch_ok = !t.empty() && (t[0] == 0 || t[0] == -1 || (batch_ > 0 && t[0] == batch_));
+    if (t.size() == 2 && batch_ok && (t[1] == k || (t[1] == -1 && t[0] != -1))) {
+      x.rank = 2;  // flattening before a fully connected layer: fc flattens its input itself
+      alias(n, x);
+      check_declared(i, n, x);
+      return;
+    }
+    Dims same = x.rank == 4 ? Dims{x.shape.c, x.shape.h, x.shape.w} : Dims{k};
+    if (t.size() == same.size() + 1 && batch_ok) {
+      bool identity = true;
+      for (std::size_t a = 0; a < same.size(); ++a) identity = identity && (t[a + 1] == same[a] || t[a + 1] == 0);
+      if (identity) return alias(n, x);
+    }
+    fail(i, n,
+         fmt::format("Reshape of {} to {}; ucplan supports Reshape only to [batch, features] or to the same shape",
+                     shape_text(x.shape), dims_text(t)));
+  }
+
+  void add_fc(int i, const onnx::NodeProto& n, const Value& x, std::int64_t out, std::int64_t in, bool bias,
+              bool from_matmul) {
+    if (in > 0 && in != x.shape.elems())
+      fail(i, n,
+           fmt::format("the weight \"{}\" takes {} features, but the input has {}", n.input(1), in, x.shape.elems()));
+    Layer l;
+    l.type = LayerType::Fc;
+    l.inputs = {x.ref};
+    l.fc.out_features = out;
+    l.fc.bias = bias;
+    Value& v = add_layer(i, n, l, Shape{out, 1, 1}, 2);
+    if (from_matmul && !bias) v.fc_without_bias = static_cast<int>(net_.layers.size()) - 1;
+  }
+
+  std::int64_t out_features_from_output(int i, const onnx::NodeProto& n) {
+    Dims y = known_dims(n.output(0));
+    if (y.size() == 2 && y[1] > 0) return y[1];
+    fail(i, n,
+         fmt::format("the output features are unknown: the file gives neither the dims of weight \"{}\" nor the shape "
+                     "of output \"{}\"",
+                     n.input(1), n.output(0)));
+  }
+
+  void gemm(int i, const onnx::NodeProto& n) {
+    const Value x = activation(i, n, 0);
+    if (attr_int(n, "transA", 0) != 0) fail(i, n, "transA=1 (a transposed input) is not supported");
+    if (attr_float(n, "alpha", 1.0) != 1.0 || attr_float(n, "beta", 1.0) != 1.0)
+      fail(i, n, "alpha or beta other than 1 is not supported");
+    if (x.rank != 2)
+      fail(i, n, fmt::format("input \"{}\" has rank {}; Gemm takes [batch, features]", n.input(0), x.rank));
+    if (n.input_size() < 2 || is_activation(n.input(1)))
+      fail(i, n, "the second operand is not a weight; ucplan maps Gemm to a fully connected layer");
+    Dims b = known_dims(n.input(1));
+    bool trans_b = attr_int(n, "transB", 0) != 0;
+    std::int64_t out = -1, in = -1;
+    if (b.size() == 2) {
+      out = trans_b ? b[0] : b[1];
+      in = trans_b ? b[1] : b[0];
+    } else if (!b.empty()) {
+      fail(i, n, fmt::format("weight \"{}\" has dims {}, expected 2", n.input(1), dims_text(b)));
+    }
+    if (out < 1) out = out_features_from_output(i, n);
+    bool bias = n.input_size() >= 3 && !n.input(2).empty();
+    if (bias && is_activation(n.input(2)))
+      fail(i, n, "C is computed by the network; ucplan supports a learned bias only");
+    add_fc(i, n, x, out, in, bias, false);
+  }
+
+  void matmul(int i, const onnx::NodeProto& n) {
+    const Value x = activation(i, n, 0);
+    if (x.rank != 2)
+      fail(i, n,
+           fmt::format("input \"{}\" has rank {}; ucplan maps MatMul of [batch, features] by a weight to a fully "
+                       "connected layer",
+                       n.input(0), x.rank));
+    if (n.input_size() < 2 || is_activation(n.input(1)))
+      fail(i, n, "the second operand is not a weight; ucplan maps MatMul to a fully connected layer");
+    Dims b = known_dims(n.input(1));
+    std::int64_t out = -1, in = -1;
+    if (b.size() == 2) {
+      out = b[1];
+      in = b[0];
+    } else if (!b.empty()) {
+      fail(i, n, fmt::format("weight \"{}\" has dims {}, expected 2", n.input(1), dims_text(b)));
+    }
+    if (out < 1) out = out_features_from_output(i, n);
+    add_fc(i, n, x, out, in, false, true);
+  }
+
+  void add(int i, const onnx::NodeProto& n) {
+    std::vector<const Value*> acts;
+    std::vector<std::string> consts;
+    for (int s = 0; s < n.input_size(); ++s) {
+      if (is_activation(n.input(s)))
+        acts.push_back(&activation(i, n, s));
+      else
+        consts.push_back(n.input(s));
+    }
+    if (acts.size() == 1 && consts.size() == 1 && acts[0]->fc_without_bias >= 0) {
+      // MatMul + Add of a [features] constant: the fc layer's bias.
+      Dims d = known_dims(consts[0]);
+      std::int64_t elems = 1;
+      for (auto e : d) elems *= e;
+      const Value x = *acts[0];
+      if (!d.empty() && elems != x.shape.c)
+        fail(i, n,
+             fmt::format("the bias \"{}\" has dims {}, but the MatMul before has {} outputs", consts[0], dims_text(d),
+                         x.shape.c));
+      net_.layers[x.fc_without_bias].fc.bias = true;
+      Value v = x;
+      v.fc_without_bias = -1;
+      alias(n, v);
+      check_declared(i, n, v);
+      return;
+    }
+    if (!consts.empty())
+      fail(i, n,
+           fmt::format("adds the constant \"{}\"; ucplan supports a constant only as the bias after a MatMul",
+                       consts[0]));
+    if (acts.size() == 1) return alias(n, *acts[0]);
+    Layer l;
+    l.type = LayerType::Add;
+    for (std::size_t a = 0; a < acts.size(); ++a) {
+      if (!(acts[a]->shape == acts[0]->shape) || acts[a]->rank != acts[0]->rank)
+        fail(i, n,
+             fmt::format("adds \"{}\" of {} per sample to \"{}\" of {}; ucplan adds equal shapes (no broadcasting)",
+                         n.input(static_cast<int>(a)), shape_text(acts[a]->shape), n.input(0),
+                         shape_text(acts[0]->shape)));
+      if (std::find(l.inputs.begin(), l.inputs.end(), acts[a]->ref) != l.inputs.end())
+        fail(i, n,
+             fmt::format("adds \"{}\" more than once; ucplan's add takes distinct inputs",
+                         n.input(static_cast<int>(a))));
+      l.inputs.push_back(acts[a]->ref);
+    }
+    add_layer(i, n, l, acts[0]->shape, acts[0]->rank);
+  }
+
+  void concat(int i, const onnx::NodeProto& n) {
+    Layer l;
+    l.type = LayerType::Concat;
+    Shape out;
+    int rank = 0;
+    for (int s = 0; s < n.input_size(); ++s) {
+      const Value& x = activation(i, n, s);
+      if (s == 0) {
+        rank = x.rank;
+        out = Shape{0, x.shape.h, x.shape.w};
+      }
+      if (x.rank != rank || x.shape.h != out.h || x.shape.w != out.w)
+        fail(i, n,
+             fmt::format("input \"{}\" of {} per sample does not join \"{}\" of {} on channels", n.input(s),
+                         shape_text(x.shape), n.input(0), shape_text(activation(i, n, 0).shape)));
+      if (x.rank == 2 && !(x.shape.h == 1 && x.shape.w == 1))
+        fail(i, n,
+             fmt::format("joins a flattened {} tensor; ucplan concatenates channels of [C, H, W] tensors",
+                         shape_text(x.shape)));
+      out.c += x.shape.c;
+      l.inputs.push_back(x.ref);
+    }
+    std::int64_t axis = attr_int(n, "axis", 1);
+    if (axis < 0) axis += rank;
+    if (axis != 1) fail(i, n, fmt::format("Concat on axis {}; ucplan concatenates channels (axis 1)", axis));
+    if (n.input_size() == 1) return alias(n, activation(i, n, 0));
+    add_layer(i, n, l, out, rank);
+  }
+
+  void dropout(int i, const onnx::NodeProto& n) {
+    const Value x = activation(i, n, 0);
+    Layer l;
+    l.type = LayerType::Dropout;
+    l.inputs = {x.ref};
+    double ratio = attr_float(n, "ratio", 0.5);  // an attribute up to opset 11, an input since 12
+    if (n.input_size() >= 2 && !n.input(1).empty()) {
+      auto it = floats_.find(n.input(1));
+      if (it == floats_.end()) fail(i, n, fmt::format("the ratio \"{}\" is not a constant", n.input(1)));
+      ratio = it->second;
+    }
+    if (!(ratio >= 0 && ratio < 1)) fail(i, n, fmt::format("ratio {} is not in [0, 1)", ratio));
+    l.dropout.ratio = ratio;
+    mark_secondary_outputs(n);  // the mask
+    add_layer(i, n, l, x.shape, x.rank);
+  }
+
+  void lrn(int i, const onnx::NodeProto& n) {
+    const Value x = activation(i, n, 0);
+    expect_rank4(i, n, x);
+    Layer l;
+    l.type = LayerType::Lrn;
+    l.inputs = {x.ref};
+    // ONNX's LRN: y = x / (bias + alpha/size * sum over the window of x^2)^beta, as ucplan's.
+    l.lrn.size = attr_int(n, "size", 0);
+    if (l.lrn.size < 1) fail(i, n, "size is missing or not positive");
+    l.lrn.alpha = attr_float(n, "alpha", 1e-4);
+    l.lrn.beta = attr_float(n, "beta", 0.75);
+    l.lrn.k = attr_float(n, "bias", 1.0);
+    add_layer(i, n, l, x.shape, x.rank);
+  }
+
+  void softmax(int i, const onnx::NodeProto& n) {
+    const Value x = activation(i, n, 0);
+    if (!(x.shape.h == 1 && x.shape.w == 1))
+      fail(i, n,
+           fmt::format("a softmax over {} per sample; ucplan's loss is a softmax over [batch, classes]",
+                       shape_text(x.shape)));
+    Layer l;
+    l.type = LayerType::SoftmaxLoss;
+    l.inputs = {x.ref};
+    add_layer(i, n, l, x.shape, x.rank).loss = true;
+  }
+
+  // Every graph output is a loss: a Softmax already is one; logits get a softmax_loss.
+  void add_losses() {
+    if (g_.output_size() == 0) throw UserError(file_, "graph.output", "the graph has no outputs");
+    std::int64_t labels = 0;
+    for (int o = 0; o < g_.output_size(); ++o) {
+      const std::string& name = g_.output(o).name();
+      auto it = values_.find(name);
+      if (it == values_.end()) {
+        if (secondary_.count(name) || constants_.count(name)) continue;
+        throw UserError(file_, fmt::format("graph output \"{}\"", name), "is not produced by any node");
+      }
+      Value v = it->second;
+      if (v.ref == net_.input_name)
+        throw UserError(file_, fmt::format("graph output \"{}\"", name), "is the graph's input");
+      if (!v.loss) {
+        Layer l;
+        l.type = LayerType::SoftmaxLoss;
+        l.inputs = {v.ref};
+        onnx::NodeProto named;
+        named.set_name("loss");
+        l.name = unique_name(named, 0);
+        expected_[l.name] = Shape{v.shape.elems(), 1, 1};
+        net_.layers.push_back(l);
+      }
+      if (labels != 0 && labels != v.shape.elems())
+        throw UserError(file_, fmt::format("graph output \"{}\"", name),
+                        fmt::format("has {} classes, another output has {}; ucplan networks have one label count",
+                                    v.shape.elems(), labels));
+      labels = v.shape.elems();
+    }
+    if (labels == 0) throw UserError(file_, "graph.output", "no output is produced by the network's layers");
+    net_.labels = labels;
+  }
+
+  onnx::ModelProto& model_;
+  const onnx::GraphProto& g_;
+  std::string file_;
+  ImportOptions options_;
+  Network net_;
+  std::int64_t opset_ = 1;
+  std::int64_t batch_ = -1;
+  std::map<std::string, Dims> dims_;
+  std::map<std::string, Dims> ints_;
+  std::map<std::string, double> floats_;
+  std::set<std::string> constants_;
+  std::set<std::string> secondary_;
+  std::map<std::string, Value> values_;
+  std::set<std::string> used_names_;
+  std::map<std::string, Shape> expected_;
+};
+
+}  // namespace
+
+Network import_onnx_bytes(const std::string& bytes, const std::string& file_for_errors, const ImportOptions& options) {
+  onnx::ModelProto model;
+  // Protobuf logs some parse problems on stderr; the user gets one line from us instead.
+  google::protobuf::LogHandler* previous = google::protobuf::SetLogHandler(nullptr);
+  bool parsed = model.ParseFromString(bytes);
+  google::protobuf::SetLogHandler(previous);
+  if (!parsed || !model.has_graph() || model.ir_version() <= 0)
+    throw UserError(file_for_errors, "", "not an ONNX model (no ModelProto with a graph could be read from it)");
+  if (model.graph().node_size() == 0) throw UserError(file_for_errors, "graph", "the graph has no nodes");
+  return Importer(model, file_for_errors, options).run();
+}
+
+Network import_onnx_file(const std::string& path, const ImportOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path, "", fmt::format("cannot read the file ({})", std::strerror(errno)));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) throw UserError(path, "", "cannot read the file");
+  return import_onnx_bytes(buf.str(), path, options);
+}
+
+}  // namespace ucplan

@@ -1,0 +1,1 @@
+import @DIR/inputs/no_such_model.onnx -o /tmp/ucplan-error-test-output.json

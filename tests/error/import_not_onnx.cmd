@@ -1,0 +1,1 @@
+import @FILE -o /tmp/ucplan-error-test-output.json

@@ -1,0 +1,1 @@
+import @DIR/inputs/unsupported_op.onnx -o /tmp/ucplan-error-test-output.json

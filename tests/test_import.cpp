@@ -1,0 +1,691 @@
+// ONNX import (planner/import/) against independent descriptions: each ONNX model is built here
+// in C++ (ModelProto by hand, as PyTorch's exporter writes them: kernel_shape on every Conv,
+// Flatten or a constant Reshape before the classifier) and its import must equal a ucplan network
+// written by hand in JSON: the same layers, types, inputs, per-layer output shapes and parameter
+// counts (layer_signature() covers type, input shapes and parameters). Every model is imported
+// with its weights in four forms: with data, dims only (stripped), external data, and as graph
+// inputs (torch.onnx.export(export_params=False)); never read, they must not matter.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "planner/import/onnx_import.h"
+#include "planner/model/errors.h"
+#include "planner/model/graph.h"
+#include "planner/model/network.h"
+
+using namespace ucplan;
+
+namespace {
+
+enum class Weights { Data, DimsOnly, External, GraphInput, Absent };
+const Weights kAllForms[] = {Weights::Data, Weights::DimsOnly, Weights::External, Weights::GraphInput};
+
+// A ModelProto under construction, opset 13 (PyTorch's default export opset at 1.12's time).
+struct ModelBuilder {
+  onnx::ModelProto model;
+  onnx::GraphProto* g;
+  Weights form;
+
+  explicit ModelBuilder(Weights f, const std::string& name = "test") : g(model.mutable_graph()), form(f) {
+    model.set_ir_version(8);
+    model.set_producer_name("test_import");
+    auto* op = model.add_opset_import();
+    op->set_domain("");
+    op->set_version(13);
+    g->set_name(name);
+  }
+  static void set_type(onnx::ValueInfoProto* v, const std::string& name, const std::vector<std::int64_t>& dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    auto* shape = t->mutable_shape();
+    for (auto d : dims) {
+      auto* dim = shape->add_dim();
+      if (d < 0)
+        dim->set_dim_param("batch");  // symbolic, as a dynamic-batch export writes it
+      else
+        dim->set_dim_value(d);
+    }
+  }
+  void input(const std::string& name, const std::vector<std::int64_t>& dims) { set_type(g->add_input(), name, dims); }
+  void output(const std::string& name) {
+    auto* v = g->add_output();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  void value_info(const std::string& name, const std::vector<std::int64_t>& dims) {
+    set_type(g->add_value_info(), name, dims);
+  }
+  void weight(const std::string& name, const std::vector<std::int64_t>& dims) {
+    if (form == Weights::Absent) return;
+    if (form == Weights::GraphInput) return input(name, dims);
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    std::int64_t n = 1;
+    for (auto d : dims) {
+      t->add_dims(d);
+      n *= d;
+    }
+    if (form == Weights::Data) t->set_raw_data(std::string(static_cast<std::size_t>(n) * 4, '\0'));
+    if (form == Weights::External) {
+      t->set_data_location(onnx::TensorProto::EXTERNAL);
+      auto* kv = t->add_external_data();
+      kv->set_key("location");
+      kv->set_value("weights.bin");
+    }
+  }
+  void int64_constant(const std::string& name, const std::vector<std::int64_t>& values) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<std::int64_t>(values.size()));
+    for (auto v : values) t->add_int64_data(v);
+  }
+  onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& ins,
+                        const std::vector<std::string>& outs, const std::string& name) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const auto& s : ins) n->add_input(s);
+    for (const auto& s : outs) n->add_output(s);
+    return n;
+  }
+  static void ints(onnx::NodeProto* n, const std::string& name, const std::vector<std::int64_t>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (auto x : v) a->add_ints(x);
+  }
+  static void integer(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void real(onnx::NodeProto* n, const std::string& name, float v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  // Conv as torch.onnx writes it: W [M, C/g, k, k], kernel_shape, strides, pads, dilations, group.
+  void conv(const std::string& name, const std::string& x, std::int64_t in_c, std::int64_t out_c, std::int64_t k,
+            std::int64_t stride, std::int64_t pad, bool bias, std::int64_t groups = 1, std::int64_t dilation = 1) {
+    weight(name + ".weight", {out_c, in_c / groups, k, k});
+    std::vector<std::string> ins{x, name + ".weight"};
+    if (bias) {
+      weight(name + ".bias", {out_c});
+      ins.push_back(name + ".bias");
+    }
+    auto* n = node("Conv", ins, {name}, name);
+    ints(n, "kernel_shape", {k, k});
+    ints(n, "strides", {stride, stride});
+    ints(n, "pads", {pad, pad, pad, pad});
+    ints(n, "dilations", {dilation, dilation});
+    integer(n, "group", groups);
+  }
+  void bn(const std::string& name, const std::string& x, std::int64_t c) {
+    for (const char* p : {".weight", ".bias", ".running_mean", ".running_var"}) weight(name + p, {c});
+    auto* n = node("BatchNormalization",
+                   {x, name + ".weight", name + ".bias", name + ".running_mean", name + ".running_var"}, {name}, name);
+    real(n, "epsilon", 1e-5f);
+  }
+  void relu(const std::string& name, const std::string& x) { node("Relu", {x}, {name}, name); }
+  void pool(const std::string& op, const std::string& name, const std::string& x, std::int64_t k, std::int64_t s,
+            std::int64_t p, bool ceil = false) {
+    auto* n = node(op, {x}, {name}, name);
+    ints(n, "kernel_shape", {k, k});
+    ints(n, "strides", {s, s});
+    ints(n, "pads", {p, p, p, p});
+    if (ceil) integer(n, "ceil_mode", 1);
+  }
+  void gemm(const std::string& name, const std::string& x, std::int64_t in, std::int64_t out) {
+    weight(name + ".weight", {out, in});
+    weight(name + ".bias", {out});
+    auto* n = node("Gemm", {x, name + ".weight", name + ".bias"}, {name}, name);
+    real(n, "alpha", 1.0f);
+    real(n, "beta", 1.0f);
+    integer(n, "transB", 1);
+  }
+  std::string bytes() const { return model.SerializeAsString(); }
+};
+
+Network import(const ModelBuilder& b, const std::string& file = "model.onnx") {
+  return import_onnx_bytes(b.bytes(), file, {});
+}
+
+// The imported network must be the hand-written one: layer by layer the same name, type, inputs,
+// output shape and signature (type + input shapes + parameters), the same totals; and what the
+// importer would write must load back through the network loader to the same graph.
+void expect_same_network(const Network& imported, const char* hand_written_json) {
+  Graph got = build_graph(imported, "imported");
+  Graph want = build_graph(parse_network_text(hand_written_json, "hand-written"), "hand-written");
+  CHECK(got.net.input_shape == want.net.input_shape);
+  CHECK(got.net.input_name == want.net.input_name);
+  CHECK(got.net.labels == want.net.labels);
+  REQUIRE(got.layers.size() == want.layers.size());
+  for (std::size_t l = 1; l < want.layers.size(); ++l) {
+    INFO("layer ", l, " ", want.layers[l].name());
+    CHECK(got.layers[l].name() == want.layers[l].name());
+    CHECK(got.layers[l].type() == want.layers[l].type());
+    CHECK(got.layers[l].spec.inputs == want.layers[l].spec.inputs);
+    CHECK(got.layers[l].out == want.layers[l].out);
+    CHECK(got.layers[l].params() == want.layers[l].params());
+    CHECK(layer_signature(got, static_cast<int>(l)) == layer_signature(want, static_cast<int>(l)));
+  }
+  CHECK(got.total_params() == want.total_params());
+  Graph reloaded = build_graph(parse_network_text(network_to_json_text(imported), "reloaded"), "reloaded");
+  CHECK(reloaded.total_params() == want.total_params());
+  CHECK(network_to_json_text(reloaded.net) == network_to_json_text(imported));
+}
+
+// ---- a ResNet-style stem and two basic blocks (the second with a 1x1 projection) -----------------
+
+ModelBuilder resnet_block(Weights form) {
+  ModelBuilder b(form, "resnet_block");
+  b.input("x", {-1, 3, 64, 64});
+  b.conv("conv1", "x", 3, 16, 7, 2, 3, false);  // 64 -> (64 + 6 - 7) / 2 + 1 = 32
+  b.bn("bn1", "conv1", 16);
+  b.relu("relu1", "bn1");
+  b.pool("MaxPool", "pool1", "relu1", 3, 2, 1);  // 32 -> (32 + 2 - 3) / 2 + 1 = 16
+  b.conv("b1c1", "pool1", 16, 16, 3, 1, 1, false);
+  b.bn("b1n1", "b1c1", 16);
+  b.relu("b1r1", "b1n1");
+  b.conv("b1c2", "b1r1", 16, 16, 3, 1, 1, false);
+  b.bn("b1n2", "b1c2", 16);
+  b.node("Add", {"b1n2", "pool1"}, {"b1add"}, "b1add");
+  b.relu("b1r2", "b1add");
+  b.conv("b2c1", "b1r2", 16, 32, 3, 2, 1, false);  // 16 -> 8
+  b.bn("b2n1", "b2c1", 32);
+  b.relu("b2r1", "b2n1");
+  b.conv("b2c2", "b2r1", 32, 32, 3, 1, 1, false);
+  b.bn("b2n2", "b2c2", 32);
+  b.conv("b2down", "b1r2", 16, 32, 1, 2, 0, false);  // 16 -> (16 - 1) / 2 + 1 = 8
+  b.bn("b2downbn", "b2down", 32);
+  b.node("Add", {"b2n2", "b2downbn"}, {"b2add"}, "b2add");
+  b.relu("b2r2", "b2add");
+  b.node("GlobalAveragePool", {"b2r2"}, {"gap"}, "gap");
+  b.node("Flatten", {"gap"}, {"flat"}, "flatten");
+  b.gemm("fc", "flat", 32, 10);
+  b.output("fc");  // logits: the importer appends the loss
+  return b;
+}
+
+const char* kResnetBlock =
+    R"({"format": "ucplan-network/1", "name": "resnet_block", "input": {"name": "x", "shape": [3, 64, 64]},
+ "labels": 10, "layers": [
+  {"name": "conv1", "type": "conv", "inputs": ["x"], "out_channels": 16, "kernel": 7, "stride": 2, "pad": 3, "bias": false},
+  {"name": "bn1", "type": "bn", "inputs": ["conv1"]},
+  {"name": "relu1", "type": "relu", "inputs": ["bn1"]},
+  {"name": "pool1", "type": "pool", "inputs": ["relu1"], "mode": "max", "kernel": 3, "stride": 2, "pad": 1},
+  {"name": "b1c1", "type": "conv", "inputs": ["pool1"], "out_channels": 16, "kernel": 3, "pad": 1, "bias": false},
+  {"name": "b1n1", "type": "bn", "inputs": ["b1c1"]},
+  {"name": "b1r1", "type": "relu", "inputs": ["b1n1"]},
+  {"name": "b1c2", "type": "conv", "inputs": ["b1r1"], "out_channels": 16, "kernel": 3, "pad": 1, "bias": false},
+  {"name": "b1n2", "type": "bn", "inputs": ["b1c2"]},
+  {"name": "b1add", "type": "add", "inputs": ["b1n2", "pool1"]},
+  {"name": "b1r2", "type": "relu", "inputs": ["b1add"]},
+  {"name": "b2c1", "type": "conv", "inputs": ["b1r2"], "out_channels": 32, "kernel": 3, "stride": 2, "pad": 1, "bias": false},
+  {"name": "b2n1", "type": "bn", "inputs": ["b2c1"]},
+  {"name": "b2r1", "type": "relu", "inputs": ["b2n1"]},
+  {"name": "b2c2", "type": "conv", "inputs": ["b2r1"], "out_channels": 32, "kernel": 3, "pad": 1, "bias": false},
+  {"name": "b2n2", "type": "bn", "inputs": ["b2c2"]},
+  {"name": "b2down", "type": "conv", "inputs": ["b1r2"], "out_channels": 32, "kernel": 1, "stride": 2, "bias": false},
+  {"name": "b2downbn", "type": "bn", "inputs": ["b2down"]},
+  {"name": "b2add", "type": "add", "inputs": ["b2n2", "b2downbn"]},
+  {"name": "b2r2", "type": "relu", "inputs": ["b2add"]},
+  {"name": "gap", "type": "pool", "inputs": ["b2r2"], "mode": "avg", "global": true},
+  {"name": "fc", "type": "fc", "inputs": ["gap"], "out_features": 10},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}]})";
+
+// ---- an Inception-like concat with dilated, grouped and 5x5 branches, ceil-mode average pool -------
+
+ModelBuilder inception(Weights form) {
+  ModelBuilder b(form, "inception");
+  b.input("data", {8, 3, 32, 32});
+  b.conv("stem", "data", 3, 24, 3, 1, 1, true);
+  b.relu("stem_relu", "stem");
+  b.conv("br1", "stem_relu", 24, 8, 1, 1, 0, true);
+  b.conv("br3", "stem_relu", 24, 12, 3, 1, 2, true, 1, 2);  // dilation 2, pad 2: 32 + 4 - 5 + 1 = 32
+  b.conv("br5", "stem_relu", 24, 4, 5, 1, 2, true);
+  b.pool("MaxPool", "brpool", "stem_relu", 3, 1, 1);
+  b.conv("brpool_proj", "brpool", 24, 8, 1, 1, 0, true);
+  b.node("Concat", {"br1", "br3", "br5", "brpool_proj"}, {"cat"}, "cat");  // 8 + 12 + 4 + 8 = 32 channels
+  ModelBuilder::integer(b.g->mutable_node(b.g->node_size() - 1), "axis", 1);
+  b.conv("grouped", "cat", 32, 32, 3, 1, 1, false, 4);     // weight [32, 8, 3, 3]: 2,304 parameters
+  b.pool("AveragePool", "avg", "grouped", 3, 2, 0, true);  // ceil((32 - 3) / 2) + 1 = 16
+  b.node("GlobalAveragePool", {"avg"}, {"gap"}, "gap");
+  b.node("Flatten", {"gap"}, {"flat"}, "flatten");
+  b.gemm("classifier", "flat", 32, 7);
+  b.node("Softmax", {"classifier"}, {"prob"}, "prob");
+  b.output("prob");
+  return b;
+}
+
+const char* kInception =
+    R"({"format": "ucplan-network/1", "name": "inception", "input": {"shape": [3, 32, 32]}, "labels": 7,
+ "layers": [
+  {"name": "stem", "type": "conv", "inputs": ["data"], "out_channels": 24, "kernel": 3, "pad": 1},
+  {"name": "stem_relu", "type": "relu", "inputs": ["stem"]},
+  {"name": "br1", "type": "conv", "inputs": ["stem_relu"], "out_channels": 8, "kernel": 1},
+  {"name": "br3", "type": "conv", "inputs": ["stem_relu"], "out_channels": 12, "kernel": 3, "pad": 2, "dilation": 2},
+  {"name": "br5", "type": "conv", "inputs": ["stem_relu"], "out_channels": 4, "kernel": 5, "pad": 2},
+  {"name": "brpool", "type": "pool", "inputs": ["stem_relu"], "mode": "max", "kernel": 3, "stride": 1, "pad": 1},
+  {"name": "brpool_proj", "type": "conv", "inputs": ["brpool"], "out_channels": 8, "kernel": 1},
+  {"name": "cat", "type": "concat", "inputs": ["br1", "br3", "br5", "brpool_proj"]},
+  {"name": "grouped", "type": "conv", "inputs": ["cat"], "out_channels": 32, "kernel": 3, "pad": 1, "groups": 4, "bias": false},
+  {"name": "avg", "type": "pool", "inputs": ["grouped"], "mode": "avg", "kernel": 3, "stride": 2, "ceil_mode": true,
+   "count_include_pad": false},
+  {"name": "gap", "type": "pool", "inputs": ["avg"], "mode": "avg", "global": true},
+  {"name": "classifier", "type": "fc", "inputs": ["gap"], "out_features": 7},
+  {"name": "prob", "type": "softmax_loss", "inputs": ["classifier"]}]})";
+
+// ---- AlexNet-like: LRN, a constant Reshape, Dropout, MatMul + Add, Gemm, LogSoftmax ---------------
+
+ModelBuilder alexnet_like(Weights form) {
+  ModelBuilder b(form, "alexnet_like");
+  b.input("image", {1, 3, 67, 67});
+  b.conv("conv1", "image", 3, 16, 11, 4, 2, true);  // (67 + 4 - 11) / 4 + 1 = 16
+  b.relu("relu1", "conv1");
+  auto* n = b.node("LRN", {"relu1"}, {"norm1"}, "norm1");
+  ModelBuilder::integer(n, "size", 5);
+  ModelBuilder::real(n, "alpha", 1e-4f);
+  ModelBuilder::real(n, "beta", 0.75f);
+  ModelBuilder::real(n, "bias", 2.0f);
+  b.pool("MaxPool", "pool1", "norm1", 3, 2, 0);  // (16 - 3) / 2 + 1 = 7
+  b.conv("conv2", "pool1", 16, 32, 3, 1, 1, true);
+  b.node("Identity", {"conv2"}, {"conv2_id"}, "id");  // folds away
+  b.relu("relu2", "conv2_id");
+  b.pool("MaxPool", "pool2", "relu2", 3, 2, 0);  // (7 - 3) / 2 + 1 = 3: 32 x 3 x 3 = 288 features
+  b.int64_constant("flat_shape", {1, 288});      // torch's x.view(1, 288), folded to a constant
+  b.node("Reshape", {"pool2", "flat_shape"}, {"flat"}, "reshape");
+  auto* r = b.g->add_initializer();  // Dropout's ratio is an input since opset 12
+  r->set_name("ratio");
+  r->set_data_type(onnx::TensorProto::FLOAT);
+  r->add_float_data(0.25f);
+  b.node("Dropout", {"flat", "ratio"}, {"drop1"}, "drop1");
+  b.weight("fc1.weight_t", {288, 64});  // MatMul's B is [in, out]
+  b.weight("fc1.bias", {64});
+  b.node("MatMul", {"drop1", "fc1.weight_t"}, {"fc1_mm"}, "fc1");
+  b.node("Add", {"fc1_mm", "fc1.bias"}, {"fc1"}, "fc1_bias");
+  b.relu("relu3", "fc1");
+  b.gemm("fc2", "relu3", 64, 5);
+  b.node("LogSoftmax", {"fc2"}, {"logprob"}, "logprob");
+  b.output("logprob");
+  return b;
+}
+
+const char* kAlexnetLike =
+    R"({"format": "ucplan-network/1", "name": "alexnet_like", "input": {"name": "image", "shape": [3, 67, 67]},
+ "labels": 5, "layers": [
+  {"name": "conv1", "type": "conv", "inputs": ["image"], "out_channels": 16, "kernel": 11, "stride": 4, "pad": 2},
+  {"name": "relu1", "type": "relu", "inputs": ["conv1"]},
+  {"name": "norm1", "type": "lrn", "inputs": ["relu1"], "size": 5, "alpha": 1e-4, "beta": 0.75, "k": 2},
+  {"name": "pool1", "type": "pool", "inputs": ["norm1"], "mode": "max", "kernel": 3, "stride": 2},
+  {"name": "conv2", "type": "conv", "inputs": ["pool1"], "out_channels": 32, "kernel": 3, "pad": 1},
+  {"name": "relu2", "type": "relu", "inputs": ["conv2"]},
+  {"name": "pool2", "type": "pool", "inputs": ["relu2"], "mode": "max", "kernel": 3, "stride": 2},
+  {"name": "drop1", "type": "dropout", "inputs": ["pool2"], "ratio": 0.25},
+  {"name": "fc1", "type": "fc", "inputs": ["drop1"], "out_features": 64},
+  {"name": "relu3", "type": "relu", "inputs": ["fc1"]},
+  {"name": "fc2", "type": "fc", "inputs": ["relu3"], "out_features": 5},
+  {"name": "logprob", "type": "softmax_loss", "inputs": ["fc2"]}]})";
+
+const char* form_name(Weights f) {
+  switch (f) {
+    case Weights::Data:
+      return "with data";
+    case Weights::DimsOnly:
+      return "stripped (dims only)";
+    case Weights::External:
+      return "external data";
+    case Weights::GraphInput:
+      return "weights as graph inputs";
+    case Weights::Absent:
+      return "absent";
+  }
+  return "";
+}
+
+std::string error_of(const ModelBuilder& b, const std::string& file = "m.onnx") {
+  try {
+    import(b, file);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string error_of_bytes(const std::string& bytes) {
+  try {
+    import_onnx_bytes(bytes, "m.onnx", {});
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("a ResNet-style stem and blocks import as the hand-written network, with weights in every form") {
+  for (Weights f : kAllForms) {
+    INFO(form_name(f));
+    expect_same_network(import(resnet_block(f)), kResnetBlock);
+  }
+  // Totals worked by hand: convs 3*16*49 + 2*16*16*9 + 16*32*9 + 32*32*9 + 16*32 = 2,352 + 4,608 +
+  // 4,608 + 9,216 + 512 = 21,296; bn 2 per channel: 2*(16+16+16+32+32+32) = 288; fc 32*10 + 10 = 330.
+  CHECK(build_graph(import(resnet_block(Weights::DimsOnly)), "").total_params() == 21296 + 288 + 330);
+}
+
+TEST_CASE("an Inception-like concat with dilated, grouped and ceil-mode layers and a final Softmax imports exactly") {
+  for (Weights f : kAllForms) {
+    INFO(form_name(f));
+    expect_same_network(import(inception(f)), kInception);
+  }
+  Graph g = build_graph(import(inception(Weights::DimsOnly)), "");
+  CHECK(g.layers[g.index_of("cat")].out == Shape{32, 32, 32});
+  CHECK(g.layers[g.index_of("grouped")].params() == 32 * 8 * 9);  // groups 4: 32 / 4 input channels per output
+  CHECK(g.layers[g.index_of("avg")].out == Shape{32, 16, 16});    // ceil mode: ceil(29 / 2) + 1
+}
+
+TEST_CASE("an AlexNet-like chain with LRN, a constant Reshape, Dropout, MatMul + Add and LogSoftmax imports exactly") {
+  for (Weights f : kAllForms) {
+    INFO(form_name(f));
+    expect_same_network(import(alexnet_like(f)), kAlexnetLike);
+  }
+  Graph g = build_graph(import(alexnet_like(Weights::DimsOnly)), "");
+  CHECK(g.layers[g.index_of("fc1")].params() == 288 * 64 + 64);  // the Add became fc1's bias
+}
+
+// auto_pad SAME (symmetric here: 3x3 at stride 1 needs 2 = 1 + 1), ReduceMean over H and W,
+// GlobalMaxPool, Sum, and the extra outputs of a training-mode export (batch-norm's running
+// statistics, MaxPool's indices, Dropout's mask), which nothing consumes.
+ModelBuilder odds_and_ends(Weights form) {
+  ModelBuilder b(form, "odds");
+  b.input("in", {4, 8, 16, 16});
+  b.weight("c.weight", {8, 8, 3, 3});
+  auto* c = b.node("Conv", {"in", "c.weight"}, {"c"}, "c");
+  ModelBuilder::ints(c, "kernel_shape", {3, 3});
+  c->add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("auto_pad");
+    a.set_type(onnx::AttributeProto::STRING);
+    a.set_s("SAME_UPPER");
+    return a;
+  }());
+  b.bn("n", "c", 8);
+  b.g->mutable_node(b.g->node_size() - 1)->add_output("n_running_mean");
+  b.g->mutable_node(b.g->node_size() - 1)->add_output("n_running_var");
+  b.relu("r", "n");
+  auto* p = b.node("MaxPool", {"r"}, {"p", "p_indices"}, "p");
+  ModelBuilder::ints(p, "kernel_shape", {2, 2});
+  ModelBuilder::ints(p, "strides", {2, 2});  // 16 -> 8
+  b.relu("q", "p");
+  b.relu("t", "p");
+  b.node("Sum", {"p", "q", "t"}, {"s"}, "s");  // three inputs, one add layer
+  auto* m = b.node("ReduceMean", {"s"}, {"m"}, "m");
+  ModelBuilder::ints(m, "axes", {-2, -1});
+  ModelBuilder::integer(m, "keepdims", 0);  // [batch, 8]: already flat
+  b.node("GlobalMaxPool", {"s"}, {"g"}, "g");
+  b.node("Flatten", {"g"}, {"gf"}, "gf");
+  auto* d = b.node("Dropout", {"gf"}, {"d", "d_mask"}, "d");
+  ModelBuilder::real(d, "ratio", 0.1f);  // opset < 12 writes it as an attribute
+  b.node("Add", {"m", "d"}, {"sum"}, "sum");
+  b.gemm("fc", "sum", 8, 3);
+  b.output("fc");
+  b.output("n_running_mean");  // a training export may list them; they are not losses
+  return b;
+}
+
+const char* kOddsAndEnds =
+    R"({"format": "ucplan-network/1", "name": "odds", "input": {"name": "in", "shape": [8, 16, 16]},
+ "labels": 3, "layers": [
+  {"name": "c", "type": "conv", "inputs": ["in"], "out_channels": 8, "kernel": 3, "pad": 1, "bias": false},
+  {"name": "n", "type": "bn", "inputs": ["c"]},
+  {"name": "r", "type": "relu", "inputs": ["n"]},
+  {"name": "p", "type": "pool", "inputs": ["r"], "mode": "max", "kernel": 2, "stride": 2},
+  {"name": "q", "type": "relu", "inputs": ["p"]},
+  {"name": "t", "type": "relu", "inputs": ["p"]},
+  {"name": "s", "type": "add", "inputs": ["p", "q", "t"]},
+  {"name": "m", "type": "pool", "inputs": ["s"], "mode": "avg", "global": true},
+  {"name": "g", "type": "pool", "inputs": ["s"], "mode": "max", "global": true},
+  {"name": "d", "type": "dropout", "inputs": ["g"], "ratio": 0.1},
+  {"name": "sum", "type": "add", "inputs": ["m", "d"]},
+  {"name": "fc", "type": "fc", "inputs": ["sum"], "out_features": 3},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}]})";
+
+TEST_CASE("auto_pad SAME, ReduceMean, GlobalMaxPool, Sum and a training export's extra outputs import exactly") {
+  for (Weights f : kAllForms) {
+    INFO(form_name(f));
+    expect_same_network(import(odds_and_ends(f)), kOddsAndEnds);
+  }
+  // SAME at stride 2 on 16: output 8, total padding (8 - 1) * 2 + 3 - 16 = 1, odd: no ucplan form.
+  ModelBuilder b = odds_and_ends(Weights::DimsOnly);
+  ModelBuilder::ints(b.g->mutable_node(0), "strides", {2, 2});
+  CHECK(error_of(b) ==
+        "m.onnx: node 0 \"c\" (Conv): auto_pad SAME_UPPER needs 1 padding on axis 2, which is asymmetric; "
+        "ucplan pads both sides equally");
+  // x + x: ucplan's add takes distinct inputs.
+  ModelBuilder twice = odds_and_ends(Weights::DimsOnly);
+  for (auto& n : *twice.g->mutable_node())
+    if (n.name() == "s") n.set_input(1, "p");
+  CHECK(error_of(twice) == "m.onnx: node 6 \"s\" (Sum): adds \"p\" more than once; ucplan's add takes distinct inputs");
+}
+
+TEST_CASE("weights absent from the file: shapes from kernel_shape and the outputs' value_info") {
+  // Neither initializers nor inputs name the weights (a graph stripped to its structure). Conv's
+  // kernel comes from kernel_shape, its output channels and Gemm's features from value_info.
+  ModelBuilder b = resnet_block(Weights::Absent);
+  for (const char* c : {"conv1"}) b.value_info(c, {-1, 16, 32, 32});
+  for (const char* c : {"b1c1", "b1c2"}) b.value_info(c, {-1, 16, 16, 16});
+  for (const char* c : {"b2c1", "b2c2", "b2down"}) b.value_info(c, {-1, 32, 8, 8});
+  b.value_info("fc", {-1, 10});
+  expect_same_network(import(b), kResnetBlock);
+
+  ModelBuilder missing = resnet_block(Weights::Absent);  // no value_info: the channels are unknown
+  CHECK(error_of(missing) ==
+        "m.onnx: node 0 \"conv1\" (Conv): the output channels are unknown: the file gives neither the dims of weight "
+        "\"conv1.weight\" nor the shape of output \"conv1\"");
+}
+
+TEST_CASE("the network's name: --name, else the file's stem (exporters name every graph alike)") {
+  ImportOptions named;
+  named.name = "mine";
+  CHECK(import_onnx_bytes(resnet_block(Weights::DimsOnly).bytes(), "x/y.onnx", named).name == "mine");
+  CHECK(import(resnet_block(Weights::DimsOnly), "models/resnet_block_v2.onnx").name == "resnet_block_v2");
+  CHECK(import(resnet_block(Weights::DimsOnly), "model").name == "model");
+}
+
+TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the node and what ucplan supports") {
+  SUBCASE("an unsupported op") {
+    ModelBuilder b = resnet_block(Weights::DimsOnly);
+    b.g->mutable_node(2)->set_op_type("Einsum");
+    std::string e = error_of(b);
+    CHECK(e.rfind("m.onnx: node 2 \"relu1\" (Einsum): op type Einsum is not supported (ucplan imports Conv, ", 0) == 0);
+    CHECK(e.find('\n') == std::string::npos);
+  }
+  SUBCASE("an unnamed node is named by its index") {
+    ModelBuilder b = resnet_block(Weights::DimsOnly);
+    b.g->mutable_node(2)->set_op_type("LSTM");
+    b.g->mutable_node(2)->clear_name();
+    CHECK(error_of(b).rfind("m.onnx: node 2 (LSTM): op type LSTM is not supported", 0) == 0);
+  }
+  SUBCASE("names with control or non-ASCII bytes: escaped in the one line, replaced in layer names") {
+    ModelBuilder b = resnet_block(Weights::DimsOnly);
+    b.g->mutable_node(2)->set_name("relu\n1\xff");
+    Graph g = build_graph(import(b), "");
+    CHECK(g.index_of("relu_1_") == 3);
+    b.g->mutable_node(2)->set_op_type("Einsum");
+    CHECK(error_of(b).rfind("m.onnx: node 2 \"relu\\x0a1\\xff\" (Einsum): op type Einsum is not supported", 0) == 0);
+  }
+  SUBCASE("asymmetric padding") {
+    ModelBuilder b = resnet_block(Weights::DimsOnly);
+    auto* pads = b.g->mutable_node(0)->mutable_attribute(2);
+    REQUIRE(pads->name() == "pads");
+    pads->set_ints(2, 4);
+    CHECK(error_of(b) ==
+          "m.onnx: node 0 \"conv1\" (Conv): asymmetric pads [3, 3, 4, 3]; ucplan pads both sides of an axis equally");
+  }
+  SUBCASE("a Softmax in the middle") {
+    ModelBuilder b = alexnet_like(Weights::DimsOnly);
+    b.node("Relu", {"logprob"}, {"after"}, "after");
+    CHECK(error_of(b) ==
+          "m.onnx: node 15 \"after\" (Relu): consumes the output of a Softmax (\"logprob\"); ucplan supports "
+          "Softmax only as the last op, the loss");
+  }
+  SUBCASE("a broadcasting Add") {
+    ModelBuilder b = resnet_block(Weights::DimsOnly);
+    b.g->mutable_node(9)->set_input(1, "relu1");  // b1add: 16x16x16 + 16x32x32
+    CHECK(error_of(b) ==
+          "m.onnx: node 9 \"b1add\" (Add): adds \"relu1\" of 16x32x32 per sample to \"b1n2\" of 16x16x16; "
+          "ucplan adds equal shapes (no broadcasting)");
+  }
+  SUBCASE("a declared shape that ucplan would compute differently") {
+    ModelBuilder b = resnet_block(Weights::DimsOnly);
+    b.value_info("pool1", {-1, 16, 17, 17});  // e.g. an exporter whose pooling rounds up
+    std::string e = error_of(b);
+    CHECK(e.find("node 3 \"pool1\" (MaxPool): ") != std::string::npos);
+    CHECK(e.find("ucplan computes 16x16x16 per sample for output \"pool1\", but the file declares") !=
+          std::string::npos);
+  }
+  SUBCASE("an input of unknown size") {
+    ModelBuilder b = resnet_block(Weights::DimsOnly);
+    auto* dim = b.g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(2);
+    dim->set_dim_param("height");
+    CHECK(error_of(b) ==
+          "m.onnx: graph input \"x\": shape [?, 3, ?, 64] is not [batch, C, H, W] (or [batch, features]) "
+          "with C, H, W known; export with a fixed input size");
+  }
+  SUBCASE("a Reshape that is not a flatten") {
+    ModelBuilder b = alexnet_like(Weights::DimsOnly);
+    for (auto& t : *b.g->mutable_initializer()) {
+      if (t.name() != "flat_shape") continue;
+      t.clear_int64_data();
+      t.clear_dims();
+      t.add_dims(3);
+      for (std::int64_t v : {1, 32, 9}) t.add_int64_data(v);
+    }
+    CHECK(error_of(b) ==
+          "m.onnx: node 8 \"reshape\" (Reshape): Reshape of 32x3x3 to [1, 32, 9]; ucplan supports Reshape "
+          "only to [batch, features] or to the same shape");
+  }
+  SUBCASE("bytes that are not ONNX") {
+    CHECK(error_of_bytes("{\"format\": \"ucplan-network/1\"}") ==
+          "m.onnx: not an ONNX model (no ModelProto with a graph could be read from it)");
+    CHECK(error_of_bytes("") == "m.onnx: not an ONNX model (no ModelProto with a graph could be read from it)");
+  }
+}
+
+// Through the command line: exit code 2, one line, and no output file left behind on failure;
+// on success the file loads through the network loader.
+TEST_CASE("ucplan import: exit code 2 and no output file on bad input, a network file on good input") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("ucplan_import_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return (dir / name).string();
+  };
+  auto run = [&](const std::string& args) {
+    std::string cmd =
+        std::string(UCPLAN_BIN) + " import " + args + " 2>" + (dir / "stderr.txt").string() + " >/dev/null";
+    int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  auto stderr_text = [&] {
+    std::ifstream in(dir / "stderr.txt");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string out = (dir / "net.json").string();
+
+  ModelBuilder bad = resnet_block(Weights::DimsOnly);
+  bad.g->mutable_node(5)->set_op_type("HardSwish");
+  std::string bad_path = write("bad.onnx", bad.bytes());
+  CHECK(run(bad_path + " -o " + out) == 2);
+  CHECK(stderr_text() ==
+        "ucplan: error: " + bad_path + ": node 5 \"b1n1\" (HardSwish): op type HardSwish is not supported (" +
+            std::string("ucplan imports Conv, BatchNormalization, Relu, MaxPool, AveragePool, ") +
+            "GlobalAveragePool, GlobalMaxPool, ReduceMean over H and W, Gemm, MatMul (+ Add of a bias), "
+            "Flatten, Reshape to [batch, features], Add, Sum, Concat on channels, Dropout, LRN, Softmax or "
+            "LogSoftmax as the last op, Identity and Constant)\n");
+  CHECK(!fs::exists(out));
+  CHECK(run((dir / "missing.onnx").string() + " -o " + out) == 2);
+  CHECK(stderr_text() ==
+        "ucplan: error: " + (dir / "missing.onnx").string() + ": cannot read the file (No such file or directory)\n");
+  CHECK(!fs::exists(out));
+
+  std::string good = write("good.onnx", inception(Weights::DimsOnly).bytes());
+  CHECK(run(good + " -o " + out + " --name imported_inception") == 0);
+  Network net = load_network(out);
+  CHECK(net.name == "imported_inception");
+  CHECK(build_graph(net, out).total_params() == build_graph(parse_network_text(kInception, "h"), "h").total_params());
+  fs::remove_all(dir);
+}
+
+// torchvision models exported by scripts/export_torch.py without weights (tests/data/onnx/,
+// SOURCES.md says how). Truth: torchvision's parameter counts (sum of p.numel(), equal to the
+// num_params of torchvision's documentation), and for four of them the zoo network written
+// independently by networks/generate.py, layer by layer.
+TEST_CASE("torchvision models from weight-stripped ONNX files: parameter counts and layer shapes") {
+  struct Case {
+    const char* file;
+    std::int64_t params;
+    const char* zoo;      // "" when the zoo has no such network
+    std::int64_t losses;  // graph outputs
+  };
+  const Case cases[] = {
+      {"alexnet", 61100840, "", 1},  // the zoo's alexnet is Caffe's (LRN, 60,965,224), another network
+      {"vgg16", 138357544, "vgg16", 1},
+      {"resnet18", 11689512, "resnet18", 1},
+      {"resnet50", 25557032, "resnet50", 1},
+      {"resnext50_32x4d", 25028904, "", 1},
+      {"densenet121", 7978856, "densenet121", 1},
+      {"googlenet", 6624904, "", 1},
+      {"inception_v3", 27161264, "", 2},  // main and auxiliary classifier
+      {"squeezenet1_1", 1235496, "", 1},
+      {"mnasnet0_5", 2218512, "", 1},
+      {"regnet_x_400mf", 5495976, "", 1},
+  };
+  for (const Case& c : cases) {
+    INFO(c.file);
+    std::string path = std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx/" + c.file + ".onnx";
+    Graph g = build_graph(import_onnx_file(path, {}), path);
+    CHECK(g.total_params() == c.params);
+    CHECK(g.net.labels == 1000);
+    std::int64_t losses = 0;
+    for (const auto& l : g.layers) losses += l.type() == LayerType::SoftmaxLoss;
+    CHECK(losses == c.losses);
+    if (*c.zoo == 0) continue;
+    // Names differ (PyTorch's node names); the sequence of (type, output shape, parameters) may not.
+    Graph zoo = build_graph(load_network(resolve_network_path(c.zoo)), c.zoo);
+    REQUIRE(g.layers.size() == zoo.layers.size());
+    for (std::size_t l = 1; l < g.layers.size(); ++l) {
+      INFO("layer ", l, ": ", zoo.layers[l].name(), " / ", g.layers[l].name());
+      CHECK(g.layers[l].type() == zoo.layers[l].type());
+      CHECK(g.layers[l].out == zoo.layers[l].out);
+      CHECK(g.layers[l].params() == zoo.layers[l].params());
+    }
+  }
+  // Spot checks against torchvision's modules: densenet121's last dense block ends with
+  // 64 + 32*6 -> 128 (transition) ... -> 1024 channels at 7x7; inception_v3's Mixed_7c 2048x8x8.
+  Graph d =
+      build_graph(import_onnx_file(std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx/densenet121.onnx", {}), "d");
+  REQUIRE(d.index_of("/features/norm5/BatchNormalization") > 0);
+  CHECK(d.layers[d.index_of("/features/norm5/BatchNormalization")].out == Shape{1024, 7, 7});
+  Graph i =
+      build_graph(import_onnx_file(std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx/inception_v3.onnx", {}), "i");
+  REQUIRE(i.index_of("/Mixed_7c/Concat") > 0);
+  CHECK(i.layers[i.index_of("/Mixed_7c/Concat")].out == Shape{2048, 8, 8});
+}
