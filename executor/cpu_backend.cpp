@@ -84,6 +84,13 @@ class CpuBackend : public Backend {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return pending_ == 0 || error_; });
     if (error_) {
+      // The queued steps belong to the caller, who may free them once this throws: drop those
+      // not started, and wait for those running (their poison waits give up on an error).
+      for (auto& q : queues_) {
+        pending_ -= static_cast<std::int64_t>(q.size());
+        q.clear();
+      }
+      cv_.wait(lock, [&] { return pending_ == 0; });
       std::exception_ptr e = error_;
       error_ = nullptr;
       std::rethrow_exception(e);
@@ -107,6 +114,10 @@ class CpuBackend : public Backend {
 
   // Steps are submitted in id order, so a wait always names a step already submitted for this
   // round: it is done once its completion generation reaches the one it was submitted with.
+  bool failed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_ != nullptr;
+  }
   bool done(int step) const {
     auto it = generation_of_.find(step);
     return it != generation_of_.end() && done_[static_cast<std::size_t>(step)] >= it->second;
@@ -135,14 +146,15 @@ class CpuBackend : public Backend {
           {
             std::unique_lock<std::mutex> lock(mu_);
             cv_.wait(lock, [&] {
-              if (stop_) return true;  // shutting down after a failure: the waited steps may never run
+              if (stop_ || error_) return true;  // after a failure the waited steps may never run
               for (int w : item.step->poison_waits)
                 if (!done(w)) return false;
               return true;
             });
             if (stop_) return;
           }
-          for (const auto& [off, size] : item.step->poison_after) std::memset(arena_ + off, kPoisonByte, static_cast<std::size_t>(size));
+          if (!failed())
+            for (const auto& [off, size] : item.step->poison_after) std::memset(arena_ + off, kPoisonByte, static_cast<std::size_t>(size));
         }
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -165,13 +177,17 @@ class CpuBackend : public Backend {
 
   void execute(const Item& item) {
     const ResolvedStep& s = *item.step;
-    if (s.op == "prefetch") {
-      const char* src = static_cast<const char*>(host(s.host)) + (s.input ? item.round * s.bytes : 0);
-      std::memcpy(arena_ + s.device, src, static_cast<std::size_t>(s.bytes));
-      return;
-    }
-    if (s.op == "offload") {
-      std::memcpy(host(s.host), arena_ + s.device, static_cast<std::size_t>(s.bytes));
+    if (s.op == "prefetch" || s.op == "offload") {
+      // An input host buffer holds the whole batch: each round copies its own slice. The bounds
+      // are the verifier's promise; checked again here because a copy out of bounds corrupts
+      // memory silently.
+      const std::int64_t host_offset = s.input ? item.round * s.bytes : 0;
+      auto& h = hosts_.at(static_cast<std::size_t>(s.host));
+      UCPLAN_CHECK(s.bytes >= 0 && s.device >= 0 && s.device <= arena_bytes_ - s.bytes &&
+                       host_offset <= static_cast<std::int64_t>(h.size()) - s.bytes,
+                   fmt::format("step {}: a copy of {} bytes inside the arena and its host buffer", s.id, s.bytes));
+      if (s.op == "prefetch") std::memcpy(arena_ + s.device, h.data() + host_offset, static_cast<std::size_t>(s.bytes));
+      else std::memcpy(h.data() + host_offset, arena_ + s.device, static_cast<std::size_t>(s.bytes));
       return;
     }
     const GraphLayer& l = g_.layers[static_cast<std::size_t>(s.layer)];
@@ -186,6 +202,7 @@ class CpuBackend : public Backend {
     a.dx_accumulate = s.dx_accumulate;
     a.labels = s.labels < 0 ? nullptr : reinterpret_cast<const std::int32_t*>(arena_ + s.labels);
     a.workspace = s.workspace < 0 ? nullptr : arena_ + s.workspace;
+    a.workspace_bytes = s.workspace < 0 ? 0 : s.workspace_bytes;
     a.n = item.ctx.sub_batch;
     a.first_sample = static_cast<std::int64_t>(item.round) * item.ctx.sub_batch;
     a.total_batch = item.ctx.total_batch;
@@ -197,6 +214,14 @@ class CpuBackend : public Backend {
         throw UserError("", "--device cpu",
                         fmt::format("step {} ({} {}) uses \"{}\", which is not a CPU algorithm: compile the plan from a "
                                     "profile of this device", s.id, s.op, l.name(), m.algo));
+      if (!layer_op_supported_cpu(l, s.op, m.algo, m.batch))
+        throw UserError("", "--device cpu", fmt::format("step {} ({} {}): the CPU algorithm \"{}\" does not support this "
+                                                        "convolution", s.id, s.op, l.name(), m.algo));
+      const std::int64_t need = layer_op_workspace_cpu(l, s.op, m.algo, m.batch);
+      if (need > a.workspace_bytes)
+        throw UserError("", "--device cpu", fmt::format("step {} ({} {}): \"{}\" on {} samples needs {} bytes of workspace, "
+                                                        "the plan gives {}", s.id, s.op, l.name(), m.algo, m.batch, need,
+                                                        a.workspace_bytes));
     }
     if (l.type() == LayerType::SoftmaxLoss && a.labels) {
       for (std::int64_t i = 0; i < a.n; ++i)

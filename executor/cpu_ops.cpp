@@ -119,18 +119,21 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
     case LayerType::Conv: {
       const cpu::ConvDims d = conv_dims(l, n);
       const cpu::ConvAlgo al = conv_algo(algo);
-      const float* bias = l.bias_elems ? a.w + l.weight_elems : nullptr;
+      UCPLAN_CHECK(cpu::conv_supported(d, conv_op(op), al) &&
+                       cpu::conv_workspace_bytes(d, conv_op(op), al) <= a.workspace_bytes,
+                   "a conv kernel runs on a workspace at least as large as it needs");
+      const float* bias = l.bias_elems && a.w ? a.w + l.weight_elems : nullptr;  // backward ops get no w
       if (fwd) cpu::conv_forward(d, al, a.x[0], a.w, bias, a.y, a.workspace);
       else if (op == "backward_data") cpu::conv_backward_data(d, al, a.dy, a.w, a.dx[0], a.dx_accumulate[0], a.workspace);
-      else cpu::conv_backward_filter(d, al, a.x[0], a.dy, a.dw, l.bias_elems ? a.dw + l.weight_elems : nullptr, a.workspace);
+      else cpu::conv_backward_filter(d, al, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr, a.workspace);
       break;
     }
     case LayerType::Fc: {
       cpu::FcDims d{n, in_elems(l, 0), l.spec.fc.out_features, l.spec.fc.bias};
-      const float* bias = l.bias_elems ? a.w + l.weight_elems : nullptr;
+      const float* bias = l.bias_elems && a.w ? a.w + l.weight_elems : nullptr;  // backward ops get no w
       if (fwd) cpu::fc_forward(d, a.x[0], a.w, bias, a.y);
       else if (op == "backward_data") cpu::fc_backward_data(d, a.dy, a.w, a.dx[0], a.dx_accumulate[0]);
-      else cpu::fc_backward_filter(d, a.x[0], a.dy, a.dw, l.bias_elems ? a.dw + l.weight_elems : nullptr);
+      else cpu::fc_backward_filter(d, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr);
       break;
     }
     case LayerType::Relu:

@@ -25,6 +25,7 @@ struct LayerArgs {
   std::vector<char> dx_accumulate; // per input: add to dx (another consumer wrote it first)
   const std::int32_t* labels = nullptr;
   void* workspace = nullptr;
+  std::int64_t workspace_bytes = 0; // its size: a conv kernel checks its need against it
   std::int64_t n = 0;              // samples in this call
   std::int64_t first_sample = 0;   // index of the first sample in the whole batch (dropout masks)
   std::int64_t total_batch = 1;    // the whole batch (scale of the loss gradient)

@@ -2,6 +2,7 @@
 // measured against predicted time and memory; with --check, poisons what the plan frees and
 // compares weight gradients with a reference run. Exit codes: 0 ok, 1 check failed, 2 bad input.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
   app.name("ucplan run");
   // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return fmt::format("ucplan run: error: {} (see ucplan run --help)\n", e.what());
+    return fmt::format("ucplan run: error: {} (see ucplan run --help)\n", ucplan::one_line(e.what()));
   });
   std::string plan_path, device = "cpu", trace;
   int iterations = 5;
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (!(tolerance >= 0 && std::isfinite(tolerance)))
+      throw ucplan::UserError("", "--tolerance", fmt::format("a relative error must be 0 or more, got {}", tolerance));
     const ucplan::Plan plan = ucplan::load_plan(plan_path);
     if (!no_verify) {
       const std::string error = ucplan::find_plan_error(plan);
@@ -115,8 +118,8 @@ int main(int argc, char** argv) {
       fmt::print("{} on {}\n", plan_path, r.backend);
       std::string all;
       for (double s : r.iteration_seconds) all += (all.empty() ? "" : ", ") + ucplan::format_seconds(s);
-      fmt::print("  iteration   measured median {} over {} iterations ({}); predicted {} ({}): measured/predicted {:.2f}\n",
-                 ucplan::format_seconds(r.median_seconds), r.iteration_seconds.size(), all, ucplan::format_seconds(r.predicted_seconds),
+      fmt::print("  iteration   measured median {} over {} iteration{} ({}); predicted {} ({}): measured/predicted {:.2f}\n",
+                 ucplan::format_seconds(r.median_seconds), r.iteration_seconds.size(), r.iteration_seconds.size() == 1 ? "" : "s", all, ucplan::format_seconds(r.predicted_seconds),
                  plan.profile_source == "measured" ? "from measured costs" : "from a MODELLED profile", ratio);
       fmt::print("  memory      device memory held {} (arena {}); plan peak {}; budget {}\n", ucplan::format_bytes(r.device_memory_bytes),
                  ucplan::format_bytes(r.arena_bytes), ucplan::format_bytes(plan.summary.peak_bytes), ucplan::format_bytes(plan.budget_bytes));
@@ -130,8 +133,9 @@ int main(int argc, char** argv) {
       if (r.checked && !r.fault.empty())
         fmt::print("  check       FAILED: {}\n", r.fault);
       else if (r.checked)
-        fmt::print("  check       {}: weight gradients vs reference run, max relative error {:.2e} ({}), tolerance {:.0e}\n",
-                   r.passed ? "PASSED" : "FAILED", r.max_rel_error, r.worst_tensor, tolerance);
+        fmt::print("  check       {}: weight gradients of {} iterations vs reference run, max relative error {:.2e} ({}), "
+                   "tolerance {:.0e}; input buffers intact\n",
+                   r.passed ? "PASSED" : "FAILED", r.checked_iterations, r.max_rel_error, r.worst_tensor, tolerance);
     }
     return r.passed ? 0 : 1;
   } catch (const ucplan::UserError& e) {

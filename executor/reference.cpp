@@ -11,7 +11,8 @@
 namespace ucplan {
 
 ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int64_t sub_batch, std::uint64_t seed,
-                                    const std::map<std::string, std::string>& conv_algo) {
+                                    const std::map<std::string, std::string>& conv_algo,
+                                    const std::map<std::string, std::vector<float>>& weights) {
   auto algo_for = [&](const GraphLayer& l, const char* op) -> std::string {
     if (l.type() != LayerType::Conv) return "default";
     auto it = conv_algo.find(l.name() + ":" + op);
@@ -25,7 +26,12 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
     if (!g.layers[l].has_weights()) continue;
     w[l].resize(static_cast<std::size_t>(g.layers[l].params()));
     dw[l].assign(w[l].size(), 0.0f);
-    init_weights(g.layers[l], seed, w[l].data());
+    auto given = weights.find("W:" + g.layers[l].name());
+    if (given == weights.end()) init_weights(g.layers[l], seed, w[l].data());
+    else {
+      UCPLAN_CHECK(given->second.size() == w[l].size(), "given weights have the layer's size");
+      w[l] = given->second;
+    }
   }
   const std::int64_t in_per = g.layers[0].out.elems();
   std::vector<float> data(static_cast<std::size_t>(in_per * batch));
@@ -58,6 +64,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
         const std::string algo = algo_for(gl, "forward");
         std::vector<float> ws(static_cast<std::size_t>(layer_op_workspace_cpu(gl, "forward", algo, b) / 4 + 1));
         a.workspace = ws.data();
+        a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
         run_layer_op_cpu(gl, "forward", algo, a);
       } else {
         run_layer_op_cpu(gl, "forward", "default", a);
@@ -111,6 +118,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
         std::vector<float> ws(static_cast<std::size_t>(
             std::max(layer_op_workspace_cpu(gl, "backward_filter", filter, b), layer_op_workspace_cpu(gl, "backward_data", data_algo, b)) / 4 + 1));
         a.workspace = ws.data();
+        a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
         run_layer_op_cpu(gl, "backward_filter", filter, a);
         if (gl.inputs[0] != 0) run_layer_op_cpu(gl, "backward_data", data_algo, a);
       } else {

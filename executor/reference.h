@@ -23,7 +23,9 @@ struct ReferenceResult {
 };
 
 // conv_algo: "layer:op" (forward, backward_data, backward_filter) -> algorithm; "direct" if absent.
+// weights: "W:layer" -> values to start from (a later iteration's); init_weights(seed) if absent.
 ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int64_t sub_batch, std::uint64_t seed,
-                                    const std::map<std::string, std::string>& conv_algo = {});
+                                    const std::map<std::string, std::string>& conv_algo = {},
+                                    const std::map<std::string, std::vector<float>>& weights = {});
 
 }  // namespace ucplan

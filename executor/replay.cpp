@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <unordered_map>
 
@@ -176,9 +177,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     init_weights(gl, o.seed, w.data());
     backend.write(resident.at("W:" + gl.name())->offset, w.data(), static_cast<std::int64_t>(w.size() * sizeof(float)));
   }
-  for (const auto& h : plan.host_buffers) {
-    if (!h.input) continue;
-    void* dst = backend.host(h.id);
+  auto load_input = [&](const PlanHostBuffer& h, void* dst) {
     if (h.tensor == "labels") {
       init_labels(plan.batch, std::max<std::int64_t>(1, g.net.labels), o.seed, static_cast<std::int32_t*>(dst));
     } else if (h.tensor == "Y:" + g.layers[0].name()) {
@@ -187,7 +186,9 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       const int l = g.index_of(h.tensor.substr(3));
       init_input(g.layers[l].out.elems() * plan.batch, o.seed ^ (0x9e37u + static_cast<std::uint64_t>(l)), static_cast<float*>(dst));
     }
-  }
+  };
+  for (const auto& h : plan.host_buffers)
+    if (h.input) load_input(h, backend.host(h.id));
   for (const auto& s : steps) {
     if (s.stream == 1) rep.bytes_h2d += s.bytes;
     if (s.stream == 2) rep.bytes_d2h += s.bytes;
@@ -200,11 +201,26 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   ctx.total_batch = plan.batch;
   ctx.lr = o.lr;
   ctx.seed = o.seed;
-  const int total_iterations = o.iterations + 1;  // the first one warms up (page faults, caches)
+  // The first one warms up (page faults, caches). Check mode checks the first two, so that what
+  // one iteration leaves behind (updated weights, buffers reused across rounds and iterations)
+  // is checked too.
+  const int total_iterations = o.iterations + 1;
+  constexpr int kCheckedIterations = 2;
   for (int it = 0; it < total_iterations; ++it) {
     for (const auto& b : plan.buffers)
       if (b.resident && b.tensor.rfind("dW:", 0) == 0) backend.fill(b.offset, b.size, 0);
-    const bool poison = o.check && o.poison && it == 0;
+    const bool checking = o.check && it < kCheckedIterations;
+    const bool poison = checking && o.poison;
+    // The weights this iteration starts from: the reference starts from the same.
+    std::map<std::string, std::vector<float>> start_weights;
+    if (checking)
+      for (const auto& [name, b] : resident)
+        if (name.rfind("W:", 0) == 0) {
+          const GraphLayer& gl = g.layers[static_cast<std::size_t>(g.index_of(name.substr(2)))];
+          std::vector<float> w(static_cast<std::size_t>(gl.params()));
+          backend.read(b->offset, w.data(), static_cast<std::int64_t>(w.size() * sizeof(float)));
+          start_weights.emplace(name, std::move(w));
+        }
     const auto t0 = std::chrono::steady_clock::now();
     backend.begin();
     try {
@@ -221,8 +237,9 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       rep.max_rel_error = INFINITY;
       return rep;
     }
-    if (o.check && it == 0) {
-      // The first iteration's weight gradients (before any update) against the reference.
+    const auto reference_start = std::chrono::steady_clock::now();
+    if (checking) {
+      // This iteration's weight gradients (before its updates) against the reference.
       // The reference runs on the CPU: a plan for another device (cuDNN names) gets the CPU
       // algorithm closest to each of its algorithms (cpu_ops.h reference_conv_algo_cpu).
       std::map<std::string, std::string> algos;
@@ -234,7 +251,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
                                                      ps.layer, ps.op, ps.config.front().algo));
         algos.emplace(ps.layer + ":" + ps.op, cpu_algo);
       }
-      ReferenceResult ref = reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos);
+      ReferenceResult ref = reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos, start_weights);
       rep.checked = true;
       // Relative L2 error per weight-gradient tensor; NaN (a read of poisoned memory) is infinite.
       for (const auto& [name, want] : ref.weight_gradients) {
@@ -254,16 +271,32 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
           rep.worst_tensor = name;
         }
       }
-      rep.passed = rep.max_rel_error <= o.tolerance;
+      rep.passed = rep.passed && rep.max_rel_error <= o.tolerance;
+      rep.checked_iterations += 1;
     }
+    const auto reference_time = std::chrono::steady_clock::now() - reference_start;  // not the plan's time
     for (const auto& s : steps)
       if (s.final) backend.submit(s, 0, ctx, false);
     backend.barrier();
     std::vector<MeasuredStep> timeline = backend.end();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0 - reference_time).count();
     if (it > 0) {
       rep.iteration_seconds.push_back(seconds);
       rep.timeline = std::move(timeline);
+    }
+  }
+  if (o.check) {
+    // The data loader's batch is read-only for the plan: after every round of every iteration
+    // the input host buffers must still hold exactly what was loaded.
+    for (const auto& h : plan.host_buffers) {
+      if (!h.input) continue;
+      std::vector<char> want(static_cast<std::size_t>(h.size), 0);
+      load_input(h, want.data());
+      if (std::memcmp(want.data(), backend.host(h.id), want.size()) != 0) {
+        rep.passed = false;
+        rep.fault = fmt::format("host buffer {} ({}) no longer holds the batch's input after the run", h.id, h.tensor);
+        rep.max_rel_error = INFINITY;
+      }
     }
   }
   rep.device_memory_bytes = std::max(rep.device_memory_bytes, backend.device_memory_bytes());  // after what the run took

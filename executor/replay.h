@@ -2,8 +2,9 @@
 // buffers, loads deterministic weights and a batch, then per iteration: zero the weight
 // gradients, run the rounds (barrier between rounds), then the updates. Reports the measured
 // median iteration time against the prediction, memory and bytes moved. In check mode every
-// region the plan frees or offloads is poisoned (NaN) when the plan says so, and the weight
-// gradients of the first iteration are compared with a reference run (reference.h).
+// region the plan frees or offloads is poisoned (NaN) when the plan says so, the weight
+// gradients of the first two iterations are compared with a reference run from the same weights
+// (reference.h), and the input host buffers must still hold the batch at the end.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,7 @@ struct RunReport {
   std::vector<MeasuredStep> timeline;          // the last timed iteration
   // Check mode.
   bool checked = false;
+  int checked_iterations = 0;                  // iterations whose gradients were compared (2)
   std::vector<GradientError> errors;           // per weight-gradient tensor
   double max_rel_error = 0;
   std::string worst_tensor;

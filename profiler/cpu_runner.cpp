@@ -100,6 +100,7 @@ class CpuRunner : public Runner {
     std::int64_t ws_bytes = layer_op_workspace_cpu(l, op, algo, n);
     std::vector<float> ws(static_cast<std::size_t>(ws_bytes / 4 + 1));
     a.workspace = ws.data();
+    a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
     m.workspace_bytes = ws_bytes;
     // Backward ops read what their forward saved (bn statistics, dropout mask, softmax output).
     if (op != "forward" && op != "update") run_layer_op_cpu(l, "forward", algo == "default" || l.type() != LayerType::Conv ? algo : "direct", a);

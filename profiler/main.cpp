@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   app.name("ucplan profile");
   // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return fmt::format("ucplan profile: error: {} (see ucplan profile --help)\n", e.what());
+    return fmt::format("ucplan profile: error: {} (see ucplan profile --help)\n", ucplan::one_line(e.what()));
   });
   std::string network, device = "cpu", sizes = "powerOfTwo", cache, output;
   std::int64_t batch = 0;
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   app.add_option("network", network, "zoo name or path to a network JSON file")->required();
   app.add_option("--batch,-b", batch, "mini-batch size in samples; micro-batch sizes up to it are measured")
       ->required()
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
   app.add_option("--device,-d", device, "cpu (default) | cuda | cuda:N | model:k40 | model:p100 | model:v100 | model:h100 | model:h200");
   app.add_option("--sizes", sizes,
                  "micro-batch sizes to measure (mu-cuDNN §III-B): powerOfTwo (default: 1, 2, 4, ..., batch) | all (1..batch) | "

@@ -8,7 +8,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-"$root/build"}
-"$root/scripts/setup.sh" "$build" >/dev/null
+echo "== set-up: installs what is missing, then builds (minutes on a fresh machine; progress below)"
+"$root/scripts/setup.sh" "$build"
+echo
 ucplan="$build/bin/ucplan"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

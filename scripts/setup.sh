@@ -6,14 +6,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-"$root/build"}
 
+# clang and its runtime libraries: the ASan/UBSan build and the libFuzzer harnesses (scripts/fuzz.sh).
 packages=(build-essential cmake ninja-build pkg-config coinor-libcbc-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-          doctest-dev libopenblas-dev libonnx-dev libprotobuf-dev python3)
+          doctest-dev libopenblas-dev libonnx-dev libprotobuf-dev python3 clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
+  echo "setup: installing ${missing[*]} with apt-get (a few minutes on a fresh machine)"
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
@@ -31,7 +32,14 @@ with_cuda=${UCPLAN_WITH_CUDA:-}
 if [ -z "$with_cuda" ]; then
   if [ -x /usr/local/cuda/bin/nvcc ]; then with_cuda=ON; else with_cuda=AUTO; fi
 fi
+[ -f "$build/build.ninja" ] || echo "setup: configuring $build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUCPLAN_WERROR=ON -DUCPLAN_WITH_CUDA="$with_cuda" \
   ${UCPLAN_CMAKE_ARGS:-} >/dev/null
-cmake --build "$build" -j "$(nproc)"
+# Progress every 10 steps (a first build takes minutes on 2 cores), every other line as it comes.
+cmake --build "$build" -j "$(nproc)" 2>&1 |
+  awk '/^\[[0-9]+\/[0-9]+\] / { split(substr($1, 2, length($1) - 2), a, "/");
+                                   if (a[1] % 10 == 0 || a[1] == a[2]) { printf "setup: building, step %s of %s\n", a[1], a[2]; fflush() }
+                                   next }
+       /^ninja: no work to do/ { next }
+       { print; fflush() }'
 echo "setup: built in $build (ucplan, ucplan-profile, ucplan-run, tests; UCPLAN_WITH_CUDA=$with_cuda)"

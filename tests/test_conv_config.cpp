@@ -117,7 +117,9 @@ TEST_CASE("pareto_front equals the brute-force Pareto set, with the documented t
   int fronts = 0, empty = 0, max_size = 0;
   for (std::uint64_t seed = 1; seed <= 400; ++seed) {
     Rng rng(seed);
-    const auto [batch, algos] = small_shape(rng);
+    const auto shape = small_shape(rng);  // not a structured binding: CAPTURE's lambda needs clang >= 16 for those
+    const std::int64_t batch = shape.first;
+    const int algos = shape.second;
     const std::vector<MicroOption> opts = random_options(rng, batch, algos);
     const std::vector<Brute> all = all_configs(opts, batch);
     const std::vector<ConvConfig> front = pareto_front(opts, batch);

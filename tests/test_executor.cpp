@@ -8,6 +8,7 @@
 #include <map>
 
 #include "executor/backend.h"
+#include "executor/cpu_ops.h"
 #include "executor/replay.h"
 #include "executor/substitute.h"
 #include "planner/model/errors.h"
@@ -105,6 +106,7 @@ TEST_CASE("run --check: keep-all, a tight budget and the lower bound give the re
         const RunReport r = replay(p);
         CHECK(r.checked);
         CHECK(r.passed);
+        CHECK(r.checked_iterations == 2);  // the second from the updated weights
         // Same algorithms, same micro-batches per sample: only accumulation order differs.
         CHECK(r.max_rel_error < 1e-5);
         offloaded += p.summary.offload_bytes;
@@ -192,14 +194,196 @@ TEST_SUITE("broken plans") {
   }
 }
 
+// The holes an adversary found in `ucplan check` (issue 12), each closed in the verifier itself:
+// a plan broken in that way is refused with a message saying why, and (where the executor can
+// run it at all) shown to be really wrong when the verifier is bypassed.
+TEST_SUITE("adversarial plans") {
+  Plan keep_all(int which) {
+    const Case& c = cases()[static_cast<std::size_t>(which)];
+    Plan p = compile(c.net, c.prof, 4 * c.keep_all_peak, "keep-all", "auto");
+    REQUIRE(find_plan_error(p) == "");
+    return p;
+  }
+  // A conv step running a lowering algorithm (it needs a workspace) with its kernel entry.
+  PlanStep* lowered_step(Plan& p) {
+    for (auto& s : p.steps)
+      if (s.op != "recompute" && s.workspace >= 0 && !s.config.empty() && s.config[0].algo != "direct") return &s;
+    return nullptr;
+  }
+  void set_config(Plan& p, const PlanStep& s, const std::vector<MicroStep>& c) {
+    for (auto& st : p.steps)
+      if (st.layer == s.layer && (st.op == s.op || (s.op == "forward" && st.op == "recompute"))) st.config = c;
+    for (auto& k : p.kernels)
+      if (k.layer == s.layer && k.op == s.op) k.config = c;
+  }
+
+  TEST_CASE("an offset near INT64_MAX does not wrap the bounds check") {
+    Plan p = keep_all(0);
+    PlanBuffer& b = p.buffers.back();
+    b.offset = INT64_MAX - 255;  // offset + size would wrap to a negative number
+    CHECK(find_plan_error(p).find("lies outside the arena") != std::string::npos);
+  }
+
+  TEST_CASE("every buffer starts on 256 bytes") {
+    Plan p = keep_all(0);
+    for (auto& b : p.buffers)
+      if (!b.resident && b.offset + b.size + 1 <= p.arena_bytes) {
+        b.offset += 1;
+        break;
+      }
+    CHECK(find_plan_error(p).find("not on a 256-byte boundary") != std::string::npos);
+  }
+
+  TEST_CASE("a workspace smaller than the configuration needs, or none") {
+    Plan p = keep_all(0);
+    PlanStep* s = lowered_step(p);
+    REQUIRE(s != nullptr);
+    Plan q = p;
+    q.buffers[s->workspace].size -= 256;  // the CPU kernels need every byte they say
+    CHECK(find_plan_error(q).find("bytes of workspace, its workspace buffer") != std::string::npos);
+    Plan r = p;
+    r.steps[s->id].workspace = -1;
+    CHECK(find_plan_error(r).find("it has no workspace buffer") != std::string::npos);
+  }
+
+  TEST_CASE("the verifier's workspace rule is the CPU kernels' own, to the byte") {
+    // verify.cpp restates the kernels' workspace formula (independent code); here every
+    // lowered step of the three networks gets a workspace buffer of exactly what the kernels
+    // say (executor/cpu conv_workspace_bytes, max over its micro-batches): accepted; one byte
+    // less: refused.
+    int checked = 0;
+    for (int which = 0; which < 3; ++which) {
+      const Plan p = keep_all(which);
+      const Graph g = build_graph(p.network, "test");
+      for (const auto& s : p.steps) {
+        if (s.workspace < 0 || s.config.empty()) continue;
+        int users = 0;
+        for (const auto& t : p.steps) users += t.workspace == s.workspace;
+        if (users != 1) continue;
+        const GraphLayer& l = g.layers[static_cast<std::size_t>(g.index_of(s.layer))];
+        std::int64_t need = 0;
+        for (const auto& m : s.config) need = std::max(need, layer_op_workspace_cpu(l, s.op, m.algo, m.batch));
+        if (need == 0) continue;
+        auto with_size = [&](std::int64_t size) {
+          Plan q = p;
+          q.buffers[s.workspace].size = size;
+          std::int64_t high = 0;
+          for (const auto& b : q.buffers) high = std::max(high, b.offset + b.size);
+          q.arena_bytes = q.summary.peak_bytes = high;
+          return find_plan_error(q);
+        };
+        CAPTURE(s.id);
+        CHECK(with_size(need) == "");
+        CHECK(with_size(need - 1).find("bytes of workspace") != std::string::npos);
+        ++checked;
+      }
+    }
+    CHECK(checked >= 3);  // gemm and gemm_lift kernels of all three networks
+  }
+
+  TEST_CASE("micro-batches: a split runs in less workspace; merged again, that workspace is refused") {
+    Plan p = keep_all(0);
+    PlanStep* s = lowered_step(p);
+    REQUIRE(s != nullptr);
+    REQUIRE(p.sub_batch % 2 == 0);
+    // Split into equal parts of the smallest micro-batch the planner chose (by measured times;
+    // half the sub-batch if it did not split), with that micro-batch's algorithm, so the
+    // workspace buffer is large enough; the kernels list edited to match: a valid plan that runs.
+    MicroStep smallest = s->config[0];
+    for (const auto& m : s->config)
+      if (m.batch < smallest.batch && m.algo != "direct") smallest = m;
+    const std::string algo = smallest.algo;
+    const std::int64_t half = smallest.batch == p.sub_batch ? p.sub_batch / 2 : smallest.batch;
+    REQUIRE(p.sub_batch % half == 0);
+    Plan split = p;
+    set_config(split, *s, std::vector<MicroStep>(static_cast<std::size_t>(p.sub_batch / half), MicroStep{algo, half}));
+    CHECK(find_plan_error(split) == "");
+    CHECK(replay(split).passed);
+    // Shrink the workspace buffer to what a half needs (the arena follows its high-water mark)...
+    const Graph g = build_graph(p.network, "test");
+    const GraphLayer& l = g.layers[static_cast<std::size_t>(g.index_of(s->layer))];
+    const std::int64_t need_half = layer_op_workspace_cpu(l, s->op, algo, half);
+    const std::int64_t need_whole = layer_op_workspace_cpu(l, s->op, algo, p.sub_batch);
+    REQUIRE(need_whole > (need_half + 255) / 256 * 256);  // the lowered matrix grows with the micro-batch
+    split.buffers[s->workspace].size = (need_half + 255) / 256 * 256;
+    std::int64_t high = 0;
+    for (const auto& b : split.buffers) high = std::max(high, b.offset + b.size);
+    split.arena_bytes = split.summary.peak_bytes = high;
+    // ...then merge the parts again: the whole micro-batch needs `need_whole` and is refused.
+    Plan merged = split;
+    set_config(merged, *s, {MicroStep{algo, p.sub_batch}});
+    CHECK(find_plan_error(merged).find("bytes of workspace") != std::string::npos);
+  }
+
+  TEST_CASE("a configuration that differs from the kernels list") {
+    Plan p = keep_all(0);
+    PlanStep* s = lowered_step(p);
+    REQUIRE(s != nullptr);
+    s->config = {MicroStep{"direct", p.sub_batch}};
+    CHECK(find_plan_error(p).find("differs from the kernels list") != std::string::npos);
+  }
+
+  TEST_CASE("algorithms: unknown names, another device's names, gemm_lift on a stride-2 convolution") {
+    Plan p = keep_all(2);  // the concat network: c1 has stride 2
+    const PlanStep* c1 = nullptr;
+    for (const auto& s : p.steps)
+      if (s.layer == "c1" && s.op == "forward") c1 = &s;
+    REQUIRE(c1 != nullptr);
+    Plan lift = p;
+    set_config(lift, *c1, {MicroStep{"gemm_lift", p.sub_batch}});
+    CHECK(find_plan_error(lift).find("does not support this convolution") != std::string::npos);
+    Plan bogus = p;
+    set_config(bogus, *c1, {MicroStep{"bogus", p.sub_batch}});
+    CHECK(find_plan_error(bogus).find("\"bogus\" is not a forward algorithm") != std::string::npos);
+    Plan cudnn = p;  // a cuDNN name in a CPU plan: the backward-filter names say CPU
+    set_config(cudnn, *c1, {MicroStep{"implicit_gemm", p.sub_batch}});
+    CHECK(find_plan_error(cudnn).find("is not a") != std::string::npos);
+  }
+
+  TEST_CASE("no offload into an input host buffer") {
+    const Case& c = cases()[0];
+    Plan p = compile(c.net, c.prof, c.keep_all_peak * 85 / 100, "vdnn-all", "auto");
+    REQUIRE(find_plan_error(p) == "");
+    int input = -1;
+    for (const auto& h : p.host_buffers)
+      if (h.input) input = h.id;
+    REQUIRE(input >= 0);
+    auto it = std::find_if(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return s.op == "offload"; });
+    REQUIRE(it != p.steps.end());
+    it->host = input;
+    CHECK(find_plan_error(p).find("which holds the batch's input") != std::string::npos);
+  }
+
+  TEST_CASE("a step that fails while other streams hold queued steps: the error, then a clean stop") {
+    // An algorithm the CPU does not have stops the run at that step while copies are still
+    // queued; the backend must drain its queues before the steps are freed (under ASan a use
+    // after free would show here).
+    const Case& c = cases()[0];
+    Plan p = compile(c.net, c.prof, c.keep_all_peak * 85 / 100, "vdnn-all", "auto");
+    for (auto& s : p.steps)
+      if (s.op == "backward_filter" && !s.config.empty()) {
+        s.config[0].algo = "fft";
+        break;
+      }
+    bool refused = false;
+    try {
+      replay(p);
+    } catch (const UserError& e) {
+      refused = std::string(e.what()).find("not a CPU algorithm") != std::string::npos;
+    }
+    CHECK(refused);
+  }
+}
+
 TEST_CASE("the reference run maps cuDNN algorithm names to CPU algorithms") {
   // Every cuDNN name of profiler/runner.h, per op, has a CPU counterpart; CPU names stay.
   const std::vector<std::pair<std::string, std::vector<std::string>>> cudnn = {
       {"forward", {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
       {"backward_data", {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
       {"backward_filter", {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"}}};
-  for (const auto& [op, names] : cudnn)
-    for (const auto& n : names) {
+  for (const auto& entry : cudnn)  // not a structured binding: CAPTURE's lambda needs clang >= 16 for those
+    for (const auto& n : entry.second) {
+      const std::string& op = entry.first;
       CAPTURE(op);
       CAPTURE(n);
       CHECK(reference_conv_algo_cpu(op, n) == (n == "direct" ? "direct" : "gemm"));

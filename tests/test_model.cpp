@@ -20,6 +20,8 @@
 #include "planner/model/errors.h"
 #include "planner/model/graph.h"
 #include "planner/model/network.h"
+#include "planner/model/plan.h"
+#include "planner/model/plan_views.h"
 #include "planner/model/tasks.h"
 #include "planner/passes/liveness.h"
 #include "planner/passes/lower_bound.h"
@@ -1008,4 +1010,14 @@ TEST_CASE("graph: a layer reading a softmax_loss output is a user error") {
                                {"name": "r", "type": "relu", "inputs": ["loss"]})");
   REQUIRE(f.thrown);
   CHECK(f.where.rfind("layers[2] (r).inputs", 0) == 0);
+}
+
+TEST_CASE("the memory SVG escapes names from the plan, so any network name gives well-formed XML") {
+  Plan p = load_plan(std::string(UCPLAN_SOURCE_DIR) + "/plans/resnet20-b64-cpu-16mib.json");
+  p.network.name = "my<net>&\"'";
+  const std::string svg = memory_svg(p);
+  CHECK(svg.find("my&lt;net&gt;&amp;&quot;&apos;") != std::string::npos);
+  CHECK(svg.find("my<net>") == std::string::npos);
+  // The trace is JSON, escaped by the JSON writer.
+  CHECK(chrome_trace(p).find("my<net>&\\\"'") != std::string::npos);
 }

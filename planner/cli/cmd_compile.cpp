@@ -258,8 +258,12 @@ int run_compile(const CompileOptions& o) {
   if (!o.pareto.empty()) throw UserError("", "--pareto", "only with --conv-only");
   if (o.workspace.size() > 1) throw UserError("", "--workspace", "give one setting for a plan (several only with --conv-only)");
   if (o.budget.empty()) throw UserError("", "--budget", "required: the device memory budget, e.g. --budget 12GiB");
+  const std::string_view budget_text = std::string_view(o.budget).substr(std::min(o.budget.find_first_not_of(' '), o.budget.size()));
+  if (!budget_text.empty() && budget_text.front() == '-')
+    throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
   auto budget = parse_bytes(o.budget);
-  if (!budget || *budget <= 0) throw UserError("", "--budget", fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB)", o.budget));
+  if (!budget) throw UserError("", "--budget", fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB)", o.budget));
+  if (*budget <= 0) throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
   // The budget is the device memory the user gives: what the CUDA context and libraries take
   // (measured by the profiler) is not the arena's.
   std::int64_t reserve = 0;
@@ -285,6 +289,10 @@ int run_compile(const CompileOptions& o) {
                                                 format_bytes(*budget), format_bytes(reserve), reserve_source));
   if (o.output.empty() && o.dump_after.empty() && o.trace.empty())
     throw UserError("", "-o", "give -o PLAN.json (or --dump-after STAGE / --trace FILE to only look)");
+  // Every output is checked before the work starts, so that a bad one costs no compile and
+  // leaves no other output behind.
+  if (!o.output.empty()) check_output_path(o.output);
+  if (!o.trace.empty()) check_output_path(o.trace);
 
   CompileInput in;
   in.network = net;
@@ -308,8 +316,10 @@ int run_compile(const CompileOptions& o) {
   CompileResult r = make_plan(in);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.dump_after.empty()) fmt::print("{}", r.dump);
-  if (!o.output.empty()) write_file_atomically(o.output, plan_to_json_text(r.plan));
-  if (!o.trace.empty()) write_file_atomically(o.trace, chrome_trace(r.plan));
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!o.output.empty()) outputs.emplace_back(o.output, plan_to_json_text(r.plan));
+  if (!o.trace.empty()) outputs.emplace_back(o.trace, chrome_trace(r.plan));
+  write_files_atomically(outputs);
   if (!o.quiet && o.dump_after.empty()) {
     fmt::print("{}", plan_summary(r.plan));
     if (reserve > 0)

@@ -14,8 +14,10 @@ namespace ucplan {
 int run_explain(const ExplainOptions& o) {
   const Plan p = load_plan(o.plan);
   const std::string error = find_plan_error(p);
-  if (!o.trace.empty()) write_file_atomically(o.trace, chrome_trace(p));
-  if (!o.svg.empty()) write_file_atomically(o.svg, memory_svg(p));
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!o.trace.empty()) outputs.emplace_back(o.trace, chrome_trace(p));
+  if (!o.svg.empty()) outputs.emplace_back(o.svg, memory_svg(p));
+  write_files_atomically(outputs);
   if (o.json) {
     const PlanSummary& s = p.summary;
     OrderedJson j = {{"plan", o.plan},

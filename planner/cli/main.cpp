@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "planner/model/errors.h"
+#include "planner/model/network.h"
 
 namespace {
 
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
   // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {
     const auto subs = a->get_subcommands();
-    return fmt::format("ucplan: error: {} (see ucplan {}--help)\n", e.what(), subs.empty() ? "" : subs.front()->get_name() + " ");
+    return fmt::format("ucplan: error: {} (see ucplan {}--help)\n", ucplan::one_line(e.what()), subs.empty() ? "" : subs.front()->get_name() + " ");
   });
   app.footer(
       "Also:\n"
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
       "inspect", "per-layer shapes, parameters, FLOPs and activation bytes; totals: parameters, baseline peak, liveness "
                  "peak and the moDNN lower bound");
   c_inspect->add_option("network", inspect.network, "zoo name or path to a network JSON file")->required();
-  c_inspect->add_option("--batch,-b", inspect.batch, "mini-batch size in samples (default 1)")->check(CLI::Range(1, 1 << 24));
+  c_inspect->add_option("--batch,-b", inspect.batch, "mini-batch size in samples (default 1)")->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
   c_inspect->add_flag("--json", inspect.json, "print JSON instead of tables");
   c_inspect->add_option("--csv-steps", inspect.csv_steps,
                         "write per-step live bytes to FILE as CSV (step,phase,task,layer,live_bytes,live_tensors)");
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
                         "(default: the device_overhead_bytes a measured CUDA profile recorded, 0 for other profiles); the "
                         "plan's arena gets the rest");
   c_compile->add_option("--batch,-b", compile.batch, "mini-batch size in samples (default: the profile's batch)")
-      ->check(CLI::Range(1, 1 << 24));
+      ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
   c_compile->add_option("--strategy", compile.strategy,
                         "ucplan (default) | keep-all | vdnn-all | vdnn-conv | superneurons | checkpoint-sqrt");
   c_compile->add_option("--sub-batch", compile.sub_batch,

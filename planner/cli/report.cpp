@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "planner/model/plan_views.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -102,6 +104,13 @@ std::string plan_summary(const Plan& p) {
   }
   out += fmt::format("  memory        peak {} of the {} budget; lower bound {} (moDNN Eq. 2)\n", format_bytes(s.peak_bytes),
                      format_bytes(p.budget_bytes), format_bytes(s.lower_bound_bytes));
+  // The trace and the SVG draw bytes in use; the peak above is the arena, which also holds the
+  // gaps between buffers: say so, or the two numbers seem to disagree.
+  const std::int64_t in_use = max_bytes_in_use(p);
+  if (in_use < s.peak_bytes)
+    out += fmt::format("                at most {} in use at once (the trace's and the SVG's peak); the other {} of the arena "
+                       "are gaps between buffers (fragmentation)\n",
+                       format_bytes(in_use), format_bytes(s.peak_bytes - in_use));
   out += fmt::format("  transfers     offload {}, prefetch {} (of which inputs {}) per iteration\n", format_bytes(s.offload_bytes),
                      format_bytes(s.prefetch_bytes), format_bytes(s.input_bytes));
   out += fmt::format("  recompute     {} step{} per round, {} per iteration\n", s.recompute_steps, s.recompute_steps == 1 ? "" : "s",

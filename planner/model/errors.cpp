@@ -3,15 +3,33 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 namespace ucplan {
 namespace {
 std::string join_message(const std::string& file, const std::string& where, const std::string& what) {
   std::string m;
   if (!file.empty()) m += file + ": ";
   if (!where.empty()) m += where + ": ";
-  return m + what;
+  m += what;
+  return one_line(m);
 }
 }  // namespace
+
+std::string one_line(const std::string& m) {
+  // Input strings echoed in a message (a layer name, a key, an option) may hold newlines or
+  // other control characters; they are written as escapes.
+  std::string out;
+  for (char c : m) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+    else out += c;
+  }
+  return out;
+}
 
 UserError::UserError(std::string file, std::string where, std::string what)
     : std::runtime_error(join_message(file, where, what)),

@@ -21,6 +21,9 @@ class UserError : public std::runtime_error {
   std::string file_, where_, reason_;
 };
 
+// The text with control characters escaped (\n, \t, \xNN): an error message is one line, always.
+std::string one_line(const std::string& text);
+
 [[noreturn]] void check_failed(const char* expr, const char* file, int line, const std::string& msg);
 
 }  // namespace ucplan

@@ -1,8 +1,10 @@
 #include "json_util.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -26,59 +28,165 @@ std::string json_type_name(const Json& j) {
   }
 }
 
+namespace {
+
+// Duplicate object keys are legal JSON that nlohmann resolves silently (the last wins); for our
+// files a repeated key is always a mistake, so the parser callback tracks the keys of every open
+// object, and the JSON path to name the repeated one.
+class DuplicateKeys {
+ public:
+  struct Found {
+    std::string path;
+  };
+  bool see(Json::parse_event_t event, const Json& parsed) {
+    using E = Json::parse_event_t;
+    switch (event) {
+      case E::object_start:
+      case E::array_start:
+        element_starts();
+        frames_.push_back(Frame{event == E::object_start, {}, {}, -1});
+        break;
+      case E::object_end:
+      case E::array_end:
+        if (!frames_.empty()) frames_.pop_back();
+        break;
+      case E::key: {
+        Frame& f = frames_.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second) throw Found{path()};
+        break;
+      }
+      case E::value:
+        element_starts();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;
+    long index;
+  };
+  void element_starts() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+  }
+  std::string path() const {
+    std::string p;
+    for (const Frame& f : frames_) {
+      if (f.object) p += (p.empty() ? "" : ".") + f.key;
+      else p += "[" + std::to_string(f.index) + "]";
+    }
+    return p;
+  }
+  std::vector<Frame> frames_;
+};
+
+
+std::string line_column(const std::string& text, std::size_t byte) {
+  int line = 1, column = 1;
+  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return fmt::format("line {} column {}", line, column);
+}
+
+}  // namespace
+
 Json load_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw UserError(path, "", "is a folder, not a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path, "", "cannot open the file for reading");
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string text = buffer.str();
+  DuplicateKeys dup;
   try {
-    return Json::parse(text);
+    return Json::parse(text, [&dup](int, Json::parse_event_t event, Json& parsed) { return dup.see(event, parsed); });
+  } catch (const DuplicateKeys::Found& d) {
+    throw UserError(path, d.path, "the key appears twice in this object (JSON allows it, but which one would count?)");
+  } catch (const Json::out_of_range& e) {
+    // A number too large for a double (1e400): nlohmann reports it as out_of_range.406 with the
+    // number's text but not its place, so the place is that text's first occurrence.
+    std::string what = e.what();
+    auto pos = what.find("] ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
+    std::string where;
+    const auto q1 = what.find('\''), q2 = what.rfind('\'');
+    if (q1 != std::string::npos && q2 > q1) {
+      const std::size_t at = text.find(what.substr(q1 + 1, q2 - q1 - 1));
+      if (at != std::string::npos) where = line_column(text, at);
+    }
+    throw UserError(path, where, "invalid JSON: " + what);
   } catch (const Json::parse_error& e) {
     // e.byte is 1-based and points just past the offending character.
     std::size_t byte = e.byte == 0 ? 0 : e.byte - 1;
     if (byte > text.size()) byte = text.size();
-    int line = 1, column = 1;
-    for (std::size_t i = 0; i < byte; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
     std::string what = e.what();
     // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line..": keep the tail.
     auto pos = what.find(": ");
     if (pos != std::string::npos) what = what.substr(pos + 2);
-    throw UserError(path, fmt::format("line {} column {}", line, column), "invalid JSON: " + what);
+    throw UserError(path, line_column(text, byte), "invalid JSON: " + what);
   }
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
+void check_output_path(const std::string& path) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
+  if (!target.has_filename() || fs::is_directory(target, ec))
+    throw UserError(path, "", "is a folder: give a file name to write");
   if (!fs::is_directory(dir, ec)) throw UserError(path, "", "the folder " + dir.string() + " does not exist");
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw UserError(path, "", "cannot write in " + dir.string());
+  if (::access(dir.c_str(), W_OK) != 0) throw UserError(path, "", "cannot write in " + dir.string());
+}
+
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
+  namespace fs = std::filesystem;
+  for (const auto& f : files) check_output_path(f.first);
+  // Every file goes to a temporary beside its target first; only when all are written are they
+  // renamed into place, so a failure leaves none of them behind.
+  std::vector<std::string> temps;
+  auto discard = [&temps]() {
+    std::error_code ec;
+    for (const auto& t : temps) fs::remove(t, ec);
+  };
+  for (const auto& [path, text] : files) {
+    fs::path target(path);
+    fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    temps.push_back((dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string());
+    std::ofstream out(temps.back(), std::ios::binary | std::ios::trunc);
+    if (!out) {
+      discard();
+      throw UserError(path, "", "cannot write in " + dir.string());
+    }
     out << text;
     out.flush();
     if (!out) {
       out.close();
-      fs::remove(tmp, ec);
+      discard();
       throw UserError(path, "", "writing failed (disk full?)");
     }
   }
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw UserError(path, "", "cannot replace the file: " + ec.message());
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    fs::rename(temps[i], files[i].first, ec);
+    if (ec) {
+      discard();
+      throw UserError(files[i].first, "", "cannot replace the file: " + ec.message());
+    }
   }
 }
+
+void write_file_atomically(const std::string& path, const std::string& text) { write_files_atomically({{path, text}}); }
 
 namespace {
 
@@ -139,6 +247,22 @@ JsonReader::JsonReader(const Json& value, std::string file, std::string path)
 
 void JsonReader::fail(const std::string& what) const { throw UserError(file_, path_.empty() ? "(top level)" : path_, what); }
 
+void JsonReader::expect_format(std::string_view kind) const {
+  const std::string want = fmt::format("ucplan-{}/1", kind);
+  if (!value_->is_object()) fail(fmt::format("expected a ucplan {} (an object with \"format\": \"{}\"), got {}", kind, want, json_type_name(*value_)));
+  if (!has("format")) throw UserError(file_, "format", fmt::format("required field is missing: a ucplan {} has \"format\": \"{}\"", kind, want));
+  const std::string got = at("format").string();
+  if (got == want) return;
+  for (const char* other : {"network", "profile", "plan"}) {
+    const std::string prefix = fmt::format("ucplan-{}/", other);
+    if (got.rfind(prefix, 0) != 0) continue;
+    if (prefix == fmt::format("ucplan-{}/", kind))
+      at("format").fail(fmt::format("unsupported version \"{}\" (this ucplan reads {})", got, want));
+    at("format").fail(fmt::format("this file is a {} (\"{}\"), but a {} (\"{}\") is needed here", other, got, kind, want));
+  }
+  at("format").fail(fmt::format("expected \"{}\", got \"{}\"", want, got));
+}
+
 bool JsonReader::has(std::string_view key) const {
   return value_->is_object() && value_->contains(std::string(key));
 }
@@ -184,14 +308,27 @@ double JsonReader::number() const {
 }
 
 std::int64_t JsonReader::integer(std::int64_t min, std::int64_t max) const {
+  // Every conversion is range-checked first: a double outside int64 (or 2^64-1 as an unsigned)
+  // must not reach a cast, where it is undefined behaviour or wraps to a negative number.
+  auto out_of_range = [&]() {
+    if (max == INT64_MAX) fail(fmt::format("must be at least {}, got {}", min, value_->dump()));
+    fail(fmt::format("must be between {} and {}, got {}", min, max, value_->dump()));
+  };
+  std::int64_t v = 0;
   if (value_->is_number_float()) {
-    double d = value_->get<double>();
-    if (d != static_cast<double>(static_cast<std::int64_t>(d))) fail("expected an integer, got " + json_type_name(*value_));
-  } else if (!value_->is_number_integer()) {
+    const double d = value_->get<double>();
+    if (!(d >= -0x1p63 && d < 0x1p63)) out_of_range();
+    if (d != std::trunc(d)) fail("expected an integer, got " + json_type_name(*value_));
+    v = static_cast<std::int64_t>(d);
+  } else if (value_->is_number_unsigned()) {
+    const std::uint64_t u = value_->get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(INT64_MAX)) out_of_range();
+    v = static_cast<std::int64_t>(u);
+  } else if (value_->is_number_integer()) {
+    v = value_->get<std::int64_t>();
+  } else {
     fail("expected an integer, got " + json_type_name(*value_));
   }
-  std::int64_t v = value_->is_number_unsigned() ? static_cast<std::int64_t>(value_->get<std::uint64_t>())
-                                                : value_->get<std::int64_t>();
   if (v < min || v > max) {
     if (max == INT64_MAX) fail(fmt::format("must be at least {}, got {}", min, v));
     fail(fmt::format("must be between {} and {}, got {}", min, max, v));

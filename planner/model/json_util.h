@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,11 @@ Json load_json_file(const std::string& path);
 // Writes text to path atomically (temporary file in the same folder, then rename), so that a
 // failure never leaves a half-written file. Throws UserError when the folder is not writable.
 void write_file_atomically(const std::string& path, const std::string& text);
+// Several outputs of one command: all written, or none (each path is checked before any is
+// written, and every file is renamed into place only when all were written).
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
+// Throws the UserError a write to path would give (a folder, a missing folder, not writable).
+void check_output_path(const std::string& path);
 
 // Deterministic text of a JSON document: keys in insertion order, one key per line, arrays of
 // objects one element per line (so plans and profiles diff line by line), a final newline.
@@ -38,6 +44,10 @@ class JsonReader {
   const std::string& path() const { return path_; }
   const std::string& file() const { return file_; }
   const Json& raw() const { return *value_; }
+
+  // The top-level "format" field, checked before anything else: "ucplan-KIND/1". A file of
+  // another kind says what it is and what is needed instead of failing on its first field.
+  void expect_format(std::string_view kind) const;
 
   bool has(std::string_view key) const;
   JsonReader at(std::string_view key) const;  // required field

@@ -148,14 +148,9 @@ bool parse_layer_type(const std::string& name, LayerType* out) {
 }
 
 Network network_from_json(const JsonReader& r) {
+  r.expect_format("network");
   r.allow_only({"format", "name", "description", "source", "input", "labels", "dtype", "layers"});
   Network net;
-  std::string format = r.at("format").string();
-  if (format != "ucplan-network/1") {
-    if (format.rfind("ucplan-network/", 0) == 0)
-      r.at("format").fail(fmt::format("unsupported version \"{}\" (this ucplan reads ucplan-network/1)", format));
-    r.at("format").fail(fmt::format("expected \"ucplan-network/1\", got \"{}\"", format));
-  }
   net.name = r.at("name").string();
   if (net.name.empty()) r.at("name").fail("must not be empty");
   net.description = r.string_or("description", "");

@@ -75,6 +75,10 @@ struct Layer {
   DropoutParams dropout;
 };
 
+// The largest mini-batch ucplan takes (profile, compile, plans): larger ones are not trained at
+// once, and their profiles and compiles would take minutes and gigabytes for nothing.
+constexpr std::int64_t kMaxBatch = 65536;
+
 struct Network {
   std::string name;
   std::string description;  // optional, free text

@@ -129,11 +129,10 @@ std::string plan_to_json_text(const Plan& p) {
 Plan load_plan(const std::string& path) {
   Json root = load_json_file(path);
   JsonReader r(root, path, "");
+  r.expect_format("plan");
   r.allow_only({"format", "generator", "inputs", "options", "summary", "sub_batch", "rounds", "modnn_sub_batch",
                 "sub_batch_changes_statistics", "workspace_policy", "notes", "kernels", "arena_bytes", "buffers",
                 "host_buffers", "steps", "network"});
-  std::string format = r.at("format").string();
-  if (format != "ucplan-plan/1") r.at("format").fail(fmt::format("expected \"ucplan-plan/1\", got \"{}\"", format));
   Plan p;
   p.generator = r.at("generator").string();
   auto in = r.at("inputs");
@@ -145,7 +144,7 @@ Plan load_plan(const std::string& path) {
   p.device = in.at("device").string();
   auto o = r.at("options");
   o.allow_only({"batch", "budget_bytes", "strategy", "sub_batch", "workspace", "micro_batches", "solver", "solver_time_limit_ms"});
-  p.batch = o.at("batch").integer(1, 1 << 24);
+  p.batch = o.at("batch").integer(1, kMaxBatch);
   p.budget_bytes = o.at("budget_bytes").integer(1, INT64_MAX);
   p.strategy = o.at("strategy").string();
   p.sub_batch_option = o.at("sub_batch").string();

@@ -85,6 +85,34 @@ std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* meas
   return dump_json(doc);
 }
 
+namespace {
+
+// Text from the plan (network and strategy names) inside SVG markup.
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 forbids most control characters even as references.
+        out += (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') ? '?' : c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::int64_t max_bytes_in_use(const Plan& plan) {
+  std::int64_t most = 0;
+  for (const auto& point : memory_profile(plan)) most = std::max(most, point.second);
+  return most;
+}
+
 std::string memory_svg(const Plan& plan) {
   const auto points = memory_profile(plan);
   const double W = 900, H = 420, left = 90, right = 20, top = 40, bottom = 50;
@@ -106,10 +134,11 @@ std::string memory_svg(const Plan& plan) {
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"22\" font-size=\"14\">{3}, batch {4} ({5} rounds of {6}), strategy {7}: arena bytes in use over one round "
+      "<text x=\"{2}\" y=\"22\" font-size=\"14\">{3}, batch {4} ({5} round{9} of {6}), strategy {7}: arena bytes in use over one round "
       "({8})</text>\n",
-      W, H, left, plan.network.name, plan.batch, plan.rounds, plan.sub_batch, plan.strategy,
-      plan.profile_source == "measured" ? "predicted from measured costs" : "predicted from " + plan.profile_source);
+      W, H, left, xml_escape(plan.network.name), plan.batch, plan.rounds, plan.sub_batch, xml_escape(plan.strategy),
+      xml_escape(plan.profile_source == "measured" ? "predicted from measured costs" : "predicted from " + plan.profile_source),
+      plan.rounds == 1 ? "" : "s");
   auto hline = [&](double bytes, const char* color, const std::string& label) {
     double y = Y(bytes);
     svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-dasharray=\"6 4\"/>\n", left, y,

@@ -28,5 +28,8 @@ std::string memory_svg(const Plan& plan);
 
 // Bytes in use over one round: (time, bytes) points of a step function, time-ordered.
 std::vector<std::pair<std::int64_t, std::int64_t>> memory_profile(const Plan& plan);
+// The most bytes in use at once (the trace's and SVG's peak). The plan's peak is the arena, the
+// highest end of any buffer: larger by the gaps between buffers (fragmentation).
+std::int64_t max_bytes_in_use(const Plan& plan);
 
 }  // namespace ucplan

@@ -7,6 +7,7 @@
 
 #include "errors.h"
 #include "json_util.h"
+#include "network.h"
 
 namespace ucplan {
 
@@ -52,8 +53,11 @@ TransferCosts read_transfer(const JsonReader& r) {
   TransferCosts t;
   t.latency_seconds = r.at("latency_seconds").number();
   t.bytes_per_second = r.at("bytes_per_second").number();
-  if (t.latency_seconds < 0) r.at("latency_seconds").fail("must not be negative");
-  if (!(t.bytes_per_second > 0)) r.at("bytes_per_second").fail("must be positive");
+  // Bounds that keep every predicted time far inside int64 nanoseconds (no real link is slower
+  // than 1 MB/s or waits a second to start).
+  if (!(t.latency_seconds >= 0 && t.latency_seconds <= 1)) r.at("latency_seconds").fail("must be between 0 and 1 s");
+  if (!(t.bytes_per_second >= 1e6 && std::isfinite(t.bytes_per_second)))
+    r.at("bytes_per_second").fail("must be at least 1e6 (1 MB/s) and finite");
   if (auto pts = r.find("points")) {
     for (const auto& p : pts->array()) {
       p.allow_only({"bytes", "seconds"});
@@ -90,10 +94,9 @@ void canonicalize(Profile& p) {
 Profile load_profile(const std::string& path) {
   Json j = load_json_file(path);
   JsonReader r(j, path, "");
+  r.expect_format("profile");
   r.allow_only({"format", "source", "date", "device", "network", "network_sha256", "batch", "sizes_policy", "sizes", "repeat",
                 "transfer", "signatures"});
-  std::string format = r.at("format").string();
-  if (format != "ucplan-profile/1") r.at("format").fail(fmt::format("expected \"ucplan-profile/1\", got \"{}\"", format));
   Profile p;
   p.source = r.at("source").string();
   if (p.source != "measured" && p.source.rfind("model:", 0) != 0)
@@ -117,7 +120,7 @@ Profile load_profile(const std::string& path) {
   }
   p.network = r.at("network").string();
   p.network_sha256 = r.string_or("network_sha256", "");
-  p.batch = r.at("batch").integer(1, 1 << 24);
+  p.batch = r.at("batch").integer(1, kMaxBatch);
   p.sizes_policy = r.at("sizes_policy").string();
   if (!valid_sizes_policy(p.sizes_policy))
     r.at("sizes_policy").fail(fmt::format("must be all, powerOfTwo or undivided, got \"{}\"", p.sizes_policy));
@@ -145,8 +148,10 @@ Profile load_profile(const std::string& path) {
       if (c.ok()) {
         c.seconds = cr.at("seconds").number();
         if (!(c.seconds >= 0) || !std::isfinite(c.seconds)) cr.at("seconds").fail("must be a finite, non-negative number");
+        if (c.seconds > 1e3) cr.at("seconds").fail(fmt::format("{} s for one op: at most 1000 s is plausible", c.seconds));
         c.spread = cr.number_or("spread", 0);
-        c.workspace_bytes = cr.integer_or("workspace_bytes", 0, 0, INT64_MAX);
+        if (!(c.spread >= 0) || !std::isfinite(c.spread)) cr.at("spread").fail("must be a finite, non-negative number");
+        c.workspace_bytes = cr.integer_or("workspace_bytes", 0, 0, std::int64_t{1} << 50);  // 1 PiB: sums stay in int64
       }
       s.costs.push_back(std::move(c));
     }

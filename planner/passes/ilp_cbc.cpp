@@ -201,7 +201,9 @@ IlpResult solve_ilp(const Ilp& ilp) {
     res.nodes += a.nodes;
     // The bound of the first solve holds for the original rows (tightened ones only cut off
     // points); rounded down, with a tolerance for the LP's round-off.
-    if (attempt == 0 && a.bound > -1e300)
+    // (A bound beyond int64, e.g. CBC's 1e52 when it proves nothing, is not converted: that
+    // cast is undefined behaviour, found by the sanitizer build.)
+    if (attempt == 0 && a.bound > -1e300 && std::fabs(a.bound) < 0x1p62)
       res.bound = static_cast<std::int64_t>(std::floor(a.bound - 1e-6 * std::max(1.0, std::fabs(a.bound))));
     if (a.x.empty()) {
       if (a.infeasible && res.tightenings == 0 && !start_ok) res.status = IlpStatus::infeasible;

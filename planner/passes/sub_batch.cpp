@@ -26,6 +26,15 @@ std::vector<std::int64_t> sub_batch_candidates(const SubBatchOptions& o, const s
       throw UserError("", "--sub-batch", fmt::format("the profile has no measurements at {} samples (profile with --sizes all or powerOfTwo)", n));
     out.push_back(n);
   }
+  if (out.empty()) {
+    // Only with batch-norm and auto: the whole batch is the one candidate, and no profiled size is it.
+    std::string sizes;
+    for (auto b : costable) sizes += (sizes.empty() ? "" : ", ") + std::to_string(b);
+    throw UserError("", "--batch",
+                    fmt::format("the network has batch-norm, so the batch of {} runs whole, but the profile has no "
+                                "measurements at {} samples (it has {}): profile at --batch {}, or pass --sub-batch any or N",
+                                batch, batch, sizes, batch));
+  }
   std::sort(out.rbegin(), out.rend());
   return out;
 }

@@ -32,6 +32,63 @@ struct Invalid {
 };
 [[noreturn]] void invalid(std::string what) { throw Invalid{std::move(what)}; }
 
+// Every buffer starts on this boundary (what cuDNN and vectorised CPU kernels assume).
+constexpr std::int64_t kAlignment = 256;
+
+// a * b + c, or -1 when it does not fit in int64 (every operand is >= 0 here).
+std::int64_t checked_muladd(std::int64_t a, std::int64_t b, std::int64_t c) {
+  std::int64_t r;
+  if (__builtin_mul_overflow(a, b, &r) || __builtin_add_overflow(r, c, &r)) return -1;
+  return r;
+}
+
+// Convolution algorithms by device family, as the backends name them (profiler/runner.h). A
+// plan uses one family: the CPU's, or cuDNN's (measured CUDA profiles and the analytic models).
+const std::set<std::string>& cpu_algorithms() {
+  static const std::set<std::string> a = {"direct", "gemm", "gemm_lift"};
+  return a;
+}
+const std::set<std::string>& cuda_algorithms(const std::string& op) {
+  static const std::map<std::string, std::set<std::string>> a = {
+      {"forward", {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd",
+                   "winograd_nonfused"}},
+      {"backward_data", {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
+      {"backward_filter", {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"}}};
+  static const std::set<std::string> none;
+  auto it = a.find(op);
+  return it == a.end() ? none : it->second;
+}
+
+// The CPU kernels' contract (executor/cpu/kernels.h), restated here so that the checker does not
+// trust the executor's own code: gemm_lift needs stride 1 and more than one tap; the workspace
+// every micro-batch of n samples writes, in bytes (-1: too large to represent). A test compares
+// these with the kernels' own functions.
+bool cpu_conv_supported(const GraphLayer& l, const std::string& algo) {
+  const ConvParams& c = l.spec.conv;
+  if (algo == "gemm_lift") return c.stride[0] == 1 && c.stride[1] == 1 && c.kernel[0] * c.kernel[1] > 1;
+  return cpu_algorithms().count(algo) > 0;
+}
+std::int64_t cpu_conv_workspace(const GraphLayer& l, const std::string& algo, std::int64_t n) {
+  const ConvParams& c = l.spec.conv;
+  const std::int64_t cg = l.in_shapes[0].c / c.groups, kg = c.out_channels / c.groups, taps = c.kernel[0] * c.kernel[1];
+  auto product = [](std::initializer_list<std::int64_t> xs) {  // -1 on overflow
+    std::int64_t r = 1;
+    for (std::int64_t x : xs)
+      if (__builtin_mul_overflow(r, x, &r)) return std::int64_t{-1};
+    return r;
+  };
+  if (algo == "gemm") {
+    const bool identity = taps == 1 && c.stride[0] == 1 && c.stride[1] == 1 && c.pad[0] == 0 && c.pad[1] == 0;
+    return identity ? 0 : product({4, n, cg, taps, l.out.h, l.out.w});
+  }
+  if (algo == "gemm_lift") {
+    const std::int64_t lowered_kernel = product({4, kg, taps, cg}), lifted = product({4, n, kg, taps, l.in_shapes[0].h, l.in_shapes[0].w});
+    if (lowered_kernel < 0 || lifted < 0) return -1;
+    return checked_muladd(lifted, 1, lowered_kernel);
+  }
+  return 0;
+}
+
 class Checker {
  public:
   explicit Checker(const Plan& p) : p_(p) {}
@@ -75,7 +132,9 @@ class Checker {
   void write(const PlanStep& s, int buffer, int tensor, bool bump);
   void check_lists(const PlanStep& s, const std::vector<int>& reads, const std::vector<int>& writes,
                    const std::vector<int>& accs);
-  void check_config(const PlanStep& s, bool conv);
+  void check_config(const PlanStep& s, int layer, bool conv);
+  void check_kernels();
+  std::int64_t tensor_bytes(int tensor, std::int64_t batch) const;
 
   const Plan& p_;
   Graph g_;
@@ -88,11 +147,15 @@ class Checker {
   std::vector<int> cur_;   // per tensor: current version
   std::map<std::int64_t, Segment> occupants_;
   int first_final_ = 0;
+  bool cpu_family_ = false;                              // the plan's algorithms are the CPU's
+  std::map<std::pair<std::string, std::string>, int> kernel_of_;  // (layer, op) -> kernels index
+  std::vector<char> kernel_used_;
 };
 
 void Checker::check_structure() {
-  if (p_.sub_batch < 1 || p_.rounds < 1 || p_.sub_batch * p_.rounds != p_.batch)
+  if (p_.sub_batch < 1 || p_.rounds < 1 || checked_muladd(p_.sub_batch, p_.rounds, 0) != p_.batch)
     invalid(fmt::format("sub-batch {} x {} rounds does not make the batch {}", p_.sub_batch, p_.rounds, p_.batch));
+  if (p_.arena_bytes < 0) invalid(fmt::format("the arena has a negative size ({} bytes)", p_.arena_bytes));
   if (p_.arena_bytes > p_.budget_bytes)
     invalid(fmt::format("the arena ({} bytes) exceeds the budget ({} bytes)", p_.arena_bytes, p_.budget_bytes));
   if (p_.summary.peak_bytes != p_.arena_bytes)
@@ -100,12 +163,17 @@ void Checker::check_structure() {
   for (std::size_t i = 0; i < p_.buffers.size(); ++i) {
     const PlanBuffer& b = p_.buffers[i];
     if (b.id != static_cast<int>(i)) invalid(fmt::format("buffer {} has id {}", i, b.id));
-    if (b.size <= 0 || b.offset < 0 || b.offset + b.size > p_.arena_bytes)
-      invalid(fmt::format("buffer {} ({}) [{}, {}) lies outside the arena of {} bytes", b.id, b.tensor, b.offset,
-                          b.offset + b.size, p_.arena_bytes));
+    // offset + size may overflow; offset <= arena - size cannot (both sides are in range).
+    if (b.size <= 0 || b.offset < 0 || b.size > p_.arena_bytes || b.offset > p_.arena_bytes - b.size)
+      invalid(fmt::format("buffer {} ({}) at offset {} with {} bytes lies outside the arena of {} bytes", b.id, b.tensor,
+                          b.offset, b.size, p_.arena_bytes));
+    if (b.offset % kAlignment != 0)
+      invalid(fmt::format("buffer {} ({}) starts at offset {}, not on a {}-byte boundary", b.id, b.tensor, b.offset, kAlignment));
   }
-  for (std::size_t i = 0; i < p_.host_buffers.size(); ++i)
+  for (std::size_t i = 0; i < p_.host_buffers.size(); ++i) {
     if (p_.host_buffers[i].id != static_cast<int>(i)) invalid(fmt::format("host buffer {} has id {}", i, p_.host_buffers[i].id));
+    if (p_.host_buffers[i].size <= 0) invalid(fmt::format("host buffer {} has {} bytes", i, p_.host_buffers[i].size));
+  }
   const int n = static_cast<int>(p_.steps.size());
   first_final_ = n;
   for (int i = 0; i < n; ++i) {
@@ -121,6 +189,8 @@ void Checker::check_structure() {
     if (s.final) {
       if (first_final_ == n) first_final_ = i;
       if (si != 0 || s.op != "update" || !s.waits.empty()) invalid(fmt::format("{}: final steps are updates on the compute stream, without waits", step_name(s)));
+      if (!s.accumulates.empty() || s.workspace >= 0 || s.host >= 0 || !s.config.empty())
+        invalid(fmt::format("{}: an update reads one gradient and writes one weight, nothing else", step_name(s)));
     } else if (first_final_ != n) {
       invalid(fmt::format("{}: a round step after the final steps", step_name(s)));
     }
@@ -136,8 +206,8 @@ void Checker::check_structure() {
     valid_buffers(s.reads);
     valid_buffers(s.writes);
     valid_buffers(s.accumulates);
-    if (s.workspace >= static_cast<int>(p_.buffers.size())) invalid(fmt::format("{}: unknown workspace buffer {}", step_name(s), s.workspace));
-    if (s.host >= static_cast<int>(p_.host_buffers.size())) invalid(fmt::format("{}: unknown host buffer {}", step_name(s), s.host));
+    if (s.workspace < -1 || s.workspace >= static_cast<int>(p_.buffers.size())) invalid(fmt::format("{}: unknown workspace buffer {}", step_name(s), s.workspace));
+    if (s.host < -1 || s.host >= static_cast<int>(p_.host_buffers.size())) invalid(fmt::format("{}: unknown host buffer {}", step_name(s), s.host));
     if (s.end_ns < s.start_ns) invalid(fmt::format("{}: ends before it starts", step_name(s)));
   }
 }
@@ -166,6 +236,37 @@ void Checker::rebuild_tasks() {
     if (!seen[l]) invalid(fmt::format("the plan never runs forward of layer {}", g_.layers[l].name()));
   tg_ = build_tasks(g_, route);
   for (const Tensor& t : tg_.tensors) tensor_of_name_[t.name] = t.id;
+}
+
+std::int64_t Checker::tensor_bytes(int tensor, std::int64_t batch) const {
+  const Tensor& t = tg_.tensors[tensor];
+  const std::int64_t b = checked_muladd(t.bytes_per_sample, batch, t.fixed_bytes);
+  if (b < 0) invalid(fmt::format("{} at {} samples does not fit in 64 bits of bytes", t.name, batch));
+  return b;
+}
+
+// The kernels list (one entry per convolution kernel and op) is what the plan states about each
+// kernel's configuration; the steps must run exactly that, so the two cannot disagree. The
+// algorithm family follows from the names: mostly CPU names on a measured profile is a CPU plan
+// (then every name must be a CPU one), anything else is cuDNN's (every name one of cuDNN's for
+// its op); the majority only decides which names the error message blames.
+void Checker::check_kernels() {
+  std::int64_t cpu_names = 0, other_names = 0;
+  for (const PlanStep& s : p_.steps)
+    for (const MicroStep& m : s.config) (cpu_algorithms().count(m.algo) ? cpu_names : other_names) += 1;
+  cpu_family_ = p_.profile_source == "measured" && cpu_names >= other_names;
+  for (std::size_t i = 0; i < p_.kernels.size(); ++i) {
+    const PlanKernel& k = p_.kernels[i];
+    const int l = g_.index_of(k.layer);
+    if (l <= 0 || g_.layers[l].type() != LayerType::Conv)
+      invalid(fmt::format("kernels[{}]: \"{}\" is not a convolution layer", i, k.layer));
+    if (k.op != "forward" && k.op != "backward_data" && k.op != "backward_filter")
+      invalid(fmt::format("kernels[{}]: unknown convolution op \"{}\"", i, k.op));
+    if (!kernel_of_.emplace(std::make_pair(k.layer, k.op), static_cast<int>(i)).second)
+      invalid(fmt::format("kernels[{}]: a second entry for {} of {}", i, k.op, k.layer));
+    if (k.workspace_bytes < 0) invalid(fmt::format("kernels[{}]: a negative workspace", i));
+  }
+  kernel_used_.assign(p_.kernels.size(), 0);
 }
 
 int Checker::tensor_id(const std::string& name) const {
@@ -297,24 +398,69 @@ void Checker::check_lists(const PlanStep& s, const std::vector<int>& reads, cons
   for (std::size_t i = 0; i < writes.size(); ++i) write(s, wb[i], writes[i], s.op != "recompute");
 }
 
-void Checker::check_config(const PlanStep& s, bool conv) {
+void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   if (!conv) {
     if (!s.config.empty()) invalid(fmt::format("{}: a configuration on a step that is not a convolution", step_name(s)));
+    if (s.workspace >= 0) invalid(fmt::format("{}: a workspace on a step that is not a convolution", step_name(s)));
     return;
   }
   if (s.config.empty()) invalid(fmt::format("{}: a convolution without a configuration", step_name(s)));
-  std::int64_t total = 0;
+  const GraphLayer& gl = g_.layers[layer];
+  const std::string op = s.op == "recompute" ? "forward" : s.op;
+  std::int64_t total = 0, need = 0;
   for (const auto& m : s.config) {
-    if (m.batch < 1) invalid(fmt::format("{}: a micro-batch of {} samples", step_name(s), m.batch));
-    total += m.batch;
+    if (m.batch < 1 || m.batch > p_.sub_batch)
+      invalid(fmt::format("{}: a micro-batch of {} samples (the sub-batch is {})", step_name(s), m.batch, p_.sub_batch));
+    total += m.batch;  // no overflow: each term <= sub-batch, checked before adding the next
+    if (total > p_.sub_batch) break;
+    if (cpu_family_ && cpu_algorithms().count(m.algo)) {
+      if (!cpu_conv_supported(gl, m.algo))
+        invalid(fmt::format("{}: the CPU algorithm \"{}\" does not support this convolution (gemm_lift needs stride 1 "
+                            "and a kernel larger than 1x1)", step_name(s), m.algo));
+      const std::int64_t w = cpu_conv_workspace(gl, m.algo, m.batch);
+      if (w < 0) invalid(fmt::format("{}: \"{}\" on {} samples needs more workspace than 64 bits count", step_name(s), m.algo, m.batch));
+      need = std::max(need, w);
+    }
+    if (cpu_family_ && !cpu_algorithms().count(m.algo)) {
+      invalid(fmt::format("{}: \"{}\" is not a {} algorithm of this CPU plan (direct, gemm, gemm_lift)", step_name(s), m.algo, op));
+    } else if (!cpu_family_ && !cuda_algorithms(op).count(m.algo)) {
+      invalid(fmt::format("{}: \"{}\" is not a {} algorithm of {} (a plan uses the algorithms of one device)", step_name(s),
+                          m.algo, op, p_.profile_source == "measured" ? "this plan's device" : "cuDNN"));
+    }
   }
   if (total != p_.sub_batch)
     invalid(fmt::format("{}: micro-batches add up to {} samples, the sub-batch is {}", step_name(s), total, p_.sub_batch));
+  auto k = kernel_of_.find({gl.name(), op});
+  if (k == kernel_of_.end()) invalid(fmt::format("{}: the plan's kernels list has no entry for {} of {}", step_name(s), op, gl.name()));
+  const PlanKernel& pk = p_.kernels[k->second];
+  // A recomputation may use another configuration than the forward pass (less workspace may be
+  // free at that point); the kernels list describes the forward pass.
+  const bool listed = pk.config == s.config;
+  if (!listed && s.op != "recompute")
+    invalid(fmt::format("{}: its micro-configuration differs from the kernels list's for {} of {}", step_name(s), op, gl.name()));
+  if (s.op != "recompute") {
+    if (kernel_used_[k->second]) invalid(fmt::format("{}: a second step runs {} of {}", step_name(s), op, gl.name()));
+    kernel_used_[k->second] = 1;
+  }
+  // The workspace: what the kernels need, exactly computed for the CPU algorithms; for cuDNN
+  // what the profile measured (the plan states it per kernel; for a recomputation with its own
+  // configuration nothing states it), which the CUDA executor checks against cuDNN's own answer
+  // before it runs anything.
+  if (!cpu_family_) need = listed ? pk.workspace_bytes : 0;
+  else if (listed && pk.workspace_bytes < need)
+    invalid(fmt::format("{}: the kernels list states {} bytes of workspace for {} of {}, its configuration needs {}",
+                        step_name(s), pk.workspace_bytes, op, gl.name(), need));
+  const std::int64_t have = s.workspace >= 0 ? p_.buffers[s.workspace].size : 0;
+  if (have < need)
+    invalid(fmt::format("{}: needs {} bytes of workspace, {}", step_name(s), need,
+                        s.workspace >= 0 ? fmt::format("its workspace buffer {} has {}", s.workspace, have)
+                                         : std::string("it has no workspace buffer")));
 }
 
 void Checker::run() {
   check_structure();
   rebuild_tasks();
+  check_kernels();
   const int n = static_cast<int>(p_.steps.size());
   bs_.assign(p_.buffers.size(), BufferState{});
   hs_.assign(p_.host_buffers.size(), HostState{});
@@ -329,7 +475,7 @@ void Checker::run() {
     if (t < 0 || !tg_.tensors[t].resident()) invalid(fmt::format("resident buffer {} holds {}, which is not a weight", b.id, b.tensor));
     if (resident_seen[t]) invalid(fmt::format("two resident buffers hold {}", b.tensor));
     resident_seen[t] = 1;
-    if (b.size < tg_.tensors[t].bytes(1)) invalid(fmt::format("resident buffer {} is smaller than {}", b.id, b.tensor));
+    if (b.size < tensor_bytes(t, 1)) invalid(fmt::format("resident buffer {} is smaller than {}", b.id, b.tensor));
     if (b.first_step != 0 || b.last_step != n - 1)
       invalid(fmt::format("resident buffer {} ({}) must live for the whole program", b.id, b.tensor));
     bs_[b.id].version = 1;
@@ -348,8 +494,8 @@ void Checker::run() {
   for (const PlanHostBuffer& h : p_.host_buffers) {
     int t = tensor_id(h.tensor);
     if (t < 0) invalid(fmt::format("host buffer {} holds unknown tensor {}", h.id, h.tensor));
-    const std::int64_t need = h.input ? tg_.tensors[t].bytes(p_.batch) : tg_.tensors[t].bytes(p_.sub_batch);
-    if (h.input != tg_.tensors[t].host_input || h.size < need)
+    const std::int64_t need = tensor_bytes(t, h.input ? p_.batch : p_.sub_batch);
+    if (h.input != tg_.tensors[t].host_input || h.size != need)
       invalid(fmt::format("host buffer {} ({}) has {} bytes, needs {}{}", h.id, h.tensor, h.size, need, h.input ? " (the whole batch)" : ""));
     if (h.input) hs_[h.id].version = 1;
   }
@@ -379,6 +525,10 @@ void Checker::run() {
     if (s.op == "prefetch" || s.op == "offload") {
       int t = tensor_id(s.tensor);
       if (t < 0 || tg_.tensors[t].resident()) invalid(fmt::format("{}: moves \"{}\", which is not a movable tensor", step_name(s), s.tensor));
+      // An input host buffer holds the whole batch, loaded before the iteration; every round
+      // prefetches its own slice, so an offload into it would overwrite the data loader's batch.
+      if (s.op == "offload" && s.host >= 0 && p_.host_buffers[s.host].input)
+        invalid(fmt::format("{}: offloads into host buffer {}, which holds the batch's input", step_name(s), s.host));
       if (s.host < 0 || p_.host_buffers[s.host].tensor != s.tensor)
         invalid(fmt::format("{}: its host buffer does not hold {}", step_name(s), s.tensor));
       if (!s.accumulates.empty() || s.workspace >= 0 || !s.config.empty())
@@ -418,7 +568,7 @@ void Checker::run() {
         if (t.kind == TaskKind::Forward && t.layer == l) f = &t;
       std::vector<int> reads = f->reads;
       if (tg_.aux_of[l] >= 0) reads.push_back(tg_.aux_of[l]);
-      check_config(s, g_.layers[l].type() == LayerType::Conv);
+      check_config(s, l, g_.layers[l].type() == LayerType::Conv);
       check_lists(s, reads, {y}, {});
       continue;
     }
@@ -427,8 +577,7 @@ void Checker::run() {
     if (s.op != task_kind_name(t.kind) || l != t.layer)
       invalid(fmt::format("{}: expected {} of {} at this point of the round", step_name(s), task_kind_name(t.kind),
                           g_.layers[t.layer].name()));
-    check_config(s, t.conv_kernel);
-    if (!t.conv_kernel && s.workspace >= 0) invalid(fmt::format("{}: a workspace on a step that is not a convolution", step_name(s)));
+    check_config(s, l, t.conv_kernel);
     check_lists(s, t.reads, t.writes, t.accumulates);
   }
   if (next_task != round_tasks.size()) {
@@ -460,12 +609,19 @@ void Checker::run() {
     if (bs_[b].last_step != pb.last_step)
       invalid(fmt::format("buffer {} ({}) says last_step {} but its last use is step {}", b, pb.tensor, pb.last_step, bs_[b].last_step));
   }
+  std::int64_t high_water = 0;
+  for (const PlanBuffer& b : p_.buffers) high_water = std::max(high_water, b.offset + b.size);
+  if (high_water != p_.arena_bytes)
+    invalid(fmt::format("the arena has {} bytes, its buffers end at {}: the arena is their high-water mark", p_.arena_bytes, high_water));
+  for (std::size_t k = 0; k < p_.kernels.size(); ++k)
+    if (!kernel_used_[k]) invalid(fmt::format("kernels[{}]: no step runs {} of {}", k, p_.kernels[k].op, p_.kernels[k].layer));
   const PlanSummary& sum = p_.summary;
   if (sum.round_ns != round_end) invalid(fmt::format("summary round time {} ns, the steps give {} ns", sum.round_ns, round_end));
   if (sum.final_ns != t_final) invalid(fmt::format("summary final time {} ns, the steps give {} ns", sum.final_ns, t_final));
-  if (sum.predicted_ns != p_.rounds * round_end + t_final)
-    invalid(fmt::format("summary iteration time {} ns, rounds x round + final give {} ns", sum.predicted_ns,
-                        p_.rounds * round_end + t_final));
+  const std::int64_t iteration = checked_muladd(p_.rounds, round_end, t_final);
+  if (iteration < 0) invalid("the iteration's predicted time does not fit in 64 bits of nanoseconds");
+  if (sum.predicted_ns != iteration)
+    invalid(fmt::format("summary iteration time {} ns, rounds x round + final give {} ns", sum.predicted_ns, iteration));
 }
 
 }  // namespace

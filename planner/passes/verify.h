@@ -2,8 +2,15 @@
 // finished plan from the plan alone. It rebuilds the task list from the embedded network (in the
 // plan's own forward order), derives happens-before from stream order and waits (vector clocks),
 // and replays every step with versioned buffer contents:
-//  - every wait names an earlier step on another stream; buffers lie inside the arena, the arena
-//    inside the budget;
+//  - every wait names an earlier step on another stream; buffers lie inside the arena (checked
+//    without overflow) and start on 256 bytes, the arena inside the budget;
+//  - every convolution step runs the micro-configuration the kernels list states for it, the
+//    micro-batches add up to the sub-batch, every algorithm is one of the plan's device family
+//    (CPU: direct, gemm, gemm_lift; else cuDNN's names per op) and, for the CPU, supports the
+//    shape; its workspace buffer holds what the configuration needs (CPU: computed exactly from
+//    the shape; cuDNN: the kernels list's measured bytes, which the CUDA executor checks against
+//    cuDNN before it runs);
+//  - host buffers keep their roles: input buffers (the whole batch) are only read by prefetches;
 //  - two buffers that share bytes are never live at once: every access of the earlier happens
 //    before the first access of the later;
 //  - every read finds the current value of its tensor, written by a step that happens before it

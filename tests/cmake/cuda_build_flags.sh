@@ -20,7 +20,8 @@ if grep -q -- "-lcudart_static" "$build/build.ninja"; then
   echo "FAIL: a link line in $build/build.ninja has -lcudart_static"; grep -o -- "build bin/[^:]*:" "$build/build.ninja" | head -3; exit 1
 fi
 for p in "$@"; do
-  if ! ldd "$p" | grep -q "libcudart\.so"; then echo "FAIL: $p does not load the shared libcudart"; exit 1; fi
-  if nm "$p" 2>/dev/null | grep -q " T cudaMalloc$"; then echo "FAIL: $p carries a static cudaMalloc"; exit 1; fi
+  # grep without -q reads all of ldd's output: with pipefail, -q's early exit can kill ldd (SIGPIPE) and fail a good binary.
+  if ! ldd "$p" | grep "libcudart\.so" >/dev/null; then echo "FAIL: $p does not load the shared libcudart"; exit 1; fi
+  if nm "$p" 2>/dev/null | grep " T cudaMalloc$" >/dev/null; then echo "FAIL: $p carries a static cudaMalloc"; exit 1; fi
 done
 echo "ok: shared cudart only"

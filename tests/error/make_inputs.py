@@ -32,6 +32,9 @@ ucplan("profile", "../data/chain3.json", "--batch", "4", "--device", "model:k40"
        "-o", "inputs/chain3-b4-k40.json")
 ucplan("compile", "../data/chain3.json", "--profile", "inputs/chain3-b4-k40.json", "--budget", "1MiB", "-q",
        "-o", "inputs/chain3-b4-k40-1mib.json")
+# A batch-norm variant, profiled at powers of two up to 4 (so batch 2 is costable but not the whole batch).
+ucplan("profile", "inputs/chain3bn.json", "--batch", "4", "--device", "model:k40", "--sizes", "powerOfTwo",
+       "-o", "inputs/chain3bn-b4-k40.json")
 prof = open(os.path.join(D, "inputs/chain3-b4-k40.json")).read()
 plan = open(os.path.join(D, "inputs/chain3-b4-k40-1mib.json")).read()
 net = open(os.path.join(D, "../data/chain3.json")).read()

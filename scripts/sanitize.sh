@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer: a clang build (without
+# CUDA) in build-fuzz/ (shared with scripts/fuzz.sh: the same flags also give libFuzzer its
+# coverage), then every ctest suite with leaks, overflows and UB fatal.
+# Usage: scripts/sanitize.sh [--build-only] [BUILD_DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_only=0; build=""
+for a in "$@"; do
+  case "$a" in
+    --build-only) build_only=1 ;;
+    *) build=$a ;;
+  esac
+done
+build=${build:-"$root/build-fuzz"}
+command -v clang++ >/dev/null || { echo "sanitize: clang++ is missing (scripts/setup.sh installs it)"; exit 1; }
+flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+if [ ! -f "$build/build.ninja" ]; then
+  echo "sanitize: configuring $build (clang, ASan + UBSan, no CUDA)"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+        -DCMAKE_CXX_FLAGS="$flags" -DUCPLAN_WITH_CUDA=OFF -DUCPLAN_FUZZ=ON >/dev/null
+fi
+echo "sanitize: building in $build"
+cmake --build "$build" -j "$(nproc)" > "$build/build.log" 2>&1 || { tail -40 "$build/build.log"; echo "sanitize: the build failed"; exit 1; }
+[ "$build_only" -eq 1 ] && exit 0
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp}
+start=$(date +%s)
+# Timing assertions (a compile "inspects fast") mean nothing at sanitizer speed; the mutator runs
+# in scripts/fuzz.sh.
+(cd "$build" && ctest --output-on-failure -j "$(nproc)" -E "fuzz/plan_mutator|inspect fast")
+echo "sanitize: the test suite passed under ASan + UBSan in $(( $(date +%s) - start )) s"

@@ -1,0 +1,1 @@
+compile @FILE --profile @DIR/inputs --budget 1GiB -o @OUT/plan.json

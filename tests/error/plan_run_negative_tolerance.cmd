@@ -1,0 +1,1 @@
+run @FILE --check --tolerance -1
