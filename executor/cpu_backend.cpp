@@ -39,7 +39,9 @@ class CpuBackend : public Backend {
     std::free(arena_);
   }
 
-  std::string description() const override { return fmt::format("cpu ({}; streams are threads)", cpu::blas_description()); }
+  std::string description() const override {
+    return fmt::format("cpu ({}; streams are threads)", cpu::blas_description());
+  }
 
   void allocate(std::int64_t arena_bytes, const std::vector<std::int64_t>& host_bytes) override {
     arena_bytes_ = std::max<std::int64_t>(arena_bytes, 256);
@@ -154,7 +156,8 @@ class CpuBackend : public Backend {
             if (stop_) return;
           }
           if (!failed())
-            for (const auto& [off, size] : item.step->poison_after) std::memset(arena_ + off, kPoisonByte, static_cast<std::size_t>(size));
+            for (const auto& [off, size] : item.step->poison_after)
+              std::memset(arena_ + off, kPoisonByte, static_cast<std::size_t>(size));
         }
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -186,8 +189,10 @@ class CpuBackend : public Backend {
       UCPLAN_CHECK(s.bytes >= 0 && s.device >= 0 && s.device <= arena_bytes_ - s.bytes &&
                        host_offset <= static_cast<std::int64_t>(h.size()) - s.bytes,
                    fmt::format("step {}: a copy of {} bytes inside the arena and its host buffer", s.id, s.bytes));
-      if (s.op == "prefetch") std::memcpy(arena_ + s.device, h.data() + host_offset, static_cast<std::size_t>(s.bytes));
-      else std::memcpy(h.data() + host_offset, arena_ + s.device, static_cast<std::size_t>(s.bytes));
+      if (s.op == "prefetch")
+        std::memcpy(arena_ + s.device, h.data() + host_offset, static_cast<std::size_t>(s.bytes));
+      else
+        std::memcpy(h.data() + host_offset, arena_ + s.device, static_cast<std::size_t>(s.bytes));
       return;
     }
     const GraphLayer& l = g_.layers[static_cast<std::size_t>(s.layer)];
@@ -211,26 +216,34 @@ class CpuBackend : public Backend {
     for (const auto& m : s.config) {
       cpu::ConvAlgo algo;
       if (!cpu::parse_conv_algo(m.algo, &algo))
-        throw UserError("", "--device cpu",
-                        fmt::format("step {} ({} {}) uses \"{}\", which is not a CPU algorithm: compile the plan from a "
-                                    "profile of this device", s.id, s.op, l.name(), m.algo));
+        throw UserError(
+            "", "--device cpu",
+            fmt::format("step {} ({} {}) uses \"{}\", which is not a CPU algorithm: compile the plan from a "
+                        "profile of this device",
+                        s.id, s.op, l.name(), m.algo));
       if (!layer_op_supported_cpu(l, s.op, m.algo, m.batch))
-        throw UserError("", "--device cpu", fmt::format("step {} ({} {}): the CPU algorithm \"{}\" does not support this "
-                                                        "convolution", s.id, s.op, l.name(), m.algo));
+        throw UserError("", "--device cpu",
+                        fmt::format("step {} ({} {}): the CPU algorithm \"{}\" does not support this "
+                                    "convolution",
+                                    s.id, s.op, l.name(), m.algo));
       const std::int64_t need = layer_op_workspace_cpu(l, s.op, m.algo, m.batch);
       if (need > a.workspace_bytes)
-        throw UserError("", "--device cpu", fmt::format("step {} ({} {}): \"{}\" on {} samples needs {} bytes of workspace, "
-                                                        "the plan gives {}", s.id, s.op, l.name(), m.algo, m.batch, need,
-                                                        a.workspace_bytes));
+        throw UserError("", "--device cpu",
+                        fmt::format("step {} ({} {}): \"{}\" on {} samples needs {} bytes of workspace, "
+                                    "the plan gives {}",
+                                    s.id, s.op, l.name(), m.algo, m.batch, need, a.workspace_bytes));
     }
     if (l.type() == LayerType::SoftmaxLoss && a.labels) {
       for (std::int64_t i = 0; i < a.n; ++i)
         if (a.labels[i] < 0 || a.labels[i] >= l.out.c)
-          throw ExecutionFault(fmt::format("step {} ({} {}) reads label {} = {}: the labels' memory was overwritten or freed",
-                                           s.id, s.op, l.name(), a.first_sample + i, a.labels[i]));
+          throw ExecutionFault(
+              fmt::format("step {} ({} {}) reads label {} = {}: the labels' memory was overwritten or freed", s.id,
+                          s.op, l.name(), a.first_sample + i, a.labels[i]));
     }
-    if (!s.config.empty()) run_conv_config_cpu(l, s.op, s.config, a);
-    else run_layer_op_cpu(l, s.op, "default", a);
+    if (!s.config.empty())
+      run_conv_config_cpu(l, s.op, s.config, a);
+    else
+      run_layer_op_cpu(l, s.op, "default", a);
   }
 
   const Graph& g_;

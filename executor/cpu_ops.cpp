@@ -82,15 +82,17 @@ std::string reference_conv_algo_cpu(const std::string& op, const std::string& al
   cpu::ConvAlgo a;
   if (cpu::parse_conv_algo(algo, &a)) return algo;
   // cuDNN's names per op (runner.h); "gemm" and "direct" are forward names both backends share.
-  static const char* const forward[] = {"implicit_gemm", "implicit_precomp_gemm", "fft", "fft_tiling", "winograd",
-                                        "winograd_nonfused"};
+  static const char* const forward[] = {"implicit_gemm", "implicit_precomp_gemm", "fft", "fft_tiling",
+                                        "winograd",      "winograd_nonfused"};
   static const char* const backward_data[] = {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"};
   static const char* const backward_filter[] = {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"};
-  auto known = [&](const auto& names) { return std::find(std::begin(names), std::end(names), algo) != std::end(names); };
-  const bool cudnn = (op == "forward" || op == "recompute")  ? known(forward)
-                     : op == "backward_data"                 ? known(backward_data)
-                     : op == "backward_filter"               ? known(backward_filter)
-                                                             : false;
+  auto known = [&](const auto& names) {
+    return std::find(std::begin(names), std::end(names), algo) != std::end(names);
+  };
+  const bool cudnn = (op == "forward" || op == "recompute") ? known(forward)
+                     : op == "backward_data"                ? known(backward_data)
+                     : op == "backward_filter"              ? known(backward_filter)
+                                                            : false;
   return cudnn ? "gemm" : "";
 }
 
@@ -101,7 +103,8 @@ bool layer_op_supported_cpu(const GraphLayer& l, const std::string& op, const st
   return cpu::conv_supported(conv_dims(l, n), conv_op(op), a);
 }
 
-std::int64_t layer_op_workspace_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t n) {
+std::int64_t layer_op_workspace_cpu(const GraphLayer& l, const std::string& op, const std::string& algo,
+                                    std::int64_t n) {
   if (l.type() != LayerType::Conv || op == "update") return 0;
   return cpu::conv_workspace_bytes(conv_dims(l, n), conv_op(op), conv_algo(algo));
 }
@@ -115,35 +118,48 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
   }
   const bool fwd = op == "forward" || op == "recompute";
   switch (l.type()) {
-    case LayerType::Input: UCPLAN_CHECK(false, "the input layer has no ops"); break;
+    case LayerType::Input:
+      UCPLAN_CHECK(false, "the input layer has no ops");
+      break;
     case LayerType::Conv: {
       const cpu::ConvDims d = conv_dims(l, n);
       const cpu::ConvAlgo al = conv_algo(algo);
-      UCPLAN_CHECK(cpu::conv_supported(d, conv_op(op), al) &&
-                       cpu::conv_workspace_bytes(d, conv_op(op), al) <= a.workspace_bytes,
-                   "a conv kernel runs on a workspace at least as large as it needs");
+      UCPLAN_CHECK(
+          cpu::conv_supported(d, conv_op(op), al) && cpu::conv_workspace_bytes(d, conv_op(op), al) <= a.workspace_bytes,
+          "a conv kernel runs on a workspace at least as large as it needs");
       const float* bias = l.bias_elems && a.w ? a.w + l.weight_elems : nullptr;  // backward ops get no w
-      if (fwd) cpu::conv_forward(d, al, a.x[0], a.w, bias, a.y, a.workspace);
-      else if (op == "backward_data") cpu::conv_backward_data(d, al, a.dy, a.w, a.dx[0], a.dx_accumulate[0], a.workspace);
-      else cpu::conv_backward_filter(d, al, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr, a.workspace);
+      if (fwd)
+        cpu::conv_forward(d, al, a.x[0], a.w, bias, a.y, a.workspace);
+      else if (op == "backward_data")
+        cpu::conv_backward_data(d, al, a.dy, a.w, a.dx[0], a.dx_accumulate[0], a.workspace);
+      else
+        cpu::conv_backward_filter(d, al, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr,
+                                  a.workspace);
       break;
     }
     case LayerType::Fc: {
       cpu::FcDims d{n, in_elems(l, 0), l.spec.fc.out_features, l.spec.fc.bias};
       const float* bias = l.bias_elems && a.w ? a.w + l.weight_elems : nullptr;  // backward ops get no w
-      if (fwd) cpu::fc_forward(d, a.x[0], a.w, bias, a.y);
-      else if (op == "backward_data") cpu::fc_backward_data(d, a.dy, a.w, a.dx[0], a.dx_accumulate[0]);
-      else cpu::fc_backward_filter(d, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr);
+      if (fwd)
+        cpu::fc_forward(d, a.x[0], a.w, bias, a.y);
+      else if (op == "backward_data")
+        cpu::fc_backward_data(d, a.dy, a.w, a.dx[0], a.dx_accumulate[0]);
+      else
+        cpu::fc_backward_filter(d, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr);
       break;
     }
     case LayerType::Relu:
-      if (fwd) cpu::relu_forward(out, a.x[0], a.y);
-      else cpu::relu_backward(out, a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      if (fwd)
+        cpu::relu_forward(out, a.x[0], a.y);
+      else
+        cpu::relu_backward(out, a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
       break;
     case LayerType::Pool: {
       const cpu::PoolDims d = pool_dims(l, n);
-      if (fwd) cpu::pool_forward(d, a.x[0], a.y);
-      else cpu::pool_backward(d, a.x.empty() ? nullptr : a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      if (fwd)
+        cpu::pool_forward(d, a.x[0], a.y);
+      else
+        cpu::pool_backward(d, a.x.empty() ? nullptr : a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
       break;
     }
     case LayerType::BatchNorm: {
@@ -159,22 +175,27 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
         static thread_local std::vector<float> stats;
         stats.resize(static_cast<std::size_t>(2 * s.c));
         cpu::bn_forward_training(d, a.x[0], a.w, a.w + s.c, a.y, stats.data());
-      }
-      else cpu::bn_backward(d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
+      } else
+        cpu::bn_backward(d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
       break;
     }
     case LayerType::Lrn: {
       const Shape& s = l.out;
       cpu::LrnDims d{n, s.c, s.h, s.w, l.spec.lrn.size, l.spec.lrn.alpha, l.spec.lrn.beta, l.spec.lrn.k};
-      if (fwd) cpu::lrn_forward(d, a.x[0], a.y);
-      else cpu::lrn_backward(d, a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
+      if (fwd)
+        cpu::lrn_forward(d, a.x[0], a.y);
+      else
+        cpu::lrn_backward(d, a.x[0], a.y, a.dy, a.dx[0], a.dx_accumulate[0]);
       break;
     }
     case LayerType::Dropout: {
       auto* mask = static_cast<std::uint8_t*>(a.aux);
-      if (op == "forward") cpu::dropout_forward(n, out_elems(l), a.first_sample, l.spec.dropout.ratio, a.seed, a.x[0], a.y, mask);
-      else if (op == "recompute") cpu::dropout_apply(out, l.spec.dropout.ratio, mask, a.x[0], a.y);
-      else cpu::dropout_backward(out, l.spec.dropout.ratio, mask, a.dy, a.dx[0], a.dx_accumulate[0]);
+      if (op == "forward")
+        cpu::dropout_forward(n, out_elems(l), a.first_sample, l.spec.dropout.ratio, a.seed, a.x[0], a.y, mask);
+      else if (op == "recompute")
+        cpu::dropout_apply(out, l.spec.dropout.ratio, mask, a.x[0], a.y);
+      else
+        cpu::dropout_backward(out, l.spec.dropout.ratio, mask, a.dy, a.dx[0], a.dx_accumulate[0]);
       break;
     }
     case LayerType::Add:
@@ -199,14 +220,18 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
     }
     case LayerType::SoftmaxLoss: {
       const std::int64_t k = l.out.c;
-      if (fwd) cpu::softmax_loss_forward(n, k, a.x[0], a.labels, a.y);
-      else cpu::softmax_loss_backward(n, k, a.y, a.labels, 1.0 / static_cast<double>(a.total_batch), a.dx[0], a.dx_accumulate[0]);
+      if (fwd)
+        cpu::softmax_loss_forward(n, k, a.x[0], a.labels, a.y);
+      else
+        cpu::softmax_loss_backward(n, k, a.y, a.labels, 1.0 / static_cast<double>(a.total_batch), a.dx[0],
+                                   a.dx_accumulate[0]);
       break;
     }
   }
 }
 
-void run_conv_config_cpu(const GraphLayer& l, const std::string& op, const std::vector<MicroStep>& config, const LayerArgs& a) {
+void run_conv_config_cpu(const GraphLayer& l, const std::string& op, const std::vector<MicroStep>& config,
+                         const LayerArgs& a) {
   const std::int64_t in_per = in_elems(l, 0), out_per = out_elems(l);
   std::int64_t done = 0;
   for (const auto& m : config) {

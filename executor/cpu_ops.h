@@ -15,28 +15,29 @@
 namespace ucplan {
 
 struct LayerArgs {
-  std::vector<const float*> x;     // inputs (forward; backward where it reads X)
-  float* y = nullptr;              // output activation (forward writes it; some backwards read it)
-  const float* w = nullptr;        // weights (+ bias)
-  float* dw = nullptr;             // weight gradient (+ bias gradient), accumulated
-  void* aux = nullptr;             // bn: float[2C] saved mean, inv-std; dropout: uint8 mask
-  const float* dy = nullptr;       // gradient of the output
-  std::vector<float*> dx;          // per input: its gradient, or null (no gradient for it)
-  std::vector<char> dx_accumulate; // per input: add to dx (another consumer wrote it first)
+  std::vector<const float*> x;      // inputs (forward; backward where it reads X)
+  float* y = nullptr;               // output activation (forward writes it; some backwards read it)
+  const float* w = nullptr;         // weights (+ bias)
+  float* dw = nullptr;              // weight gradient (+ bias gradient), accumulated
+  void* aux = nullptr;              // bn: float[2C] saved mean, inv-std; dropout: uint8 mask
+  const float* dy = nullptr;        // gradient of the output
+  std::vector<float*> dx;           // per input: its gradient, or null (no gradient for it)
+  std::vector<char> dx_accumulate;  // per input: add to dx (another consumer wrote it first)
   const std::int32_t* labels = nullptr;
   void* workspace = nullptr;
-  std::int64_t workspace_bytes = 0; // its size: a conv kernel checks its need against it
-  std::int64_t n = 0;              // samples in this call
-  std::int64_t first_sample = 0;   // index of the first sample in the whole batch (dropout masks)
-  std::int64_t total_batch = 1;    // the whole batch (scale of the loss gradient)
-  std::uint64_t seed = 0x5eed;     // dropout
-  double lr = 0.01;                // update
+  std::int64_t workspace_bytes = 0;  // its size: a conv kernel checks its need against it
+  std::int64_t n = 0;                // samples in this call
+  std::int64_t first_sample = 0;     // index of the first sample in the whole batch (dropout masks)
+  std::int64_t total_batch = 1;      // the whole batch (scale of the loss gradient)
+  std::uint64_t seed = 0x5eed;       // dropout
+  double lr = 0.01;                  // update
 };
 
 // op: forward | recompute | backward | backward_data | backward_filter | update.
 // algo: a CPU conv algorithm name for conv ops, else ignored.
 void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, const LayerArgs& a);
-std::int64_t layer_op_workspace_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t n);
+std::int64_t layer_op_workspace_cpu(const GraphLayer& l, const std::string& op, const std::string& algo,
+                                    std::int64_t n);
 bool layer_op_supported_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t n);
 std::vector<std::string> conv_algorithms_cpu();
 
@@ -51,7 +52,8 @@ std::string reference_conv_algo_cpu(const std::string& op, const std::string& al
 
 // A conv kernel over its micro-configuration: the micro-batches run one after another on one
 // workspace, pointers offset along N (mu-cuDNN §II); backward-filter accumulates.
-void run_conv_config_cpu(const GraphLayer& l, const std::string& op, const std::vector<MicroStep>& config, const LayerArgs& a);
+void run_conv_config_cpu(const GraphLayer& l, const std::string& op, const std::vector<MicroStep>& config,
+                         const LayerArgs& a);
 
 // A conv or pool layer's kernel dimensions at n samples (the same for the CPU and CUDA kernels).
 cpu::ConvDims conv_dims(const GraphLayer& l, std::int64_t n);

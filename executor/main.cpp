@@ -19,9 +19,10 @@
 
 int main(int argc, char** argv) {
   ucplan::cpu::ensure_blas_core_type(argv);
-  CLI::App app{"ucplan run: replay a plan on a device (cpu or cuda) and report measured vs predicted time, peak memory "
-               "and bytes moved; --check poisons (NaN) every region the plan frees or offloads and compares the weight "
-               "gradients with a reference run without micro-batching, offload or recomputation."};
+  CLI::App app{
+      "ucplan run: replay a plan on a device (cpu or cuda) and report measured vs predicted time, peak memory "
+      "and bytes moved; --check poisons (NaN) every region the plan frees or offloads and compares the weight "
+      "gradients with a reference run without micro-batching, offload or recomputation."};
   app.name("ucplan run");
   // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
@@ -33,19 +34,23 @@ int main(int argc, char** argv) {
   double tolerance = 1e-3, lr = 0.01;
   app.add_option("plan", plan_path, "plan file made by `ucplan compile`")->required();
   app.add_option("--device,-d", device, "cpu (default) | cuda | cuda:N");
-  app.add_option("--iterations,-n", iterations, "timed iterations after one warm-up (default 5); the median is reported")
+  app.add_option("--iterations,-n", iterations,
+                 "timed iterations after one warm-up (default 5); the median is reported")
       ->check(CLI::Range(1, 100000));
-  app.add_flag("--check", check, "poison freed/offloaded regions and compare weight gradients with a reference run (CPU)");
-  auto* tolerance_option = app.add_option(
-      "--tolerance", tolerance,
-      "--check: largest allowed relative L2 error of a weight gradient, |got - want| / |want| (default 1e-3 on cpu, 1e-2 on "
-      "cuda: the CPU reference rounds differently from cuDNN, and batch-norm backward amplifies that)");
+  app.add_flag("--check", check,
+               "poison freed/offloaded regions and compare weight gradients with a reference run (CPU)");
+  auto* tolerance_option =
+      app.add_option("--tolerance", tolerance,
+                     "--check: largest allowed relative L2 error of a weight gradient, |got - want| / |want| (default "
+                     "1e-3 on cpu, 1e-2 on "
+                     "cuda: the CPU reference rounds differently from cuDNN, and batch-norm backward amplifies that)");
   app.add_option("--lr", lr, "SGD learning rate of the updates (default 0.01)");
   app.add_option("--trace", trace, "write the measured timeline of the last iteration as a Chrome trace to FILE");
   app.add_flag("--json", json, "print the report as JSON");
-  app.add_flag("--exact", exact,
-               "cuda: refuse a conv configuration the device cannot run as planned (unsupported, or a larger workspace than "
-               "the plan gives) instead of substituting cuDNN's best-ranked algorithm that fits");
+  app.add_flag(
+      "--exact", exact,
+      "cuda: refuse a conv configuration the device cannot run as planned (unsupported, or a larger workspace than "
+      "the plan gives) instead of substituting cuDNN's best-ranked algorithm that fits");
   app.add_flag("--no-verify", no_verify, "skip the plan verifier (for tests of the poisoning only)");
   app.add_flag("--no-poison", no_poison, "--check without poisoning (tells a wrong kernel from a wrong plan)");
   try {
@@ -110,32 +115,41 @@ int main(int argc, char** argv) {
       if (r.checked) {
         ucplan::OrderedJson per = ucplan::OrderedJson::object();
         for (const auto& e : r.errors) per[e.tensor] = e.max_rel_error;
-        j["check"] = {{"passed", r.passed}, {"max_rel_error", r.fault.empty() ? r.max_rel_error : -1.0}, {"worst_tensor", r.worst_tensor},
-                      {"tolerance", tolerance}, {"fault", r.fault}, {"errors", per}};
+        j["check"] = {{"passed", r.passed},
+                      {"max_rel_error", r.fault.empty() ? r.max_rel_error : -1.0},
+                      {"worst_tensor", r.worst_tensor},
+                      {"tolerance", tolerance},
+                      {"fault", r.fault},
+                      {"errors", per}};
       }
       fmt::print("{}", ucplan::dump_json(j));
     } else {
       fmt::print("{} on {}\n", plan_path, r.backend);
       std::string all;
       for (double s : r.iteration_seconds) all += (all.empty() ? "" : ", ") + ucplan::format_seconds(s);
-      fmt::print("  iteration   measured median {} over {} iteration{} ({}); predicted {} ({}): measured/predicted {:.2f}\n",
-                 ucplan::format_seconds(r.median_seconds), r.iteration_seconds.size(), r.iteration_seconds.size() == 1 ? "" : "s", all, ucplan::format_seconds(r.predicted_seconds),
-                 plan.profile_source == "measured" ? "from measured costs" : "from a MODELLED profile", ratio);
-      fmt::print("  memory      device memory held {} (arena {}); plan peak {}; budget {}\n", ucplan::format_bytes(r.device_memory_bytes),
-                 ucplan::format_bytes(r.arena_bytes), ucplan::format_bytes(plan.summary.peak_bytes), ucplan::format_bytes(plan.budget_bytes));
+      fmt::print(
+          "  iteration   measured median {} over {} iteration{} ({}); predicted {} ({}): measured/predicted {:.2f}\n",
+          ucplan::format_seconds(r.median_seconds), r.iteration_seconds.size(),
+          r.iteration_seconds.size() == 1 ? "" : "s", all, ucplan::format_seconds(r.predicted_seconds),
+          plan.profile_source == "measured" ? "from measured costs" : "from a MODELLED profile", ratio);
+      fmt::print("  memory      device memory held {} (arena {}); plan peak {}; budget {}\n",
+                 ucplan::format_bytes(r.device_memory_bytes), ucplan::format_bytes(r.arena_bytes),
+                 ucplan::format_bytes(plan.summary.peak_bytes), ucplan::format_bytes(plan.budget_bytes));
       if (const std::int64_t overhead = backend->runtime_overhead_bytes(); overhead > 0)
-        fmt::print("  runtime     CUDA context, cuDNN, cuBLAS and loaded kernels {} beside the arena: {} in all (a measured "
-                   "profile's device_overhead_bytes is kept out of the budget by `ucplan compile`)\n",
-                   ucplan::format_bytes(overhead), ucplan::format_bytes(overhead + r.arena_bytes));
+        fmt::print(
+            "  runtime     CUDA context, cuDNN, cuBLAS and loaded kernels {} beside the arena: {} in all (a measured "
+            "profile's device_overhead_bytes is kept out of the budget by `ucplan compile`)\n",
+            ucplan::format_bytes(overhead), ucplan::format_bytes(overhead + r.arena_bytes));
       fmt::print("  transfers   host->device {}, device->host {} per iteration\n", ucplan::format_bytes(r.bytes_h2d),
                  ucplan::format_bytes(r.bytes_d2h));
       for (const auto& n : backend->notes()) fmt::print("  note        {}\n", n);
       if (r.checked && !r.fault.empty())
         fmt::print("  check       FAILED: {}\n", r.fault);
       else if (r.checked)
-        fmt::print("  check       {}: weight gradients of {} iterations vs reference run, max relative error {:.2e} ({}), "
-                   "tolerance {:.0e}; input buffers intact\n",
-                   r.passed ? "PASSED" : "FAILED", r.checked_iterations, r.max_rel_error, r.worst_tensor, tolerance);
+        fmt::print(
+            "  check       {}: weight gradients of {} iterations vs reference run, max relative error {:.2e} ({}), "
+            "tolerance {:.0e}; input buffers intact\n",
+            r.passed ? "PASSED" : "FAILED", r.checked_iterations, r.max_rel_error, r.worst_tensor, tolerance);
     }
     return r.passed ? 0 : 1;
   } catch (const ucplan::UserError& e) {

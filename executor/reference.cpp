@@ -27,7 +27,8 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
     w[l].resize(static_cast<std::size_t>(g.layers[l].params()));
     dw[l].assign(w[l].size(), 0.0f);
     auto given = weights.find("W:" + g.layers[l].name());
-    if (given == weights.end()) init_weights(g.layers[l], seed, w[l].data());
+    if (given == weights.end())
+      init_weights(g.layers[l], seed, w[l].data());
     else {
       UCPLAN_CHECK(given->second.size() == w[l].size(), "given weights have the layer's size");
       w[l] = given->second;
@@ -115,8 +116,11 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
       a.seed = seed;
       if (gl.type() == LayerType::Conv || gl.type() == LayerType::Fc) {
         const std::string filter = algo_for(gl, "backward_filter"), data_algo = algo_for(gl, "backward_data");
-        std::vector<float> ws(static_cast<std::size_t>(
-            std::max(layer_op_workspace_cpu(gl, "backward_filter", filter, b), layer_op_workspace_cpu(gl, "backward_data", data_algo, b)) / 4 + 1));
+        std::vector<float> ws(
+            static_cast<std::size_t>(std::max(layer_op_workspace_cpu(gl, "backward_filter", filter, b),
+                                              layer_op_workspace_cpu(gl, "backward_data", data_algo, b)) /
+                                         4 +
+                                     1));
         a.workspace = ws.data();
         a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
         run_layer_op_cpu(gl, "backward_filter", filter, a);

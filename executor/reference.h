@@ -18,8 +18,8 @@
 namespace ucplan {
 
 struct ReferenceResult {
-  std::map<std::string, std::vector<float>> weight_gradients;   // "dW:layer" -> values
-  double loss = 0;                                               // mean over the batch
+  std::map<std::string, std::vector<float>> weight_gradients;  // "dW:layer" -> values
+  double loss = 0;                                             // mean over the batch
 };
 
 // conv_algo: "layer:op" (forward, backward_data, backward_filter) -> algorithm; "direct" if absent.

@@ -45,9 +45,9 @@ void init_weights(const GraphLayer& l, std::uint64_t seed, float* w) {
     return;
   }
   // Uniform in +-sqrt(3 / fan_in): unit-variance outputs for unit-variance inputs.
-  const std::int64_t fan_in = l.spec.type == LayerType::Conv
-                                  ? (l.in_shapes[0].c / l.spec.conv.groups) * l.spec.conv.kernel[0] * l.spec.conv.kernel[1]
-                                  : l.in_shapes[0].elems();
+  const std::int64_t fan_in = l.spec.type == LayerType::Conv ? (l.in_shapes[0].c / l.spec.conv.groups) *
+                                                                   l.spec.conv.kernel[0] * l.spec.conv.kernel[1]
+                                                             : l.in_shapes[0].elems();
   const float a = static_cast<float>(std::sqrt(3.0 / static_cast<double>(std::max<std::int64_t>(fan_in, 1))));
   for (std::int64_t i = 0; i < l.params(); ++i) w[i] = a * uniform(s, static_cast<std::uint64_t>(i));
 }
@@ -58,7 +58,8 @@ void init_input(std::int64_t elems, std::uint64_t seed, float* x) {
 
 void init_labels(std::int64_t n, std::int64_t classes, std::uint64_t seed, std::int32_t* labels) {
   for (std::int64_t i = 0; i < n; ++i)
-    labels[i] = static_cast<std::int32_t>(mix(seed ^ 0x1abe1 ^ mix(static_cast<std::uint64_t>(i))) % static_cast<std::uint64_t>(classes));
+    labels[i] = static_cast<std::int32_t>(mix(seed ^ 0x1abe1 ^ mix(static_cast<std::uint64_t>(i))) %
+                                          static_cast<std::uint64_t>(classes));
 }
 
 std::vector<int> plan_route(const Plan& plan, const Graph& g) {
@@ -146,7 +147,8 @@ std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const 
     if (last < 0 || last >= static_cast<int>(out.size())) continue;
     out[last].poison_after.emplace_back(plan.buffers[b].offset, plan.buffers[b].size);
     for (int u : lu)
-      if (u >= 0 && u != last && std::find(out[last].poison_waits.begin(), out[last].poison_waits.end(), u) == out[last].poison_waits.end())
+      if (u >= 0 && u != last &&
+          std::find(out[last].poison_waits.begin(), out[last].poison_waits.end(), u) == out[last].poison_waits.end())
         out[last].poison_waits.push_back(u);
   }
   return out;
@@ -184,7 +186,8 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       init_input(g.layers[0].out.elems() * plan.batch, o.seed, static_cast<float*>(dst));
     } else {  // the external gradient of a sink that is not a loss
       const int l = g.index_of(h.tensor.substr(3));
-      init_input(g.layers[l].out.elems() * plan.batch, o.seed ^ (0x9e37u + static_cast<std::uint64_t>(l)), static_cast<float*>(dst));
+      init_input(g.layers[l].out.elems() * plan.batch, o.seed ^ (0x9e37u + static_cast<std::uint64_t>(l)),
+                 static_cast<float*>(dst));
     }
   };
   for (const auto& h : plan.host_buffers)
@@ -247,8 +250,9 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         if (ps.op == "recompute" || ps.config.empty()) continue;
         const std::string cpu_algo = reference_conv_algo_cpu(ps.op, ps.config.front().algo);
         if (cpu_algo.empty())
-          throw UserError("", "--check", fmt::format("{} {}: no CPU algorithm corresponds to \"{}\" for the reference run",
-                                                     ps.layer, ps.op, ps.config.front().algo));
+          throw UserError("", "--check",
+                          fmt::format("{} {}: no CPU algorithm corresponds to \"{}\" for the reference run", ps.layer,
+                                      ps.op, ps.config.front().algo));
         algos.emplace(ps.layer + ":" + ps.op, cpu_algo);
       }
       ReferenceResult ref = reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos, start_weights);
@@ -279,7 +283,8 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       if (s.final) backend.submit(s, 0, ctx, false);
     backend.barrier();
     std::vector<MeasuredStep> timeline = backend.end();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0 - reference_time).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0 - reference_time).count();
     if (it > 0) {
       rep.iteration_seconds.push_back(seconds);
       rep.timeline = std::move(timeline);
@@ -299,7 +304,8 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       }
     }
   }
-  rep.device_memory_bytes = std::max(rep.device_memory_bytes, backend.device_memory_bytes());  // after what the run took
+  rep.device_memory_bytes =
+      std::max(rep.device_memory_bytes, backend.device_memory_bytes());  // after what the run took
   std::vector<double> sorted = rep.iteration_seconds;
   std::sort(sorted.begin(), sorted.end());
   if (!sorted.empty()) {

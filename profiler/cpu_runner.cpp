@@ -82,8 +82,8 @@ class CpuRunner : public Runner {
       a.dx.push_back(dxs[i].data());
       a.dx_accumulate.push_back(0);
     }
-    std::vector<float> y(static_cast<std::size_t>(out_elems(l) * n)), dy(y.size()), w(static_cast<std::size_t>(l.params())),
-        dw(w.size());
+    std::vector<float> y(static_cast<std::size_t>(out_elems(l) * n)), dy(y.size()),
+        w(static_cast<std::size_t>(l.params())), dw(w.size());
     fill(y, 3);
     fill(dy, 5);
     fill(w, 7);
@@ -103,7 +103,8 @@ class CpuRunner : public Runner {
     a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
     m.workspace_bytes = ws_bytes;
     // Backward ops read what their forward saved (bn statistics, dropout mask, softmax output).
-    if (op != "forward" && op != "update") run_layer_op_cpu(l, "forward", algo == "default" || l.type() != LayerType::Conv ? algo : "direct", a);
+    if (op != "forward" && op != "update")
+      run_layer_op_cpu(l, "forward", algo == "default" || l.type() != LayerType::Conv ? algo : "direct", a);
     std::vector<double> times;
     run_layer_op_cpu(l, op, algo, a);  // warm-up
     for (int r = 0; r < repeats; ++r) {

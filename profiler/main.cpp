@@ -35,7 +35,8 @@ std::unique_ptr<ucplan::Runner> make_runner(const std::string& device) {
     return ucplan::make_cuda_runner(index);
 #else
     (void)index;
-    throw ucplan::UserError("", "--device", "this ucplan-profile was built without CUDA (configure with UCPLAN_WITH_CUDA=ON)");
+    throw ucplan::UserError("", "--device",
+                            "this ucplan-profile was built without CUDA (configure with UCPLAN_WITH_CUDA=ON)");
 #endif
   }
   std::string models;
@@ -47,9 +48,10 @@ std::unique_ptr<ucplan::Runner> make_runner(const std::string& device) {
 
 int main(int argc, char** argv) {
   ucplan::cpu::ensure_blas_core_type(argv);
-  CLI::App app{"ucplan profile: measure (cpu, cuda) or model (model:k40|p100|v100|h100|h200) the cost of every kernel of a "
-               "network's training iteration at every micro-batch size of a policy, with every algorithm, and the "
-               "host<->device transfer costs; write them as a ucplan-profile/1 file."};
+  CLI::App app{
+      "ucplan profile: measure (cpu, cuda) or model (model:k40|p100|v100|h100|h200) the cost of every kernel of a "
+      "network's training iteration at every micro-batch size of a policy, with every algorithm, and the "
+      "host<->device transfer costs; write them as a ucplan-profile/1 file."};
   app.name("ucplan profile");
   // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
@@ -62,13 +64,16 @@ int main(int argc, char** argv) {
   app.add_option("--batch,-b", batch, "mini-batch size in samples; micro-batch sizes up to it are measured")
       ->required()
       ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
-  app.add_option("--device,-d", device, "cpu (default) | cuda | cuda:N | model:k40 | model:p100 | model:v100 | model:h100 | model:h200");
-  app.add_option("--sizes", sizes,
-                 "micro-batch sizes to measure (mu-cuDNN §III-B): powerOfTwo (default: 1, 2, 4, ..., batch) | all (1..batch) | "
-                 "undivided (the batch only)");
+  app.add_option("--device,-d", device,
+                 "cpu (default) | cuda | cuda:N | model:k40 | model:p100 | model:v100 | model:h100 | model:h200");
+  app.add_option(
+      "--sizes", sizes,
+      "micro-batch sizes to measure (mu-cuDNN §III-B): powerOfTwo (default: 1, 2, 4, ..., batch) | all (1..batch) | "
+      "undivided (the batch only)");
   app.add_option("--repeat", repeat, "timed runs per measurement after a warm-up; the median is kept (default 5)")
       ->check(CLI::Range(1, 1000));
-  app.add_option("--cache", cache, "folder of earlier measurements to reuse and extend (keyed by signature, device, versions)");
+  app.add_option("--cache", cache,
+                 "folder of earlier measurements to reuse and extend (keyed by signature, device, versions)");
   app.add_option("-o,--output", output, "profile file to write (atomically)")->required();
   try {
     app.parse(argc, argv);
@@ -92,9 +97,11 @@ int main(int argc, char** argv) {
     ucplan::write_file_atomically(output, ucplan::profile_to_json_text(p));
     std::size_t n = 0;
     for (const auto& s : p.signatures) n += s.costs.size();
-    fmt::print("{}: {} signatures, {} costs, batch {} ({}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> {}\n", p.network,
-               p.signatures.size(), n, p.batch, p.sizes_policy, p.measured() ? "measured" : "MODELLED (" + p.source + ")",
-               p.device.name, p.h2d.bytes_per_second / 1e9, p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
+    fmt::print(
+        "{}: {} signatures, {} costs, batch {} ({}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> {}\n",
+        p.network, p.signatures.size(), n, p.batch, p.sizes_policy,
+        p.measured() ? "measured" : "MODELLED (" + p.source + ")", p.device.name, p.h2d.bytes_per_second / 1e9,
+        p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan profile: error: %s\n", e.what());
     return 2;

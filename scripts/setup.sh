@@ -6,9 +6,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-"$root/build"}
 
-# clang and its runtime libraries: the ASan/UBSan build and the libFuzzer harnesses (scripts/fuzz.sh).
+# clang and its runtime libraries: the ASan/UBSan build and the libFuzzer harnesses (scripts/fuzz.sh);
+# clang-format: the one style of the tree, checked by scripts/check_format.sh.
 packages=(build-essential cmake ninja-build pkg-config coinor-libcbc-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-          doctest-dev libopenblas-dev libonnx-dev libprotobuf-dev python3 clang libclang-rt-14-dev)
+          doctest-dev libopenblas-dev libonnx-dev libprotobuf-dev python3 clang libclang-rt-14-dev clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

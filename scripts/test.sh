@@ -10,6 +10,7 @@ build=${1:-"$root/build"}
 start=$(date +%s)
 (cd "$build" && ctest --output-on-failure -j "$(nproc)")
 python3 "$root/scripts/check_deps.py"
+"$root/scripts/check_format.sh"
 python3 "$root/scripts/validate_json.py"
 shopt -s nullglob
 plans=("$root"/plans/*.json)

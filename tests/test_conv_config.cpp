@@ -21,7 +21,7 @@ using namespace ucplan;
 namespace {
 
 constexpr std::int64_t MiB = 1 << 20;
-constexpr std::int64_t us = 1000;   // ns
+constexpr std::int64_t us = 1000;  // ns
 
 // splitmix64: a fixed, portable generator, so every run sees the same instances.
 struct Rng {
@@ -33,7 +33,7 @@ struct Rng {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   }
-  std::int64_t uniform(std::int64_t lo, std::int64_t hi) {   // inclusive
+  std::int64_t uniform(std::int64_t lo, std::int64_t hi) {  // inclusive
     return lo + std::int64_t(next() % std::uint64_t(hi - lo + 1));
   }
   bool coin(int percent) { return uniform(1, 100) <= percent; }
@@ -43,9 +43,9 @@ struct Rng {
 // small value ranges so that ties in time and workspace (and zero workspace) are common.
 std::vector<MicroOption> random_options(Rng& rng, std::int64_t batch, int algos) {
   std::vector<MicroOption> v;
-  const bool wide = rng.coin(30);   // sometimes larger values: fewer ties, larger fronts
-  const bool no_ones = rng.coin(10);   // then some batches cannot be composed at all
-  for (std::int64_t b = 1; b <= batch + 2; ++b) {   // sizes above the batch must be ignored
+  const bool wide = rng.coin(30);                  // sometimes larger values: fewer ties, larger fronts
+  const bool no_ones = rng.coin(10);               // then some batches cannot be composed at all
+  for (std::int64_t b = 1; b <= batch + 2; ++b) {  // sizes above the batch must be ignored
     if ((b > 1 && rng.coin(20)) || (b == 1 && no_ones)) continue;
     for (int a = 0; a < algos; ++a) {
       if (rng.coin(15)) continue;
@@ -57,7 +57,7 @@ std::vector<MicroOption> random_options(Rng& rng, std::int64_t batch, int algos)
       v.push_back(o);
     }
   }
-  if (rng.coin(50)) std::reverse(v.begin(), v.end());   // input order must not matter
+  if (rng.coin(50)) std::reverse(v.begin(), v.end());  // input order must not matter
   return v;
 }
 
@@ -65,10 +65,10 @@ std::vector<MicroOption> random_options(Rng& rng, std::int64_t batch, int algos)
 // |A|(|A|+1)^(B-1) of them). Each is reported as (time, workspace, canonical list).
 struct Brute {
   std::int64_t time, ws;
-  std::vector<std::pair<std::int64_t, std::string>> canon;   // (-micro_batch, algo), sorted
+  std::vector<std::pair<std::int64_t, std::string>> canon;  // (-micro_batch, algo), sorted
 };
-void enumerate(const std::vector<MicroOption>& opts, std::int64_t left,
-               std::vector<const MicroOption*>& seq, std::vector<Brute>& out) {
+void enumerate(const std::vector<MicroOption>& opts, std::int64_t left, std::vector<const MicroOption*>& seq,
+               std::vector<Brute>& out) {
   if (left == 0) {
     Brute b{0, 0, {}};
     for (const MicroOption* o : seq) {
@@ -130,9 +130,8 @@ TEST_CASE("pareto_front equals the brute-force Pareto set, with the documented t
     // tie-break winner (fewest micro-batches, then smallest canonical list).
     std::vector<const Brute*> order;
     for (const Brute& b : all) order.push_back(&b);
-    std::sort(order.begin(), order.end(), [](const Brute* x, const Brute* y) {
-      return std::tie(x->ws, x->time) < std::tie(y->ws, y->time);
-    });
+    std::sort(order.begin(), order.end(),
+              [](const Brute* x, const Brute* y) { return std::tie(x->ws, x->time) < std::tie(y->ws, y->time); });
     std::vector<const Brute*> truth;
     for (const Brute* b : order)
       if (truth.empty() || b->time < truth.back()->time) truth.push_back(b);
@@ -144,8 +143,7 @@ TEST_CASE("pareto_front equals the brute-force Pareto set, with the documented t
       const Brute* winner = nullptr;
       for (const Brute& b : all)
         if (b.time == truth[i]->time && b.ws == truth[i]->ws &&
-            (!winner || std::make_pair(b.canon.size(), b.canon) <
-                            std::make_pair(winner->canon.size(), winner->canon)))
+            (!winner || std::make_pair(b.canon.size(), b.canon) < std::make_pair(winner->canon.size(), winner->canon)))
           winner = &b;
       CHECK(canon_of(front[i]) == winner->canon);
     }
@@ -153,8 +151,8 @@ TEST_CASE("pareto_front equals the brute-force Pareto set, with the documented t
     empty += front.empty();
     max_size = std::max(max_size, int(front.size()));
   }
-  CHECK(empty > 0);       // some instances cannot compose their batch at all
-  CHECK(max_size >= 5);   // and some fronts are not trivial
+  CHECK(empty > 0);      // some instances cannot compose their batch at all
+  CHECK(max_size >= 5);  // and some fronts are not trivial
   CHECK(fronts == 400);
 }
 
@@ -187,7 +185,7 @@ TEST_CASE("wr_optimal and fastest_within match the brute-force fastest under eve
       CHECK(wr->workspace_bytes <= limit);
       CHECK(fw->workspace_bytes <= limit);
       CHECK(find_config_error(opts, batch, *wr) == "");
-      CHECK(fw->workspace_bytes <= wr->workspace_bytes);   // the front's point is the cheapest
+      CHECK(fw->workspace_bytes <= wr->workspace_bytes);  // the front's point is the cheapest
     }
   }
 }
@@ -216,7 +214,7 @@ TEST_CASE("hand-worked example: under a limit the batch splits into FFT micro-ba
     CHECK(front[i].workspace_bytes == expected[i].first * MiB);
     CHECK(front[i].time_ns == expected[i].second * us);
   }
-  CHECK(front[0].micro == std::vector<MicroConfig>{{"gemm", 256}});   // fewest micro-batches
+  CHECK(front[0].micro == std::vector<MicroConfig>{{"gemm", 256}});  // fewest micro-batches
 
   const std::vector<MicroConfig> four_fft(4, MicroConfig{"fft", 64});
   const std::optional<ConvConfig> at64 = fastest_within(front, 64 * MiB);
@@ -260,11 +258,11 @@ TEST_CASE("hand-worked example: under a limit the batch splits into FFT micro-ba
 TEST_CASE("find_config_error rejects what is not a configuration of the options") {
   const std::vector<MicroOption> opts = {{"a", 2, 10, 5}, {"b", 2, 7, 9}, {"a", 1, 6, 1}};
   CHECK(find_config_error(opts, 3, {{{"a", 2}, {"a", 1}}, 16, 5}) == "");
-  CHECK(find_config_error(opts, 3, {{{"a", 1}, {"a", 2}}, 16, 5}) != "");   // not canonical
-  CHECK(find_config_error(opts, 4, {{{"a", 2}, {"a", 1}}, 16, 5}) != "");   // 3 samples, not 4
-  CHECK(find_config_error(opts, 3, {{{"c", 2}, {"a", 1}}, 16, 5}) != "");   // unknown algorithm
-  CHECK(find_config_error(opts, 3, {{{"a", 2}, {"a", 1}}, 15, 5}) != "");   // time is 10 + 6
-  CHECK(find_config_error(opts, 3, {{{"a", 2}, {"a", 1}}, 16, 6}) != "");   // workspace max(5, 1)
+  CHECK(find_config_error(opts, 3, {{{"a", 1}, {"a", 2}}, 16, 5}) != "");  // not canonical
+  CHECK(find_config_error(opts, 4, {{{"a", 2}, {"a", 1}}, 16, 5}) != "");  // 3 samples, not 4
+  CHECK(find_config_error(opts, 3, {{{"c", 2}, {"a", 1}}, 16, 5}) != "");  // unknown algorithm
+  CHECK(find_config_error(opts, 3, {{{"a", 2}, {"a", 1}}, 15, 5}) != "");  // time is 10 + 6
+  CHECK(find_config_error(opts, 3, {{{"a", 2}, {"a", 1}}, 16, 6}) != "");  // workspace max(5, 1)
   CHECK(find_config_error(opts, 4, {{{"a", 2}, {"b", 2}}, 17, 9}) == "");
 }
 
@@ -290,7 +288,7 @@ std::vector<std::vector<ConvConfig>> random_fronts(Rng& rng, int kernels, bool r
   std::vector<std::vector<ConvConfig>> fronts;
   for (int k = 0; k < kernels; ++k) {
     std::vector<ConvConfig> f;
-    if (k > 0 && rng.coin(30)) {   // identical layers share one measurement
+    if (k > 0 && rng.coin(30)) {  // identical layers share one measurement
       fronts.push_back(fronts[rng.uniform(0, k - 1)]);
       continue;
     }
@@ -303,7 +301,7 @@ std::vector<std::vector<ConvConfig>> random_fronts(Rng& rng, int kernels, bool r
       const int n = int(rng.uniform(1, 6));
       for (int i = 0; i < n; ++i) {
         ConvConfig c;
-        if (realistic) {   // ns up to ~0.5 s, bytes up to ~8 GiB
+        if (realistic) {  // ns up to ~0.5 s, bytes up to ~8 GiB
           c.time_ns = rng.uniform(100 * us, 500'000 * us);
           c.workspace_bytes = rng.coin(20) ? 0 : rng.uniform(4096, std::int64_t(8) << 30);
         } else {
@@ -329,7 +327,7 @@ TEST_CASE("solve_wd equals brute force over all combinations (feasible, tight an
     const std::vector<std::vector<ConvConfig>> fronts = random_fronts(rng, kernels, realistic);
 
     // Every combination: its total time and workspace.
-    std::vector<std::pair<std::int64_t, std::int64_t>> combos;   // (workspace, time)
+    std::vector<std::pair<std::int64_t, std::int64_t>> combos;  // (workspace, time)
     std::vector<int> idx(kernels, 0);
     for (;;) {
       std::int64_t t = 0, w = 0;
@@ -393,16 +391,15 @@ TEST_CASE("solve_wd equals brute force over all combinations (feasible, tight an
       CHECK(w == wd->workspace_bytes);
     }
   }
-  MESSAGE("WD cases: ", solved, " solved (CBC ran in ", cbc_used, ", ", rounded,
-          " with rounded workspaces, ", unproven, " not proven optimal), ", infeasible,
-          " infeasible");
+  MESSAGE("WD cases: ", solved, " solved (CBC ran in ", cbc_used, ", ", rounded, " with rounded workspaces, ", unproven,
+          " not proven optimal), ", infeasible, " infeasible");
   CHECK(solved > 1000);
   CHECK(infeasible > 300);
-  CHECK(cbc_used > 200);        // CBC really decides many of them
-  CHECK(rounded > 100);         // and realistic byte counts go through the rounding
-  CHECK(unproven * 100 < solved);   // totals sitting exactly on a combination, 1 byte apart
-  CHECK(solve_wd({}, 0)->choice.empty());   // no kernels: trivially optimal
-  CHECK(!solve_wd({{}, {{{}, 1, 0}}}, 100));   // a kernel without configurations
+  CHECK(cbc_used > 200);                      // CBC really decides many of them
+  CHECK(rounded > 100);                       // and realistic byte counts go through the rounding
+  CHECK(unproven * 100 < solved);             // totals sitting exactly on a combination, 1 byte apart
+  CHECK(solve_wd({}, 0)->choice.empty());     // no kernels: trivially optimal
+  CHECK(!solve_wd({{}, {{{}, 1, 0}}}, 100));  // a kernel without configurations
 }
 
 // Larger instances than brute force can enumerate (up to 40 kernels, many of them identical),
@@ -422,8 +419,7 @@ TEST_CASE("solve_wd equals an exact knapsack DP on larger instances") {
       }
       std::vector<ConvConfig> f;
       const int n = int(rng.uniform(1, 8));
-      for (int i = 0; i < n; ++i)
-        f.push_back({{}, rng.uniform(1000, 200000), rng.uniform(0, 60) * scale});
+      for (int i = 0; i < n; ++i) f.push_back({{}, rng.uniform(1000, 200000), rng.uniform(0, 60) * scale});
       fronts.push_back(std::move(f));
     }
     std::int64_t max_units = 0;
@@ -474,7 +470,7 @@ TEST_CASE("WD with the sum of the WR limits is never slower than WR") {
     for (int k = 0; k < kernels; ++k) {
       const std::int64_t batch = rng.uniform(4, 16);
       std::vector<MicroOption> opts = random_options(rng, batch, 3);
-      opts.push_back({"Z", 1, 50, 0});   // a slow zero-workspace fallback: WR always fits
+      opts.push_back({"Z", 1, 50, 0});  // a slow zero-workspace fallback: WR always fits
       fronts.push_back(pareto_front(opts, batch));
     }
     std::vector<std::int64_t> limits(kernels);
@@ -495,7 +491,7 @@ TEST_CASE("WD with the sum of the WR limits is never slower than WR") {
     if (generous) CHECK(wd->time_ns == wr_time);
     strictly_better += wd->time_ns < wr_time;
   }
-  CHECK(strictly_better > 20);   // WD's point (mu-cuDNN Fig. 11): sharing the total helps
+  CHECK(strictly_better > 20);  // WD's point (mu-cuDNN Fig. 11): sharing the total helps
 }
 
 // mu-cuDNN Fig. 12 in miniature. Two kernels, 8 MiB each under WR (16 MiB in all):
@@ -503,11 +499,9 @@ TEST_CASE("WD with the sum of the WR limits is never slower than WR") {
 // WR: kernel 0 cannot use its 8 MiB (900 us), kernel 1 uses it (150 us): 1050 us.
 // WD with 16 MiB in total gives it all to kernel 0: 300 + 200 = 500 us.
 TEST_CASE("hand-worked WD: the total goes to the kernel that gains most") {
-  const std::vector<std::vector<ConvConfig>> fronts = {
-      {{{}, 900 * us, 0}, {{}, 300 * us, 16 * MiB}},
-      {{{}, 200 * us, 0}, {{}, 150 * us, 8 * MiB}}};
-  const std::int64_t wr = fastest_within(fronts[0], 8 * MiB)->time_ns +
-                          fastest_within(fronts[1], 8 * MiB)->time_ns;
+  const std::vector<std::vector<ConvConfig>> fronts = {{{{}, 900 * us, 0}, {{}, 300 * us, 16 * MiB}},
+                                                       {{{}, 200 * us, 0}, {{}, 150 * us, 8 * MiB}}};
+  const std::int64_t wr = fastest_within(fronts[0], 8 * MiB)->time_ns + fastest_within(fronts[1], 8 * MiB)->time_ns;
   CHECK(wr == 1050 * us);
   const std::optional<WdSolution> wd = solve_wd(fronts, 16 * MiB);
   REQUIRE(wd);
@@ -526,9 +520,8 @@ TEST_CASE("solve_ilp equals brute force on small random ILPs (0-1 and bounded in
     Ilp ilp;
     const int n = int(rng.uniform(1, 10));
     const bool big = rng.coin(50);
-    for (int j = 0; j < n; ++j)
-      ilp.objective.push_back(rng.uniform(-50, 100) * (big ? 1000003 : 1));
-    if (rng.coin(40))   // bounded integers, at most ~12k points to enumerate
+    for (int j = 0; j < n; ++j) ilp.objective.push_back(rng.uniform(-50, 100) * (big ? 1000003 : 1));
+    if (rng.coin(40))  // bounded integers, at most ~12k points to enumerate
       for (int j = 0; j < n; ++j) ilp.upper.push_back(j < 6 ? rng.uniform(0, 3) : 1);
     const int rows = int(rng.uniform(1, 4));
     for (int r = 0; r < rows; ++r) {
@@ -552,7 +545,7 @@ TEST_CASE("solve_ilp equals brute force on small random ILPs (0-1 and bounded in
     }
     std::optional<std::int64_t> truth;
     std::vector<std::int64_t> x(n, 0);
-    for (;;) {   // every point of the box, odometer order
+    for (;;) {  // every point of the box, odometer order
       std::int64_t z = 0;
       for (int j = 0; j < n; ++j) z += ilp.objective[j] * x[j];
       if (find_ilp_violation(ilp, x).empty() && (!truth || z < *truth)) truth = z;

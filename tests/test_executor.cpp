@@ -37,7 +37,8 @@ Profile cpu_profile(const Network& net, std::int64_t batch) {
   return profile_network(net, "test", *runner, o);
 }
 
-Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy, const std::string& sub_batch) {
+Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy,
+             const std::string& sub_batch) {
   CompileInput in;
   in.network = net;
   in.network_file = "test";
@@ -205,12 +206,12 @@ TEST_SUITE("adversarial plans") {
     return p;
   }
   // A conv step running a lowering algorithm (it needs a workspace) with its kernel entry.
-  PlanStep* lowered_step(Plan& p) {
+  PlanStep* lowered_step(Plan & p) {
     for (auto& s : p.steps)
       if (s.op != "recompute" && s.workspace >= 0 && !s.config.empty() && s.config[0].algo != "direct") return &s;
     return nullptr;
   }
-  void set_config(Plan& p, const PlanStep& s, const std::vector<MicroStep>& c) {
+  void set_config(Plan & p, const PlanStep& s, const std::vector<MicroStep>& c) {
     for (auto& st : p.steps)
       if (st.layer == s.layer && (st.op == s.op || (s.op == "forward" && st.op == "recompute"))) st.config = c;
     for (auto& k : p.kernels)
@@ -378,7 +379,9 @@ TEST_SUITE("adversarial plans") {
 TEST_CASE("the reference run maps cuDNN algorithm names to CPU algorithms") {
   // Every cuDNN name of profiler/runner.h, per op, has a CPU counterpart; CPU names stay.
   const std::vector<std::pair<std::string, std::vector<std::string>>> cudnn = {
-      {"forward", {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
+      {"forward",
+       {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd",
+        "winograd_nonfused"}},
       {"backward_data", {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
       {"backward_filter", {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"}}};
   for (const auto& entry : cudnn)  // not a structured binding: CAPTURE's lambda needs clang >= 16 for those
@@ -484,17 +487,19 @@ TEST_CASE("batch-norm recomputation runs the training forward it is costed as, a
   CHECK(std::all_of(saved.begin(), saved.end(), [](float v) { return std::isnan(v); }));
 }
 
-TEST_CASE("a configuration the device cannot run as planned: the device's best-ranked algorithm that fits the plan's workspace") {
+TEST_CASE(
+    "a configuration the device cannot run as planned: the device's best-ranked algorithm that fits the plan's "
+    "workspace") {
   // The plan gave the step 1 MiB of workspace. Modelled winograd fitted; cuDNN here wants 3 MiB.
   const std::int64_t given = 1 << 20;
-  const std::vector<AlgoFit> ranked = {{"fft_tiling", 8 << 20},          // fastest expected, too big
-                                       {"winograd", 3 << 20},            // the planned one, too big here
+  const std::vector<AlgoFit> ranked = {{"fft_tiling", 8 << 20},  // fastest expected, too big
+                                       {"winograd", 3 << 20},    // the planned one, too big here
                                        {"implicit_precomp_gemm", 512 << 10},
                                        {"implicit_gemm", 0},
-                                       {"direct", std::nullopt}};       // unsupported
+                                       {"direct", std::nullopt}};  // unsupported
   CHECK(choose_conv_algo({"winograd", 3 << 20}, ranked, given) == "implicit_precomp_gemm");
-  CHECK(choose_conv_algo({"winograd", 1 << 20}, ranked, given) == "winograd");   // fits exactly: kept
+  CHECK(choose_conv_algo({"winograd", 1 << 20}, ranked, given) == "winograd");  // fits exactly: kept
   CHECK(choose_conv_algo({"direct", std::nullopt}, ranked, given) == "implicit_precomp_gemm");
-  CHECK(choose_conv_algo({"winograd", 3 << 20}, ranked, 0) == "implicit_gemm");   // no workspace at all
+  CHECK(choose_conv_algo({"winograd", 3 << 20}, ranked, 0) == "implicit_gemm");  // no workspace at all
   CHECK(choose_conv_algo({"winograd", 3 << 20}, {{"fft", 2 << 20}, {"direct", std::nullopt}}, given).empty());
 }

@@ -85,7 +85,9 @@ Layer lrn(const std::string& name, const std::string& in) { return simple(name, 
 Layer dropout(const std::string& name, const std::string& in) { return simple(name, LayerType::Dropout, {in}); }
 Layer loss(const std::string& name, const std::string& in) { return simple(name, LayerType::SoftmaxLoss, {in}); }
 Layer add(const std::string& name, std::vector<std::string> in) { return simple(name, LayerType::Add, std::move(in)); }
-Layer concat(const std::string& name, std::vector<std::string> in) { return simple(name, LayerType::Concat, std::move(in)); }
+Layer concat(const std::string& name, std::vector<std::string> in) {
+  return simple(name, LayerType::Concat, std::move(in));
+}
 
 Network make_net(std::array<std::int64_t, 3> input_chw, std::int64_t labels, std::vector<Layer> layers,
                  const std::string& input_name = "data") {
@@ -184,17 +186,18 @@ int step_of(const Liveness& lv, int task_id) {
 // An independent transcription of SuperNeurons Alg. 1 (recursive, as printed) to compare with
 // the iterative implementation on the zoo.
 void route_construct(const Graph& g, int l, std::vector<int>& counter, std::vector<int>& route) {
-  ++counter[l];                                                            // line 4
-  if (counter[l] < static_cast<int>(g.layers[l].inputs.size())) return;   // lines 5-6
-  route.push_back(l);                                                      // line 7
+  ++counter[l];                                                                     // line 4
+  if (counter[l] < static_cast<int>(g.layers[l].inputs.size())) return;             // lines 5-6
+  route.push_back(l);                                                               // line 7
   for (int next : g.layers[l].consumers) route_construct(g, next, counter, route);  // lines 8-10
-  counter[l] = 0;                                                          // line 11
+  counter[l] = 0;                                                                   // line 11
 }
 
 // Route is a permutation of all layers, input first, every layer after all its inputs.
 std::string topo_error(const Graph& g, const std::vector<int>& route) {
   const int n = static_cast<int>(g.layers.size());
-  if (static_cast<int>(route.size()) != n) return "route has " + std::to_string(route.size()) + " of " + std::to_string(n);
+  if (static_cast<int>(route.size()) != n)
+    return "route has " + std::to_string(route.size()) + " of " + std::to_string(n);
   if (route[0] != 0) return "route does not start with the input";
   std::vector<int> pos(n, -1);
   for (int i = 0; i < n; ++i) {
@@ -228,9 +231,9 @@ TEST_CASE("route: SuperNeurons Fig. 6, two nested fans; e, g and h are the prere
   //   back to b -> d -> f -> g -> i (counter 2 < 3: return)
   //   back to f -> h -> i (counter 3 = 3: route i) -> j
   //   route: a b c e d f g h i j          (file order / Kahn would give a b c d e f g h i j)
-  std::vector<Layer> layers = {relu("b", "a"),      relu("c", "b"), relu("d", "b"),
-                               relu("e", "c"),      relu("f", "d"), relu("g", "f"),
-                               relu("h", "f"),      concat("i", {"e", "g", "h"}), relu("j", "i")};
+  std::vector<Layer> layers = {relu("b", "a"), relu("c", "b"), relu("d", "b"), relu("e", "c"),
+                               relu("f", "d"), relu("g", "f"), relu("h", "f"), concat("i", {"e", "g", "h"}),
+                               relu("j", "i")};
   Graph g = graph_of(make_net({2, 3, 3}, 1, layers, "a"));
   std::vector<int> route = construct_route(g);
   CHECK(route_names(g, route) == "a b c e d f g h i j");
@@ -292,7 +295,8 @@ TEST_CASE("route: a 10^4-layer chain does not overflow the stack") {
   c0.conv.out_channels = 1;
   c0.conv.bias = true;
   layers.push_back(c0);
-  for (int i = 1; i <= n; ++i) layers.push_back(relu("r" + std::to_string(i), i == 1 ? "c0" : "r" + std::to_string(i - 1)));
+  for (int i = 1; i <= n; ++i)
+    layers.push_back(relu("r" + std::to_string(i), i == 1 ? "c0" : "r" + std::to_string(i - 1)));
   Graph g = graph_of(make_net({1, 2, 2}, 1, layers));
   std::vector<int> route = construct_route(g);
   REQUIRE(route.size() == static_cast<std::size_t>(n + 2));
@@ -332,9 +336,10 @@ TEST_CASE("liveness: SuperNeurons Fig. 5 on the network of Fig. 3c") {
   //   loss6: softmax_loss            -> 3     (12 B);  labels 4 B per sample
   // Resident: W + dW = 2 * (20 + 80 + 156) = 512 B.
   // Route (Alg. 1): data conv1 [cat4: counter 1 < 2] conv2 pool3 cat4 fc5 loss6.
-  Network net = make_net({1, 4, 4}, 3,
-                         {conv("conv1", "data", 1, 2, 2), conv("conv2", "data", 2, 3, 1, 1), pool("pool3", "conv2", PoolMode::Max, 2, 2),
-                          concat("cat4", {"conv1", "pool3"}), fc("fc5", "cat4", 3), loss("loss6", "fc5")});
+  Network net = make_net(
+      {1, 4, 4}, 3,
+      {conv("conv1", "data", 1, 2, 2), conv("conv2", "data", 2, 3, 1, 1), pool("pool3", "conv2", PoolMode::Max, 2, 2),
+       concat("cat4", {"conv1", "pool3"}), fc("fc5", "cat4", 3), loss("loss6", "fc5")});
   Graph g = graph_of(net);
   std::vector<int> route = construct_route(g);
   REQUIRE(route_names(g, route) == "data conv1 conv2 pool3 cat4 fc5 loss6");
@@ -490,7 +495,9 @@ TEST_CASE("lower bound: moDNN Eq. (2) by hand on conv -> relu -> fc -> softmax_l
   //   fc:   64 out                 -> 256 B;              W 128*64 + 64 = 8256 params = 33024 B (= 129*256)
   //   loss: softmax_loss -> 64     -> 256 B;  labels 4 B per sample -> 256
   // S_W (weights + weight gradients, resident) = 2 * (1280 + 33024) = 68608 B.
-  Graph g = graph_of(make_net({4, 4, 4}, 64, {conv("conv", "data", 8, 3, 1, 1), relu("relu", "conv"), fc("fc", "relu", 64), loss("loss", "fc")}));
+  Graph g = graph_of(
+      make_net({4, 4, 4}, 64,
+               {conv("conv", "data", 8, 3, 1, 1), relu("relu", "conv"), fc("fc", "relu", 64), loss("loss", "fc")}));
   TaskGraph tg = build_tasks(g, construct_route(g));
   // Every task's inputs + outputs at sub-batch 1 (resident W, dW not counted), aligned:
   //   forward conv             Y:data 256 + Y:conv 512                     =  768
@@ -559,11 +566,11 @@ TEST_CASE("tasks: exactly what each layer type's backward reads, writes and accu
   //                                                                  \-> ap avg-pool k2 s2 ---s add
   //   s -> c2 conv(4, k1) ; cat = concat(s, c2) (8x2x2) -> dr dropout -> f fc(3) -> loss
   // Route (Alg. 1): data c1 b1 r1 n1 mp [s: 1 < 2] ap s c2 [cat: 1 < 2] cat dr f loss.
-  Graph g = graph_of(make_net({2, 4, 4}, 3,
-                              {conv("c1", "data", 4, 3, 1, 1), bn("b1", "c1"), relu("r1", "b1"), lrn("n1", "r1"),
-                               pool("mp", "n1", PoolMode::Max, 2, 2), pool("ap", "n1", PoolMode::Avg, 2, 2), add("s", {"mp", "ap"}),
-                               conv("c2", "s", 4, 1), concat("cat", {"s", "c2"}), dropout("dr", "cat"), fc("f", "dr", 3),
-                               loss("loss", "f")}));
+  Graph g = graph_of(make_net(
+      {2, 4, 4}, 3,
+      {conv("c1", "data", 4, 3, 1, 1), bn("b1", "c1"), relu("r1", "b1"), lrn("n1", "r1"),
+       pool("mp", "n1", PoolMode::Max, 2, 2), pool("ap", "n1", PoolMode::Avg, 2, 2), add("s", {"mp", "ap"}),
+       conv("c2", "s", 4, 1), concat("cat", {"s", "c2"}), dropout("dr", "cat"), fc("f", "dr", 3), loss("loss", "f")}));
   std::vector<int> route = construct_route(g);
   REQUIRE(route_names(g, route) == "data c1 b1 r1 n1 mp ap s c2 cat dr f loss");
   TaskGraph tg = build_tasks(g, route);
@@ -696,7 +703,7 @@ TEST_CASE("tasks: exactly what each layer type's backward reads, writes and accu
       CHECK(names(tg, t.reads) == "dW:" + n);
       CHECK(names(tg, t.writes) == "W:" + n);
     }
-    CHECK(updates == 4);  // c1, b1, c2, f; none for relu, lrn, pools, add, concat, dropout, loss
+    CHECK(updates == 4);        // c1, b1, c2, f; none for relu, lrn, pools, add, concat, dropout, loss
     CHECK(first_update == 26);  // 12 forward + 14 backward before
   }
   SUBCASE("tensor sizes and host inputs") {
@@ -726,7 +733,8 @@ TEST_CASE("tasks: a sink that is not a loss gets a host-provided gradient") {
   // Route (Alg. 1): data c r f loss (c's consumers in file order: r, f). Backward runs in
   // reverse: loss, f (filter, data), r, c; so f's backward_data writes c's fan-out gradient
   // dY:c first and r's backward accumulates into it.
-  Graph g = graph_of(make_net({1, 2, 2}, 3, {conv("c", "data", 2, 1), relu("r", "c"), fc("f", "c", 3), loss("loss", "f")}));
+  Graph g =
+      graph_of(make_net({1, 2, 2}, 3, {conv("c", "data", 2, 1), relu("r", "c"), fc("f", "c", 3), loss("loss", "f")}));
   std::vector<int> route = construct_route(g);
   REQUIRE(route_names(g, route) == "data c r f loss");
   TaskGraph tg = build_tasks(g, route);
@@ -753,58 +761,59 @@ TEST_CASE("tasks: a backward that would produce nothing is dropped") {
   // relu and avg-pool right after the input: their backward would only write dY:data, which
   // does not exist (no gradient for the network input), so there is no backward task.
   // An fc on the input keeps its backward_filter (it writes dW) but has no backward_data.
-  Graph g = graph_of(make_net({1, 4, 4}, 1, {relu("r", "data"), pool("p", "data", PoolMode::Avg, 2, 2), fc("f", "data", 2)}));
+  Graph g =
+      graph_of(make_net({1, 4, 4}, 1, {relu("r", "data"), pool("p", "data", PoolMode::Avg, 2, 2), fc("f", "data", 2)}));
   TaskGraph tg = build_tasks(g, construct_route(g));
   CHECK(task_sequence(g, tg) == "forward:r forward:p forward:f backward_filter:f update:f");
   CHECK(names(tg, task(g, tg, "f", TaskKind::BackwardFilter).reads) == sorted_list("Y:data, dY:f"));
   CHECK(tensor(tg, "dY:f").host_input);
 }
 
-
 // =============================================================================================
 // 5. Graph: shapes, parameters, FLOPs, errors
 // =============================================================================================
 
 TEST_CASE("graph: output shapes and parameter counts by hand, every layer type") {
-  Graph g = graph_of(make_net({4, 9, 9}, 10,
-                              {
-                                  // conv, groups 2, dilation 2, stride 2, pad 2 on 4x9x9:
-                                  //   span = 2*(3-1)+1 = 5; out = (9 + 2*2 - 5)/2 + 1 = 5 -> 6x5x5
-                                  //   W = 6 * (4/2) * 3*3 = 108, bias 6 -> 114 params
-                                  conv("gconv", "data", 6, 3, 2, 2, 2, 2),
-                                  // max pool k3 s2 on 6x5x5, floor: (5-3)/2+1 = 2 -> 6x2x2
-                                  pool("pfloor", "gconv", PoolMode::Max, 3, 2),
-                                  // max pool k2 s2 on 4x9x9: floor (9-2)/2+1 = 4; ceil ceil(7/2)+1 = 5,
-                                  //   last window starts at (5-1)*2 = 8 < 9: kept -> 4x5x5
-                                  pool("pceil", "data", PoolMode::Max, 2, 2, 0, true),
-                                  pool("pceil_floor", "data", PoolMode::Max, 2, 2, 0, false),  // 4x4x4
-                                  // global avg on 6x5x5 -> 6x1x1
-                                  global_pool("gap", "gconv", PoolMode::Avg),
-                                  // bn on 6x5x5: gamma + beta = 12 params; saved stats 2*6*4 = 48 B
-                                  bn("norm", "gconv"),
-                                  // lrn, relu, dropout: same shape, no parameters
-                                  lrn("lrn", "norm"),
-                                  relu("act", "lrn"),
-                                  dropout("drop", "act"),
-                                  // concat 6x5x5 + 4x5x5 + 6x5x5 -> 16x5x5
-                                  concat("cat", {"drop", "pceil", "act"}),
-                                  // add of two 6x5x5 -> 6x5x5
-                                  add("sum", {"act", "drop"}),
-                                  // fc on 16x5x5 = 400 inputs -> 10: 400*10 + 10 = 4010 params
-                                  fc("fc", "cat", 10),
-                                  // fc without bias on 6x2x2 = 24 inputs -> 7: 168 params
-                                  fc("fc_nobias", "pfloor", 7, false),
-                                  loss("loss", "fc"),
-                              }));
+  Graph g =
+      graph_of(make_net({4, 9, 9}, 10,
+                        {
+                            // conv, groups 2, dilation 2, stride 2, pad 2 on 4x9x9:
+                            //   span = 2*(3-1)+1 = 5; out = (9 + 2*2 - 5)/2 + 1 = 5 -> 6x5x5
+                            //   W = 6 * (4/2) * 3*3 = 108, bias 6 -> 114 params
+                            conv("gconv", "data", 6, 3, 2, 2, 2, 2),
+                            // max pool k3 s2 on 6x5x5, floor: (5-3)/2+1 = 2 -> 6x2x2
+                            pool("pfloor", "gconv", PoolMode::Max, 3, 2),
+                            // max pool k2 s2 on 4x9x9: floor (9-2)/2+1 = 4; ceil ceil(7/2)+1 = 5,
+                            //   last window starts at (5-1)*2 = 8 < 9: kept -> 4x5x5
+                            pool("pceil", "data", PoolMode::Max, 2, 2, 0, true),
+                            pool("pceil_floor", "data", PoolMode::Max, 2, 2, 0, false),  // 4x4x4
+                                                                                         // global avg on 6x5x5 -> 6x1x1
+                            global_pool("gap", "gconv", PoolMode::Avg),
+                            // bn on 6x5x5: gamma + beta = 12 params; saved stats 2*6*4 = 48 B
+                            bn("norm", "gconv"),
+                            // lrn, relu, dropout: same shape, no parameters
+                            lrn("lrn", "norm"),
+                            relu("act", "lrn"),
+                            dropout("drop", "act"),
+                            // concat 6x5x5 + 4x5x5 + 6x5x5 -> 16x5x5
+                            concat("cat", {"drop", "pceil", "act"}),
+                            // add of two 6x5x5 -> 6x5x5
+                            add("sum", {"act", "drop"}),
+                            // fc on 16x5x5 = 400 inputs -> 10: 400*10 + 10 = 4010 params
+                            fc("fc", "cat", 10),
+                            // fc without bias on 6x2x2 = 24 inputs -> 7: 168 params
+                            fc("fc_nobias", "pfloor", 7, false),
+                            loss("loss", "fc"),
+                        }));
   struct Row {
     const char* name;
     Shape out;
     std::int64_t params;
   };
   const Row rows[] = {
-      {"data", {4, 9, 9}, 0},       {"gconv", {6, 5, 5}, 114}, {"pfloor", {6, 2, 2}, 0}, {"pceil", {4, 5, 5}, 0},
-      {"pceil_floor", {4, 4, 4}, 0}, {"gap", {6, 1, 1}, 0},    {"norm", {6, 5, 5}, 12},  {"lrn", {6, 5, 5}, 0},
-      {"act", {6, 5, 5}, 0},         {"drop", {6, 5, 5}, 0},   {"cat", {16, 5, 5}, 0},   {"sum", {6, 5, 5}, 0},
+      {"data", {4, 9, 9}, 0},        {"gconv", {6, 5, 5}, 114},     {"pfloor", {6, 2, 2}, 0}, {"pceil", {4, 5, 5}, 0},
+      {"pceil_floor", {4, 4, 4}, 0}, {"gap", {6, 1, 1}, 0},         {"norm", {6, 5, 5}, 12},  {"lrn", {6, 5, 5}, 0},
+      {"act", {6, 5, 5}, 0},         {"drop", {6, 5, 5}, 0},        {"cat", {16, 5, 5}, 0},   {"sum", {6, 5, 5}, 0},
       {"fc", {10, 1, 1}, 4010},      {"fc_nobias", {7, 1, 1}, 168}, {"loss", {10, 1, 1}, 0},
   };
   std::int64_t total = 0;
@@ -843,9 +852,10 @@ TEST_CASE("graph: pooling rounding, padding and the ceil-mode clip") {
   // GoogLeNet's Caffe pool: max k3 s2 ceil on 112: ceil(109/2) + 1 = 56; floor 54 + 1 = 55.
   // Ceil-mode clip (Caffe/PyTorch): k2 s2 p1 ceil on 5: ceil((5+2-2)/2) + 1 = 4, but the 4th
   //   window would start at (4-1)*2 = 6 >= 5 + 1 (past input and left pad) -> 3.
-  Graph g = graph_of(make_net({64, 112, 112}, 1,
-                              {pool("stem", "data", PoolMode::Max, 3, 2, 1), pool("ceil", "data", PoolMode::Max, 3, 2, 0, true),
-                               pool("floor", "data", PoolMode::Max, 3, 2, 0, false)}));
+  Graph g = graph_of(
+      make_net({64, 112, 112}, 1,
+               {pool("stem", "data", PoolMode::Max, 3, 2, 1), pool("ceil", "data", PoolMode::Max, 3, 2, 0, true),
+                pool("floor", "data", PoolMode::Max, 3, 2, 0, false)}));
   CHECK(shape_text(layer(g, "stem").out) == "64x56x56");
   CHECK(shape_text(layer(g, "ceil").out) == "64x56x56");
   CHECK(shape_text(layer(g, "floor").out) == "64x55x55");
@@ -859,7 +869,8 @@ TEST_CASE("graph: pooling rounding, padding and the ceil-mode clip") {
 TEST_CASE("graph: rectangular conv parameters from JSON ([h, w] pairs)") {
   // 3x7x10, 4 out, kernel [3,5], stride [2,1], pad [1,0], no bias:
   //   h: (7 + 2*1 - 3)/2 + 1 = 4; w: (10 + 0 - 5)/1 + 1 = 6 -> 4x4x6; W = 4*3*3*5 = 180.
-  const std::string text = R"({"format": "ucplan-network/1", "name": "rect", "input": {"shape": [3, 7, 10]}, "labels": 1,
+  const std::string text =
+      R"({"format": "ucplan-network/1", "name": "rect", "input": {"shape": [3, 7, 10]}, "labels": 1,
     "layers": [{"name": "c", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": [3, 5],
                 "stride": [2, 1], "pad": [1, 0], "bias": false}]})";
   Graph g = build_graph(parse_network_text(text, "rect.json"), "rect.json");
@@ -917,12 +928,11 @@ Failure graph_failure(const std::string& layers, std::int64_t labels = 10) {
 
 TEST_CASE("graph: malformed networks are UserErrors naming the layer and the field") {
   SUBCASE("unknown input") {
-    CHECK_THROWS_WITH_AS(
-        build_graph(parse_network_text(net_text(R"({"name": "r1", "type": "relu", "inputs": ["data"]},
+    CHECK_THROWS_WITH_AS(build_graph(parse_network_text(net_text(R"({"name": "r1", "type": "relu", "inputs": ["data"]},
                                                    {"name": "r2", "type": "relu", "inputs": ["nope"]})"),
-                                       "bad.json"),
-                    "bad.json"),
-        "bad.json: layers[1] (r2).inputs[0]: unknown input \"nope\"", UserError);
+                                                        "bad.json"),
+                                     "bad.json"),
+                         "bad.json: layers[1] (r2).inputs[0]: unknown input \"nope\"", UserError);
   }
   SUBCASE("shape mismatch at an add: names the second input and both shapes") {
     // c4: 4x8x8, c5: 5x8x8 (k1 keeps 8x8).
@@ -958,7 +968,8 @@ TEST_CASE("graph: malformed networks are UserErrors naming the layer and the fie
     CHECK(f.where == "layers[0] (a).inputs[0]");
   }
   SUBCASE("groups that do not divide the input channels") {
-    Failure f = graph_failure(R"({"name": "g", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 1, "groups": 2})");
+    Failure f = graph_failure(
+        R"({"name": "g", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 1, "groups": 2})");
     REQUIRE(f.thrown);
     CHECK(f.where == "layers[0] (g).groups");
     CHECK(f.reason.find("3") != std::string::npos);
@@ -971,7 +982,8 @@ TEST_CASE("graph: malformed networks are UserErrors naming the layer and the fie
     CHECK(f.reason.find("3x8x8") != std::string::npos);
   }
   SUBCASE("pool padding more than half the kernel") {
-    Failure f = graph_failure(R"({"name": "p", "type": "pool", "mode": "avg", "inputs": ["data"], "kernel": 2, "pad": 2})");
+    Failure f =
+        graph_failure(R"({"name": "p", "type": "pool", "mode": "avg", "inputs": ["data"], "kernel": 2, "pad": 2})");
     REQUIRE(f.thrown);
     CHECK(f.where == "layers[0] (p).pad");
   }

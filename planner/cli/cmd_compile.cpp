@@ -44,12 +44,17 @@ double parse_time_limit(const std::string& text) {
   }
   const std::string unit = used ? text.substr(used) : "";
   double scale = 0;
-  if (unit.empty() || unit == "s") scale = 1;
-  else if (unit == "ms") scale = 1e-3;
-  else if (unit == "min") scale = 60;
-  else if (unit == "h") scale = 3600;
+  if (unit.empty() || unit == "s")
+    scale = 1;
+  else if (unit == "ms")
+    scale = 1e-3;
+  else if (unit == "min")
+    scale = 60;
+  else if (unit == "h")
+    scale = 3600;
   if (!used || scale == 0 || !(v > 0) || v * scale > 1e6)
-    throw UserError("", "--time-limit", fmt::format("\"{}\" is not a positive time such as 60s, 1.5min or 1h (at most 10^6 s)", text));
+    throw UserError("", "--time-limit",
+                    fmt::format("\"{}\" is not a positive time such as 60s, 1.5min or 1h (at most 10^6 s)", text));
   return v * scale;
 }
 
@@ -66,13 +71,13 @@ struct SettingResult {
   std::vector<KernelChoice> kernels;
   std::int64_t total_ns = 0, total_workspace = 0, max_workspace = 0;
   double solve_ms = 0;
-  bool optimal = true;          // WD: proven optimal by the ILP
+  bool optimal = true;              // WD: proven optimal by the ILP
   std::int64_t configurations = 0;  // WD: ILP variables before reduction (configurations over all kernels)
 };
 
 // One workspace setting under one micro-batch policy: every conv kernel's choice.
-SettingResult choose(const Graph& g, const TaskGraph& tg, const CostTable& ct, const WorkspaceOption& w, const std::string& setting,
-                     const std::string& policy) {
+SettingResult choose(const Graph& g, const TaskGraph& tg, const CostTable& ct, const WorkspaceOption& w,
+                     const std::string& setting, const std::string& policy) {
   SettingResult r;
   r.setting = setting;
   r.policy = policy;
@@ -99,8 +104,8 @@ SettingResult choose(const Graph& g, const TaskGraph& tg, const CostTable& ct, c
     for (std::size_t k = 0; k < ids.size(); ++k) {
       auto c = fastest_within(fronts[k], limit);
       if (!c) {
-        r.why = fmt::format("{}:{} needs more than {}", g.layers[tg.tasks[ids[k]].layer].name(), task_kind_name(tg.tasks[ids[k]].kind),
-                            format_bytes(limit));
+        r.why = fmt::format("{}:{} needs more than {}", g.layers[tg.tasks[ids[k]].layer].name(),
+                            task_kind_name(tg.tasks[ids[k]].kind), format_bytes(limit));
         return r;
       }
       chosen.push_back(*c);
@@ -151,10 +156,13 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
           for (const auto& m : c.micro) ms.push_back({m.algo, m.micro_batch});
           tab.add({format_bytes(c.workspace_bytes), format_ns(c.time_ns), config_text(ms)});
         }
-        fmt::print("Pareto front of {} at batch {} ({} policy, {} configurations; mu-cuDNN Fig. 6):\n{}\n", o.pareto, batch, policy,
-                   ct.tasks[t.id].front.size(), tab.str());
+        fmt::print("Pareto front of {} at batch {} ({} policy, {} configurations; mu-cuDNN Fig. 6):\n{}\n", o.pareto,
+                   batch, policy, ct.tasks[t.id].front.size(), tab.str());
       }
-      if (!found) throw UserError("", "--pareto", fmt::format("no conv kernel \"{}\" (use LAYER:forward|backward_data|backward_filter)", o.pareto));
+      if (!found)
+        throw UserError(
+            "", "--pareto",
+            fmt::format("no conv kernel \"{}\" (use LAYER:forward|backward_data|backward_filter)", o.pareto));
     }
   }
   auto undivided_of = [&](const std::string& setting) -> const SettingResult* {
@@ -176,12 +184,15 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
         const auto& kc = r.kernels[k];
         OrderedJson cfg = OrderedJson::array();
         for (const auto& m : kc.config) cfg.push_back(OrderedJson::array({m.algo, m.batch}));
-        OrderedJson kj = {{"kernel", kc.label}, {"config", cfg}, {"time_ns", kc.time_ns}, {"workspace_bytes", kc.workspace}};
+        OrderedJson kj = {
+            {"kernel", kc.label}, {"config", cfg}, {"time_ns", kc.time_ns}, {"workspace_bytes", kc.workspace}};
         if (u && u->ok) kj["undivided_time_ns"] = u->kernels[k].time_ns;
         ks.push_back(std::move(kj));
       }
-      OrderedJson rj = {{"setting", r.setting}, {"policy", r.policy}, {"ok", r.ok}, {"why", r.why}, {"total_time_ns", r.total_ns},
-                        {"total_workspace_bytes", r.total_workspace}, {"solve_ms", r.solve_ms}};
+      OrderedJson rj = {
+          {"setting", r.setting},  {"policy", r.policy},          {"ok", r.ok},
+          {"why", r.why},          {"total_time_ns", r.total_ns}, {"total_workspace_bytes", r.total_workspace},
+          {"solve_ms", r.solve_ms}};
       if (r.setting.rfind("wd:", 0) == 0) {
         rj["ilp_optimal"] = r.optimal;
         rj["ilp_configurations"] = r.configurations;
@@ -194,7 +205,8 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
     return 0;
   }
   fmt::print("Convolution kernels of {} at batch {} ({} kernels), costs {} ({})\n", g.net.name, batch,
-             results.empty() ? 0 : results.front().kernels.size(), prof.measured() ? "measured" : "MODELLED", prof.source);
+             results.empty() ? 0 : results.front().kernels.size(), prof.measured() ? "measured" : "MODELLED",
+             prof.source);
   std::vector<std::string> header{"setting"};
   for (const auto& p : policies) header.push_back(p);
   Table totals(header, std::vector<bool>(header.size(), true));
@@ -204,15 +216,19 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
     for (const auto& p : policies)
       for (const auto& r : results)
         if (r.setting == s && r.policy == p) {
-          if (!r.ok) row.push_back("infeasible");
-          else if (p == "undivided" || !u || !u->ok) row.push_back(format_ns(r.total_ns));
+          if (!r.ok)
+            row.push_back("infeasible");
+          else if (p == "undivided" || !u || !u->ok)
+            row.push_back(format_ns(r.total_ns));
           else
-            row.push_back(fmt::format("{} ({:.2f}x)", format_ns(r.total_ns),
-                                      static_cast<double>(u->total_ns) / static_cast<double>(std::max<std::int64_t>(r.total_ns, 1))));
+            row.push_back(fmt::format(
+                "{} ({:.2f}x)", format_ns(r.total_ns),
+                static_cast<double>(u->total_ns) / static_cast<double>(std::max<std::int64_t>(r.total_ns, 1))));
         }
     totals.add(row);
   }
-  fmt::print("\nTotal convolution time (sum over kernels; speedup vs undivided under the same setting):\n{}", totals.str());
+  fmt::print("\nTotal convolution time (sum over kernels; speedup vs undivided under the same setting):\n{}",
+             totals.str());
   std::string dp;
   for (const auto& [p, ms] : dp_ms) dp += fmt::format("{}{} {:.1f} ms", dp.empty() ? "" : ", ", p, ms);
   fmt::print("Pareto-front DP time: {}\n", dp);
@@ -220,30 +236,36 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
   for (const auto& r : results) {
     if (r.policy != finest) continue;
     const SettingResult* u = undivided_of(r.setting);
-    fmt::print("\n{} with {} micro-batches{}:\n", r.setting, finest,
-               r.setting.rfind("wd:", 0) == 0
-                   ? fmt::format(" (ILP over {} configurations solved in {:.1f} ms, {}; the division of the total is the workspace "
-                                 "column; 'undivided' is this kernel in the WD solution without micro-batches, which may give it "
-                                 "more of the total, so a kernel can be slower than that while the sum is faster)",
-                                 r.configurations, r.solve_ms, r.optimal ? "proven optimal" : "not proven optimal")
-                   : "");
+    fmt::print(
+        "\n{} with {} micro-batches{}:\n", r.setting, finest,
+        r.setting.rfind("wd:", 0) == 0
+            ? fmt::format(
+                  " (ILP over {} configurations solved in {:.1f} ms, {}; the division of the total is the workspace "
+                  "column; 'undivided' is this kernel in the WD solution without micro-batches, which may give it "
+                  "more of the total, so a kernel can be slower than that while the sum is faster)",
+                  r.configurations, r.solve_ms, r.optimal ? "proven optimal" : "not proven optimal")
+            : "");
     if (!r.ok) {
       fmt::print("  infeasible: {}\n", r.why);
       continue;
     }
-    Table t({"kernel", "configuration", "workspace", "share", "time", "undivided", "speedup"}, {false, false, true, true, true, true, true});
+    Table t({"kernel", "configuration", "workspace", "share", "time", "undivided", "speedup"},
+            {false, false, true, true, true, true, true});
     for (std::size_t k = 0; k < r.kernels.size(); ++k) {
       const auto& kc = r.kernels[k];
       std::string ut = "-", sp = "-";
       if (u && u->ok) {
         ut = format_ns(u->kernels[k].time_ns);
-        sp = fmt::format("{:.2f}x", static_cast<double>(u->kernels[k].time_ns) / static_cast<double>(std::max<std::int64_t>(kc.time_ns, 1)));
+        sp = fmt::format("{:.2f}x", static_cast<double>(u->kernels[k].time_ns) /
+                                        static_cast<double>(std::max<std::int64_t>(kc.time_ns, 1)));
       }
-      std::string share = r.total_workspace > 0 ? fmt::format("{:.1f} %", 100.0 * static_cast<double>(kc.workspace) / static_cast<double>(r.total_workspace)) : "-";
+      std::string share = r.total_workspace > 0 ? fmt::format("{:.1f} %", 100.0 * static_cast<double>(kc.workspace) /
+                                                                              static_cast<double>(r.total_workspace))
+                                                : "-";
       t.add({kc.label, config_text(kc.config), format_bytes(kc.workspace), share, format_ns(kc.time_ns), ut, sp});
     }
-    fmt::print("{}total workspace {} (largest {}), total time {}\n", t.str(), format_bytes(r.total_workspace), format_bytes(r.max_workspace),
-               format_ns(r.total_ns));
+    fmt::print("{}total workspace {} (largest {}), total time {}\n", t.str(), format_bytes(r.total_workspace),
+               format_bytes(r.max_workspace), format_ns(r.total_ns));
   }
   return 0;
 }
@@ -256,14 +278,18 @@ int run_compile(const CompileOptions& o) {
   const Profile prof = load_profile(o.profile);
   if (o.conv_only) return conv_only_report(o, net, net_path, prof);
   if (!o.pareto.empty()) throw UserError("", "--pareto", "only with --conv-only");
-  if (o.workspace.size() > 1) throw UserError("", "--workspace", "give one setting for a plan (several only with --conv-only)");
+  if (o.workspace.size() > 1)
+    throw UserError("", "--workspace", "give one setting for a plan (several only with --conv-only)");
   if (o.budget.empty()) throw UserError("", "--budget", "required: the device memory budget, e.g. --budget 12GiB");
-  const std::string_view budget_text = std::string_view(o.budget).substr(std::min(o.budget.find_first_not_of(' '), o.budget.size()));
+  const std::string_view budget_text =
+      std::string_view(o.budget).substr(std::min(o.budget.find_first_not_of(' '), o.budget.size()));
   if (!budget_text.empty() && budget_text.front() == '-')
     throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
   auto budget = parse_bytes(o.budget);
-  if (!budget) throw UserError("", "--budget", fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB)", o.budget));
-  if (*budget <= 0) throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
+  if (!budget)
+    throw UserError("", "--budget", fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB)", o.budget));
+  if (*budget <= 0)
+    throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
   // The budget is the device memory the user gives: what the CUDA context and libraries take
   // (measured by the profiler) is not the arena's.
   std::int64_t reserve = 0;
@@ -274,19 +300,23 @@ int run_compile(const CompileOptions& o) {
       std::int64_t v = 0;
       const auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
       if (ec != std::errc() || end != it->second.data() + it->second.size() || v < 0)
-        throw UserError(o.profile, "device.versions.device_overhead_bytes", fmt::format("\"{}\" is not a byte count", it->second));
+        throw UserError(o.profile, "device.versions.device_overhead_bytes",
+                        fmt::format("\"{}\" is not a byte count", it->second));
       reserve = v;
       reserve_source = "measured by the profile";
     }
   } else {
     auto r = parse_bytes(o.reserve);
-    if (!r || *r < 0) throw UserError("", "--reserve", fmt::format("\"{}\" is not a size with a unit (e.g. 512MiB) or auto", o.reserve));
+    if (!r || *r < 0)
+      throw UserError("", "--reserve",
+                      fmt::format("\"{}\" is not a size with a unit (e.g. 512MiB) or auto", o.reserve));
     reserve = *r;
   }
   if (reserve >= *budget)
-    throw UserError("", "--budget", fmt::format("{} leaves nothing for the plan: {} of it are reserved for the CUDA context, cuDNN and "
-                                                "cuBLAS ({}; --reserve changes it)",
-                                                format_bytes(*budget), format_bytes(reserve), reserve_source));
+    throw UserError("", "--budget",
+                    fmt::format("{} leaves nothing for the plan: {} of it are reserved for the CUDA context, cuDNN and "
+                                "cuBLAS ({}; --reserve changes it)",
+                                format_bytes(*budget), format_bytes(reserve), reserve_source));
   if (o.output.empty() && o.dump_after.empty() && o.trace.empty())
     throw UserError("", "-o", "give -o PLAN.json (or --dump-after STAGE / --trace FILE to only look)");
   // Every output is checked before the work starts, so that a bad one costs no compile and
@@ -323,21 +353,25 @@ int run_compile(const CompileOptions& o) {
   if (!o.quiet && o.dump_after.empty()) {
     fmt::print("{}", plan_summary(r.plan));
     if (reserve > 0)
-      fmt::print("  reserve       {} of the {} budget kept for the CUDA context, cuDNN and cuBLAS ({}): the plan's budget is {}\n",
-                 format_bytes(reserve), format_bytes(*budget), reserve_source, format_bytes(r.plan.budget_bytes));
+      fmt::print(
+          "  reserve       {} of the {} budget kept for the CUDA context, cuDNN and cuBLAS ({}): the plan's budget is "
+          "{}\n",
+          format_bytes(reserve), format_bytes(*budget), reserve_source, format_bytes(r.plan.budget_bytes));
     std::string tried;
     for (const auto& c : r.candidates)
-      tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", c.sub_batch, c.ok ? format_ns(c.predicted_ns) : c.why);
+      tried +=
+          fmt::format("{}{}: {}", tried.empty() ? "" : "; ", c.sub_batch, c.ok ? format_ns(c.predicted_ns) : c.why);
     fmt::print("  candidates    {}\n", tried);
     for (const auto& c : r.candidates)
       if (c.milp)
-        fmt::print("  exact mode    sub-batch {}: MILP of {} variables and {} rows {} in {} ({} nodes){}\n", c.sub_batch,
-                   c.milp_result.variables, c.milp_result.rows, remat_milp_status_name(c.milp_result.status),
-                   format_seconds(c.milp_result.seconds), c.milp_result.nodes,
-                   c.milp_result.table.empty() ? std::string()
-                                               : fmt::format("; lower bound on a recompute-only round {}, its own solution {}",
-                                                             format_ns(c.milp_result.bound_round_ns),
-                                                             format_ns(c.milp_result.solution_round_ns)));
+        fmt::print(
+            "  exact mode    sub-batch {}: MILP of {} variables and {} rows {} in {} ({} nodes){}\n", c.sub_batch,
+            c.milp_result.variables, c.milp_result.rows, remat_milp_status_name(c.milp_result.status),
+            format_seconds(c.milp_result.seconds), c.milp_result.nodes,
+            c.milp_result.table.empty()
+                ? std::string()
+                : fmt::format("; lower bound on a recompute-only round {}, its own solution {}",
+                              format_ns(c.milp_result.bound_round_ns), format_ns(c.milp_result.solution_round_ns)));
     if (o.verbose)
       for (const auto& c : r.candidates)
         for (const auto& cand : c.search)
@@ -345,22 +379,29 @@ int run_compile(const CompileOptions& o) {
                      cand.round_ns ? format_ns(cand.round_ns) + " per round" : "no: " + cand.why);
     // What would help: a batch-norm network is split into sub-batches only when asked; when the
     // plan loses more than 5 % and splitting would be faster, say so (statistics then change).
-    const double overhead = static_cast<double>(r.plan.summary.predicted_ns) / static_cast<double>(r.plan.summary.ideal_ns) - 1;
-    if (o.sub_batch == "auto" && std::any_of(r.plan.network.layers.begin(), r.plan.network.layers.end(), [](const Layer& l) { return l.type == LayerType::BatchNorm; }) && overhead > 0.05) {
+    const double overhead =
+        static_cast<double>(r.plan.summary.predicted_ns) / static_cast<double>(r.plan.summary.ideal_ns) - 1;
+    if (o.sub_batch == "auto" &&
+        std::any_of(r.plan.network.layers.begin(), r.plan.network.layers.end(),
+                    [](const Layer& l) { return l.type == LayerType::BatchNorm; }) &&
+        overhead > 0.05) {
       CompileInput any = in;
       any.sub_batch = "any";
       any.dump_after.clear();
       try {
         const Plan split = make_plan(any).plan;
         if (split.summary.predicted_ns < r.plan.summary.predicted_ns)
-          fmt::print("  would help    --sub-batch any: {} in {} rounds of {} ({} over the ideal), with batch-norm statistics "
-                     "per sub-batch\n",
-                     format_ns(split.summary.predicted_ns), split.rounds, split.sub_batch,
-                     format_percent(static_cast<double>(split.summary.predicted_ns) / static_cast<double>(split.summary.ideal_ns) - 1));
+          fmt::print(
+              "  would help    --sub-batch any: {} in {} rounds of {} ({} over the ideal), with batch-norm statistics "
+              "per sub-batch\n",
+              format_ns(split.summary.predicted_ns), split.rounds, split.sub_batch,
+              format_percent(
+                  static_cast<double>(split.summary.predicted_ns) / static_cast<double>(split.summary.ideal_ns) - 1));
       } catch (const UserError&) {
       }
     }
-    fmt::print("  compiled in   {}{}\n", format_seconds(seconds), o.output.empty() ? "" : ", plan written to " + o.output);
+    fmt::print("  compiled in   {}{}\n", format_seconds(seconds),
+               o.output.empty() ? "" : ", plan written to " + o.output);
   }
   return 0;
 }

@@ -20,24 +20,26 @@ int run_explain(const ExplainOptions& o) {
   write_files_atomically(outputs);
   if (o.json) {
     const PlanSummary& s = p.summary;
-    OrderedJson j = {{"plan", o.plan},
-                     {"valid", error.empty()},
-                     {"error", error},
-                     {"network", p.network.name},
-                     {"profile_source", p.profile_source},
-                     {"strategy", p.strategy},
-                     {"batch", p.batch},
-                     {"sub_batch", p.sub_batch},
-                     {"rounds", p.rounds},
-                     {"budget_bytes", p.budget_bytes},
-                     {"predicted_ns", s.predicted_ns},
-                     {"ideal_ns", s.ideal_ns},
-                     {"overhead", s.ideal_ns ? static_cast<double>(s.predicted_ns - s.ideal_ns) / static_cast<double>(s.ideal_ns) : 0.0},
-                     {"peak_bytes", s.peak_bytes},
-                     {"lower_bound_bytes", s.lower_bound_bytes},
-                     {"offload_bytes", s.offload_bytes},
-                     {"prefetch_bytes", s.prefetch_bytes},
-                     {"recompute_ns", s.recompute_ns}};
+    OrderedJson j = {
+        {"plan", o.plan},
+        {"valid", error.empty()},
+        {"error", error},
+        {"network", p.network.name},
+        {"profile_source", p.profile_source},
+        {"strategy", p.strategy},
+        {"batch", p.batch},
+        {"sub_batch", p.sub_batch},
+        {"rounds", p.rounds},
+        {"budget_bytes", p.budget_bytes},
+        {"predicted_ns", s.predicted_ns},
+        {"ideal_ns", s.ideal_ns},
+        {"overhead",
+         s.ideal_ns ? static_cast<double>(s.predicted_ns - s.ideal_ns) / static_cast<double>(s.ideal_ns) : 0.0},
+        {"peak_bytes", s.peak_bytes},
+        {"lower_bound_bytes", s.lower_bound_bytes},
+        {"offload_bytes", s.offload_bytes},
+        {"prefetch_bytes", s.prefetch_bytes},
+        {"recompute_ns", s.recompute_ns}};
     fmt::print("{}", dump_json(j));
     return error.empty() ? 0 : 1;
   }

@@ -34,7 +34,8 @@ int exec_sibling(const char* name, int argc, char** argv) {
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
   ::execv(path.c_str(), args.data());
-  std::fprintf(stderr, "ucplan: error: cannot run %s (%s): is it built next to ucplan?\n", path.c_str(), std::strerror(errno));
+  std::fprintf(stderr, "ucplan: error: cannot run %s (%s): is it built next to ucplan?\n", path.c_str(),
+               std::strerror(errno));
   return 2;
 }
 
@@ -53,7 +54,8 @@ int main(int argc, char** argv) {
   // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {
     const auto subs = a->get_subcommands();
-    return fmt::format("ucplan: error: {} (see ucplan {}--help)\n", ucplan::one_line(e.what()), subs.empty() ? "" : subs.front()->get_name() + " ");
+    return fmt::format("ucplan: error: {} (see ucplan {}--help)\n", ucplan::one_line(e.what()),
+                       subs.empty() ? "" : subs.front()->get_name() + " ");
   });
   app.footer(
       "Also:\n"
@@ -63,18 +65,22 @@ int main(int argc, char** argv) {
       "Sizes take a unit: B, KiB, MiB, GiB (binary) or KB, MB, GB (decimal), e.g. 12GiB.");
   app.add_subcommand("profile", "measure kernel and transfer costs (runs ucplan-profile; see ucplan profile --help)");
   app.add_subcommand("run", "replay a plan on a device (runs ucplan-run; see ucplan run --help)");
-  app.add_subcommand("import", "convert an ONNX model's graph into a ucplan network (runs ucplan-import; see ucplan import --help)");
+  app.add_subcommand(
+      "import", "convert an ONNX model's graph into a ucplan network (runs ucplan-import; see ucplan import --help)");
 
   ucplan::NetworksOptions networks;
-  auto* c_networks = app.add_subcommand("networks", "list the network zoo: layers, parameters, activation bytes per sample");
+  auto* c_networks =
+      app.add_subcommand("networks", "list the network zoo: layers, parameters, activation bytes per sample");
   c_networks->add_flag("--json", networks.json, "print JSON instead of a table");
 
   ucplan::InspectOptions inspect;
   auto* c_inspect = app.add_subcommand(
-      "inspect", "per-layer shapes, parameters, FLOPs and activation bytes; totals: parameters, baseline peak, liveness "
-                 "peak and the moDNN lower bound");
+      "inspect",
+      "per-layer shapes, parameters, FLOPs and activation bytes; totals: parameters, baseline peak, liveness "
+      "peak and the moDNN lower bound");
   c_inspect->add_option("network", inspect.network, "zoo name or path to a network JSON file")->required();
-  c_inspect->add_option("--batch,-b", inspect.batch, "mini-batch size in samples (default 1)")->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
+  c_inspect->add_option("--batch,-b", inspect.batch, "mini-batch size in samples (default 1)")
+      ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
   c_inspect->add_flag("--json", inspect.json, "print JSON instead of tables");
   c_inspect->add_option("--csv-steps", inspect.csv_steps,
                         "write per-step live bytes to FILE as CSV (step,phase,task,layer,live_bytes,live_tensors)");
@@ -82,14 +88,16 @@ int main(int argc, char** argv) {
   ucplan::CompileOptions compile;
   auto* c_compile = app.add_subcommand("compile", "make a plan for a network, a profile and a memory budget");
   c_compile->add_option("network", compile.network, "zoo name or path to a network JSON file")->required();
-  c_compile->add_option("--profile,-p", compile.profile, "profile JSON made by `ucplan profile` for this network")->required();
+  c_compile->add_option("--profile,-p", compile.profile, "profile JSON made by `ucplan profile` for this network")
+      ->required();
   c_compile->add_option("--budget", compile.budget,
                         "device memory budget for the whole iteration (arena: activations, gradients, weights, "
                         "workspaces), with unit, e.g. 12GiB");
-  c_compile->add_option("--reserve", compile.reserve,
-                        "device memory of the budget kept for the CUDA context, cuDNN and cuBLAS, with unit, or auto "
-                        "(default: the device_overhead_bytes a measured CUDA profile recorded, 0 for other profiles); the "
-                        "plan's arena gets the rest");
+  c_compile->add_option(
+      "--reserve", compile.reserve,
+      "device memory of the budget kept for the CUDA context, cuDNN and cuBLAS, with unit, or auto "
+      "(default: the device_overhead_bytes a measured CUDA profile recorded, 0 for other profiles); the "
+      "plan's arena gets the rest");
   c_compile->add_option("--batch,-b", compile.batch, "mini-batch size in samples (default: the profile's batch)")
       ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
   c_compile->add_option("--strategy", compile.strategy,
@@ -101,22 +109,29 @@ int main(int argc, char** argv) {
                         "convolution workspace policy: dynamic (default: per step, by gain, moDNN Eq. 5) | wr:SIZE "
                         "(per-kernel limit, mu-cuDNN WR) | wd:SIZE (total over kernels, mu-cuDNN WD ILP); with "
                         "--conv-only it may be repeated to compare settings side by side");
-  c_compile->add_option("--micro-batches", compile.micro_batches,
-                        "micro-batch sizes conv kernels may use: all (default: every size in the profile) | powerOfTwo | "
-                        "undivided (cuDNN alone)");
+  c_compile->add_option(
+      "--micro-batches", compile.micro_batches,
+      "micro-batch sizes conv kernels may use: all (default: every size in the profile) | powerOfTwo | "
+      "undivided (cuDNN alone)");
   c_compile->add_option("-o,--output", compile.output, "plan file to write (written atomically)");
-  c_compile->add_option("--trace", compile.trace, "also write the predicted timeline as a Chrome trace (Perfetto) to FILE");
+  c_compile->add_option("--trace", compile.trace,
+                        "also write the predicted timeline as a Chrome trace (Perfetto) to FILE");
   c_compile->add_option("--dump-after", compile.dump_after,
                         "write the JSON of one pipeline stage to stdout: graph | liveness | lower-bound | conv-configs "
                         "| sub-batch | schedule");
-  c_compile->add_flag("--conv-only", compile.conv_only, "only choose convolution configurations and report them (no memory plan)");
-  c_compile->add_option("--pareto", compile.pareto, "with --conv-only: print the Pareto front (time vs workspace) of one kernel, named LAYER:OP, e.g. conv2:forward");
+  c_compile->add_flag("--conv-only", compile.conv_only,
+                      "only choose convolution configurations and report them (no memory plan)");
+  c_compile->add_option(
+      "--pareto", compile.pareto,
+      "with --conv-only: print the Pareto front (time vs workspace) of one kernel, named LAYER:OP, e.g. conv2:forward");
   c_compile->add_flag("--quiet,-q", compile.quiet, "no report on stdout");
   c_compile->add_flag("--json", compile.json, "with --conv-only: print the report as JSON");
-  c_compile->add_flag("--verbose,-v", compile.verbose, "also list every candidate the ucplan search simulated, with its predicted time");
-  c_compile->add_option("--solver", compile.solver,
-                        "default (the ucplan search) | exact (also a rematerialisation MILP solved with CBC: its solution "
-                        "seeds the search, and the plan reports the MILP's proven lower bound)");
+  c_compile->add_flag("--verbose,-v", compile.verbose,
+                      "also list every candidate the ucplan search simulated, with its predicted time");
+  c_compile->add_option(
+      "--solver", compile.solver,
+      "default (the ucplan search) | exact (also a rematerialisation MILP solved with CBC: its solution "
+      "seeds the search, and the plan reports the MILP's proven lower bound)");
   c_compile->add_option("--time-limit", compile.time_limit,
                         "with --solver exact: CBC's wall-clock limit, e.g. 60s or 2min (default: none, solve to "
                         "optimality); a plan made within a limit CBC reached may not be reproducible");
@@ -124,11 +139,13 @@ int main(int argc, char** argv) {
   ucplan::CheckOptions check;
   auto* c_check = app.add_subcommand("check", "verify plans (independent re-simulation); exit 1 if any is invalid");
   c_check->add_option("plans", check.plans, "plan files")->required();
-  c_check->add_flag("--recompile", check.recompile,
-                    "also recompile each plan from its embedded inputs and the profile it names, and fail on any difference");
+  c_check->add_flag(
+      "--recompile", check.recompile,
+      "also recompile each plan from its embedded inputs and the profile it names, and fail on any difference");
 
   ucplan::ExplainOptions explain;
-  auto* c_explain = app.add_subcommand("explain", "report a plan: time vs ideal, memory vs budget and bound, per-layer decisions");
+  auto* c_explain =
+      app.add_subcommand("explain", "report a plan: time vs ideal, memory vs budget and bound, per-layer decisions");
   c_explain->add_option("plan", explain.plan, "plan file")->required();
   c_explain->add_option("--trace", explain.trace, "write the predicted timeline as a Chrome trace (Perfetto) to FILE");
   c_explain->add_option("--svg", explain.svg, "write a memory-over-time plot (SVG) to FILE");
@@ -138,7 +155,8 @@ int main(int argc, char** argv) {
   auto* c_frontier = app.add_subcommand(
       "frontier", "the budget -> predicted time curve from the lower bound to the keep-all peak: where the knee is");
   c_frontier->add_option("network", frontier.network, "zoo name or path to a network JSON file")->required();
-  c_frontier->add_option("--profile,-p", frontier.profile, "profile JSON made by `ucplan profile` for this network")->required();
+  c_frontier->add_option("--profile,-p", frontier.profile, "profile JSON made by `ucplan profile` for this network")
+      ->required();
   c_frontier->add_option("--batch,-b", frontier.batch, "mini-batch size in samples (default: the profile's batch)")
       ->check(CLI::Range(1, 1 << 24));
   c_frontier->add_option("--strategy", frontier.strategy, "as for compile (default ucplan)");
@@ -146,7 +164,6 @@ int main(int argc, char** argv) {
   c_frontier->add_option("--points", frontier.points, "budgets, spaced geometrically (default 12, 2 to 200)");
   c_frontier->add_flag("--json", frontier.json, "print JSON instead of a table");
   c_frontier->add_option("--svg", frontier.svg, "also write the curve as an SVG plot to FILE");
-
 
   try {
     app.parse(argc, argv);

@@ -28,8 +28,10 @@ std::string Table::str() const {
     for (std::size_t c = 0; c < r.size(); ++c) {
       std::string pad(width[c] - r[c].size(), ' ');
       bool last = c + 1 == r.size();
-      if (right_[c]) out += pad + r[c];
-      else out += last ? r[c] : r[c] + pad;
+      if (right_[c])
+        out += pad + r[c];
+      else
+        out += last ? r[c] : r[c] + pad;
       if (!last) out += "  ";
     }
     return out + "\n";
@@ -78,9 +80,11 @@ std::string plan_summary(const Plan& p) {
   std::string out;
   out += fmt::format("{}: batch {} = {} round{} of {}, budget {}, strategy {}\n", p.network.name, p.batch, p.rounds,
                      p.rounds == 1 ? "" : "s", p.sub_batch, format_bytes(p.budget_bytes), p.strategy);
-  out += fmt::format("  times         predicted from {} costs ({})\n", p.profile_source == "measured" ? "measured" : "MODELLED",
+  out += fmt::format("  times         predicted from {} costs ({})\n",
+                     p.profile_source == "measured" ? "measured" : "MODELLED",
                      p.profile_source == "measured" ? p.device : p.profile_source);
-  double overhead = s.ideal_ns > 0 ? static_cast<double>(s.predicted_ns - s.ideal_ns) / static_cast<double>(s.ideal_ns) : 0;
+  double overhead =
+      s.ideal_ns > 0 ? static_cast<double>(s.predicted_ns - s.ideal_ns) / static_cast<double>(s.ideal_ns) : 0;
   out += fmt::format("  iteration     {} predicted; ideal {} (unlimited memory, fastest configurations): overhead {}\n",
                      format_ns(s.predicted_ns), format_ns(s.ideal_ns), format_percent(overhead));
   // Where the overhead comes from, from the plan's own steps: predicted - ideal =
@@ -96,25 +100,28 @@ std::string plan_summary(const Plan& p) {
     const std::int64_t wait = std::max<std::int64_t>(s.round_ns - busy, 0);
     const std::int64_t rest = s.predicted_ns - s.ideal_ns - p.rounds * (redo + wait);
     const auto share = [&](std::int64_t ns) {
-      return fmt::format("{} ({})", format_ns(ns), format_percent(static_cast<double>(ns) / static_cast<double>(s.ideal_ns)));
+      return fmt::format("{} ({})", format_ns(ns),
+                         format_percent(static_cast<double>(ns) / static_cast<double>(s.ideal_ns)));
     };
-    out += fmt::format("  overhead      from recomputation {}, compute waiting for copies or memory {}, conv configurations, "
-                       "sub-batch rounds and updates {}; `ucplan frontier` shows what more memory would buy\n",
-                       share(p.rounds * redo), share(p.rounds * wait), share(rest));
+    out += fmt::format(
+        "  overhead      from recomputation {}, compute waiting for copies or memory {}, conv configurations, "
+        "sub-batch rounds and updates {}; `ucplan frontier` shows what more memory would buy\n",
+        share(p.rounds * redo), share(p.rounds * wait), share(rest));
   }
-  out += fmt::format("  memory        peak {} of the {} budget; lower bound {} (moDNN Eq. 2)\n", format_bytes(s.peak_bytes),
-                     format_bytes(p.budget_bytes), format_bytes(s.lower_bound_bytes));
+  out += fmt::format("  memory        peak {} of the {} budget; lower bound {} (moDNN Eq. 2)\n",
+                     format_bytes(s.peak_bytes), format_bytes(p.budget_bytes), format_bytes(s.lower_bound_bytes));
   // The trace and the SVG draw bytes in use; the peak above is the arena, which also holds the
   // gaps between buffers: say so, or the two numbers seem to disagree.
   const std::int64_t in_use = max_bytes_in_use(p);
   if (in_use < s.peak_bytes)
-    out += fmt::format("                at most {} in use at once (the trace's and the SVG's peak); the other {} of the arena "
-                       "are gaps between buffers (fragmentation)\n",
-                       format_bytes(in_use), format_bytes(s.peak_bytes - in_use));
-  out += fmt::format("  transfers     offload {}, prefetch {} (of which inputs {}) per iteration\n", format_bytes(s.offload_bytes),
-                     format_bytes(s.prefetch_bytes), format_bytes(s.input_bytes));
-  out += fmt::format("  recompute     {} step{} per round, {} per iteration\n", s.recompute_steps, s.recompute_steps == 1 ? "" : "s",
-                     format_ns(s.recompute_ns));
+    out += fmt::format(
+        "                at most {} in use at once (the trace's and the SVG's peak); the other {} of the arena "
+        "are gaps between buffers (fragmentation)\n",
+        format_bytes(in_use), format_bytes(s.peak_bytes - in_use));
+  out += fmt::format("  transfers     offload {}, prefetch {} (of which inputs {}) per iteration\n",
+                     format_bytes(s.offload_bytes), format_bytes(s.prefetch_bytes), format_bytes(s.input_bytes));
+  out += fmt::format("  recompute     {} step{} per round, {} per iteration\n", s.recompute_steps,
+                     s.recompute_steps == 1 ? "" : "s", format_ns(s.recompute_ns));
   out += fmt::format("  sub-batch     {} (moDNN Eq. 3 suggests {}){}\n", p.sub_batch, p.modnn_sub_batch,
                      p.sub_batch_changes_statistics ? "; batch-norm statistics are per sub-batch" : "");
   out += fmt::format("  workspace     {}; largest {}\n", p.workspace_policy, format_bytes(s.workspace_peak_bytes));
@@ -148,17 +155,22 @@ std::string plan_decisions(const Plan& p) {
   }
   for (const auto& k : p.kernels) {
     Row& r = rows[k.layer];
-    std::string text = fmt::format("{} {} ({})", k.op == "forward" ? "" : k.op == "backward_data" ? "data:" : "filter:",
+    std::string text = fmt::format("{} {} ({})",
+                                   k.op == "forward"         ? ""
+                                   : k.op == "backward_data" ? "data:"
+                                                             : "filter:",
                                    config_text(k.config), format_bytes(k.workspace_bytes));
-    if (k.op == "forward") r.forward = config_text(k.config) + " (" + format_bytes(k.workspace_bytes) + ")";
-    else r.backward += (r.backward.empty() ? "" : "; ") + text;
+    if (k.op == "forward")
+      r.forward = config_text(k.config) + " (" + format_bytes(k.workspace_bytes) + ")";
+    else
+      r.backward += (r.backward.empty() ? "" : "; ") + text;
   }
   Table t({"layer", "type", "offloaded", "prefetches", "recomputed", "forward config (workspace)", "backward configs"});
   for (const auto& l : p.network.layers) {
     Row& r = rows[l.name];
-    t.add({l.name, layer_type_name(l.type), r.offload.empty() ? "-" : r.offload, r.prefetches ? std::to_string(r.prefetches) : "-",
-           r.recomputes ? fmt::format("{}x", r.recomputes) : "-", r.forward.empty() ? "-" : r.forward,
-           r.backward.empty() ? "-" : r.backward});
+    t.add({l.name, layer_type_name(l.type), r.offload.empty() ? "-" : r.offload,
+           r.prefetches ? std::to_string(r.prefetches) : "-", r.recomputes ? fmt::format("{}x", r.recomputes) : "-",
+           r.forward.empty() ? "-" : r.forward, r.backward.empty() ? "-" : r.backward});
   }
   return t.str();
 }

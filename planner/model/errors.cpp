@@ -22,11 +22,16 @@ std::string one_line(const std::string& m) {
   std::string out;
   for (char c : m) {
     const auto u = static_cast<unsigned char>(c);
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
-    else out += c;
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (u < 0x20 || u == 0x7f)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out += c;
   }
   return out;
 }
@@ -38,8 +43,7 @@ UserError::UserError(std::string file, std::string where, std::string what)
       reason_(std::move(what)) {}
 
 void check_failed(const char* expr, const char* file, int line, const std::string& msg) {
-  std::fprintf(stderr, "ucplan internal error at %s:%d: check '%s' failed: %s\n", file, line, expr,
-               msg.c_str());
+  std::fprintf(stderr, "ucplan internal error at %s:%d: check '%s' failed: %s\n", file, line, expr, msg.c_str());
   std::fflush(stderr);
   std::abort();
 }

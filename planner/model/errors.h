@@ -28,7 +28,7 @@ std::string one_line(const std::string& text);
 
 }  // namespace ucplan
 
-#define UCPLAN_CHECK(cond, msg)                                                  \
-  do {                                                                           \
-    if (!(cond)) ::ucplan::check_failed(#cond, __FILE__, __LINE__, (msg));       \
+#define UCPLAN_CHECK(cond, msg)                                            \
+  do {                                                                     \
+    if (!(cond)) ::ucplan::check_failed(#cond, __FILE__, __LINE__, (msg)); \
   } while (0)

@@ -16,15 +16,22 @@ namespace ucplan {
 
 std::string json_type_name(const Json& j) {
   switch (j.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::object: return "an object";
-    case Json::value_t::array: return "an array";
-    case Json::value_t::string: return fmt::format("the string \"{}\"", j.get<std::string>());
-    case Json::value_t::boolean: return j.get<bool>() ? "true" : "false";
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::string:
+      return fmt::format("the string \"{}\"", j.get<std::string>());
+    case Json::value_t::boolean:
+      return j.get<bool>() ? "true" : "false";
     case Json::value_t::number_integer:
     case Json::value_t::number_unsigned:
-    case Json::value_t::number_float: return fmt::format("the number {}", j.dump());
-    default: return "an unsupported value";
+    case Json::value_t::number_float:
+      return fmt::format("the number {}", j.dump());
+    default:
+      return "an unsupported value";
   }
 }
 
@@ -76,14 +83,15 @@ class DuplicateKeys {
   std::string path() const {
     std::string p;
     for (const Frame& f : frames_) {
-      if (f.object) p += (p.empty() ? "" : ".") + f.key;
-      else p += "[" + std::to_string(f.index) + "]";
+      if (f.object)
+        p += (p.empty() ? "" : ".") + f.key;
+      else
+        p += "[" + std::to_string(f.index) + "]";
     }
     return p;
   }
   std::vector<Frame> frames_;
 };
-
 
 std::string line_column(const std::string& text, std::size_t byte) {
   int line = 1, column = 1;
@@ -224,8 +232,10 @@ void emit(const OrderedJson& j, int indent, std::string& out) {
     out += "[\n";
     for (std::size_t i = 0; i < j.size(); ++i) {
       out += inner;
-      if (holds_object_array(j[i])) emit(j[i], indent + 1, out);
-      else out += j[i].dump();
+      if (holds_object_array(j[i]))
+        emit(j[i], indent + 1, out);
+      else
+        out += j[i].dump();
       out += i + 1 < j.size() ? ",\n" : "\n";
     }
     out += pad + "]";
@@ -245,12 +255,18 @@ std::string dump_json(const OrderedJson& j) {
 JsonReader::JsonReader(const Json& value, std::string file, std::string path)
     : value_(&value), file_(std::move(file)), path_(std::move(path)) {}
 
-void JsonReader::fail(const std::string& what) const { throw UserError(file_, path_.empty() ? "(top level)" : path_, what); }
+void JsonReader::fail(const std::string& what) const {
+  throw UserError(file_, path_.empty() ? "(top level)" : path_, what);
+}
 
 void JsonReader::expect_format(std::string_view kind) const {
   const std::string want = fmt::format("ucplan-{}/1", kind);
-  if (!value_->is_object()) fail(fmt::format("expected a ucplan {} (an object with \"format\": \"{}\"), got {}", kind, want, json_type_name(*value_)));
-  if (!has("format")) throw UserError(file_, "format", fmt::format("required field is missing: a ucplan {} has \"format\": \"{}\"", kind, want));
+  if (!value_->is_object())
+    fail(fmt::format("expected a ucplan {} (an object with \"format\": \"{}\"), got {}", kind, want,
+                     json_type_name(*value_)));
+  if (!has("format"))
+    throw UserError(file_, "format",
+                    fmt::format("required field is missing: a ucplan {} has \"format\": \"{}\"", kind, want));
   const std::string got = at("format").string();
   if (got == want) return;
   for (const char* other : {"network", "profile", "plan"}) {
@@ -258,14 +274,13 @@ void JsonReader::expect_format(std::string_view kind) const {
     if (got.rfind(prefix, 0) != 0) continue;
     if (prefix == fmt::format("ucplan-{}/", kind))
       at("format").fail(fmt::format("unsupported version \"{}\" (this ucplan reads {})", got, want));
-    at("format").fail(fmt::format("this file is a {} (\"{}\"), but a {} (\"{}\") is needed here", other, got, kind, want));
+    at("format").fail(
+        fmt::format("this file is a {} (\"{}\"), but a {} (\"{}\") is needed here", other, got, kind, want));
   }
   at("format").fail(fmt::format("expected \"{}\", got \"{}\"", want, got));
 }
 
-bool JsonReader::has(std::string_view key) const {
-  return value_->is_object() && value_->contains(std::string(key));
-}
+bool JsonReader::has(std::string_view key) const { return value_->is_object() && value_->contains(std::string(key)); }
 
 JsonReader JsonReader::at(std::string_view key) const {
   if (!value_->is_object()) fail("expected an object, got " + json_type_name(*value_));
@@ -366,7 +381,8 @@ double JsonReader::number_or(std::string_view key, double fallback) const {
   auto f = find(key);
   return f ? f->number() : fallback;
 }
-std::int64_t JsonReader::integer_or(std::string_view key, std::int64_t fallback, std::int64_t min, std::int64_t max) const {
+std::int64_t JsonReader::integer_or(std::string_view key, std::int64_t fallback, std::int64_t min,
+                                    std::int64_t max) const {
   auto f = find(key);
   return f ? f->integer(min, max) : fallback;
 }

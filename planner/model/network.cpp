@@ -23,10 +23,17 @@ struct TypeName {
   const char* name;
 };
 constexpr TypeName kTypeNames[] = {
-    {LayerType::Input, "input"},   {LayerType::Conv, "conv"},         {LayerType::Relu, "relu"},
-    {LayerType::Pool, "pool"},     {LayerType::BatchNorm, "bn"},      {LayerType::Lrn, "lrn"},
-    {LayerType::Fc, "fc"},         {LayerType::Dropout, "dropout"},   {LayerType::Add, "add"},
-    {LayerType::Concat, "concat"}, {LayerType::SoftmaxLoss, "softmax_loss"},
+    {LayerType::Input, "input"},
+    {LayerType::Conv, "conv"},
+    {LayerType::Relu, "relu"},
+    {LayerType::Pool, "pool"},
+    {LayerType::BatchNorm, "bn"},
+    {LayerType::Lrn, "lrn"},
+    {LayerType::Fc, "fc"},
+    {LayerType::Dropout, "dropout"},
+    {LayerType::Add, "add"},
+    {LayerType::Concat, "concat"},
+    {LayerType::SoftmaxLoss, "softmax_loss"},
 };
 
 constexpr std::int64_t kMaxDim = 1 << 20;
@@ -42,8 +49,8 @@ std::array<std::int64_t, 2> read_pair(const JsonReader& r, std::int64_t min) {
   return {v, v};
 }
 
-std::array<std::int64_t, 2> read_pair_or(const JsonReader& layer, std::string_view key, std::array<std::int64_t, 2> fallback,
-                                         std::int64_t min) {
+std::array<std::int64_t, 2> read_pair_or(const JsonReader& layer, std::string_view key,
+                                         std::array<std::int64_t, 2> fallback, std::int64_t min) {
   auto f = layer.find(key);
   return f ? read_pair(*f, min) : fallback;
 }
@@ -61,7 +68,8 @@ Layer read_layer(const JsonReader& at_index) {
   const JsonReader r(at_index.raw(), at_index.file(), fmt::format("{} ({})", at_index.path(), l.name));
   std::string type = r.at("type").string();
   if (!parse_layer_type(type, &l.type) || l.type == LayerType::Input)
-    r.at("type").fail(fmt::format("unknown layer type \"{}\" (known: conv, relu, pool, bn, lrn, fc, dropout, add, concat, softmax_loss)", type));
+    r.at("type").fail(fmt::format(
+        "unknown layer type \"{}\" (known: conv, relu, pool, bn, lrn, fc, dropout, add, concat, softmax_loss)", type));
   for (const auto& in : r.at("inputs").array(1, 1 << 16)) l.inputs.push_back(in.string());
   switch (l.type) {
     case LayerType::Conv: {
@@ -76,11 +84,15 @@ Layer read_layer(const JsonReader& at_index) {
       break;
     }
     case LayerType::Pool: {
-      r.allow_only({"name", "type", "inputs", "mode", "kernel", "stride", "pad", "global", "ceil_mode", "count_include_pad"});
+      r.allow_only(
+          {"name", "type", "inputs", "mode", "kernel", "stride", "pad", "global", "ceil_mode", "count_include_pad"});
       std::string mode = r.at("mode").string();
-      if (mode == "max") l.pool.mode = PoolMode::Max;
-      else if (mode == "avg") l.pool.mode = PoolMode::Avg;
-      else r.at("mode").fail(fmt::format("must be \"max\" or \"avg\", got \"{}\"", mode));
+      if (mode == "max")
+        l.pool.mode = PoolMode::Max;
+      else if (mode == "avg")
+        l.pool.mode = PoolMode::Avg;
+      else
+        r.at("mode").fail(fmt::format("must be \"max\" or \"avg\", got \"{}\"", mode));
       l.pool.global = r.boolean_or("global", false);
       if (l.pool.global) {
         if (r.has("kernel") || r.has("stride") || r.has("pad")) r.fail("a global pool takes no kernel, stride or pad");
@@ -207,7 +219,9 @@ OrderedJson network_to_json(const Network& net) {
         if (l.pool.ceil_mode) lj["ceil_mode"] = true;
         if (!l.pool.count_include_pad) lj["count_include_pad"] = false;
         break;
-      case LayerType::BatchNorm: lj["eps"] = l.bn.eps; break;
+      case LayerType::BatchNorm:
+        lj["eps"] = l.bn.eps;
+        break;
       case LayerType::Lrn:
         lj["size"] = l.lrn.size;
         lj["alpha"] = l.lrn.alpha;
@@ -218,8 +232,11 @@ OrderedJson network_to_json(const Network& net) {
         lj["out_features"] = l.fc.out_features;
         lj["bias"] = l.fc.bias;
         break;
-      case LayerType::Dropout: lj["ratio"] = l.dropout.ratio; break;
-      default: break;
+      case LayerType::Dropout:
+        lj["ratio"] = l.dropout.ratio;
+        break;
+      default:
+        break;
     }
     layers.push_back(std::move(lj));
   }
@@ -253,13 +270,14 @@ std::string resolve_network_path(const std::string& name) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_regular_file(name, ec)) return name;
-  bool looks_like_path = name.find('/') != std::string::npos && name.size() > 5 &&
-                         name.compare(name.size() - 5, 5, ".json") == 0;
+  bool looks_like_path =
+      name.find('/') != std::string::npos && name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
   if (looks_like_path) throw UserError(name, "", "no such file");
   std::string zoo = zoo_directory();
   std::string candidate = zoo + "/" + name + ".json";
   if (fs::is_regular_file(candidate, ec)) return candidate;
-  throw UserError("", "NETWORK", fmt::format("\"{}\" is neither a file nor a zoo network in {} (see `ucplan networks`)", name, zoo));
+  throw UserError("", "NETWORK",
+                  fmt::format("\"{}\" is neither a file nor a zoo network in {} (see `ucplan networks`)", name, zoo));
 }
 
 }  // namespace ucplan

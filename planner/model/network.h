@@ -23,7 +23,7 @@ enum class PoolMode { Max, Avg };
 
 struct ConvParams {
   std::int64_t out_channels = 0;
-  std::array<std::int64_t, 2> kernel{1, 1};    // (h, w)
+  std::array<std::int64_t, 2> kernel{1, 1};  // (h, w)
   std::array<std::int64_t, 2> stride{1, 1};
   std::array<std::int64_t, 2> pad{0, 0};
   std::array<std::int64_t, 2> dilation{1, 1};
@@ -36,9 +36,9 @@ struct PoolParams {
   std::array<std::int64_t, 2> kernel{1, 1};
   std::array<std::int64_t, 2> stride{1, 1};
   std::array<std::int64_t, 2> pad{0, 0};
-  bool global = false;             // kernel = whole input plane
-  bool ceil_mode = false;          // Caffe-style output size rounding
-  bool count_include_pad = true;   // average pooling divides by the full window (PyTorch default)
+  bool global = false;            // kernel = whole input plane
+  bool ceil_mode = false;         // Caffe-style output size rounding
+  bool count_include_pad = true;  // average pooling divides by the full window (PyTorch default)
 };
 
 struct BatchNormParams {
@@ -85,7 +85,7 @@ struct Network {
   std::string source;       // optional: the reference definition this network follows
   std::string input_name = "data";
   std::array<std::int64_t, 3> input_shape{0, 0, 0};  // C, H, W per sample
-  std::int64_t labels = 0;                          // classes of the softmax_loss layer(s)
+  std::int64_t labels = 0;                           // classes of the softmax_loss layer(s)
   DType dtype = DType::Float32;
   std::vector<Layer> layers;
 };

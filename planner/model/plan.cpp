@@ -106,8 +106,8 @@ std::string plan_to_json_text(const Plan& p) {
   j["arena_bytes"] = p.arena_bytes;
   OrderedJson buffers = OrderedJson::array();
   for (const auto& b : p.buffers) {
-    OrderedJson bj = {{"id", b.id}, {"tensor", b.tensor}, {"offset", b.offset}, {"size", b.size},
-                      {"first_step", b.first_step}, {"last_step", b.last_step}};
+    OrderedJson bj = {{"id", b.id},     {"tensor", b.tensor},         {"offset", b.offset},
+                      {"size", b.size}, {"first_step", b.first_step}, {"last_step", b.last_step}};
     if (b.resident) bj["resident"] = true;
     buffers.push_back(std::move(bj));
   }
@@ -143,7 +143,8 @@ Plan load_plan(const std::string& path) {
   p.profile_source = in.at("profile_source").string();
   p.device = in.at("device").string();
   auto o = r.at("options");
-  o.allow_only({"batch", "budget_bytes", "strategy", "sub_batch", "workspace", "micro_batches", "solver", "solver_time_limit_ms"});
+  o.allow_only({"batch", "budget_bytes", "strategy", "sub_batch", "workspace", "micro_batches", "solver",
+                "solver_time_limit_ms"});
   p.batch = o.at("batch").integer(1, kMaxBatch);
   p.budget_bytes = o.at("budget_bytes").integer(1, INT64_MAX);
   p.strategy = o.at("strategy").string();
@@ -152,7 +153,8 @@ Plan load_plan(const std::string& path) {
   p.micro_batches = o.at("micro_batches").string();
   if (o.has("solver")) {
     p.solver = o.at("solver").string();
-    if (p.solver != "default" && p.solver != "exact") o.at("solver").fail("expected \"default\" or \"exact\", got \"" + p.solver + "\"");
+    if (p.solver != "default" && p.solver != "exact")
+      o.at("solver").fail("expected \"default\" or \"exact\", got \"" + p.solver + "\"");
     p.solver_time_limit_ms = o.has("solver_time_limit_ms") ? o.at("solver_time_limit_ms").integer(0, INT64_MAX) : 0;
   }
   auto s = r.at("summary");
@@ -212,8 +214,8 @@ Plan load_plan(const std::string& path) {
     p.host_buffers.push_back(std::move(ph));
   }
   for (const auto& st : r.at("steps").array()) {
-    st.allow_only({"id", "stream", "op", "layer", "tensor", "waits", "reads", "writes", "accumulates", "workspace", "host",
-                   "config", "start_ns", "end_ns", "final"});
+    st.allow_only({"id", "stream", "op", "layer", "tensor", "waits", "reads", "writes", "accumulates", "workspace",
+                   "host", "config", "start_ns", "end_ns", "final"});
     PlanStep ps;
     ps.id = static_cast<int>(st.at("id").integer(0, INT32_MAX));
     ps.stream = st.at("stream").string();

@@ -37,8 +37,10 @@ std::vector<std::pair<std::int64_t, std::int64_t>> memory_profile(const Plan& pl
   std::int64_t in_use = resident;
   for (const auto& [t, d] : delta) {
     in_use += d;
-    if (points.back().first == t) points.back().second = in_use;
-    else points.emplace_back(t, in_use);
+    if (points.back().first == t)
+      points.back().second = in_use;
+    else
+      points.emplace_back(t, in_use);
   }
   return points;
 }
@@ -46,7 +48,10 @@ std::vector<std::pair<std::int64_t, std::int64_t>> memory_profile(const Plan& pl
 std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* measured, int max_rounds) {
   OrderedJson events = OrderedJson::array();
   const std::string source = measured ? "measured" : "predicted";
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", fmt::format("ucplan {} ({})", plan.network.name, source)}}}});
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", 1},
+                    {"args", {{"name", fmt::format("ucplan {} ({})", plan.network.name, source)}}}});
   for (const char* s : {"compute", "h2d", "d2h"})
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid_of(s)}, {"args", {{"name", s}}}});
   auto add = [&](const PlanStep& s, int round, std::int64_t start, std::int64_t end) {
@@ -56,8 +61,13 @@ std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* meas
       for (const auto& m : s.config) c += fmt::format("{}{}x{}", c.empty() ? "" : ", ", m.algo, m.batch);
       args["config"] = c;
     }
-    events.push_back({{"name", step_label(s)}, {"cat", s.op}, {"ph", "X"}, {"pid", 1}, {"tid", tid_of(s.stream)},
-                      {"ts", static_cast<double>(start) / 1000.0}, {"dur", static_cast<double>(end - start) / 1000.0},
+    events.push_back({{"name", step_label(s)},
+                      {"cat", s.op},
+                      {"ph", "X"},
+                      {"pid", 1},
+                      {"tid", tid_of(s.stream)},
+                      {"ts", static_cast<double>(start) / 1000.0},
+                      {"dur", static_cast<double>(end - start) / 1000.0},
                       {"args", args}});
   };
   std::int64_t final_offset = 0;
@@ -75,12 +85,19 @@ std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* meas
     auto profile = memory_profile(plan);
     for (int r = 0; r < rounds; ++r)
       for (const auto& [t, bytes] : profile)
-        events.push_back({{"name", "arena bytes in use"}, {"ph", "C"}, {"pid", 1},
-                          {"ts", static_cast<double>(r * plan.summary.round_ns + t) / 1000.0}, {"args", {{"bytes", bytes}}}});
+        events.push_back({{"name", "arena bytes in use"},
+                          {"ph", "C"},
+                          {"pid", 1},
+                          {"ts", static_cast<double>(r * plan.summary.round_ns + t) / 1000.0},
+                          {"args", {{"bytes", bytes}}}});
   }
   OrderedJson doc = {{"displayTimeUnit", "ms"},
-                     {"otherData", {{"network", plan.network.name}, {"timeline", source}, {"profile_source", plan.profile_source},
-                                    {"budget_bytes", plan.budget_bytes}, {"rounds", plan.rounds}}},
+                     {"otherData",
+                      {{"network", plan.network.name},
+                       {"timeline", source},
+                       {"profile_source", plan.profile_source},
+                       {"budget_bytes", plan.budget_bytes},
+                       {"rounds", plan.rounds}}},
                      {"traceEvents", events}};
   return dump_json(doc);
 }
@@ -92,11 +109,21 @@ std::string xml_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // XML 1.0 forbids most control characters even as references.
         out += (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') ? '?' : c;
@@ -132,25 +159,32 @@ std::string memory_svg(const Plan& plan) {
   }
   path += fmt::format(" L {:.1f} {:.1f}", X(t_max), prev_y);
   std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n"
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"22\" font-size=\"14\">{3}, batch {4} ({5} round{9} of {6}), strategy {7}: arena bytes in use over one round "
+      "<text x=\"{2}\" y=\"22\" font-size=\"14\">{3}, batch {4} ({5} round{9} of {6}), strategy {7}: arena bytes in "
+      "use over one round "
       "({8})</text>\n",
       W, H, left, xml_escape(plan.network.name), plan.batch, plan.rounds, plan.sub_batch, xml_escape(plan.strategy),
-      xml_escape(plan.profile_source == "measured" ? "predicted from measured costs" : "predicted from " + plan.profile_source),
+      xml_escape(plan.profile_source == "measured" ? "predicted from measured costs"
+                                                   : "predicted from " + plan.profile_source),
       plan.rounds == 1 ? "" : "s");
   auto hline = [&](double bytes, const char* color, const std::string& label) {
     double y = Y(bytes);
-    svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-dasharray=\"6 4\"/>\n", left, y,
-                       W - right, y, color);
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"{}\" text-anchor=\"end\">{}</text>\n", W - right - 4, y - 4, color, label);
+    svg += fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-dasharray=\"6 4\"/>\n",
+        left, y, W - right, y, color);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"{}\" text-anchor=\"end\">{}</text>\n", W - right - 4,
+                       y - 4, color, label);
   };
   hline(static_cast<double>(plan.budget_bytes), "#c0392b", "budget " + format_bytes(plan.budget_bytes));
-  hline(static_cast<double>(plan.summary.lower_bound_bytes), "#7f8c8d", "lower bound " + format_bytes(plan.summary.lower_bound_bytes));
+  hline(static_cast<double>(plan.summary.lower_bound_bytes), "#7f8c8d",
+        "lower bound " + format_bytes(plan.summary.lower_bound_bytes));
   svg += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#2c7fb8\" stroke-width=\"1.5\"/>\n", path);
   // Axes with a few ticks.
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n", left, top, H - bottom);
-  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", left, H - bottom, W - right);
+  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", left, H - bottom,
+                     W - right);
   for (int i = 0; i <= 4; ++i) {
     double b = y_max * i / 4.0, t = t_max * i / 4.0;
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 6, Y(b) + 4,
@@ -158,7 +192,8 @@ std::string memory_svg(const Plan& plan) {
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", X(t), H - bottom + 18,
                        format_ns(static_cast<std::int64_t>(t)));
   }
-  svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">time in the round</text>\n", (left + W - right) / 2, H - 10);
+  svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">time in the round</text>\n",
+                     (left + W - right) / 2, H - 10);
   svg += "</svg>\n";
   return svg;
 }

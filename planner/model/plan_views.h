@@ -14,8 +14,8 @@ namespace ucplan {
 
 struct MeasuredStep {
   int step = -1;
-  int round = 0;                // -1 for final steps
-  std::int64_t start_ns = 0;    // from the start of the iteration
+  int round = 0;              // -1 for final steps
+  std::int64_t start_ns = 0;  // from the start of the iteration
   std::int64_t end_ns = 0;
 };
 

@@ -95,8 +95,8 @@ Profile load_profile(const std::string& path) {
   Json j = load_json_file(path);
   JsonReader r(j, path, "");
   r.expect_format("profile");
-  r.allow_only({"format", "source", "date", "device", "network", "network_sha256", "batch", "sizes_policy", "sizes", "repeat",
-                "transfer", "signatures"});
+  r.allow_only({"format", "source", "date", "device", "network", "network_sha256", "batch", "sizes_policy", "sizes",
+                "repeat", "transfer", "signatures"});
   Profile p;
   p.source = r.at("source").string();
   if (p.source != "measured" && p.source.rfind("model:", 0) != 0)
@@ -108,9 +108,10 @@ Profile load_profile(const std::string& path) {
   if (p.device.kind != "cpu" && p.device.kind != "cuda" && p.device.kind != "model")
     d.at("kind").fail(fmt::format("must be cpu, cuda or model, got \"{}\"", p.device.kind));
   if ((p.device.kind == "model") != (p.source != "measured"))
-    r.at("source").fail(fmt::format("\"{}\" does not agree with device.kind \"{}\" (a model device's profile has source "
-                                    "\"model:NAME\"; a real device's has \"measured\")",
-                                    p.source, p.device.kind));
+    r.at("source").fail(
+        fmt::format("\"{}\" does not agree with device.kind \"{}\" (a model device's profile has source "
+                    "\"model:NAME\"; a real device's has \"measured\")",
+                    p.source, p.device.kind));
   p.device.name = d.at("name").string();
   p.device.memory_bytes = d.integer_or("memory_bytes", 0, 0, INT64_MAX);
   p.device.peak_flops = d.number_or("peak_flops", 0);
@@ -147,8 +148,10 @@ Profile load_profile(const std::string& path) {
       c.status = cr.string_or("status", "ok");
       if (c.ok()) {
         c.seconds = cr.at("seconds").number();
-        if (!(c.seconds >= 0) || !std::isfinite(c.seconds)) cr.at("seconds").fail("must be a finite, non-negative number");
-        if (c.seconds > 1e3) cr.at("seconds").fail(fmt::format("{} s for one op: at most 1000 s is plausible", c.seconds));
+        if (!(c.seconds >= 0) || !std::isfinite(c.seconds))
+          cr.at("seconds").fail("must be a finite, non-negative number");
+        if (c.seconds > 1e3)
+          cr.at("seconds").fail(fmt::format("{} s for one op: at most 1000 s is plausible", c.seconds));
         c.spread = cr.number_or("spread", 0);
         if (!(c.spread >= 0) || !std::isfinite(c.spread)) cr.at("spread").fail("must be a finite, non-negative number");
         c.workspace_bytes = cr.integer_or("workspace_bytes", 0, 0, std::int64_t{1} << 50);  // 1 PiB: sums stay in int64

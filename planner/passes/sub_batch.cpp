@@ -20,20 +20,24 @@ std::vector<std::int64_t> sub_batch_candidates(const SubBatchOptions& o, const s
     std::int64_t n = 0;
     auto [ptr, ec] = std::from_chars(o.option.data(), o.option.data() + o.option.size(), n);
     if (ec != std::errc() || ptr != o.option.data() + o.option.size() || n < 1)
-      throw UserError("", "--sub-batch", fmt::format("expected auto, any or a number of samples, got \"{}\"", o.option));
+      throw UserError("", "--sub-batch",
+                      fmt::format("expected auto, any or a number of samples, got \"{}\"", o.option));
     if (batch % n != 0) throw UserError("", "--sub-batch", fmt::format("{} does not divide the batch {}", n, batch));
     if (std::find(costable.begin(), costable.end(), n) == costable.end())
-      throw UserError("", "--sub-batch", fmt::format("the profile has no measurements at {} samples (profile with --sizes all or powerOfTwo)", n));
+      throw UserError(
+          "", "--sub-batch",
+          fmt::format("the profile has no measurements at {} samples (profile with --sizes all or powerOfTwo)", n));
     out.push_back(n);
   }
   if (out.empty()) {
     // Only with batch-norm and auto: the whole batch is the one candidate, and no profiled size is it.
     std::string sizes;
     for (auto b : costable) sizes += (sizes.empty() ? "" : ", ") + std::to_string(b);
-    throw UserError("", "--batch",
-                    fmt::format("the network has batch-norm, so the batch of {} runs whole, but the profile has no "
-                                "measurements at {} samples (it has {}): profile at --batch {}, or pass --sub-batch any or N",
-                                batch, batch, sizes, batch));
+    throw UserError(
+        "", "--batch",
+        fmt::format("the network has batch-norm, so the batch of {} runs whole, but the profile has no "
+                    "measurements at {} samples (it has {}): profile at --batch {}, or pass --sub-batch any or N",
+                    batch, batch, sizes, batch));
   }
   std::sort(out.rbegin(), out.rend());
   return out;
@@ -71,7 +75,8 @@ std::int64_t min_plan_bytes(const TaskGraph& tg, const CostTable& costs) {
   return resident + best;
 }
 
-std::int64_t modnn_sub_batch(const TaskGraph& tg, const std::map<std::int64_t, CostTable>& tables, std::int64_t budget) {
+std::int64_t modnn_sub_batch(const TaskGraph& tg, const std::map<std::int64_t, CostTable>& tables,
+                             std::int64_t budget) {
   if (tables.empty()) return 0;
   std::int64_t resident = 0;
   for (const Tensor& t : tg.tensors)
@@ -80,7 +85,8 @@ std::int64_t modnn_sub_batch(const TaskGraph& tg, const std::map<std::int64_t, C
   std::int64_t b = tables.rbegin()->first;
   for (int iteration = 0; iteration < 32; ++iteration) {
     const std::int64_t need = max_task_bytes_fastest(tg, tables.at(b));
-    const double target = static_cast<double>(b) * static_cast<double>(room) / static_cast<double>(std::max<std::int64_t>(need, 1));
+    const double target =
+        static_cast<double>(b) * static_cast<double>(room) / static_cast<double>(std::max<std::int64_t>(need, 1));
     // The largest candidate not above the target (the smallest if none is).
     std::int64_t next = tables.begin()->first;
     for (const auto& [size, table] : tables)

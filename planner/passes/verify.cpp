@@ -50,8 +50,9 @@ const std::set<std::string>& cpu_algorithms() {
 }
 const std::set<std::string>& cuda_algorithms(const std::string& op) {
   static const std::map<std::string, std::set<std::string>> a = {
-      {"forward", {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd",
-                   "winograd_nonfused"}},
+      {"forward",
+       {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd",
+        "winograd_nonfused"}},
       {"backward_data", {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
       {"backward_filter", {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"}}};
   static const std::set<std::string> none;
@@ -82,7 +83,8 @@ std::int64_t cpu_conv_workspace(const GraphLayer& l, const std::string& algo, st
     return identity ? 0 : product({4, n, cg, taps, l.out.h, l.out.w});
   }
   if (algo == "gemm_lift") {
-    const std::int64_t lowered_kernel = product({4, kg, taps, cg}), lifted = product({4, n, kg, taps, l.in_shapes[0].h, l.in_shapes[0].w});
+    const std::int64_t lowered_kernel = product({4, kg, taps, cg}),
+                       lifted = product({4, n, kg, taps, l.in_shapes[0].h, l.in_shapes[0].w});
     if (lowered_kernel < 0 || lifted < 0) return -1;
     return checked_muladd(lifted, 1, lowered_kernel);
   }
@@ -96,17 +98,17 @@ class Checker {
 
  private:
   struct BufferState {
-    int version = -1;             // version of its tensor it holds; -1: nothing valid
-    bool dead = false;            // its bytes were taken by another buffer
-    int killer = -1;              // the buffer that took them
+    int version = -1;   // version of its tensor it holds; -1: nothing valid
+    bool dead = false;  // its bytes were taken by another buffer
+    int killer = -1;    // the buffer that took them
     int killed_at = -1;
-    Clock last{-1, -1, -1};       // last access per stream
+    Clock last{-1, -1, -1};  // last access per stream
     int writer = -1;
     int first = -1, last_step = -1;
   };
   struct HostState {
     int version = -1;
-    int writer = -1;              // d2h step that wrote it; -1 when loaded before the iteration
+    int writer = -1;  // d2h step that wrote it; -1 when loaded before the iteration
     Clock readers{-1, -1, -1};
   };
   struct Segment {
@@ -144,10 +146,10 @@ class Checker {
   std::vector<int> stream_of_;
   std::vector<BufferState> bs_;
   std::vector<HostState> hs_;
-  std::vector<int> cur_;   // per tensor: current version
+  std::vector<int> cur_;  // per tensor: current version
   std::map<std::int64_t, Segment> occupants_;
   int first_final_ = 0;
-  bool cpu_family_ = false;                              // the plan's algorithms are the CPU's
+  bool cpu_family_ = false;                                       // the plan's algorithms are the CPU's
   std::map<std::pair<std::string, std::string>, int> kernel_of_;  // (layer, op) -> kernels index
   std::vector<char> kernel_used_;
 };
@@ -165,13 +167,15 @@ void Checker::check_structure() {
     if (b.id != static_cast<int>(i)) invalid(fmt::format("buffer {} has id {}", i, b.id));
     // offset + size may overflow; offset <= arena - size cannot (both sides are in range).
     if (b.size <= 0 || b.offset < 0 || b.size > p_.arena_bytes || b.offset > p_.arena_bytes - b.size)
-      invalid(fmt::format("buffer {} ({}) at offset {} with {} bytes lies outside the arena of {} bytes", b.id, b.tensor,
-                          b.offset, b.size, p_.arena_bytes));
+      invalid(fmt::format("buffer {} ({}) at offset {} with {} bytes lies outside the arena of {} bytes", b.id,
+                          b.tensor, b.offset, b.size, p_.arena_bytes));
     if (b.offset % kAlignment != 0)
-      invalid(fmt::format("buffer {} ({}) starts at offset {}, not on a {}-byte boundary", b.id, b.tensor, b.offset, kAlignment));
+      invalid(fmt::format("buffer {} ({}) starts at offset {}, not on a {}-byte boundary", b.id, b.tensor, b.offset,
+                          kAlignment));
   }
   for (std::size_t i = 0; i < p_.host_buffers.size(); ++i) {
-    if (p_.host_buffers[i].id != static_cast<int>(i)) invalid(fmt::format("host buffer {} has id {}", i, p_.host_buffers[i].id));
+    if (p_.host_buffers[i].id != static_cast<int>(i))
+      invalid(fmt::format("host buffer {} has id {}", i, p_.host_buffers[i].id));
     if (p_.host_buffers[i].size <= 0) invalid(fmt::format("host buffer {} has {} bytes", i, p_.host_buffers[i].size));
   }
   const int n = static_cast<int>(p_.steps.size());
@@ -182,13 +186,15 @@ void Checker::check_structure() {
     int si = stream_index(s.stream);
     if (si < 0) invalid(fmt::format("{}: unknown stream \"{}\"", step_name(s), s.stream));
     stream_of_.push_back(si);
-    static const std::set<std::string> compute_ops = {"forward", "backward", "backward_data", "backward_filter", "recompute",
-                                                      "update"};
-    bool op_ok = (si == 0 && compute_ops.count(s.op)) || (si == 1 && s.op == "prefetch") || (si == 2 && s.op == "offload");
+    static const std::set<std::string> compute_ops = {"forward",         "backward",  "backward_data",
+                                                      "backward_filter", "recompute", "update"};
+    bool op_ok =
+        (si == 0 && compute_ops.count(s.op)) || (si == 1 && s.op == "prefetch") || (si == 2 && s.op == "offload");
     if (!op_ok) invalid(fmt::format("{}: op \"{}\" cannot run on stream {}", step_name(s), s.op, s.stream));
     if (s.final) {
       if (first_final_ == n) first_final_ = i;
-      if (si != 0 || s.op != "update" || !s.waits.empty()) invalid(fmt::format("{}: final steps are updates on the compute stream, without waits", step_name(s)));
+      if (si != 0 || s.op != "update" || !s.waits.empty())
+        invalid(fmt::format("{}: final steps are updates on the compute stream, without waits", step_name(s)));
       if (!s.accumulates.empty() || s.workspace >= 0 || s.host >= 0 || !s.config.empty())
         invalid(fmt::format("{}: an update reads one gradient and writes one weight, nothing else", step_name(s)));
     } else if (first_final_ != n) {
@@ -197,17 +203,21 @@ void Checker::check_structure() {
     for (int w : s.waits) {
       if (w < 0 || w >= i) invalid(fmt::format("{}: waits for step {}, which is not an earlier step", step_name(s), w));
       if (p_.steps[w].final) invalid(fmt::format("{}: waits for final step {}", step_name(s), w));
-      if (p_.steps[w].stream == s.stream) invalid(fmt::format("{}: waits for step {} on its own stream", step_name(s), w));
+      if (p_.steps[w].stream == s.stream)
+        invalid(fmt::format("{}: waits for step {} on its own stream", step_name(s), w));
     }
     auto valid_buffers = [&](const std::vector<int>& v) {
       for (int b : v)
-        if (b < 0 || b >= static_cast<int>(p_.buffers.size())) invalid(fmt::format("{}: unknown buffer {}", step_name(s), b));
+        if (b < 0 || b >= static_cast<int>(p_.buffers.size()))
+          invalid(fmt::format("{}: unknown buffer {}", step_name(s), b));
     };
     valid_buffers(s.reads);
     valid_buffers(s.writes);
     valid_buffers(s.accumulates);
-    if (s.workspace < -1 || s.workspace >= static_cast<int>(p_.buffers.size())) invalid(fmt::format("{}: unknown workspace buffer {}", step_name(s), s.workspace));
-    if (s.host < -1 || s.host >= static_cast<int>(p_.host_buffers.size())) invalid(fmt::format("{}: unknown host buffer {}", step_name(s), s.host));
+    if (s.workspace < -1 || s.workspace >= static_cast<int>(p_.buffers.size()))
+      invalid(fmt::format("{}: unknown workspace buffer {}", step_name(s), s.workspace));
+    if (s.host < -1 || s.host >= static_cast<int>(p_.host_buffers.size()))
+      invalid(fmt::format("{}: unknown host buffer {}", step_name(s), s.host));
     if (s.end_ns < s.start_ns) invalid(fmt::format("{}: ends before it starts", step_name(s)));
   }
 }
@@ -290,16 +300,18 @@ void Checker::activate(int b, int step) {
     const PlanBuffer& ab = p_.buffers[a];
     const std::int64_t x = std::max(lo, off), y = std::min(hi, seg.end);
     if (ab.resident)
-      invalid(fmt::format("buffer {} ({}) overlaps resident buffer {} ({}) at bytes [{}, {})", b, nb.tensor, a, ab.tensor, x, y));
+      invalid(fmt::format("buffer {} ({}) overlaps resident buffer {} ({}) at bytes [{}, {})", b, nb.tensor, a,
+                          ab.tensor, x, y));
     if (ab.last_step >= step)
       invalid(fmt::format("buffers {} ({}) and {} ({}) share bytes [{}, {}) while both live (steps {}-{} and {}-{})", a,
                           ab.tensor, b, nb.tensor, x, y, ab.first_step, ab.last_step, nb.first_step, nb.last_step));
     for (int k = 0; k < kNumStreams; ++k) {
       int acc = bs_[a].last[k];
       if (!hb(acc, step))
-        invalid(fmt::format("buffers {} ({}) and {} ({}) share bytes [{}, {}) but step {} (last use of the first) is not "
-                            "ordered before step {} (first use of the second): a missing wait",
-                            a, ab.tensor, b, nb.tensor, x, y, acc, step));
+        invalid(
+            fmt::format("buffers {} ({}) and {} ({}) share bytes [{}, {}) but step {} (last use of the first) is not "
+                        "ordered before step {} (first use of the second): a missing wait",
+                        a, ab.tensor, b, nb.tensor, x, y, acc, step));
     }
     bs_[a].dead = true;
     bs_[a].killer = b;
@@ -320,21 +332,23 @@ void Checker::touch(int b, int step, bool write) {
   if (!pb.resident) {
     if (s.first < 0) {
       if (step != pb.first_step)
-        invalid(fmt::format("buffer {} ({}) is first used by step {} but says first_step {}", b, pb.tensor, step, pb.first_step));
+        invalid(fmt::format("buffer {} ({}) is first used by step {} but says first_step {}", b, pb.tensor, step,
+                            pb.first_step));
       activate(b, step);
       s.first = step;
     }
     if (step > pb.last_step)
       invalid(fmt::format("step {} uses buffer {} ({}) after its last_step {}", step, b, pb.tensor, pb.last_step));
     if (s.dead)
-      invalid(fmt::format("step {} uses buffer {} ({}) after its bytes were taken by buffer {} ({}) at step {}: a use after free",
-                          step, b, pb.tensor, s.killer, p_.buffers[s.killer].tensor, s.killed_at));
+      invalid(fmt::format(
+          "step {} uses buffer {} ({}) after its bytes were taken by buffer {} ({}) at step {}: a use after free", step,
+          b, pb.tensor, s.killer, p_.buffers[s.killer].tensor, s.killed_at));
   }
   if (write) {
     for (int k = 0; k < kNumStreams; ++k)
       if (!hb(s.last[k], step))
-        invalid(fmt::format("step {} writes buffer {} ({}) while step {} may still be using it: a missing wait", step, b,
-                            pb.tensor, s.last[k]));
+        invalid(fmt::format("step {} writes buffer {} ({}) while step {} may still be using it: a missing wait", step,
+                            b, pb.tensor, s.last[k]));
     s.writer = step;
   }
   s.last[stream_of_[step]] = std::max(s.last[stream_of_[step]], step);
@@ -368,8 +382,8 @@ void Checker::read(const PlanStep& s, int b, int t) {
     invalid(fmt::format("{}: reads a stale copy of {} from buffer {} (version {}, current {})", step_name(s), name, b,
                         st.version, cur_[t]));
   if (!hb(st.writer, s.id))
-    invalid(fmt::format("{}: reads {} from buffer {} without waiting for step {}, which writes it", step_name(s), name, b,
-                        st.writer));
+    invalid(fmt::format("{}: reads {} from buffer {} without waiting for step {}, which writes it", step_name(s), name,
+                        b, st.writer));
 }
 
 void Checker::write(const PlanStep& s, int b, int t, bool bump) {
@@ -381,8 +395,9 @@ void Checker::write(const PlanStep& s, int b, int t, bool bump) {
 void Checker::check_lists(const PlanStep& s, const std::vector<int>& reads, const std::vector<int>& writes,
                           const std::vector<int>& accs) {
   if (s.reads.size() != reads.size() || s.writes.size() != writes.size() || s.accumulates.size() != accs.size())
-    invalid(fmt::format("{}: touches {}/{}/{} buffers (read/written/accumulated) but its task needs {}/{}/{}", step_name(s),
-                        s.reads.size(), s.writes.size(), s.accumulates.size(), reads.size(), writes.size(), accs.size()));
+    invalid(fmt::format("{}: touches {}/{}/{} buffers (read/written/accumulated) but its task needs {}/{}/{}",
+                        step_name(s), s.reads.size(), s.writes.size(), s.accumulates.size(), reads.size(),
+                        writes.size(), accs.size()));
   std::vector<int> rb, wb, ab;
   for (int t : reads) rb.push_back(buffer_for(s, s.reads, t, "reads"));
   for (int t : accs) ab.push_back(buffer_for(s, s.accumulates, t, "accumulates into"));
@@ -391,7 +406,8 @@ void Checker::check_lists(const PlanStep& s, const std::vector<int>& reads, cons
   for (std::size_t i = 0; i < accs.size(); ++i) read(s, ab[i], accs[i]);
   if (s.workspace >= 0) {
     if (p_.buffers[s.workspace].tensor != "workspace")
-      invalid(fmt::format("{}: its workspace buffer {} holds {}", step_name(s), s.workspace, p_.buffers[s.workspace].tensor));
+      invalid(fmt::format("{}: its workspace buffer {} holds {}", step_name(s), s.workspace,
+                          p_.buffers[s.workspace].tensor));
     touch(s.workspace, s.id, true);
   }
   for (std::size_t i = 0; i < accs.size(); ++i) write(s, ab[i], accs[i], true);
@@ -400,7 +416,8 @@ void Checker::check_lists(const PlanStep& s, const std::vector<int>& reads, cons
 
 void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   if (!conv) {
-    if (!s.config.empty()) invalid(fmt::format("{}: a configuration on a step that is not a convolution", step_name(s)));
+    if (!s.config.empty())
+      invalid(fmt::format("{}: a configuration on a step that is not a convolution", step_name(s)));
     if (s.workspace >= 0) invalid(fmt::format("{}: a workspace on a step that is not a convolution", step_name(s)));
     return;
   }
@@ -410,34 +427,43 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   std::int64_t total = 0, need = 0;
   for (const auto& m : s.config) {
     if (m.batch < 1 || m.batch > p_.sub_batch)
-      invalid(fmt::format("{}: a micro-batch of {} samples (the sub-batch is {})", step_name(s), m.batch, p_.sub_batch));
+      invalid(
+          fmt::format("{}: a micro-batch of {} samples (the sub-batch is {})", step_name(s), m.batch, p_.sub_batch));
     total += m.batch;  // no overflow: each term <= sub-batch, checked before adding the next
     if (total > p_.sub_batch) break;
     if (cpu_family_ && cpu_algorithms().count(m.algo)) {
       if (!cpu_conv_supported(gl, m.algo))
-        invalid(fmt::format("{}: the CPU algorithm \"{}\" does not support this convolution (gemm_lift needs stride 1 "
-                            "and a kernel larger than 1x1)", step_name(s), m.algo));
+        invalid(
+            fmt::format("{}: the CPU algorithm \"{}\" does not support this convolution (gemm_lift needs stride 1 "
+                        "and a kernel larger than 1x1)",
+                        step_name(s), m.algo));
       const std::int64_t w = cpu_conv_workspace(gl, m.algo, m.batch);
-      if (w < 0) invalid(fmt::format("{}: \"{}\" on {} samples needs more workspace than 64 bits count", step_name(s), m.algo, m.batch));
+      if (w < 0)
+        invalid(fmt::format("{}: \"{}\" on {} samples needs more workspace than 64 bits count", step_name(s), m.algo,
+                            m.batch));
       need = std::max(need, w);
     }
     if (cpu_family_ && !cpu_algorithms().count(m.algo)) {
-      invalid(fmt::format("{}: \"{}\" is not a {} algorithm of this CPU plan (direct, gemm, gemm_lift)", step_name(s), m.algo, op));
+      invalid(fmt::format("{}: \"{}\" is not a {} algorithm of this CPU plan (direct, gemm, gemm_lift)", step_name(s),
+                          m.algo, op));
     } else if (!cpu_family_ && !cuda_algorithms(op).count(m.algo)) {
-      invalid(fmt::format("{}: \"{}\" is not a {} algorithm of {} (a plan uses the algorithms of one device)", step_name(s),
-                          m.algo, op, p_.profile_source == "measured" ? "this plan's device" : "cuDNN"));
+      invalid(fmt::format("{}: \"{}\" is not a {} algorithm of {} (a plan uses the algorithms of one device)",
+                          step_name(s), m.algo, op, p_.profile_source == "measured" ? "this plan's device" : "cuDNN"));
     }
   }
   if (total != p_.sub_batch)
-    invalid(fmt::format("{}: micro-batches add up to {} samples, the sub-batch is {}", step_name(s), total, p_.sub_batch));
+    invalid(
+        fmt::format("{}: micro-batches add up to {} samples, the sub-batch is {}", step_name(s), total, p_.sub_batch));
   auto k = kernel_of_.find({gl.name(), op});
-  if (k == kernel_of_.end()) invalid(fmt::format("{}: the plan's kernels list has no entry for {} of {}", step_name(s), op, gl.name()));
+  if (k == kernel_of_.end())
+    invalid(fmt::format("{}: the plan's kernels list has no entry for {} of {}", step_name(s), op, gl.name()));
   const PlanKernel& pk = p_.kernels[k->second];
   // A recomputation may use another configuration than the forward pass (less workspace may be
   // free at that point); the kernels list describes the forward pass.
   const bool listed = pk.config == s.config;
   if (!listed && s.op != "recompute")
-    invalid(fmt::format("{}: its micro-configuration differs from the kernels list's for {} of {}", step_name(s), op, gl.name()));
+    invalid(fmt::format("{}: its micro-configuration differs from the kernels list's for {} of {}", step_name(s), op,
+                        gl.name()));
   if (s.op != "recompute") {
     if (kernel_used_[k->second]) invalid(fmt::format("{}: a second step runs {} of {}", step_name(s), op, gl.name()));
     kernel_used_[k->second] = 1;
@@ -446,7 +472,8 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   // what the profile measured (the plan states it per kernel; for a recomputation with its own
   // configuration nothing states it), which the CUDA executor checks against cuDNN's own answer
   // before it runs anything.
-  if (!cpu_family_) need = listed ? pk.workspace_bytes : 0;
+  if (!cpu_family_)
+    need = listed ? pk.workspace_bytes : 0;
   else if (listed && pk.workspace_bytes < need)
     invalid(fmt::format("{}: the kernels list states {} bytes of workspace for {} of {}, its configuration needs {}",
                         step_name(s), pk.workspace_bytes, op, gl.name(), need));
@@ -472,7 +499,8 @@ void Checker::run() {
   for (const PlanBuffer& b : p_.buffers) {
     if (!b.resident) continue;
     int t = tensor_id(b.tensor);
-    if (t < 0 || !tg_.tensors[t].resident()) invalid(fmt::format("resident buffer {} holds {}, which is not a weight", b.id, b.tensor));
+    if (t < 0 || !tg_.tensors[t].resident())
+      invalid(fmt::format("resident buffer {} holds {}, which is not a weight", b.id, b.tensor));
     if (resident_seen[t]) invalid(fmt::format("two resident buffers hold {}", b.tensor));
     resident_seen[t] = 1;
     if (b.size < tensor_bytes(t, 1)) invalid(fmt::format("resident buffer {} is smaller than {}", b.id, b.tensor));
@@ -496,7 +524,8 @@ void Checker::run() {
     if (t < 0) invalid(fmt::format("host buffer {} holds unknown tensor {}", h.id, h.tensor));
     const std::int64_t need = tensor_bytes(t, h.input ? p_.batch : p_.sub_batch);
     if (h.input != tg_.tensors[t].host_input || h.size != need)
-      invalid(fmt::format("host buffer {} ({}) has {} bytes, needs {}{}", h.id, h.tensor, h.size, need, h.input ? " (the whole batch)" : ""));
+      invalid(fmt::format("host buffer {} ({}) has {} bytes, needs {}{}", h.id, h.tensor, h.size, need,
+                          h.input ? " (the whole batch)" : ""));
     if (h.input) hs_[h.id].version = 1;
   }
 
@@ -519,12 +548,14 @@ void Checker::run() {
     clocks_[i] = c;
     last_on[si] = i;
     if (s.start_ns != start)
-      invalid(fmt::format("{}: predicted start {} ns, but its stream and waits give {} ns", step_name(s), s.start_ns, start));
+      invalid(fmt::format("{}: predicted start {} ns, but its stream and waits give {} ns", step_name(s), s.start_ns,
+                          start));
     round_end = std::max(round_end, s.end_ns);
 
     if (s.op == "prefetch" || s.op == "offload") {
       int t = tensor_id(s.tensor);
-      if (t < 0 || tg_.tensors[t].resident()) invalid(fmt::format("{}: moves \"{}\", which is not a movable tensor", step_name(s), s.tensor));
+      if (t < 0 || tg_.tensors[t].resident())
+        invalid(fmt::format("{}: moves \"{}\", which is not a movable tensor", step_name(s), s.tensor));
       // An input host buffer holds the whole batch, loaded before the iteration; every round
       // prefetches its own slice, so an offload into it would overwrite the data loader's batch.
       if (s.op == "offload" && s.host >= 0 && p_.host_buffers[s.host].input)
@@ -535,20 +566,28 @@ void Checker::run() {
         invalid(fmt::format("{}: a copy only reads one buffer and writes one", step_name(s)));
       HostState& h = hs_[s.host];
       if (s.op == "offload") {
-        if (s.reads.size() != 1 || !s.writes.empty()) invalid(fmt::format("{}: an offload reads one device buffer", step_name(s)));
+        if (s.reads.size() != 1 || !s.writes.empty())
+          invalid(fmt::format("{}: an offload reads one device buffer", step_name(s)));
         int b = buffer_for(s, s.reads, t, "offloads");
         read(s, b, t);
         for (int k = 0; k < kNumStreams; ++k)
           if (!hb(h.readers[k], i))
-            invalid(fmt::format("{}: overwrites host buffer {} while step {} may still read it", step_name(s), s.host, h.readers[k]));
+            invalid(fmt::format("{}: overwrites host buffer {} while step {} may still read it", step_name(s), s.host,
+                                h.readers[k]));
         h.version = cur_[t];
         h.writer = i;
       } else {
-        if (s.writes.size() != 1 || !s.reads.empty()) invalid(fmt::format("{}: a prefetch writes one device buffer", step_name(s)));
-        if (h.version < 0) invalid(fmt::format("{}: prefetches {} from host buffer {}, which holds no value of it", step_name(s), s.tensor, s.host));
+        if (s.writes.size() != 1 || !s.reads.empty())
+          invalid(fmt::format("{}: a prefetch writes one device buffer", step_name(s)));
+        if (h.version < 0)
+          invalid(fmt::format("{}: prefetches {} from host buffer {}, which holds no value of it", step_name(s),
+                              s.tensor, s.host));
         if (h.version != cur_[t])
-          invalid(fmt::format("{}: prefetches a stale host copy of {} (version {}, current {})", step_name(s), s.tensor, h.version, cur_[t]));
-        if (!hb(h.writer, i)) invalid(fmt::format("{}: prefetches {} without waiting for step {}, which offloads it", step_name(s), s.tensor, h.writer));
+          invalid(fmt::format("{}: prefetches a stale host copy of {} (version {}, current {})", step_name(s), s.tensor,
+                              h.version, cur_[t]));
+        if (!hb(h.writer, i))
+          invalid(fmt::format("{}: prefetches {} without waiting for step {}, which offloads it", step_name(s),
+                              s.tensor, h.writer));
         int b = buffer_for(s, s.writes, t, "prefetches");
         touch(b, i, true);
         bs_[b].version = h.version;
@@ -562,7 +601,8 @@ void Checker::run() {
     if (l <= 0) invalid(fmt::format("{}: unknown layer \"{}\"", step_name(s), s.layer));
     if (s.op == "recompute") {
       const int y = tg_.y_of[l];
-      if (cur_[y] == 0) invalid(fmt::format("{}: recomputes {} before it was ever computed", step_name(s), tg_.tensors[y].name));
+      if (cur_[y] == 0)
+        invalid(fmt::format("{}: recomputes {} before it was ever computed", step_name(s), tg_.tensors[y].name));
       const Task* f = nullptr;
       for (const Task& t : tg_.tasks)
         if (t.kind == TaskKind::Forward && t.layer == l) f = &t;
@@ -572,7 +612,8 @@ void Checker::run() {
       check_lists(s, reads, {y}, {});
       continue;
     }
-    if (next_task >= round_tasks.size()) invalid(fmt::format("{}: more compute steps than the iteration has tasks", step_name(s)));
+    if (next_task >= round_tasks.size())
+      invalid(fmt::format("{}: more compute steps than the iteration has tasks", step_name(s)));
     const Task& t = tg_.tasks[round_tasks[next_task++]];
     if (s.op != task_kind_name(t.kind) || l != t.layer)
       invalid(fmt::format("{}: expected {} of {} at this point of the round", step_name(s), task_kind_name(t.kind),
@@ -587,12 +628,16 @@ void Checker::run() {
   // Final phase: the updates, in order, on the compute stream.
   std::int64_t t_final = 0;
   if (static_cast<std::size_t>(n - first_final_) != final_tasks.size())
-    invalid(fmt::format("the plan has {} final steps, the iteration has {} updates", n - first_final_, final_tasks.size()));
+    invalid(
+        fmt::format("the plan has {} final steps, the iteration has {} updates", n - first_final_, final_tasks.size()));
   for (int i = first_final_; i < n; ++i) {
     const PlanStep& s = p_.steps[i];
     const Task& t = tg_.tasks[final_tasks[i - first_final_]];
-    if (g_.index_of(s.layer) != t.layer) invalid(fmt::format("{}: expected update of {}", step_name(s), g_.layers[t.layer].name()));
-    if (s.start_ns != t_final) invalid(fmt::format("{}: predicted start {} ns, the previous update ends at {} ns", step_name(s), s.start_ns, t_final));
+    if (g_.index_of(s.layer) != t.layer)
+      invalid(fmt::format("{}: expected update of {}", step_name(s), g_.layers[t.layer].name()));
+    if (s.start_ns != t_final)
+      invalid(fmt::format("{}: predicted start {} ns, the previous update ends at {} ns", step_name(s), s.start_ns,
+                          t_final));
     t_final = s.end_ns;
     for (int b : s.reads)
       if (!p_.buffers[b].resident) invalid(fmt::format("{}: an update touches a non-resident buffer", step_name(s)));
@@ -607,21 +652,27 @@ void Checker::run() {
     if (pb.resident) continue;
     if (bs_[b].first < 0) invalid(fmt::format("buffer {} ({}) is never used", b, pb.tensor));
     if (bs_[b].last_step != pb.last_step)
-      invalid(fmt::format("buffer {} ({}) says last_step {} but its last use is step {}", b, pb.tensor, pb.last_step, bs_[b].last_step));
+      invalid(fmt::format("buffer {} ({}) says last_step {} but its last use is step {}", b, pb.tensor, pb.last_step,
+                          bs_[b].last_step));
   }
   std::int64_t high_water = 0;
   for (const PlanBuffer& b : p_.buffers) high_water = std::max(high_water, b.offset + b.size);
   if (high_water != p_.arena_bytes)
-    invalid(fmt::format("the arena has {} bytes, its buffers end at {}: the arena is their high-water mark", p_.arena_bytes, high_water));
+    invalid(fmt::format("the arena has {} bytes, its buffers end at {}: the arena is their high-water mark",
+                        p_.arena_bytes, high_water));
   for (std::size_t k = 0; k < p_.kernels.size(); ++k)
-    if (!kernel_used_[k]) invalid(fmt::format("kernels[{}]: no step runs {} of {}", k, p_.kernels[k].op, p_.kernels[k].layer));
+    if (!kernel_used_[k])
+      invalid(fmt::format("kernels[{}]: no step runs {} of {}", k, p_.kernels[k].op, p_.kernels[k].layer));
   const PlanSummary& sum = p_.summary;
-  if (sum.round_ns != round_end) invalid(fmt::format("summary round time {} ns, the steps give {} ns", sum.round_ns, round_end));
-  if (sum.final_ns != t_final) invalid(fmt::format("summary final time {} ns, the steps give {} ns", sum.final_ns, t_final));
+  if (sum.round_ns != round_end)
+    invalid(fmt::format("summary round time {} ns, the steps give {} ns", sum.round_ns, round_end));
+  if (sum.final_ns != t_final)
+    invalid(fmt::format("summary final time {} ns, the steps give {} ns", sum.final_ns, t_final));
   const std::int64_t iteration = checked_muladd(p_.rounds, round_end, t_final);
   if (iteration < 0) invalid("the iteration's predicted time does not fit in 64 bits of nanoseconds");
   if (sum.predicted_ns != iteration)
-    invalid(fmt::format("summary iteration time {} ns, rounds x round + final give {} ns", sum.predicted_ns, iteration));
+    invalid(
+        fmt::format("summary iteration time {} ns, rounds x round + final give {} ns", sum.predicted_ns, iteration));
 }
 
 }  // namespace

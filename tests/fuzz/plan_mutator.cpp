@@ -56,7 +56,8 @@ Profile deterministic_cpu_profile(const Network& net, std::int64_t batch) {
       std::uint64_t h = 0;
       for (char ch : s.signature + c.op + c.algo) h = mix(h ^ static_cast<unsigned char>(ch));
       h = mix(h ^ static_cast<std::uint64_t>(c.batch));
-      c.seconds = 1e-5 * static_cast<double>(std::max<std::int64_t>(c.batch, 1)) * (1.0 + static_cast<double>(h % 64) / 16.0);
+      c.seconds =
+          1e-5 * static_cast<double>(std::max<std::int64_t>(c.batch, 1)) * (1.0 + static_cast<double>(h % 64) / 16.0);
       c.spread = 0;
     }
   p.h2d = TransferCosts{2e-6, 4e9, {}};
@@ -65,7 +66,8 @@ Profile deterministic_cpu_profile(const Network& net, std::int64_t batch) {
   return p;
 }
 
-Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy, const std::string& sub_batch) {
+Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy,
+             const std::string& sub_batch) {
   CompileInput in;
   in.network = net;
   in.network_file = "mutator";
@@ -150,15 +152,25 @@ class Mutator {
   int any_step(const Plan& p) { return static_cast<int>(pick(p.steps.size())); }
   std::int64_t interesting(std::int64_t around) {
     switch (pick(9)) {
-      case 0: return around + 256;
-      case 1: return around - 256;
-      case 2: return around + 1 + static_cast<std::int64_t>(pick(255));
-      case 3: return INT64_MAX - static_cast<std::int64_t>(pick(4096));
-      case 4: return -static_cast<std::int64_t>(pick(4096)) - 1;
-      case 5: return 0;
-      case 6: return around / 2;
-      case 7: return around * 2;
-      default: return static_cast<std::int64_t>(pick(static_cast<std::uint64_t>(std::max<std::int64_t>(around, 1)) * 2)) / 256 * 256;
+      case 0:
+        return around + 256;
+      case 1:
+        return around - 256;
+      case 2:
+        return around + 1 + static_cast<std::int64_t>(pick(255));
+      case 3:
+        return INT64_MAX - static_cast<std::int64_t>(pick(4096));
+      case 4:
+        return -static_cast<std::int64_t>(pick(4096)) - 1;
+      case 5:
+        return 0;
+      case 6:
+        return around / 2;
+      case 7:
+        return around * 2;
+      default:
+        return static_cast<std::int64_t>(pick(static_cast<std::uint64_t>(std::max<std::int64_t>(around, 1)) * 2)) /
+               256 * 256;
     }
   }
   std::vector<int> conv_steps(const Plan& p) {
@@ -181,7 +193,8 @@ class Mutator {
     if (pick(2)) {
       const std::string kop = p.steps[id].op == "recompute" ? "forward" : p.steps[id].op;
       for (auto& s : p.steps)
-        if (s.layer == p.steps[id].layer && !s.config.empty() && (s.op == "recompute" ? "forward" : s.op) == kop) s.config = c;
+        if (s.layer == p.steps[id].layer && !s.config.empty() && (s.op == "recompute" ? "forward" : s.op) == kop)
+          s.config = c;
       if (PlanKernel* k = kernel_for(p, p.steps[id])) k->config = c;
       what += " (kernels list too)";
     }
@@ -208,8 +221,10 @@ class Mutator {
       case 3: {  // lifetime
         int b = any_buffer(p);
         const int d = static_cast<int>(pick(7)) - 3;
-        if (pick(2)) p.buffers[b].first_step += d;
-        else p.buffers[b].last_step += d;
+        if (pick(2))
+          p.buffers[b].first_step += d;
+        else
+          p.buffers[b].last_step += d;
         return fmt::format("buffer {} lifetime shifted by {}", b, d);
       }
       case 4: {  // delete a step
@@ -315,8 +330,10 @@ class Mutator {
       case 16: {  // host buffer roles and sizes
         if (p.host_buffers.empty()) return "nothing";
         int h = static_cast<int>(pick(p.host_buffers.size()));
-        if (pick(2)) p.host_buffers[h].input = !p.host_buffers[h].input;
-        else p.host_buffers[h].size = interesting(p.host_buffers[h].size);
+        if (pick(2))
+          p.host_buffers[h].input = !p.host_buffers[h].input;
+        else
+          p.host_buffers[h].size = interesting(p.host_buffers[h].size);
         return fmt::format("host buffer {} role or size changed", h);
       }
       case 17: {  // offload into an input host buffer, retargeting a copy and its tensor
@@ -358,14 +375,19 @@ class Mutator {
       case 20: {  // op: recompute <-> forward, or a step's layer
         int s = any_step(p);
         auto& st = p.steps[s];
-        if (st.op == "recompute") st.op = "forward";
-        else if (st.op == "forward") st.op = "recompute";
-        else st.layer = p.steps[any_step(p)].layer;
+        if (st.op == "recompute")
+          st.op = "forward";
+        else if (st.op == "forward")
+          st.op = "recompute";
+        else
+          st.layer = p.steps[any_step(p)].layer;
         return fmt::format("step {} op/layer changed", s);
       }
       default: {  // arena and budget
-        if (pick(2)) p.arena_bytes = interesting(p.arena_bytes);
-        else p.budget_bytes = interesting(p.budget_bytes);
+        if (pick(2))
+          p.arena_bytes = interesting(p.arena_bytes);
+        else
+          p.budget_bytes = interesting(p.budget_bytes);
         p.summary.peak_bytes = p.arena_bytes;
         return "arena or budget changed";
       }
@@ -382,9 +404,12 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   bool verbose = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--mutants") && i + 1 < argc) mutants = std::atol(argv[++i]);
-    else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--verbose")) verbose = true;
+    if (!std::strcmp(argv[i], "--mutants") && i + 1 < argc)
+      mutants = std::atol(argv[++i]);
+    else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc)
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--verbose"))
+      verbose = true;
     else {
       std::fprintf(stderr, "usage: %s [--mutants N] [--seed S] [--verbose]\n", argv[0]);
       return 2;
@@ -408,8 +433,9 @@ int main(int argc, char** argv) {
     Plan m = base;
     const std::string what = mut.mutate(m);
     const std::string error = find_plan_error(m);
-    if (verbose) std::printf("mutant %ld of plan %zu: %s -> %s\n", i, static_cast<std::size_t>(i) % plans.size(), what.c_str(),
-                             error.empty() ? "ACCEPTED" : error.c_str());
+    if (verbose)
+      std::printf("mutant %ld of plan %zu: %s -> %s\n", i, static_cast<std::size_t>(i) % plans.size(), what.c_str(),
+                  error.empty() ? "ACCEPTED" : error.c_str());
     if (!error.empty()) continue;
     if (plan_to_json_text(m) == plan_to_json_text(base)) {
       ++unchanged;
@@ -424,21 +450,25 @@ int main(int argc, char** argv) {
       o.iterations = 1;
       o.check = true;
       const RunReport r = replay_plan(m, *backend, o);
-      if (!r.passed) failure = r.fault.empty() ? fmt::format("gradients differ: {} ({})", r.max_rel_error, r.worst_tensor) : r.fault;
-      else if (r.checked_iterations < 2) failure = "fewer than two iterations checked";
+      if (!r.passed)
+        failure = r.fault.empty() ? fmt::format("gradients differ: {} ({})", r.max_rel_error, r.worst_tensor) : r.fault;
+      else if (r.checked_iterations < 2)
+        failure = "fewer than two iterations checked";
     } catch (const std::exception& e) {
       failure = std::string("run refused it: ") + e.what();
     }
     if (!failure.empty()) {
       ++failed;
       std::printf("ACCEPTED AND FAILED: mutant %ld (seed %llu) of plan %zu (%s, %s, sub-batch %lld): %s: %s\n", i,
-                  static_cast<unsigned long long>(seed), static_cast<std::size_t>(i) % plans.size(), base.network.name.c_str(),
-                  base.strategy.c_str(), static_cast<long long>(base.sub_batch), what.c_str(), failure.c_str());
+                  static_cast<unsigned long long>(seed), static_cast<std::size_t>(i) % plans.size(),
+                  base.network.name.c_str(), base.strategy.c_str(), static_cast<long long>(base.sub_batch),
+                  what.c_str(), failure.c_str());
     }
   }
-  std::printf("plan mutator: %zu base plans (%d with rounds, %d with offload, %d with recomputation), %ld mutants, "
-              "%ld refused, %ld accepted (%ld identical to their plan), %ld accepted and failed\n",
-              plans.size(), with_rounds, with_offload, with_recompute, mutants, mutants - accepted - unchanged, accepted + unchanged,
-              unchanged, failed);
+  std::printf(
+      "plan mutator: %zu base plans (%d with rounds, %d with offload, %d with recomputation), %ld mutants, "
+      "%ld refused, %ld accepted (%ld identical to their plan), %ld accepted and failed\n",
+      plans.size(), with_rounds, with_offload, with_recompute, mutants, mutants - accepted - unchanged,
+      accepted + unchanged, unchanged, failed);
   return failed == 0 ? 0 : 1;
 }
