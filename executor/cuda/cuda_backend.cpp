@@ -68,13 +68,13 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
       break;
     case LayerType::Fc: {
       cuda::FcDims d{n, in_elems(l, 0), l.spec.fc.out_features, l.spec.fc.bias};
-      const float* bias = l.bias_elems ? a.w + l.weight_elems : nullptr;
+      const float* bias = l.bias_elems && a.w ? a.w + l.weight_elems : nullptr;
       if (fwd)
         cuda::fc_forward(c, d, a.x[0], a.w, bias, a.y);
       else if (op == "backward_data")
         cuda::fc_backward_data(c, d, a.dy, a.w, a.dx[0], a.dx_accumulate[0]);
       else
-        cuda::fc_backward_filter(c, d, a.x[0], a.dy, a.dw, l.bias_elems ? a.dw + l.weight_elems : nullptr);
+        cuda::fc_backward_filter(c, d, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr);
       break;
     }
     case LayerType::Relu:
@@ -497,8 +497,8 @@ class CudaBackend : public Backend {
     const auto ws = static_cast<std::size_t>(s.workspace < 0 ? 0 : s.workspace_bytes);
     switch (c.op) {
       case cuda::ConvOp::Forward:
-        cuda::conv_forward_micro(ctx_, whole, c.micro, a.x.at(0), a.w, l.bias_elems ? a.w + l.weight_elems : nullptr,
-                                 a.y, a.workspace, ws);
+        cuda::conv_forward_micro(ctx_, whole, c.micro, a.x.at(0), a.w,
+                                 l.bias_elems && a.w ? a.w + l.weight_elems : nullptr, a.y, a.workspace, ws);
         break;
       case cuda::ConvOp::BackwardData:
         cuda::conv_backward_data_micro(ctx_, whole, c.micro, a.dy, a.w, a.dx.at(0), a.dx_accumulate.at(0) != 0,
@@ -506,7 +506,7 @@ class CudaBackend : public Backend {
         break;
       case cuda::ConvOp::BackwardFilter:  // always accumulates: the rounds and micro-batches add up in dW
         cuda::conv_backward_filter_micro(ctx_, whole, c.micro, a.x.at(0), a.dy, a.dw,
-                                         l.bias_elems ? a.dw + l.weight_elems : nullptr, a.workspace, ws);
+                                         l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr, a.workspace, ws);
         break;
     }
   }
