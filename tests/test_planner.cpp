@@ -433,24 +433,45 @@ TEST_SUITE("plan quality") {
       {"name": "f1", "type": "fc", "inputs": ["r2"], "out_features": 10},
       {"name": "loss", "type": "softmax_loss", "inputs": ["f1"]}]})";
 
-  TEST_CASE("the default search is within 1 point of brute force over residency tables") {
-    const Network net = parse_network_text(kTiny, "test");
-    for (const char* device : {"h100", "k40"}) {
-      const Profile prof = model_profile(net, 64, device);
-      const Graph g = build_graph(net, "test");
-      const TaskGraph tg = build_tasks(g, construct_route(g));
-      const CostTable ct = build_cost_table(g, tg, prof, "test", 64);
-      std::vector<int> acts;
+  // kTiny on a device model at batch 64: its graph, tasks, costs and five decidable activations.
+  struct Tiny {
+    explicit Tiny(const char* device)
+        : net(parse_network_text(kTiny, "test")),
+          prof(model_profile(net, 64, device)),
+          g(build_graph(net, "test")),
+          tg(build_tasks(g, construct_route(g))),
+          ct(build_cost_table(g, tg, prof, "test", 64)) {
       for (const Tensor& x : tg.tensors)
         if (x.kind == TensorKind::Activation && x.layer != 0 && g.layers[x.layer].type() != LayerType::SoftmaxLoss)
           acts.push_back(x.id);
       REQUIRE(acts.size() == 5);
+    }
+    Tiny(const Tiny&) = delete;  // input() points into it
+    ScheduleInput input(std::int64_t budget) const {
       ScheduleInput in;
       in.graph = &g;
       in.tasks = &tg;
       in.costs = &ct;
       in.batch = 64;
-      in.budget_bytes = std::int64_t{1} << 40;
+      in.budget_bytes = budget;
+      return in;
+    }
+    Network net;
+    Profile prof;
+    Graph g;
+    TaskGraph tg;
+    CostTable ct;
+    std::vector<int> acts;
+  };
+
+  TEST_CASE("the default search is within 1 point of brute force over residency tables") {
+    for (const char* device : {"h100", "k40"}) {
+      const Tiny tiny(device);
+      const Graph& g = tiny.g;
+      const TaskGraph& tg = tiny.tg;
+      const CostTable& ct = tiny.ct;
+      const std::vector<int>& acts = tiny.acts;
+      ScheduleInput in = tiny.input(std::int64_t{1} << 40);
       const std::int64_t peak = simulate_schedule(in, *make_baseline_strategy("keep-all", g, tg, ct)).arena_bytes;
       const std::int64_t ideal = [&] {
         std::int64_t s = 0;
@@ -520,22 +541,13 @@ TEST_SUITE("plan quality") {
   // time of any plan that only recomputes. Brute force: every keep/recompute table of the five
   // activations, simulated without offloading (vDNN-style prefetch of the inputs only).
   TEST_CASE("exact mode's MILP bound lies below every recompute-only plan, and is tight with room for all") {
-    const Network net = parse_network_text(kTiny, "test");
     for (const char* device : {"h100", "k40"}) {
-      const Profile prof = model_profile(net, 64, device);
-      const Graph g = build_graph(net, "test");
-      const TaskGraph tg = build_tasks(g, construct_route(g));
-      const CostTable ct = build_cost_table(g, tg, prof, "test", 64);
-      std::vector<int> acts;
-      for (const Tensor& x : tg.tensors)
-        if (x.kind == TensorKind::Activation && x.layer != 0 && g.layers[x.layer].type() != LayerType::SoftmaxLoss)
-          acts.push_back(x.id);
-      ScheduleInput in;
-      in.graph = &g;
-      in.tasks = &tg;
-      in.costs = &ct;
-      in.batch = 64;
-      in.budget_bytes = std::int64_t{1} << 40;
+      const Tiny tiny(device);
+      const Graph& g = tiny.g;
+      const TaskGraph& tg = tiny.tg;
+      const CostTable& ct = tiny.ct;
+      const std::vector<int>& acts = tiny.acts;
+      ScheduleInput in = tiny.input(std::int64_t{1} << 40);
       std::int64_t tasks_ns = ct.h2d_ns(tg.tensors[tg.y_of[0]].bytes(64));  // the batch, copied in first
       for (const Task& t : tg.tasks)
         if (t.round_task) tasks_ns += ct.tasks[t.id].time_ns;

@@ -16,6 +16,7 @@
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
 #include "planner/model/network.h"
+#include "planner/model/plan_views.h"
 #include "planner/model/profile.h"
 #include "planner/model/sha256.h"
 #include "planner/model/units.h"
@@ -35,29 +36,6 @@ struct Point {
 };
 
 double overhead(const Point& p) { return static_cast<double>(p.predicted_ns) / static_cast<double>(p.ideal_ns) - 1.0; }
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 // Overhead (%) over budget, one polyline for the envelope and dots for every point computed.
 std::string frontier_svg(const std::string& title, const std::vector<Point>& pts) {

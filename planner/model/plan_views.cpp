@@ -102,9 +102,6 @@ std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* meas
   return dump_json(doc);
 }
 
-namespace {
-
-// Text from the plan (network and strategy names) inside SVG markup.
 std::string xml_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -131,8 +128,6 @@ std::string xml_escape(const std::string& text) {
   }
   return out;
 }
-
-}  // namespace
 
 std::int64_t max_bytes_in_use(const Plan& plan) {
   std::int64_t most = 0;

@@ -25,6 +25,9 @@ std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* meas
 
 // Arena bytes in use over one predicted round, with the budget and the lower bound.
 std::string memory_svg(const Plan& plan);
+// Text (network, strategy names) for SVG/XML markup: the five special characters as entities,
+// control characters XML 1.0 forbids as '?'.
+std::string xml_escape(const std::string& text);
 
 // Bytes in use over one round: (time, bytes) points of a step function, time-ordered.
 std::vector<std::pair<std::int64_t, std::int64_t>> memory_profile(const Plan& plan);

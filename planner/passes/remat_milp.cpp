@@ -118,16 +118,13 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
     for (int x : tg.touched(tg.tasks[order[s]])) {
       if (first_touch[x] < 0) first_touch[x] = s;
       last_touch[x] = s;
+      const Tensor& t = tg.tensors[x];
+      if (t.host_input && !decided[x])
+        fixed[s] += aligned(t.bytes(b));  // copied in when a task needs it: counted only there
     }
   for (int x = 0; x < nt; ++x) {
     const Tensor& t = tg.tensors[x];
-    if (t.resident() || decided[x] || first_touch[x] < 0) continue;
-    if (t.host_input) {  // copied in when a task needs it: counted only there
-      for (int s = 0; s < n; ++s)
-        for (int r : tg.touched(tg.tasks[order[s]]))
-          if (r == x) fixed[s] += aligned(t.bytes(b));
-      continue;
-    }
+    if (t.resident() || decided[x] || t.host_input || first_touch[x] < 0) continue;
     for (int s = first_touch[x]; s <= last_touch[x]; ++s) fixed[s] += aligned(t.bytes(b));
   }
   for (int s = 0; s < n; ++s) {

@@ -1197,7 +1197,21 @@ bool better(const ScheduleResult& a, const ScheduleResult& b) {
   return key(a) < key(b);
 }
 
-}  // namespace
+// A residency table run with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain, offload on demand),
+// abandoned as soon as it cannot beat `best` (branch and bound).
+ScheduleResult simulate_ucplan_table(const ScheduleInput& in, const std::vector<Residency>& table, bool best_fit,
+                                     const ScheduleResult& best) {
+  auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true);
+  ScheduleInput bounded = in;
+  bounded.best_fit = best_fit;
+  if (best.ok) bounded.abandon_after_ns = best.round_ns;
+  return simulate_schedule(bounded, *strategy);
+}
+
+// Recomputing activation t re-runs its forward task (at its fastest configuration).
+std::int64_t forward_ns(const TaskGraph& tg, const CostTable& costs, int t) {
+  return costs.tasks[costs.forward_task[tg.tensors[t].layer]].time_ns;
+}
 
 // Local search over the residency table with moves in both directions, each judged by the
 // simulator and kept only if it makes the round faster. The seeds above only ever move tensors
@@ -1221,17 +1235,13 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
   std::int64_t spent = 0, last_cost = std::max<std::int64_t>(best.work, 1);
   int tried = 0, accepted = 0;
   auto run = [&](const std::vector<Residency>& table) {
-    auto s = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true);
-    ScheduleInput bounded = in;
-    bounded.best_fit = best_fit;
-    bounded.abandon_after_ns = best.round_ns;
-    ScheduleResult r = simulate_schedule(bounded, *s);
+    ScheduleResult r = simulate_ucplan_table(in, table, best_fit, best);
     spent += r.work;
     last_cost = std::max<std::int64_t>(r.work, 1);
     ++tried;
     return r;
   };
-  auto redo_ns = [&](int t) { return costs.tasks[costs.forward_task[tg.tensors[t].layer]].time_ns; };
+  auto redo_ns = [&](int t) { return forward_ns(tg, costs, t); };
   // Tried in tiers: back to keep (the most expensive recomputation first), offloaded to
   // recomputed, recomputed to offloaded, then kept to recomputed or offloaded (most bytes freed
   // per nanosecond of recomputation first; an offload ranks as if it freed a thousandth).
@@ -1302,6 +1312,8 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
   }
 }
 
+}  // namespace
+
 ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
@@ -1312,13 +1324,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   ScheduleResult best;
   std::vector<Residency> best_table;
   bool best_fit = false;  // the best was found with best-fit placement
-  auto run = [&](const std::vector<Residency>& table) {
-    auto s = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true);
-    ScheduleInput bounded = in;
-    bounded.best_fit = best_fit;
-    if (best.ok) bounded.abandon_after_ns = best.round_ns;  // branch and bound: it could only get worse
-    return simulate_schedule(bounded, *s);
-  };
+  auto run = [&](const std::vector<Residency>& table) { return simulate_ucplan_table(in, table, best_fit, best); };
   // Every activation but the input and the loss may be recomputed, convolutions included: on a
   // fast device re-running a conv (microseconds) beats copying its output back over PCIe
   // (tens of microseconds a MiB). SuperNeurons §3.4 keeps conv outputs as checkpoints; the
@@ -1328,7 +1334,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     if (x.kind != TensorKind::Activation || x.layer == 0 || x.host_input) return false;
     return g.layers[x.layer].type() != LayerType::SoftmaxLoss;
   };
-  auto redo_ns = [&](int t) { return costs.tasks[costs.forward_task[tg.tensors[t].layer]].time_ns; };
+  auto redo_ns = [&](int t) { return forward_ns(tg, costs, t); };
   auto copy_back_ns = [&](int t) { return costs.h2d_ns(tg.tensors[t].bytes(costs.sub_batch)); };
   // Recomputing y needs its producer's inputs later; an input that nothing else needs then
   // (no backward task reads it) would be kept alive only for that: recompute it too when that
