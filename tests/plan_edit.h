@@ -33,16 +33,9 @@ inline void retime(Plan& p) {
   p.summary.predicted_ns = p.rounds * round_end + final_end;
 }
 
-// Removes a step: later ids shift down, waits on it disappear, buffer lifetimes follow.
-inline void remove_step(Plan& p, int id) {
-  p.steps.erase(p.steps.begin() + id);
-  for (auto& s : p.steps) {
-    if (s.id > id) --s.id;
-    std::vector<int> w;
-    for (int x : s.waits)
-      if (x != id) w.push_back(x > id ? x - 1 : x);
-    s.waits = w;
-  }
+// Recomputes every non-resident buffer's first/last step from the steps that touch it (ids out
+// of range, as a mutant may hold, are skipped).
+inline void relife(Plan& p) {
   for (auto& b : p.buffers) {
     if (b.resident) {
       b.last_step = static_cast<int>(p.steps.size()) - 1;
@@ -53,15 +46,28 @@ inline void remove_step(Plan& p, int id) {
   }
   for (const auto& s : p.steps) {
     auto touch = [&](int b) {
-      if (p.buffers[b].resident) return;
+      if (b < 0 || b >= static_cast<int>(p.buffers.size()) || p.buffers[b].resident) return;
       if (p.buffers[b].first_step < 0) p.buffers[b].first_step = s.id;
       p.buffers[b].last_step = s.id;
     };
     for (int b : s.reads) touch(b);
     for (int b : s.writes) touch(b);
     for (int b : s.accumulates) touch(b);
-    if (s.workspace >= 0) touch(s.workspace);
+    touch(s.workspace);
   }
+}
+
+// Removes a step: later ids shift down, waits on it disappear, buffer lifetimes follow.
+inline void remove_step(Plan& p, int id) {
+  p.steps.erase(p.steps.begin() + id);
+  for (auto& s : p.steps) {
+    if (s.id > id) --s.id;
+    std::vector<int> w;
+    for (int x : s.waits)
+      if (x != id) w.push_back(x > id ? x - 1 : x);
+    s.waits = w;
+  }
+  relife(p);
   retime(p);
 }
 

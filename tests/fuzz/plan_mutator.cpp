@@ -102,30 +102,6 @@ std::vector<Plan> base_plans() {
   return out;
 }
 
-// Recomputes every non-resident buffer's first/last step from the steps that touch it, as a
-// careful adversary would after moving steps around.
-void relife(Plan& p) {
-  for (auto& b : p.buffers) {
-    if (b.resident) {
-      b.last_step = static_cast<int>(p.steps.size()) - 1;
-      continue;
-    }
-    b.first_step = -1;
-    b.last_step = -1;
-  }
-  for (const auto& s : p.steps) {
-    auto touch = [&](int b) {
-      if (b < 0 || b >= static_cast<int>(p.buffers.size()) || p.buffers[b].resident) return;
-      if (p.buffers[b].first_step < 0) p.buffers[b].first_step = s.id;
-      p.buffers[b].last_step = s.id;
-    };
-    for (int b : s.reads) touch(b);
-    for (int b : s.writes) touch(b);
-    for (int b : s.accumulates) touch(b);
-    touch(s.workspace);
-  }
-}
-
 class Mutator {
  public:
   explicit Mutator(std::uint64_t seed) : rng_(seed) {}
@@ -253,7 +229,7 @@ class Mutator {
         p.steps[s + 1].id = s + 1;
         for (auto& st : p.steps)
           for (int& w : st.waits) w = w == s ? s + 1 : w == s + 1 ? s : w;
-        if (pick(2)) relife(p);
+        if (pick(2)) test::relife(p);
         return fmt::format("steps {} and {} swapped", s, s + 1);
       }
       case 8: {  // stream
@@ -357,7 +333,7 @@ class Mutator {
           return fmt::format("step {} got an extra operand", s);
         }
         (*l)[pick(l->size())] = any_buffer(p);
-        if (pick(2)) relife(p);
+        if (pick(2)) test::relife(p);
         return fmt::format("an operand of step {} replaced", s);
       }
       case 19: {  // sub-batch and rounds
