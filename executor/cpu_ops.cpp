@@ -55,6 +55,42 @@ cpu::PoolDims pool_dims(const GraphLayer& l, std::int64_t n) {
   return d;
 }
 
+cpu::ActivationDims activation_dims(const GraphLayer& l) {
+  cpu::ActivationDims d;
+  switch (l.type()) {
+    case LayerType::Sigmoid:
+      d.f = cpu::Activation::Sigmoid;
+      break;
+    case LayerType::HardSigmoid:
+      d.f = cpu::Activation::HardSigmoid;
+      d.a = static_cast<float>(l.spec.hardsigmoid.alpha);
+      d.b = static_cast<float>(l.spec.hardsigmoid.beta);
+      break;
+    case LayerType::HardSwish:
+      d.f = cpu::Activation::HardSwish;
+      break;
+    case LayerType::Silu:
+      d.f = cpu::Activation::Silu;
+      break;
+    case LayerType::Clip:
+      d.f = cpu::Activation::Clip;
+      d.a = static_cast<float>(l.spec.clip.min);
+      d.b = static_cast<float>(l.spec.clip.max);
+      break;
+    case LayerType::Gelu:
+      d.f = l.spec.gelu.tanh ? cpu::Activation::GeluTanh : cpu::Activation::Gelu;
+      break;
+    default:
+      UCPLAN_CHECK(false, std::string("not a point-wise activation: ") + layer_type_name(l.type()));
+  }
+  return d;
+}
+
+cpu::MulDims mul_dims(const GraphLayer& l, std::int64_t n) {
+  const Shape& x = l.in_shapes[0];
+  return cpu::MulDims{n, x.c, x.h * x.w, l.in_shapes[1].h * l.in_shapes[1].w == 1 && x.h * x.w != 1};
+}
+
 namespace {
 
 cpu::ConvAlgo conv_algo(const std::string& name) {
@@ -216,6 +252,65 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
         for (std::size_t i = 0; i < a.dx.size(); ++i)
           if (a.dx[i]) cpu::concat_backward(n, hw, cs, i, a.dy, a.dx[i], a.dx_accumulate[i]);
       }
+      break;
+    }
+    case LayerType::Sigmoid:
+    case LayerType::HardSigmoid:
+    case LayerType::HardSwish:
+    case LayerType::Silu:
+    case LayerType::Clip:
+    case LayerType::Gelu: {
+      const cpu::ActivationDims d = activation_dims(l);
+      if (fwd)
+        cpu::activation_forward(d, out, a.x[0], a.y);
+      else
+        cpu::activation_backward(d, out, cpu::activation_backward_reads_y(d.f) ? a.y : a.x[0], a.dy, a.dx[0],
+                                 a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::Mul: {
+      const cpu::MulDims d = mul_dims(l, n);
+      if (fwd)
+        cpu::mul_forward(d, a.x[0], a.x[1], a.y);
+      else
+        cpu::mul_backward(d, a.x[0], a.x[1], a.dy, a.dx[0], a.dx_accumulate[0], a.dx[1], a.dx_accumulate[1]);
+      break;
+    }
+    case LayerType::Scale: {
+      const Shape& s = l.out;
+      if (fwd)
+        cpu::scale_forward(n, s.c, s.h * s.w, a.x[0], a.w, a.y);
+      else
+        cpu::scale_backward(n, s.c, s.h * s.w, a.x[0], a.w, a.dy, a.dx[0], a.dx_accumulate[0], a.dw);
+      break;
+    }
+    case LayerType::LayerNorm: {
+      const Shape& s = l.out;
+      const cpu::LnDims d{n, s.c, s.h, s.w, l.spec.ln.eps};
+      float* saved = static_cast<float*>(a.aux);
+      if (op == "forward")
+        cpu::ln_forward_training(d, a.x[0], a.w, a.w + s.c, a.y, saved);
+      else if (op == "recompute")  // from the saved statistics: bit-identical to the forward
+        cpu::ln_forward_saved(d, a.x[0], a.w, a.w + s.c, saved, a.y);
+      else
+        cpu::ln_backward(d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::ChannelShuffle: {
+      const Shape& s = l.out;
+      if (fwd)
+        cpu::channel_shuffle_forward(n, s.c, s.h * s.w, l.spec.shuffle.groups, a.x[0], a.y);
+      else
+        cpu::channel_shuffle_backward(n, s.c, s.h * s.w, l.spec.shuffle.groups, a.dy, a.dx[0], a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::Slice: {
+      const Shape& x = l.in_shapes[0];
+      const auto& sl = l.spec.slice;
+      if (fwd)
+        cpu::slice_forward(n, x.c, x.h * x.w, sl.begin, sl.end, a.x[0], a.y);
+      else
+        cpu::slice_backward(n, x.c, x.h * x.w, sl.begin, sl.end, a.dy, a.dx[0], a.dx_accumulate[0]);
       break;
     }
     case LayerType::SoftmaxLoss: {

@@ -59,6 +59,10 @@ void run_conv_config_cpu(const GraphLayer& l, const std::string& op, const std::
 cpu::ConvDims conv_dims(const GraphLayer& l, std::int64_t n);
 cpu::PoolDims pool_dims(const GraphLayer& l, std::int64_t n);
 
+// A point-wise activation layer's function and parameters; a mul layer's dimensions.
+cpu::ActivationDims activation_dims(const GraphLayer& l);
+cpu::MulDims mul_dims(const GraphLayer& l, std::int64_t n);
+
 // Per-sample elements of a layer's output and of input i.
 std::int64_t out_elems(const GraphLayer& l);
 std::int64_t in_elems(const GraphLayer& l, std::size_t i);

@@ -128,7 +128,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
       } else {
         bool any = false;
         for (auto* d : a.dx) any = any || d != nullptr;
-        if (any || gl.type() == LayerType::BatchNorm) {
+        if (any || gl.has_weights()) {
           if (gl.type() == LayerType::BatchNorm && a.dx[0] == nullptr) {
             // bn right after the input: its weight gradients still need the backward.
             static thread_local std::vector<float> scratch;

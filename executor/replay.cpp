@@ -38,10 +38,11 @@ std::uint64_t name_seed(const std::string& name, std::uint64_t seed) {
 
 void init_weights(const GraphLayer& l, std::uint64_t seed, float* w) {
   const std::uint64_t s = name_seed(l.name(), seed);
-  if (l.type() == LayerType::BatchNorm) {  // gamma near 1, beta near 0
+  if (l.type() == LayerType::BatchNorm || l.type() == LayerType::LayerNorm ||
+      l.type() == LayerType::Scale) {  // gamma near 1, beta (where there is one) near 0
     const std::int64_t c = l.weight_elems;
     for (std::int64_t i = 0; i < c; ++i) w[i] = 1.0f + 0.1f * uniform(s, static_cast<std::uint64_t>(i));
-    for (std::int64_t i = 0; i < c; ++i) w[c + i] = 0.1f * uniform(s, static_cast<std::uint64_t>(c + i));
+    for (std::int64_t i = 0; i < l.bias_elems; ++i) w[c + i] = 0.1f * uniform(s, static_cast<std::uint64_t>(c + i));
     return;
   }
   // Uniform in +-sqrt(3 / fan_in): unit-variance outputs for unit-variance inputs.

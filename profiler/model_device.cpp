@@ -439,7 +439,31 @@ bool other_kernels(const GraphLayer& l, const std::string& op, double b, std::ve
     case LayerType::Add:
     case LayerType::Concat:
     case LayerType::SoftmaxLoss:
+    case LayerType::ChannelShuffle:
       k.bytes = kFloat * (in + y);
+      break;
+    case LayerType::Slice:  // backward writes the whole dX (zeros outside the slice)
+      k.bytes = kFloat * (fwd ? 2 * y : y + in);
+      break;
+    case LayerType::Sigmoid:  // backward reads Y (or X) and dY, writes dX
+    case LayerType::HardSigmoid:
+    case LayerType::HardSwish:
+    case LayerType::Silu:
+    case LayerType::Clip:
+    case LayerType::Gelu:
+      k.bytes = kFloat * (fwd ? in + y : 3 * y);
+      break;
+    case LayerType::Mul:  // in = X + S; backward reads X, S, dY, writes dX and dS
+      k.bytes = kFloat * (fwd ? in + y : 2 * in + y);
+      k.launches = fwd ? 1 : 2;
+      break;
+    case LayerType::Scale:  // backward: dgamma (a reduction over the batch and plane) and dX
+      k.bytes = kFloat * (fwd ? in + y : 2 * in + y);
+      k.launches = fwd ? 1 : 2;
+      break;
+    case LayerType::LayerNorm:  // as bn: statistics, then normalisation
+      k.bytes = kFloat * (fwd ? 2 * in + y : 3 * in + 2 * y);
+      k.launches = 2;
       break;
     default:
       return false;

@@ -78,7 +78,8 @@ Case make_case(const char* text) {
 }
 
 const std::vector<Case>& cases() {
-  static const std::vector<Case> all = {make_case(kChain), make_case(kResidual), make_case(kConcat)};
+  static const std::vector<Case> all = {make_case(kChain), make_case(kResidual), make_case(kConcat),
+                                        make_case(kModern)};
   return all;
 }
 

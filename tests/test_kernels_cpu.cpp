@@ -1181,6 +1181,290 @@ TEST_CASE("dropout: keep rate and the extreme ratios") {
 }
 
 // ============================================================================================
+// point-wise activations (activation.h), against float64 definitions written here from
+// PyTorch's documentation and against finite differences of those definitions
+
+struct NaiveActivation {
+  const char* name;
+  ActivationDims dims;
+  std::function<double(double)> f;
+  std::function<double(double)> df;  // dy/dx at x
+  std::vector<double> kinks;         // finite differences must not straddle these
+};
+
+std::vector<NaiveActivation> naive_activations() {
+  auto sigmoid = [](double x) { return 1 / (1 + std::exp(-x)); };
+  auto phi = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  const double pi = std::acos(-1.0);
+  auto tanh_inner = [pi](double x) { return std::sqrt(2 / pi) * (x + 0.044715 * x * x * x); };
+  return {
+      {"sigmoid", {Activation::Sigmoid}, sigmoid, [=](double x) { return sigmoid(x) * (1 - sigmoid(x)); }, {}},
+      {"hardsigmoid",
+       {Activation::HardSigmoid, 1.0f / 6, 0.5f},
+       [](double x) { return std::clamp(x / 6 + 0.5, 0.0, 1.0); },
+       [](double x) { return x > -3 && x < 3 ? 1.0 / 6 : 0.0; },
+       {-3, 3}},
+      {"hardswish",
+       {Activation::HardSwish},
+       [](double x) { return x * std::clamp(x + 3, 0.0, 6.0) / 6; },
+       [](double x) { return x < -3  ? 0.0
+                             : x > 3 ? 1.0
+                                     : (2 * x + 3) / 6; },
+       {-3, 3}},
+      {"silu",
+       {Activation::Silu},
+       [=](double x) { return x * sigmoid(x); },
+       [=](double x) { return sigmoid(x) + x * sigmoid(x) * (1 - sigmoid(x)); },
+       {}},
+      {"relu6 (clip 0 6)",
+       {Activation::Clip, 0, 6},
+       [](double x) { return std::clamp(x, 0.0, 6.0); },
+       [](double x) { return x > 0 && x < 6 ? 1.0 : 0.0; },
+       {0, 6}},
+      {"gelu",
+       {Activation::Gelu},
+       [=](double x) { return x * phi(x); },
+       [=](double x) { return phi(x) + x * std::exp(-x * x / 2) / std::sqrt(2 * pi); },
+       {}},
+      {"gelu tanh",
+       {Activation::GeluTanh},
+       [=](double x) { return 0.5 * x * (1 + std::tanh(tanh_inner(x))); },
+       [=](double x) {
+         const double t = std::tanh(tanh_inner(x));
+         return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * std::sqrt(2 / pi) * (1 + 3 * 0.044715 * x * x);
+       },
+       {}},
+  };
+}
+
+TEST_CASE("activations: hand values and PyTorch's choices at the kinks") {
+  auto value = [](ActivationDims d, float x) {
+    float y = 0;
+    activation_forward(d, 1, &x, &y);
+    return y;
+  };
+  auto derivative = [](ActivationDims d, float x) {  // through the kernel, from what it reads
+    float y = 0, dy = 1, dx = 0;
+    activation_forward(d, 1, &x, &y);
+    activation_backward(d, 1, activation_backward_reads_y(d.f) ? &y : &x, &dy, &dx, false);
+    return dx;
+  };
+  // Phi(1) = 0.841344746..., sigmoid(1) = 0.731058578..., tanh(sqrt(2/pi) * 1.044715) = 0.682383...
+  CHECK(value({Activation::Gelu}, 1) == doctest::Approx(0.8413447460685429).epsilon(1e-6));
+  CHECK(value({Activation::Silu}, 1) == doctest::Approx(0.7310585786300049).epsilon(1e-6));
+  CHECK(value({Activation::GeluTanh}, 1) == doctest::Approx(0.8411919906082768).epsilon(1e-6));
+  CHECK(value({Activation::Sigmoid}, 0) == 0.5f);
+  CHECK(value({Activation::HardSwish}, 1) == doctest::Approx(4.0 / 6).epsilon(1e-6));  // 1 * (1 + 3) / 6
+  CHECK(value({Activation::HardSigmoid, 1.0f / 6, 0.5f}, 1.5f) == doctest::Approx(0.75).epsilon(1e-6));
+  CHECK(value({Activation::Clip, 0, 6}, 7) == 6);
+  // PyTorch's hardswish_backward: 0 below -3, x / 3 + 1/2 on [-3, 3] (both ends included), 1 above.
+  CHECK(derivative({Activation::HardSwish}, -3) == doctest::Approx(-0.5));
+  CHECK(derivative({Activation::HardSwish}, 3) == doctest::Approx(1.5));
+  CHECK(derivative({Activation::HardSwish}, -3.5f) == 0);
+  CHECK(derivative({Activation::HardSwish}, 3.5f) == 1);
+  // Hardtanh/ReLU6 and hardsigmoid: no gradient at the clamp's ends (open interval).
+  CHECK(derivative({Activation::Clip, 0, 6}, 0) == 0);
+  CHECK(derivative({Activation::Clip, 0, 6}, 6) == 0);
+  CHECK(derivative({Activation::Clip, 0, 6}, 3) == 1);
+  CHECK(derivative({Activation::HardSigmoid, 1.0f / 6, 0.5f}, -3) == 0);
+  CHECK(derivative({Activation::HardSigmoid, 1.0f / 6, 0.5f}, 3) == 0);
+  CHECK(derivative({Activation::HardSigmoid, 1.0f / 6, 0.5f}, 0) == doctest::Approx(1.0 / 6));
+  CHECK(derivative({Activation::Gelu}, 0) == doctest::Approx(0.5));
+  // NaN passes on, forward and backward (check mode's poison).
+  for (const auto& a : naive_activations()) {
+    CAPTURE(a.name);
+    CHECK(std::isnan(value(a.dims, kNaN)));
+    float v = kNaN, dy = 1, dx = 0;
+    activation_backward(a.dims, 1, &v, &dy, &dx, false);
+    CHECK(std::isnan(dx));
+  }
+}
+
+TEST_CASE("activations: forward and backward against float64 and finite differences") {
+  for (const auto& a : naive_activations()) {
+    CAPTURE(a.name);
+    // Values in [-8, 8], none within 0.01 of a kink, so no difference step crosses one.
+    Floats x = random_floats(200, 71, -8, 8);
+    for (float& v : x)
+      for (double k : a.kinks)
+        if (std::fabs(v - k) < 0.01) v = static_cast<float>(k + 0.05);
+    const Floats dy = random_floats(200, 72);
+    const Doubles r = widen(dy);
+    auto naive = [&](const Doubles& v) {
+      Doubles out(v.size());
+      for (std::size_t e = 0; e < v.size(); ++e) out[e] = a.f(v[e]);
+      return out;
+    };
+    Doubles want_dx(x.size());
+    for (std::size_t e = 0; e < x.size(); ++e) want_dx[e] = r[e] * a.df(x[e]);
+    expect_close(want_dx, numeric_gradient(naive, widen(x), r), kFdTol, "naive derivative vs finite differences");
+    Floats y(x.size(), kNaN);
+    activation_forward(a.dims, 200, x.data(), y.data());
+    expect_close(y, naive(widen(x)), 1e-6, "forward");
+    const float* v = activation_backward_reads_y(a.dims.f) ? y.data() : x.data();
+    const Floats dx = backward_result(
+        200, [&](float* g, bool acc) { activation_backward(a.dims, 200, v, dy.data(), g, acc); }, a.name);
+    expect_close(dx, want_dx, 1e-6, "backward");
+  }
+}
+
+// ============================================================================================
+// multiply (squeeze-and-excitation) and per-channel scale
+
+TEST_CASE("mul: x * s, per channel and element-wise, against float64 and finite differences") {
+  for (bool per_channel : {true, false}) {
+    CAPTURE(per_channel);
+    const MulDims d{2, 3, 5, per_channel};
+    const i64 nx = d.n * d.c * d.plane, ns = per_channel ? d.n * d.c : nx;
+    const Floats x = random_floats(nx, 81), s = random_floats(ns, 82), dy = random_floats(nx, 83);
+    const Doubles r = widen(dy);
+    auto naive = [&](const Doubles& xv, const Doubles& sv) {
+      Doubles y(static_cast<std::size_t>(nx));
+      for (i64 e = 0; e < nx; ++e) y[e] = xv[e] * sv[per_channel ? e / d.plane : e];
+      return y;
+    };
+    Floats y(static_cast<std::size_t>(nx), kNaN);
+    mul_forward(d, x.data(), s.data(), y.data());
+    expect_close(y, naive(widen(x), widen(s)), 1e-7, "forward");
+    const Doubles want_dx = numeric_gradient([&](const Doubles& v) { return naive(v, widen(s)); }, widen(x), r);
+    const Doubles want_ds = numeric_gradient([&](const Doubles& v) { return naive(widen(x), v); }, widen(s), r);
+    const Floats dx = backward_result(
+        nx, [&](float* g, bool acc) { mul_backward(d, nullptr, s.data(), dy.data(), g, acc, nullptr, false); },
+        "mul dx (reads s only)");
+    expect_close(dx, want_dx, kFloatTol, "dx");
+    const Floats ds = backward_result(
+        ns, [&](float* g, bool acc) { mul_backward(d, x.data(), nullptr, dy.data(), nullptr, false, g, acc); },
+        "mul ds (reads x only)");
+    expect_close(ds, want_ds, kFloatTol, "ds");
+  }
+}
+
+TEST_CASE("scale: y = x * gamma[c], dgamma accumulates, dx only where asked") {
+  const i64 n = 2, c = 3, plane = 4, nx = n * c * plane;
+  const Floats x = random_floats(nx, 91), gamma = random_floats(c, 92), dy = random_floats(nx, 93);
+  const Doubles r = widen(dy);
+  auto naive = [&](const Doubles& xv, const Doubles& gv) {
+    Doubles y(static_cast<std::size_t>(nx));
+    for (i64 e = 0; e < nx; ++e) y[e] = xv[e] * gv[(e / plane) % c];
+    return y;
+  };
+  Floats y(static_cast<std::size_t>(nx), kNaN);
+  scale_forward(n, c, plane, x.data(), gamma.data(), y.data());
+  expect_close(y, naive(widen(x), widen(gamma)), 1e-7, "forward");
+  Floats scratch(static_cast<std::size_t>(c));
+  const Floats dx = backward_result(
+      nx,
+      [&](float* g, bool acc) {
+        scale_backward(n, c, plane, x.data(), gamma.data(), dy.data(), g, acc, scratch.data());
+      },
+      "scale dx");
+  expect_close(dx, numeric_gradient([&](const Doubles& v) { return naive(v, widen(gamma)); }, widen(x), r), kFloatTol,
+               "dx");
+  const Floats dgamma = accumulated_result(
+      c, [&](float* g) { scale_backward(n, c, plane, x.data(), nullptr, dy.data(), nullptr, false, g); },
+      "scale dgamma (no dx: gamma is not read)");
+  expect_close(dgamma, numeric_gradient([&](const Doubles& v) { return naive(widen(x), v); }, widen(gamma), r),
+               kFloatTol, "dgamma");
+}
+
+// ============================================================================================
+// layer norm over channels
+
+Doubles naive_ln_forward(const LnDims& d, const Doubles& x, const Doubles& gamma, const Doubles& beta) {
+  const i64 plane = d.h * d.w;
+  Doubles y(x.size());
+  for (i64 n = 0; n < d.n; ++n)
+    for (i64 p = 0; p < plane; ++p) {
+      double mean = 0, var = 0;
+      for (i64 c = 0; c < d.c; ++c) mean += x[(n * d.c + c) * plane + p] / static_cast<double>(d.c);
+      for (i64 c = 0; c < d.c; ++c) var += std::pow(x[(n * d.c + c) * plane + p] - mean, 2) / static_cast<double>(d.c);
+      for (i64 c = 0; c < d.c; ++c) {
+        const i64 e = (n * d.c + c) * plane + p;
+        y[e] = (x[e] - mean) / std::sqrt(var + d.eps) * gamma[c] + beta[c];
+      }
+    }
+  return y;
+}
+
+TEST_CASE("layer norm: forward, recomputation and backward against float64 and finite differences") {
+  std::vector<LnDims> cases(2);
+  cases[0].n = 2, cases[0].c = 5, cases[0].h = 3, cases[0].w = 2;
+  cases[1].n = 3, cases[1].c = 8, cases[1].eps = 1e-6;  // one pixel (ConvNeXt's head, after pooling)
+  for (const LnDims& d : cases) {
+    CAPTURE(d.c);
+    const i64 count = d.n * d.c * d.h * d.w, pixels = d.n * d.h * d.w;
+    const Floats x = random_floats(count, 101, 1.0f, 3.0f), gamma = random_floats(d.c, 102, 0.5f, 1.5f);
+    const Floats beta = random_floats(d.c, 103), dy = random_floats(count, 104);
+    const Doubles r = widen(dy);
+    Floats y(static_cast<std::size_t>(count), kNaN), saved(static_cast<std::size_t>(2 * pixels), kNaN);
+    ln_forward_training(d, x.data(), gamma.data(), beta.data(), y.data(), saved.data());
+    expect_close(y, naive_ln_forward(d, widen(x), widen(gamma), widen(beta)), kFloatTol, "forward");
+    Floats again(y.size(), kNaN);
+    ln_forward_saved(d, x.data(), gamma.data(), beta.data(), saved.data(), again.data());
+    CHECK(std::memcmp(again.data(), y.data(), y.size() * sizeof(float)) == 0);
+
+    auto fx = [&](const Doubles& v) { return naive_ln_forward(d, v, widen(gamma), widen(beta)); };
+    auto fg = [&](const Doubles& v) { return naive_ln_forward(d, widen(x), v, widen(beta)); };
+    auto fb = [&](const Doubles& v) { return naive_ln_forward(d, widen(x), widen(gamma), v); };
+    Floats dgb_scratch(static_cast<std::size_t>(2 * d.c));
+    const Floats dx = backward_result(
+        count,
+        [&](float* g, bool acc) {
+          ln_backward(d, x.data(), gamma.data(), saved.data(), dy.data(), g, dgb_scratch.data(), acc);
+        },
+        "ln dx");
+    expect_close(dx, numeric_gradient(fx, widen(x), r), kFloatTol, "dx");
+    const Floats dgb = accumulated_result(
+        2 * d.c, [&](float* g) { ln_backward(d, x.data(), gamma.data(), saved.data(), dy.data(), nullptr, g, false); },
+        "ln dgamma/dbeta (without dx)");
+    expect_close(slice(widen(dgb), 0, static_cast<std::size_t>(d.c)), numeric_gradient(fg, widen(gamma), r), kFloatTol,
+                 "dgamma");
+    expect_close(slice(widen(dgb), static_cast<std::size_t>(d.c), static_cast<std::size_t>(d.c)),
+                 numeric_gradient(fb, widen(beta), r), kFloatTol, "dbeta");
+  }
+}
+
+// ============================================================================================
+// channel shuffle and slice: data movement, checked element by element and by the adjoint
+// identity <forward(x), r> = <x, backward(r)>
+
+TEST_CASE("channel shuffle: torch's view(n, g, c/g, h, w).transpose(1, 2), and its adjoint") {
+  const i64 n = 2, c = 6, plane = 3, g = 3, count = n * c * plane;
+  const Floats x = random_floats(count, 111), r = random_floats(count, 112);
+  Floats y(static_cast<std::size_t>(count), kNaN);
+  channel_shuffle_forward(n, c, plane, g, x.data(), y.data());
+  // y[i, k, j] (viewed as n x c/g x g) = x[i, j, k] (viewed as n x g x c/g).
+  for (i64 i = 0; i < n; ++i)
+    for (i64 j = 0; j < g; ++j)
+      for (i64 k = 0; k < c / g; ++k)
+        for (i64 p = 0; p < plane; ++p)
+          CHECK(y[((i * c) + k * g + j) * plane + p] == x[((i * c) + j * (c / g) + k) * plane + p]);
+  const Floats dx = backward_result(
+      count, [&](float* d, bool acc) { channel_shuffle_backward(n, c, plane, g, r.data(), d, acc); }, "shuffle");
+  CHECK(std::inner_product(y.begin(), y.end(), r.begin(), 0.0) ==
+        doctest::Approx(std::inner_product(x.begin(), x.end(), dx.begin(), 0.0)));
+}
+
+TEST_CASE("slice: channels from begin to end, zero gradient outside, and its adjoint") {
+  const i64 n = 2, c = 5, plane = 3, begin = 1, end = 4, nx = n * c * plane, ny = n * (end - begin) * plane;
+  const Floats x = random_floats(nx, 121), r = random_floats(ny, 122);
+  Floats y(static_cast<std::size_t>(ny), kNaN);
+  slice_forward(n, c, plane, begin, end, x.data(), y.data());
+  for (i64 i = 0; i < n; ++i)
+    for (i64 k = begin; k < end; ++k)
+      for (i64 p = 0; p < plane; ++p)
+        CHECK(y[(i * (end - begin) + k - begin) * plane + p] == x[(i * c + k) * plane + p]);
+  const Floats dx = backward_result(
+      nx, [&](float* d, bool acc) { slice_backward(n, c, plane, begin, end, r.data(), d, acc); }, "slice");
+  for (i64 i = 0; i < n; ++i)
+    for (i64 k = 0; k < c; ++k)
+      if (k < begin || k >= end)
+        for (i64 p = 0; p < plane; ++p) CHECK(dx[(i * c + k) * plane + p] == 0);
+  CHECK(std::inner_product(y.begin(), y.end(), r.begin(), 0.0) ==
+        doctest::Approx(std::inner_product(x.begin(), x.end(), dx.begin(), 0.0)));
+}
+
+// ============================================================================================
 // add, concat, softmax loss, sgd
 
 TEST_CASE("add: sum of the inputs, and dy to each input backward") {

@@ -129,7 +129,7 @@ TEST_SUITE("conv configuration choice") {
 
 TEST_SUITE("memory planner") {
   TEST_CASE("every budget from the lower bound to the keep-all peak gives a verified plan") {
-    for (const char* text : {kChain, kResidual, kConcat}) {
+    for (const char* text : {kChain, kResidual, kConcat, kModern}) {
       const Network net = parse_network_text(text, "test");
       const Profile prof = model_profile(net, 8);
       const std::int64_t lb = lower_bound_of(net);
@@ -162,7 +162,7 @@ TEST_SUITE("memory planner") {
   }
 
   TEST_CASE("ucplan is never slower than a baseline strategy in the same simulator") {
-    for (const char* text : {kChain, kResidual, kConcat}) {
+    for (const char* text : {kChain, kResidual, kConcat, kModern}) {
       const Network net = parse_network_text(text, "test");
       const Profile prof = model_profile(net, 8);
       const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);
@@ -527,7 +527,7 @@ TEST_SUITE("plan quality") {
   }
 
   TEST_CASE("with room to spare the search takes recomputation back: at the keep-all peak nothing is redone") {
-    for (const char* text : {kChain, kResidual, kConcat}) {
+    for (const char* text : {kChain, kResidual, kConcat, kModern}) {
       const Network net = parse_network_text(text, "test");
       const Profile prof = model_profile(net, 64, "h100");
       const Plan p = make_plan(input_for(net, prof, keep_all_peak(net, prof), "ucplan", "auto")).plan;
@@ -581,7 +581,7 @@ TEST_SUITE("plan quality") {
   }
 
   TEST_CASE("exact mode is never slower than the default, reproducible, and verified") {
-    for (const char* text : {kChain, kResidual, kConcat}) {
+    for (const char* text : {kChain, kResidual, kConcat, kModern}) {
       const Network net = parse_network_text(text, "test");
       const Profile prof = model_profile(net, 16, "h100");
       const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "executor/cpu/activation.h"
+
 namespace ucplan::cpu {
 
 struct ConvDims {
@@ -129,6 +131,57 @@ void concat_backward(std::int64_t n, std::int64_t hw, const std::vector<std::int
 double softmax_loss_forward(std::int64_t n, std::int64_t k, const float* x, const std::int32_t* labels, float* prob);
 void softmax_loss_backward(std::int64_t n, std::int64_t k, const float* prob, const std::int32_t* labels, double scale,
                            float* dx, bool accumulate);
+
+// Point-wise activations (activation.h): y = f(x); backward dx (+)= dy * f'(v), where v is y
+// or x as activation_backward_reads_y() says.
+void activation_forward(const ActivationDims& d, std::int64_t count, const float* x, float* y);
+void activation_backward(const ActivationDims& d, std::int64_t count, const float* v, const float* dy, float* dx,
+                         bool accumulate);
+
+// y = x * s, where s has x's shape or one value per sample and channel (squeeze-and-excitation).
+// Backward: dx (+)= dy * s where dx is given (it needs s), ds (+)= dy * x, summed over each plane
+// when s is per channel, where ds is given (it needs x). Either pointer may be null.
+struct MulDims {
+  std::int64_t n = 1, c = 1, plane = 1;  // x's shape: n x c x plane
+  bool per_channel = false;              // s is n x c x 1
+};
+void mul_forward(const MulDims& d, const float* x, const float* s, float* y);
+void mul_backward(const MulDims& d, const float* x, const float* s, const float* dy, float* dx, bool accumulate_dx,
+                  float* ds, bool accumulate_ds);
+
+// y = x * gamma[c] (ConvNeXt's layer scale). Backward: dgamma += sum of dy * x; dx (+)= dy * gamma
+// where dx is given.
+void scale_forward(std::int64_t n, std::int64_t c, std::int64_t plane, const float* x, const float* gamma, float* y);
+void scale_backward(std::int64_t n, std::int64_t c, std::int64_t plane, const float* x, const float* gamma,
+                    const float* dy, float* dx, bool accumulate, float* dgamma);
+
+// Layer norm over the channels of each pixel: y = (x - mean) * inv_std * gamma[c] + beta[c], with
+// the mean and the biased variance over c at each (sample, pixel). saved holds n * h * w means
+// then n * h * w inverse standard deviations. The forward from saved statistics (recomputation)
+// is bit-identical to the training forward. dgamma_dbeta (gamma's C, then beta's) accumulates.
+struct LnDims {
+  std::int64_t n = 1, c = 1, h = 1, w = 1;
+  double eps = 1e-5;
+};
+void ln_forward_training(const LnDims& d, const float* x, const float* gamma, const float* beta, float* y,
+                         float* saved);
+void ln_forward_saved(const LnDims& d, const float* x, const float* gamma, const float* beta, const float* saved,
+                      float* y);
+void ln_backward(const LnDims& d, const float* x, const float* gamma, const float* saved, const float* dy, float* dx,
+                 float* dgamma_dbeta, bool accumulate);
+
+// Channel shuffle with g groups: output channel k * g + j is input channel j * (c / g) + k.
+void channel_shuffle_forward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t groups, const float* x,
+                             float* y);
+void channel_shuffle_backward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t groups, const float* dy,
+                              float* dx, bool accumulate);
+
+// Channels [begin, end) of an input of c channels. Backward: dx's channels in the range (+)= dy;
+// outside it an overwrite writes zeros and an accumulation adds nothing.
+void slice_forward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t begin, std::int64_t end,
+                   const float* x, float* y);
+void slice_backward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t begin, std::int64_t end,
+                    const float* dy, float* dx, bool accumulate);
 
 // Plain SGD: w -= lr * dw.
 void sgd_update(std::int64_t count, double lr, const float* dw, float* w);

@@ -414,6 +414,210 @@ void softmax_loss_backward(std::int64_t n, std::int64_t k, const float* prob, co
 
 // ---- update ----
 
+// ---- point-wise activations ----
+
+void activation_forward(const ActivationDims& d, std::int64_t count, const float* x, float* y) {
+  for (i64 e = 0; e < count; ++e) y[e] = activation_value(d, x[e]);
+}
+
+void activation_backward(const ActivationDims& d, std::int64_t count, const float* v, const float* dy, float* dx,
+                         bool accumulate) {
+  for (i64 e = 0; e < count; ++e) {
+    const float g = dy[e] * activation_derivative(d, v[e]);
+    dx[e] = accumulate ? dx[e] + g : g;
+  }
+}
+
+// ---- multiply (x of shape n x c x plane by s of the same shape or n x c x 1) ----
+
+void mul_forward(const MulDims& d, const float* x, const float* s, float* y) {
+  const i64 count = d.n * d.c * d.plane;
+  if (!d.per_channel) {
+    for (i64 e = 0; e < count; ++e) y[e] = x[e] * s[e];
+    return;
+  }
+  for (i64 nc = 0; nc < d.n * d.c; ++nc)
+    for (i64 p = 0; p < d.plane; ++p) y[nc * d.plane + p] = x[nc * d.plane + p] * s[nc];
+}
+
+void mul_backward(const MulDims& d, const float* x, const float* s, const float* dy, float* dx, bool accumulate_dx,
+                  float* ds, bool accumulate_ds) {
+  const i64 rows = d.n * d.c;
+  for (i64 nc = 0; nc < rows; ++nc) {
+    const float* dyp = dy + nc * d.plane;
+    if (dx) {
+      float* dxp = dx + nc * d.plane;
+      for (i64 p = 0; p < d.plane; ++p) {
+        const float g = dyp[p] * (d.per_channel ? s[nc] : s[nc * d.plane + p]);
+        dxp[p] = accumulate_dx ? dxp[p] + g : g;
+      }
+    }
+    if (!ds) continue;
+    const float* xp = x + nc * d.plane;
+    if (d.per_channel) {
+      const float g = dot(dyp, xp, 1, d.plane);
+      ds[nc] = accumulate_ds ? ds[nc] + g : g;
+    } else {
+      float* dsp = ds + nc * d.plane;
+      for (i64 p = 0; p < d.plane; ++p) dsp[p] = accumulate_ds ? dsp[p] + dyp[p] * xp[p] : dyp[p] * xp[p];
+    }
+  }
+}
+
+// ---- per-channel scale ----
+
+void scale_forward(std::int64_t n, std::int64_t c, std::int64_t plane, const float* x, const float* gamma, float* y) {
+  for (i64 i = 0; i < n; ++i)
+    for (i64 k = 0; k < c; ++k) {
+      const float* xp = x + (i * c + k) * plane;
+      float* yp = y + (i * c + k) * plane;
+      for (i64 p = 0; p < plane; ++p) yp[p] = xp[p] * gamma[k];
+    }
+}
+
+void scale_backward(std::int64_t n, std::int64_t c, std::int64_t plane, const float* x, const float* gamma,
+                    const float* dy, float* dx, bool accumulate, float* dgamma) {
+  for (i64 k = 0; k < c; ++k) {
+    double g = 0;
+    for (i64 i = 0; i < n; ++i) g += dot(dy + (i * c + k) * plane, x + (i * c + k) * plane, 1, plane);
+    dgamma[k] += static_cast<float>(g);
+  }
+  if (!dx) return;
+  for (i64 i = 0; i < n; ++i)
+    for (i64 k = 0; k < c; ++k) {
+      const float* dyp = dy + (i * c + k) * plane;
+      float* dxp = dx + (i * c + k) * plane;
+      for (i64 p = 0; p < plane; ++p) dxp[p] = accumulate ? dxp[p] + dyp[p] * gamma[k] : dyp[p] * gamma[k];
+    }
+}
+
+// ---- layer norm over channels ----
+
+void ln_forward_training(const LnDims& d, const float* x, const float* gamma, const float* beta, float* y,
+                         float* saved) {
+  const i64 plane = d.h * d.w;
+  std::vector<double> s(static_cast<std::size_t>(plane)), sq(static_cast<std::size_t>(plane));
+  for (i64 i = 0; i < d.n; ++i) {
+    const float* xs = x + i * d.c * plane;
+    std::fill(s.begin(), s.end(), 0.0);
+    for (i64 k = 0; k < d.c; ++k)
+      for (i64 p = 0; p < plane; ++p) s[p] += xs[k * plane + p];
+    float* mean = saved + i * plane;
+    float* inv_std = saved + d.n * plane + i * plane;
+    for (i64 p = 0; p < plane; ++p) mean[p] = static_cast<float>(s[p] / static_cast<double>(d.c));
+    // Deviations from the (float) mean, as bn: no E[x^2] - E[x]^2 cancellation.
+    std::fill(sq.begin(), sq.end(), 0.0);
+    for (i64 k = 0; k < d.c; ++k)
+      for (i64 p = 0; p < plane; ++p) {
+        const double dev = static_cast<double>(xs[k * plane + p]) - mean[p];
+        sq[p] += dev * dev;
+      }
+    for (i64 p = 0; p < plane; ++p)
+      inv_std[p] = static_cast<float>(1.0 / std::sqrt(sq[p] / static_cast<double>(d.c) + d.eps));
+  }
+  ln_forward_saved(d, x, gamma, beta, saved, y);
+}
+
+void ln_forward_saved(const LnDims& d, const float* x, const float* gamma, const float* beta, const float* saved,
+                      float* y) {
+  const i64 plane = d.h * d.w;
+  for (i64 i = 0; i < d.n; ++i) {
+    const float* mean = saved + i * plane;
+    const float* inv_std = saved + d.n * plane + i * plane;
+    for (i64 k = 0; k < d.c; ++k) {
+      const float* xp = x + (i * d.c + k) * plane;
+      float* yp = y + (i * d.c + k) * plane;
+      for (i64 p = 0; p < plane; ++p) yp[p] = (xp[p] - mean[p]) * inv_std[p] * gamma[k] + beta[k];
+    }
+  }
+}
+
+void ln_backward(const LnDims& d, const float* x, const float* gamma, const float* saved, const float* dy, float* dx,
+                 float* dgamma_dbeta, bool accumulate) {
+  // With xhat = (x - mean) inv_std and g = dy gamma over the channels of one pixel:
+  // dx = inv_std (g - mean(g) - xhat mean(g xhat)); dgamma = sum dy xhat; dbeta = sum dy.
+  const i64 plane = d.h * d.w;
+  std::vector<double> mg(static_cast<std::size_t>(plane)), mgx(static_cast<std::size_t>(plane));
+  std::vector<double> dgamma(static_cast<std::size_t>(d.c), 0.0), dbeta(static_cast<std::size_t>(d.c), 0.0);
+  for (i64 i = 0; i < d.n; ++i) {
+    const float* mean = saved + i * plane;
+    const float* inv_std = saved + d.n * plane + i * plane;
+    std::fill(mg.begin(), mg.end(), 0.0);
+    std::fill(mgx.begin(), mgx.end(), 0.0);
+    for (i64 k = 0; k < d.c; ++k) {
+      const float* xp = x + (i * d.c + k) * plane;
+      const float* dyp = dy + (i * d.c + k) * plane;
+      double dg = 0, db = 0;
+      for (i64 p = 0; p < plane; ++p) {
+        const double xhat = (static_cast<double>(xp[p]) - mean[p]) * inv_std[p];
+        const double g = static_cast<double>(dyp[p]) * gamma[k];
+        mg[p] += g;
+        mgx[p] += g * xhat;
+        dg += dyp[p] * xhat;
+        db += dyp[p];
+      }
+      dgamma[k] += dg;
+      dbeta[k] += db;
+    }
+    if (!dx) continue;
+    for (i64 k = 0; k < d.c; ++k) {
+      const float* xp = x + (i * d.c + k) * plane;
+      const float* dyp = dy + (i * d.c + k) * plane;
+      float* dxp = dx + (i * d.c + k) * plane;
+      for (i64 p = 0; p < plane; ++p) {
+        const double xhat = (static_cast<double>(xp[p]) - mean[p]) * inv_std[p];
+        const double g = static_cast<double>(dyp[p]) * gamma[k];
+        const float v = static_cast<float>(
+            inv_std[p] * (g - mg[p] / static_cast<double>(d.c) - xhat * mgx[p] / static_cast<double>(d.c)));
+        dxp[p] = accumulate ? dxp[p] + v : v;
+      }
+    }
+  }
+  for (i64 k = 0; k < d.c; ++k) {
+    dgamma_dbeta[k] += static_cast<float>(dgamma[k]);
+    dgamma_dbeta[d.c + k] += static_cast<float>(dbeta[k]);
+  }
+}
+
+// ---- channel shuffle and slice ----
+
+void channel_shuffle_forward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t groups, const float* x,
+                             float* y) {
+  const i64 per = c / groups;
+  for (i64 i = 0; i < n; ++i)
+    for (i64 j = 0; j < groups; ++j)
+      for (i64 k = 0; k < per; ++k)
+        std::copy_n(x + (i * c + j * per + k) * plane, plane, y + (i * c + k * groups + j) * plane);
+}
+
+void channel_shuffle_backward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t groups, const float* dy,
+                              float* dx, bool accumulate) {
+  const i64 per = c / groups;
+  for (i64 i = 0; i < n; ++i)
+    for (i64 j = 0; j < groups; ++j)
+      for (i64 k = 0; k < per; ++k)
+        store(plane, dy + (i * c + k * groups + j) * plane, dx + (i * c + j * per + k) * plane, accumulate);
+}
+
+void slice_forward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t begin, std::int64_t end,
+                   const float* x, float* y) {
+  const i64 width = (end - begin) * plane;
+  for (i64 i = 0; i < n; ++i) std::copy_n(x + (i * c + begin) * plane, width, y + i * width);
+}
+
+void slice_backward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t begin, std::int64_t end,
+                    const float* dy, float* dx, bool accumulate) {
+  const i64 width = (end - begin) * plane;
+  for (i64 i = 0; i < n; ++i) {
+    float* dxs = dx + i * c * plane;
+    if (!accumulate) {
+      std::fill(dxs, dxs + begin * plane, 0.0f);
+      std::fill(dxs + end * plane, dxs + c * plane, 0.0f);
+    }
+    store(width, dy + i * width, dxs + begin * plane, accumulate);
+  }
+}
+
 void sgd_update(std::int64_t count, double lr, const float* dw, float* w) {
   const auto rate = static_cast<float>(lr);
   for (i64 e = 0; e < count; ++e) w[e] -= rate * dw[e];

@@ -157,6 +157,8 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
                                     a.dx_accumulate[0]);
       break;
     }
+    default:
+      cuda::throw_error(std::string("no CUDA kernel yet for a ") + layer_type_name(l.type()) + " layer");
   }
 }
 

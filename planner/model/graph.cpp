@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -43,6 +44,27 @@ std::int64_t Graph::conv_count() const {
 }
 
 namespace {
+
+// FLOPs per element of a point-wise activation, forward and backward (as counted by the
+// operations of executor/cpu/activation.h: an exp, erf or tanh counts 4).
+std::pair<double, double> pointwise_flops(LayerType t) {
+  switch (t) {
+    case LayerType::Sigmoid:
+      return {6, 3};
+    case LayerType::HardSigmoid:
+      return {4, 3};
+    case LayerType::HardSwish:
+      return {5, 5};
+    case LayerType::Silu:
+      return {8, 10};
+    case LayerType::Clip:
+      return {2, 3};
+    case LayerType::Gelu:
+      return {8, 12};
+    default:
+      return {1, 1};
+  }
+}
 
 class ShapeInference {
  public:
@@ -197,6 +219,68 @@ class ShapeInference {
         l.backward_data_flops = static_cast<double>(l.out.elems());
         break;
       }
+      case LayerType::Sigmoid:
+      case LayerType::HardSigmoid:
+      case LayerType::HardSwish:
+      case LayerType::Silu:
+      case LayerType::Clip:
+      case LayerType::Gelu: {
+        expect_inputs(gi, 1);
+        l.out = l.in_shapes[0];
+        const auto [fwd, bwd] = pointwise_flops(l.type());
+        l.forward_flops = fwd * static_cast<double>(l.out.elems());
+        l.backward_data_flops = bwd * static_cast<double>(l.out.elems());
+        break;
+      }
+      case LayerType::Mul: {
+        // x * s with s of x's shape, or one value per channel (squeeze-and-excitation).
+        expect_inputs(gi, 2);
+        const Shape x = l.in_shapes[0], m = l.in_shapes[1];
+        if (!(m == x) && !(m == Shape{x.c, 1, 1}))
+          fail(gi, "inputs[1]",
+               fmt::format("shape {} of \"{}\" is neither the shape {} of \"{}\" nor one value per channel ({}x1x1)",
+                           shape_text(m), s.inputs[1], shape_text(x), s.inputs[0], x.c));
+        l.out = x;
+        l.forward_flops = static_cast<double>(x.elems());
+        l.backward_data_flops = 3.0 * static_cast<double>(x.elems());  // dx = dy s; ds = sum dy x
+        break;
+      }
+      case LayerType::Scale:
+        expect_inputs(gi, 1);
+        l.out = l.in_shapes[0];
+        l.weight_elems = l.out.c;  // one learned factor per channel (ConvNeXt's layer scale)
+        l.forward_flops = static_cast<double>(l.out.elems());
+        l.backward_data_flops = 3.0 * static_cast<double>(l.out.elems());
+        break;
+      case LayerType::LayerNorm:
+        expect_inputs(gi, 1);
+        l.out = l.in_shapes[0];
+        l.weight_elems = l.out.c;
+        l.bias_elems = l.out.c;
+        l.aux_bytes_per_sample = 2 * l.out.h * l.out.w * g_.dtype_bytes;  // mean and inverse std per pixel
+        l.forward_flops = 7.0 * static_cast<double>(l.out.elems());
+        l.backward_data_flops = 9.0 * static_cast<double>(l.out.elems());
+        break;
+      case LayerType::ChannelShuffle: {
+        expect_inputs(gi, 1);
+        const Shape x = l.in_shapes[0];
+        if (x.c % s.shuffle.groups != 0)
+          fail(gi, "groups", fmt::format("input channels {} are not divisible by groups {}", x.c, s.shuffle.groups));
+        l.out = x;
+        l.forward_flops = static_cast<double>(x.elems());
+        l.backward_data_flops = l.forward_flops;
+        break;
+      }
+      case LayerType::Slice: {
+        expect_inputs(gi, 1);
+        const Shape x = l.in_shapes[0];
+        if (s.slice.end > x.c)
+          fail(gi, "end", fmt::format("end {} is beyond the input's {} channels", s.slice.end, x.c));
+        l.out = {s.slice.end - s.slice.begin, x.h, x.w};
+        l.forward_flops = static_cast<double>(l.out.elems());
+        l.backward_data_flops = static_cast<double>(x.elems());  // the rest of dx is zero
+        break;
+      }
       case LayerType::SoftmaxLoss: {
         expect_inputs(gi, 1);
         std::int64_t k = l.in_shapes[0].elems();
@@ -316,6 +400,24 @@ std::string layer_signature(const Graph& g, int layer) {
       break;
     case LayerType::Dropout:
       params = fmt::format("p{}", s.dropout.ratio);
+      break;
+    case LayerType::HardSigmoid:
+      params = fmt::format("a{} b{}", s.hardsigmoid.alpha, s.hardsigmoid.beta);
+      break;
+    case LayerType::Clip:
+      params = fmt::format("min{} max{}", s.clip.min, s.clip.max);
+      break;
+    case LayerType::Gelu:
+      params = s.gelu.tanh ? "tanh" : "";
+      break;
+    case LayerType::LayerNorm:
+      params = fmt::format("eps{}", s.ln.eps);
+      break;
+    case LayerType::ChannelShuffle:
+      params = fmt::format("g{}", s.shuffle.groups);
+      break;
+    case LayerType::Slice:
+      params = fmt::format("c{}:{}", s.slice.begin, s.slice.end);
       break;
     default:
       break;

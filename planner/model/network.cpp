@@ -18,23 +18,19 @@ int dtype_bytes(DType) { return 4; }
 const char* dtype_name(DType) { return "float32"; }
 
 namespace {
-struct TypeName {
+struct TypeRow {
   LayerType type;
   const char* name;
+  int min_inputs, max_inputs;
+  bool pointwise;
 };
-constexpr TypeName kTypeNames[] = {
-    {LayerType::Input, "input"},
-    {LayerType::Conv, "conv"},
-    {LayerType::Relu, "relu"},
-    {LayerType::Pool, "pool"},
-    {LayerType::BatchNorm, "bn"},
-    {LayerType::Lrn, "lrn"},
-    {LayerType::Fc, "fc"},
-    {LayerType::Dropout, "dropout"},
-    {LayerType::Add, "add"},
-    {LayerType::Concat, "concat"},
-    {LayerType::SoftmaxLoss, "softmax_loss"},
+constexpr TypeRow kTypes[] = {
+#define UCPLAN_LAYER_TYPE(Enum, name, min_inputs, max_inputs, pointwise) \
+  {LayerType::Enum, name, min_inputs, max_inputs, pointwise},
+#include "layer_types.def"
+#undef UCPLAN_LAYER_TYPE
 };
+const TypeRow& row(LayerType t) { return kTypes[static_cast<int>(t)]; }
 
 constexpr std::int64_t kMaxDim = 1 << 20;
 
@@ -68,8 +64,7 @@ Layer read_layer(const JsonReader& at_index) {
   const JsonReader r(at_index.raw(), at_index.file(), fmt::format("{} ({})", at_index.path(), l.name));
   std::string type = r.at("type").string();
   if (!parse_layer_type(type, &l.type) || l.type == LayerType::Input)
-    r.at("type").fail(fmt::format(
-        "unknown layer type \"{}\" (known: conv, relu, pool, bn, lrn, fc, dropout, add, concat, softmax_loss)", type));
+    r.at("type").fail(fmt::format("unknown layer type \"{}\" (known: {})", type, layer_type_names()));
   for (const auto& in : r.at("inputs").array(1, 1 << 16)) l.inputs.push_back(in.string());
   switch (l.type) {
     case LayerType::Conv: {
@@ -134,6 +129,46 @@ Layer read_layer(const JsonReader& at_index) {
       if (!(l.dropout.ratio >= 0 && l.dropout.ratio < 1)) r.at("ratio").fail("must be in [0, 1)");
       break;
     }
+    case LayerType::HardSigmoid: {
+      r.allow_only({"name", "type", "inputs", "alpha", "beta"});
+      l.hardsigmoid.alpha = r.number_or("alpha", 1.0 / 6.0);
+      l.hardsigmoid.beta = r.number_or("beta", 0.5);
+      if (!(l.hardsigmoid.alpha > 0)) r.at("alpha").fail("must be positive");
+      break;
+    }
+    case LayerType::Clip: {
+      r.allow_only({"name", "type", "inputs", "min", "max"});
+      l.clip.min = r.number_or("min", 0.0);
+      l.clip.max = r.number_or("max", 6.0);
+      if (!(l.clip.min < l.clip.max)) r.fail(fmt::format("min {} must be less than max {}", l.clip.min, l.clip.max));
+      break;
+    }
+    case LayerType::Gelu: {
+      r.allow_only({"name", "type", "inputs", "approximate"});
+      std::string a = r.string_or("approximate", "none");
+      if (a != "none" && a != "tanh")
+        r.at("approximate").fail(fmt::format("must be \"none\" or \"tanh\", got \"{}\"", a));
+      l.gelu.tanh = a == "tanh";
+      break;
+    }
+    case LayerType::LayerNorm: {
+      r.allow_only({"name", "type", "inputs", "eps"});
+      l.ln.eps = r.number_or("eps", 1e-5);
+      if (!(l.ln.eps > 0)) r.at("eps").fail("must be positive");
+      break;
+    }
+    case LayerType::ChannelShuffle: {
+      r.allow_only({"name", "type", "inputs", "groups"});
+      l.shuffle.groups = r.at("groups").integer(1, kMaxDim);
+      break;
+    }
+    case LayerType::Slice: {
+      r.allow_only({"name", "type", "inputs", "begin", "end"});
+      l.slice.begin = r.at("begin").integer(0, kMaxDim);
+      l.slice.end = r.at("end").integer(1, kMaxDim);
+      if (l.slice.end <= l.slice.begin) r.at("end").fail(fmt::format("must be greater than begin {}", l.slice.begin));
+      break;
+    }
     default:
       r.allow_only({"name", "type", "inputs"});
       break;
@@ -143,20 +178,26 @@ Layer read_layer(const JsonReader& at_index) {
 
 }  // namespace
 
-const char* layer_type_name(LayerType t) {
-  for (const auto& tn : kTypeNames)
-    if (tn.type == t) return tn.name;
-  return "?";
-}
+const char* layer_type_name(LayerType t) { return row(t).name; }
+int layer_min_inputs(LayerType t) { return row(t).min_inputs; }
+int layer_max_inputs(LayerType t) { return row(t).max_inputs; }
+bool is_pointwise(LayerType t) { return row(t).pointwise; }
 
 bool parse_layer_type(const std::string& name, LayerType* out) {
-  for (const auto& tn : kTypeNames) {
-    if (name == tn.name) {
-      *out = tn.type;
+  for (const auto& r : kTypes) {
+    if (name == r.name) {
+      *out = r.type;
       return true;
     }
   }
   return false;
+}
+
+std::string layer_type_names() {
+  std::string s;
+  for (const auto& r : kTypes)
+    if (r.type != LayerType::Input) s += (s.empty() ? "" : ", ") + std::string(r.name);
+  return s;
 }
 
 Network network_from_json(const JsonReader& r) {
@@ -234,6 +275,27 @@ OrderedJson network_to_json(const Network& net) {
         break;
       case LayerType::Dropout:
         lj["ratio"] = l.dropout.ratio;
+        break;
+      case LayerType::HardSigmoid:
+        lj["alpha"] = l.hardsigmoid.alpha;
+        lj["beta"] = l.hardsigmoid.beta;
+        break;
+      case LayerType::Clip:
+        lj["min"] = l.clip.min;
+        lj["max"] = l.clip.max;
+        break;
+      case LayerType::Gelu:
+        if (l.gelu.tanh) lj["approximate"] = "tanh";
+        break;
+      case LayerType::LayerNorm:
+        lj["eps"] = l.ln.eps;
+        break;
+      case LayerType::ChannelShuffle:
+        lj["groups"] = l.shuffle.groups;
+        break;
+      case LayerType::Slice:
+        lj["begin"] = l.slice.begin;
+        lj["end"] = l.slice.end;
         break;
       default:
         break;

@@ -14,10 +14,20 @@ enum class DType { Float32 };
 int dtype_bytes(DType t);
 const char* dtype_name(DType t);
 
-// `Input` never appears in a file: build_graph() adds the network input as layer 0 of a graph.
-enum class LayerType { Input, Conv, Relu, Pool, BatchNorm, Lrn, Fc, Dropout, Add, Concat, SoftmaxLoss };
+// The layer types are listed once, in layer_types.def. `Input` never appears in a file:
+// build_graph() adds the network input as layer 0 of a graph.
+enum class LayerType {
+#define UCPLAN_LAYER_TYPE(Enum, name, min_inputs, max_inputs, pointwise) Enum,
+#include "layer_types.def"
+#undef UCPLAN_LAYER_TYPE
+};
 const char* layer_type_name(LayerType t);  // "conv", "relu", ... as written in files
 bool parse_layer_type(const std::string& name, LayerType* out);
+std::string layer_type_names();  // every type a file may use, comma separated, for messages
+int layer_min_inputs(LayerType t);
+int layer_max_inputs(LayerType t);
+// Point-wise activations: one input, an output of its shape, y = f(x) per element.
+bool is_pointwise(LayerType t);
 
 enum class PoolMode { Max, Avg };
 
@@ -62,6 +72,41 @@ struct DropoutParams {
   double ratio = 0.5;
 };
 
+// y = clamp(alpha * x + beta, 0, 1). PyTorch's Hardsigmoid is alpha 1/6, beta 1/2 (ONNX's
+// HardSigmoid defaults to alpha 0.2).
+struct HardSigmoidParams {
+  double alpha = 1.0 / 6.0;
+  double beta = 0.5;
+};
+
+// y = min(max(x, min), max): ReLU6 is clip(0, 6), Hardtanh clip(-1, 1).
+struct ClipParams {
+  double min = 0;
+  double max = 6;
+};
+
+// y = x * Phi(x) (erf, PyTorch's default), or its tanh approximation.
+struct GeluParams {
+  bool tanh = false;
+};
+
+// Layer norm over the channels of each sample's pixel (ConvNeXt's LayerNorm2d, or LayerNorm
+// over the last axis between NCHW <-> NHWC permutes), with a learned gamma and beta per channel.
+struct LayerNormParams {
+  double eps = 1e-5;
+};
+
+// ShuffleNet's channel shuffle: channels viewed as [groups, C / groups], transposed.
+struct ChannelShuffleParams {
+  std::int64_t groups = 1;
+};
+
+// Channels [begin, end) of the input (ShuffleNet's split, torch.chunk on channels).
+struct SliceParams {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+};
+
 struct Layer {
   std::string name;
   LayerType type = LayerType::Relu;
@@ -73,6 +118,12 @@ struct Layer {
   LrnParams lrn;
   FcParams fc;
   DropoutParams dropout;
+  HardSigmoidParams hardsigmoid;
+  ClipParams clip;
+  GeluParams gelu;
+  LayerNormParams ln;
+  ChannelShuffleParams shuffle;
+  SliceParams slice;
 };
 
 // The largest mini-batch ucplan takes (profile, compile, plans): larger ones are not trained at

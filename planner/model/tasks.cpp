@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "errors.h"
 
 namespace ucplan {
@@ -151,6 +153,7 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
   // Backward, in reverse route order. A gradient written by an earlier backward task (another
   // consumer of the same tensor) is accumulated into; the first writer overwrites.
   std::vector<char> dy_written(n, 0);
+  auto needs_grad = [&](int input_layer) { return input_layer != 0 && need_dy[input_layer]; };
   auto grad_out = [&](Task& t, int input_layer) {
     if (input_layer == 0 || !need_dy[input_layer]) return;  // nobody needs it
     int d = tg.dy_of[input_layer];
@@ -188,6 +191,21 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
         grad_out(t, gl.inputs[0]);
         break;
       }
+      case LayerType::LayerNorm: {  // as bn, with statistics per pixel
+        Task& t = new_task(TaskKind::Backward, l);
+        t.reads = {x, tg.aux_of[l], tg.w_of[l], dy};
+        t.writes = {tg.dw_of[l]};
+        grad_out(t, gl.inputs[0]);
+        break;
+      }
+      case LayerType::Scale: {  // dgamma = sum dy x; dx = dy gamma
+        Task& t = new_task(TaskKind::Backward, l);
+        t.reads = {x, dy};
+        if (needs_grad(gl.inputs[0])) t.reads.push_back(tg.w_of[l]);
+        t.writes = {tg.dw_of[l]};
+        grad_out(t, gl.inputs[0]);
+        break;
+      }
       case LayerType::SoftmaxLoss: {
         Task& t = new_task(TaskKind::Backward, l);
         t.reads = {tg.y_of[l], tg.labels};
@@ -212,9 +230,32 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
           case LayerType::Dropout:
             t.reads = {tg.aux_of[l], dy};
             break;
-          default:
+          // Point-wise activations read whichever of x and y their derivative is a function of
+          // (executor/cpu/activation.h): sigmoid's is y (1 - y); hardsigmoid's and clip's are
+          // nonzero exactly where y is strictly inside the clamp; the others need x.
+          case LayerType::Sigmoid:
+          case LayerType::HardSigmoid:
+          case LayerType::Clip:
+            t.reads = {tg.y_of[l], dy};
+            break;
+          case LayerType::HardSwish:
+          case LayerType::Silu:
+          case LayerType::Gelu:
+            t.reads = {x, dy};
+            break;
+          case LayerType::Mul:  // dx = dy s needs s; ds = sum over the pixels of dy x needs x
             t.reads = {dy};
-            break;  // add, concat
+            if (needs_grad(gl.inputs[0])) t.reads.push_back(tg.y_of[gl.inputs[1]]);
+            if (needs_grad(gl.inputs[1])) t.reads.push_back(tg.y_of[gl.inputs[0]]);
+            break;
+          case LayerType::Add:
+          case LayerType::Concat:
+          case LayerType::ChannelShuffle:
+          case LayerType::Slice:
+            t.reads = {dy};
+            break;
+          default:
+            UCPLAN_CHECK(false, fmt::format("no backward for a {} layer", layer_type_name(gl.type())));
         }
         for (int in : gl.inputs) grad_out(t, in);
         break;

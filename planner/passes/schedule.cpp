@@ -123,6 +123,7 @@ class Scheduler {
   void compute_uses();
   int new_buffer(const std::string& tensor, std::int64_t offset, std::int64_t size, bool resident);
   int host_buffer_of(int t);
+  void drop_unused_buffers();
 
   // --- mechanism ---
   int emit(const EmitArgs& a);
@@ -250,6 +251,31 @@ int Scheduler::new_buffer(const std::string& tensor, std::int64_t offset, std::i
   b.resident = resident;
   buffers_.push_back(std::move(b));
   return buffers_.back().id;
+}
+
+// A task that fails (no room) after allocating its outputs is retried after defragmentation,
+// which evicts those allocations unwritten: their buffers were never used by any step. They
+// leave the plan, and the others are renumbered.
+void Scheduler::drop_unused_buffers() {
+  if (std::all_of(buffers_.begin(), buffers_.end(), [](const PlanBuffer& b) { return b.first_step >= 0; })) return;
+  std::vector<int> new_id(buffers_.size(), -1);
+  std::vector<PlanBuffer> kept;
+  for (auto& b : buffers_) {
+    if (b.first_step < 0) continue;
+    new_id[static_cast<std::size_t>(b.id)] = static_cast<int>(kept.size());
+    b.id = static_cast<int>(kept.size());
+    kept.push_back(std::move(b));
+  }
+  auto renumber = [&](std::vector<int>& ids) {
+    for (int& b : ids) b = new_id[static_cast<std::size_t>(b)];
+  };
+  for (PlanStep& ps : meta_) {
+    renumber(ps.reads);
+    renumber(ps.writes);
+    renumber(ps.accumulates);
+    if (ps.workspace >= 0) ps.workspace = new_id[static_cast<std::size_t>(ps.workspace)];
+  }
+  buffers_ = std::move(kept);
 }
 
 int Scheduler::host_buffer_of(int t) {
@@ -1019,6 +1045,7 @@ ScheduleResult Scheduler::run() {
       b.first_step = 0;
       b.last_step = last;
     }
+  drop_unused_buffers();
   res_.steps = std::move(meta_);
   res_.buffers = std::move(buffers_);
   res_.arena_bytes = arena_.high_water();

@@ -499,6 +499,8 @@ class CudaRunner final : public Runner {
           cuda::softmax_loss_backward(ctx, batch, k, prob, labels, scale, dx, false);
         };
       }
+      default:
+        throw Failed(fmt::format("no CUDA kernel yet for a {} layer", type));
     }
     throw Failed(fmt::format("a {} layer has no op \"{}\"", type, op));
   }
