@@ -41,7 +41,8 @@ def parse_args(argv):
     p.add_argument("-o", "--output", required=True, help="ucplan network JSON to write")
     p.add_argument("--name", help="network name (default: the model name)")
     p.add_argument("--onnx", help="also keep the weight-free ONNX file here")
-    p.add_argument("--opset", type=int, default=13, help="ONNX opset (default 13; ucplan's ONNX 1.12 reads up to 17)")
+    p.add_argument("--opset", type=int, default=17,
+                   help="ONNX opset (default 17, the newest ucplan's ONNX 1.12 reads; LayerNormalization needs 17)")
     p.add_argument("--batch", type=int, default=2,
                    help="batch size of the export (default 2: batch-norm in training needs more than one value per "
                         "channel; ucplan plans any batch)")
@@ -102,6 +103,22 @@ def build_module(name):
     return getattr(models, name)(weights=None)
 
 
+def identity_stochastic_depth(module):
+    """Stochastic depth (EfficientNet, ConvNeXt) drops whole residual branches at random in
+    training; ucplan counts it as the identity, as its cost is one multiply by a per-sample
+    scalar. With p = 0 PyTorch returns the input unchanged, so the export has no random ops."""
+    try:
+        from torchvision.ops import StochasticDepth
+    except ImportError:
+        return 0
+    count = 0
+    for m in module.modules():
+        if isinstance(m, StochasticDepth) and m.p != 0.0:
+            m.p = 0.0
+            count += 1
+    return count
+
+
 def export(module, args, path):
     import torch
     x = torch.zeros((args.batch,) + args.shape)
@@ -155,6 +172,8 @@ def main(argv):
             if hasattr(module, aux):
                 setattr(module, aux, None)
     params = sum(p.numel() for p in module.parameters())
+    if identity_stochastic_depth(module):
+        print(f"{args.model}: stochastic depth exported as the identity (ucplan counts it so)")
     with tempfile.TemporaryDirectory() as tmp:
         onnx_path = args.onnx or os.path.join(tmp, args.name + ".onnx")
         try:

@@ -2,31 +2,39 @@
 """Imported torchvision networks go through the whole pipeline: `ucplan import` of the
 weight-free ONNX files in tests/data/onnx, a modelled H100 profile at batch 8, a plan at 50 % of
 the network's liveness peak (`ucplan inspect`), and the independent verifier (`ucplan check`).
-Usage: import_plan_check.py UCPLAN_BIN MODEL..."""
+With --replay (the 64x64 files in tests/data/onnx/small): a CPU profile at batch 2 instead, and
+the plan is run on the CPU with `ucplan run --check` against the reference gradients.
+Usage: import_plan_check.py UCPLAN_BIN [--replay] (MODEL... | --all)"""
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 
-ucplan, models = sys.argv[1], sys.argv[2:]
-data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "onnx")
-batch = 8
+ucplan, args = sys.argv[1], sys.argv[2:]
+replay = "--replay" in args
+args = [a for a in args if a != "--replay"]
+data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "onnx", *(["small"] if replay else []))
+models = sorted(json.load(open(os.path.join(data, "torchvision.json")))["models"]) if args == ["--all"] else args
+batch = 2 if replay else 8
+device = "cpu" if replay else "model:h100"
 
 
-def run(*args):
-    r = subprocess.run([ucplan, *args], capture_output=True, text=True)
+def run(*argv):
+    r = subprocess.run([ucplan, *argv], capture_output=True, text=True)
     if r.returncode != 0:
-        print(f"FAIL ucplan {' '.join(args)}: exit {r.returncode}: {r.stderr.strip()}")
+        print(f"FAIL ucplan {' '.join(argv)}: exit {r.returncode}: {r.stderr.strip()}")
         sys.exit(1)
     return r.stdout
 
 
 with tempfile.TemporaryDirectory() as tmp:
     for m in models:
+        start = time.monotonic()
         net, profile, plan = (os.path.join(tmp, f"{m}{s}.json") for s in ("", "-profile", "-plan"))
         run("import", os.path.join(data, m + ".onnx"), "-o", net)
-        run("profile", net, "--batch", str(batch), "--device", "model:h100", "--sizes", "powerOfTwo", "-o", profile)
+        run("profile", net, "--batch", str(batch), "--device", device, "--sizes", "powerOfTwo", "-o", profile)
         totals = json.loads(run("inspect", net, "--batch", str(batch), "--json"))["totals"]
         peak, bound = totals["liveness_peak_bytes"], totals["largest_task_at_batch_bytes"]
         # Where weights dominate (VGG, AlexNet, ResNet-18 at batch 8), half the peak is below the
@@ -35,4 +43,13 @@ with tempfile.TemporaryDirectory() as tmp:
         budget = max(peak // 2, bound)
         why = "50 % of the liveness peak" if budget == peak // 2 else "the largest task, above 50 % of the liveness peak"
         run("compile", net, "--profile", profile, "--budget", f"{budget}B", "--quiet", "-o", plan)
-        print(f"ok   {m}: plan at {budget} B ({why} {peak} B at batch {batch}): " + run("check", plan).strip())
+        done = run("check", plan).strip()
+        if replay:
+            report = run("run", plan, "--check")
+            checks = [line.strip() for line in report.splitlines() if line.strip().startswith("check")]
+            if not checks or "PASSED" not in checks[0]:
+                print(f"FAIL {m}: ucplan run --check did not pass:\n{report}")
+                sys.exit(1)
+            done = checks[0]
+        print(f"ok   {m}: plan at {budget} B ({why} {peak} B at batch {batch}), "
+              f"{time.monotonic() - start:.1f} s: {done}", flush=True)

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 
 #include "planner/import/onnx_import.h"
@@ -581,6 +582,29 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
           "m.onnx: node 8 \"reshape\" (Reshape): Reshape of 32x3x3 to [1, 32, 9]; ucplan supports Reshape "
           "only to [batch, features] or to the same shape");
   }
+  SUBCASE("today's ops outside the patterns ucplan maps") {
+    ModelBuilder b = resnet_block(Weights::DimsOnly);
+    b.weight("factors", {16, 32});
+    b.node("Mul", {"relu1", "factors"}, {"scaled"}, "scaled");
+    CHECK(error_of(b) ==
+          "m.onnx: node 23 \"scaled\" (Mul): multiplies 16x32x32 by the constant \"factors\" of dims [16, 32]; "
+          "ucplan supports a learned factor per channel (ConvNeXt's layer scale)");
+    ModelBuilder t = resnet_block(Weights::DimsOnly);
+    ModelBuilder::ints(t.node("Transpose", {"relu1"}, {"hw"}, "swap_hw"), "perm", {0, 1, 3, 2});
+    CHECK(error_of(t) ==
+          "m.onnx: node 23 \"swap_hw\" (Transpose): perm [0, 1, 3, 2] of an NCHW tensor; ucplan supports NCHW <-> "
+          "NHWC and the channel shuffle's (0, 2, 1, 3, 4)");
+    ModelBuilder e = resnet_block(Weights::DimsOnly);
+    e.node("Erf", {"relu1"}, {"erf"}, "erf");
+    CHECK(error_of(e) ==
+          "m.onnx: node 23 \"erf\" (Erf): ucplan supports Erf only in the Erf form of GELU, after x / sqrt(2)");
+    ModelBuilder c = resnet_block(Weights::DimsOnly);
+    ModelBuilder::ints(c.node("Transpose", {"relu1"}, {"nhwc"}, "to_nhwc"), "perm", {0, 2, 3, 1});
+    c.node("MaxPool", {"nhwc"}, {"p"}, "pool_nhwc");
+    CHECK(error_of(c) ==
+          "m.onnx: node 24 \"pool_nhwc\" (MaxPool): input \"nhwc\" is in NHWC order (after a Transpose); ucplan "
+          "supports only LayerNormalization, MatMul, Add and activations there, then a Transpose back");
+  }
   SUBCASE("bytes that are not ONNX") {
     CHECK(error_of_bytes("{\"format\": \"ucplan-network/1\"}") ==
           "m.onnx: not an ONNX model (no ModelProto with a graph could be read from it)");
@@ -611,15 +635,19 @@ TEST_CASE("ucplan import: exit code 2 and no output file on bad input, a network
   const std::string out = (dir / "net.json").string();
 
   ModelBuilder bad = resnet_block(Weights::DimsOnly);
-  bad.g->mutable_node(5)->set_op_type("HardSwish");
+  bad.g->mutable_node(5)->set_op_type("Mish");
   std::string bad_path = write("bad.onnx", bad.bytes());
   CHECK(run(bad_path + " -o " + out) == 2);
   CHECK(stderr_text() ==
-        "ucplan: error: " + bad_path + ": node 5 \"b1n1\" (HardSwish): op type HardSwish is not supported (" +
-            std::string("ucplan imports Conv, BatchNormalization, Relu, MaxPool, AveragePool, ") +
-            "GlobalAveragePool, GlobalMaxPool, ReduceMean over H and W, Gemm, MatMul (+ Add of a bias), "
-            "Flatten, Reshape to [batch, features], Add, Sum, Concat on channels, Dropout, LRN, Softmax or "
-            "LogSoftmax as the last op, Identity and Constant)\n");
+        "ucplan: error: " + bad_path + ": node 5 \"b1n1\" (Mish): op type Mish is not supported (" +
+            std::string("ucplan imports Conv, BatchNormalization, Relu, Sigmoid, HardSigmoid, HardSwish, Clip, ") +
+            "Gelu (or its Erf decomposition), x * Sigmoid(x) as SiLU, Mul (element-wise, by one value per channel, or "
+            "by a learned [C, 1, 1] scale), LayerNormalization over channels (between Transposes to and from NHWC), "
+            "MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, ReduceMean over H and W, Gemm, MatMul (+ Add of "
+            "a bias), Flatten, Reshape to [batch, features], Add, Sum, Concat, Split and Slice on channels, the "
+            "channel shuffle Reshape-Transpose-Reshape, Dropout, LRN, Softmax or LogSoftmax as the last op, Identity, "
+            "Constant, and shape arithmetic on constants (Shape, Gather, Unsqueeze, Squeeze, Concat, Add, Sub, Mul, "
+            "Div, Cast))\n");
   CHECK(!fs::exists(out));
   CHECK(run((dir / "missing.onnx").string() + " -o " + out) == 2);
   CHECK(stderr_text() ==
@@ -634,42 +662,61 @@ TEST_CASE("ucplan import: exit code 2 and no output file on bad input, a network
   fs::remove_all(dir);
 }
 
-// torchvision models exported by scripts/export_torch.py without weights (tests/data/onnx/,
-// SOURCES.md says how). Truth: torchvision's parameter counts (sum of p.numel(), equal to the
-// num_params of torchvision's documentation), and for four of them the zoo network written
-// independently by networks/generate.py, layer by layer.
+// torchvision's classification CNNs, exported by scripts/export_torchvision.py without weights
+// (tests/data/onnx/). Truth, recorded by that script from PyTorch itself (torchvision.json):
+// each model's parameter count (sum of p.numel()) and the per-sample output shape of every
+// Conv2d and Linear call of a training forward, in call order; and for four of them the zoo
+// network written independently by networks/generate.py, layer by layer.
+nlohmann::json torchvision_truth(const std::string& folder) {
+  std::ifstream in(folder + "/torchvision.json");
+  REQUIRE(in);
+  return nlohmann::json::parse(in);
+}
+
+void check_against_torch(const std::string& folder, const std::string& name, const nlohmann::json& truth) {
+  INFO(name);
+  const std::string path = folder + "/" + name + ".onnx";
+  Graph g = build_graph(import_onnx_file(path, {}), path);
+  CHECK(g.total_params() == truth["parameters"].get<std::int64_t>());
+  CHECK(g.net.labels == 1000);
+  CHECK(g.layers[0].out == (Shape{truth["input"][0], truth["input"][1], truth["input"][2]}));
+  // torch's Conv2d and Linear calls are ucplan's conv and fc layers, in the same order (a Linear on
+  // NHWC pixels is a 1x1 conv).
+  std::vector<const GraphLayer*> calls;
+  for (const auto& l : g.layers)
+    if (l.type() == LayerType::Conv || l.type() == LayerType::Fc) calls.push_back(&l);
+  const auto& want = truth["conv_fc_outputs"];
+  REQUIRE(calls.size() == want.size());
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    INFO("call ", k, ": ", calls[k]->name());
+    const auto& s = want[k][1];
+    CHECK(calls[k]->out == (Shape{s[0], s[1], s[2]}));
+    if (want[k][0] == "conv") CHECK(calls[k]->type() == LayerType::Conv);
+  }
+}
+
 TEST_CASE("torchvision models from weight-stripped ONNX files: parameter counts and layer shapes") {
-  struct Case {
-    const char* file;
-    std::int64_t params;
-    const char* zoo;      // "" when the zoo has no such network
-    std::int64_t losses;  // graph outputs
-  };
-  const Case cases[] = {
-      {"alexnet", 61100840, "", 1},  // the zoo's alexnet is Caffe's (LRN, 60,965,224), another network
-      {"vgg16", 138357544, "vgg16", 1},
-      {"resnet18", 11689512, "resnet18", 1},
-      {"resnet50", 25557032, "resnet50", 1},
-      {"resnext50_32x4d", 25028904, "", 1},
-      {"densenet121", 7978856, "densenet121", 1},
-      {"googlenet", 6624904, "", 1},
-      {"inception_v3", 27161264, "", 2},  // main and auxiliary classifier
-      {"squeezenet1_1", 1235496, "", 1},
-      {"mnasnet0_5", 2218512, "", 1},
-      {"regnet_x_400mf", 5495976, "", 1},
-  };
-  for (const Case& c : cases) {
-    INFO(c.file);
-    std::string path = std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx/" + c.file + ".onnx";
-    Graph g = build_graph(import_onnx_file(path, {}), path);
-    CHECK(g.total_params() == c.params);
-    CHECK(g.net.labels == 1000);
-    std::int64_t losses = 0;
-    for (const auto& l : g.layers) losses += l.type() == LayerType::SoftmaxLoss;
-    CHECK(losses == c.losses);
-    if (*c.zoo == 0) continue;
-    // Names differ (PyTorch's node names); the sequence of (type, output shape, parameters) may not.
-    Graph zoo = build_graph(load_network(resolve_network_path(c.zoo)), c.zoo);
+  const std::string folder = std::string(UCPLAN_SOURCE_DIR) + "/tests/data/onnx";
+  const nlohmann::json truth = torchvision_truth(folder);
+  CHECK(truth["models"].size() >= 68);
+  for (const auto& [name, t] : truth["models"].items()) check_against_torch(folder, name, t);
+  // The same four at 64x64 (the CPU replay tests' inputs).
+  const nlohmann::json small = torchvision_truth(folder + "/small");
+  for (const auto& [name, t] : small["models"].items()) check_against_torch(folder + "/small", name, t);
+
+  // Inception v3 has its auxiliary classifier: two outputs, two losses.
+  const std::pair<const char*, std::int64_t> losses[] = {{"inception_v3", 2}, {"resnet50", 1}, {"googlenet", 1}};
+  for (const auto& [name, count] : losses) {
+    Graph g = build_graph(import_onnx_file(folder + "/" + name + ".onnx", {}), name);
+    std::int64_t n = 0;
+    for (const auto& l : g.layers) n += l.type() == LayerType::SoftmaxLoss;
+    CHECK(n == count);
+  }
+  // Names differ (PyTorch's node names); the sequence of (type, output shape, parameters) may not.
+  for (const char* zoo_name : {"vgg16", "resnet18", "resnet50", "densenet121"}) {
+    INFO(zoo_name);
+    Graph g = build_graph(import_onnx_file(folder + "/" + zoo_name + ".onnx", {}), zoo_name);
+    Graph zoo = build_graph(load_network(resolve_network_path(zoo_name)), zoo_name);
     REQUIRE(g.layers.size() == zoo.layers.size());
     for (std::size_t l = 1; l < g.layers.size(); ++l) {
       INFO("layer ", l, ": ", zoo.layers[l].name(), " / ", g.layers[l].name());

@@ -42,10 +42,13 @@ std::string safe_name(std::string s) {
 }
 
 const char* const kSupported =
-    "ucplan imports Conv, BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, ReduceMean "
-    "over H and W, Gemm, MatMul (+ Add of a bias), Flatten, Reshape to [batch, features], Add, Sum, Concat on "
-    "channels, "
-    "Dropout, LRN, Softmax or LogSoftmax as the last op, Identity and Constant";
+    "ucplan imports Conv, BatchNormalization, Relu, Sigmoid, HardSigmoid, HardSwish, Clip, Gelu (or its Erf "
+    "decomposition), x * Sigmoid(x) as SiLU, Mul (element-wise, by one value per channel, or by a learned [C, 1, 1] "
+    "scale), LayerNormalization over channels (between Transposes to and from NHWC), MaxPool, AveragePool, "
+    "GlobalAveragePool, GlobalMaxPool, ReduceMean over H and W, Gemm, MatMul (+ Add of a bias), Flatten, Reshape to "
+    "[batch, features], Add, Sum, Concat, Split and Slice on channels, the channel shuffle Reshape-Transpose-Reshape, "
+    "Dropout, LRN, Softmax or LogSoftmax as the last op, Identity, Constant, and shape arithmetic on constants "
+    "(Shape, Gather, Unsqueeze, Squeeze, Concat, Add, Sub, Mul, Div, Cast)";
 
 std::string dims_text(const Dims& d) {
   std::string s = "[";
@@ -67,12 +70,24 @@ std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t s, std::in
 // An activation: the ucplan layer (or the network input) that holds it, its per-sample shape as
 // ucplan sees it, and its ONNX rank. A flattened tensor ([batch, features], rank 2) is the same
 // ucplan tensor as before flattening: fc layers flatten their input themselves.
+// Between a Transpose to NHWC and the Transpose back (ConvNeXt's `permute` around its layer
+// norm and linear layers) a value is `nhwc`: its ucplan shape stays (C, H, W); LayerNormalization
+// over the last axis is a layer norm over channels and MatMul by a [C, K] weight a 1x1 conv.
+// A `partial` value is the middle of a pattern that becomes one layer when it completes: GELU
+// decomposed at opsets below 20 (x / sqrt 2 -> Erf -> + 1 -> * x -> * 0.5) and ShuffleNet's
+// channel shuffle (Reshape to [N, g, C/g, H, W] -> Transpose(0, 2, 1, 3, 4) -> Reshape back).
+enum class Partial { None, GeluDiv, GeluErf, GeluAdd, GeluMul, ShuffleSplit, ShuffleSwapped };
+
 struct Value {
   std::string ref;
   Shape shape;
   int rank = 4;
-  int fc_without_bias = -1;  // index of the fc layer a MatMul made (an Add of a bias may follow)
-  bool loss = false;         // the output of Softmax: nothing may consume it
+  int bias_layer = -1;  // index of the fc or 1x1 conv a MatMul made (an Add of a bias may follow)
+  bool loss = false;    // the output of Softmax: nothing may consume it
+  bool nhwc = false;
+  Partial partial = Partial::None;
+  std::string base;         // a partial value: the ONNX value its pattern started from
+  std::int64_t groups = 0;  // a partial channel shuffle: its groups
 };
 
 class Importer {
@@ -99,6 +114,9 @@ class Importer {
     } catch (const std::exception&) {
     }
     collect_dims();
+    for (const auto& node : g_.node())
+      for (const auto& in : node.input()) ++uses_[in];
+    for (const auto& out : g_.output()) ++uses_[out.name()];
     find_input();
     for (int i = 0; i < g_.node_size(); ++i) import_node(i, g_.node(i));
     add_losses();
@@ -172,8 +190,14 @@ class Importer {
         std::memcpy(v.data(), t.raw_data().data(), t.raw_data().size());
       }
       if (n == 1 && v.size() == 1) floats_[name] = float32_value(v[0]);
-    } else if (t.data_type() == onnx::TensorProto::DOUBLE && n == 1 && t.double_data_size() == 1) {
-      floats_[name] = t.double_data(0);
+    } else if (t.data_type() == onnx::TensorProto::DOUBLE && n == 1) {
+      if (t.double_data_size() == 1) {
+        floats_[name] = t.double_data(0);
+      } else if (t.raw_data().size() == 8) {
+        double v = 0;
+        std::memcpy(&v, t.raw_data().data(), 8);
+        floats_[name] = v;
+      }
     }
   }
 
@@ -240,7 +264,22 @@ class Importer {
   }
 
   // --- values ---------------------------------------------------------------------------
-  const Value& activation(int index, const onnx::NodeProto& n, int slot) {
+  // An input that is a whole activation in NCHW (or, where the op allows it, NHWC), not the
+  // middle of a pattern.
+  const Value& activation(int index, const onnx::NodeProto& n, int slot, bool allow_nhwc = false) {
+    const Value& v = any_value(index, n, slot);
+    if (v.partial != Partial::None)
+      fail(index, n,
+           fmt::format("input \"{}\" is the middle of a {} pattern, which this op does not continue", n.input(slot),
+                       v.partial <= Partial::GeluMul ? "GELU (x * (1 + erf(x / sqrt 2)) / 2)" : "channel shuffle"));
+    if (v.nhwc && !allow_nhwc)
+      fail(index, n,
+           fmt::format("input \"{}\" is in NHWC order (after a Transpose); ucplan supports only LayerNormalization, "
+                       "MatMul, Add and activations there, then a Transpose back",
+                       n.input(slot)));
+    return v;
+  }
+  const Value& any_value(int index, const onnx::NodeProto& n, int slot) {
     if (slot >= n.input_size() || n.input(slot).empty()) fail(index, n, fmt::format("input {} is missing", slot));
     auto it = values_.find(n.input(slot));
     if (it == values_.end())
@@ -265,7 +304,9 @@ class Importer {
   void check_declared(int index, const onnx::NodeProto& n, const Value& v) const {
     Dims d = known_dims(n.output(0));
     if (d.empty() || std::any_of(d.begin() + 1, d.end(), [](std::int64_t x) { return x < 0; })) return;
-    bool same = d.size() == 4 ? Shape{d[1], d[2], d[3]} == v.shape : d.size() == 2 ? d[1] == v.shape.elems() : true;
+    bool same = d.size() == 4   ? (v.nhwc ? Shape{d[3], d[1], d[2]} : Shape{d[1], d[2], d[3]}) == v.shape
+                : d.size() == 2 ? d[1] == v.shape.elems()
+                                : true;
     if (!same)
       fail(index, n,
            fmt::format("ucplan computes {} per sample for output \"{}\", but the file declares {}", shape_text(v.shape),
@@ -283,7 +324,7 @@ class Importer {
   }
 
   // Appends a layer and binds the node's first output to it.
-  Value& add_layer(int index, const onnx::NodeProto& n, Layer layer, Shape out, int rank) {
+  Value& add_layer(int index, const onnx::NodeProto& n, Layer layer, Shape out, int rank, bool nhwc = false) {
     layer.name = unique_name(n, index);
     expected_[layer.name] = out;
     net_.layers.push_back(std::move(layer));
@@ -291,6 +332,7 @@ class Importer {
     v.ref = net_.layers.back().name;
     v.shape = out;
     v.rank = rank;
+    v.nhwc = nhwc;
     check_declared(index, n, v);
     Value& slot = values_[n.output(0)];
     slot = v;
@@ -358,7 +400,20 @@ class Importer {
     if (op == "Constant") return constant(i, n);
     if (op == "Identity") return identity(i, n);
     if (op == "Conv") return conv(i, n);
-    if (op == "Relu") return unary(i, n, LayerType::Relu);
+    if (fold_ints(i, n)) return;
+    if (op == "Relu") return void(unary(i, n, LayerType::Relu));
+    if (op == "Sigmoid") return void(unary(i, n, LayerType::Sigmoid));
+    if (op == "HardSwish") return void(unary(i, n, LayerType::HardSwish));
+    if (op == "HardSigmoid") return hard_sigmoid(i, n);
+    if (op == "Clip") return clip(i, n);
+    if (op == "Gelu") return gelu(i, n);
+    if (op == "Div") return gelu_div(i, n);
+    if (op == "Erf") return gelu_erf(i, n);
+    if (op == "Mul") return mul(i, n);
+    if (op == "LayerNormalization") return layer_norm(i, n);
+    if (op == "Transpose") return transpose(i, n);
+    if (op == "Split") return split(i, n);
+    if (op == "Slice") return slice(i, n);
     if (op == "BatchNormalization") return batch_norm(i, n);
     if (op == "MaxPool" || op == "AveragePool") return pool(i, n, op == "MaxPool" ? PoolMode::Max : PoolMode::Avg);
     if (op == "GlobalAveragePool" || op == "GlobalMaxPool")
@@ -413,12 +468,349 @@ class Importer {
     alias(n, activation(i, n, 0));
   }
 
-  void unary(int i, const onnx::NodeProto& n, LayerType type) {
-    const Value x = activation(i, n, 0);
-    Layer l;
+  // Point-wise: in NCHW or NHWC alike, the layout carries over.
+  Value& unary(int i, const onnx::NodeProto& n, LayerType type, Layer l = {}) {
+    const Value x = activation(i, n, 0, true);
     l.type = type;
     l.inputs = {x.ref};
-    add_layer(i, n, l, x.shape, x.rank);
+    return add_layer(i, n, l, x.shape, x.rank, x.nhwc);
+  }
+
+  // --- shape arithmetic on constants ---------------------------------------------------------
+  // PyTorch's tracer records `x.size()` and `torch.chunk` as Shape, Gather, Unsqueeze, Concat and
+  // integer arithmetic, left unfolded in a training-mode export. With every shape known they are
+  // constants: evaluated here, so Reshape and Slice see constant operands.
+  bool fold_ints(int i, const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    auto ints_of = [&](int slot) -> const Dims* {
+      if (slot >= n.input_size() || n.input(slot).empty()) return nullptr;
+      auto it = ints_.find(n.input(slot));
+      return it == ints_.end() ? nullptr : &it->second;
+    };
+    auto all_ints = [&] {
+      for (int s = 0; s < n.input_size(); ++s)
+        if (!n.input(s).empty() && !ints_of(s)) return false;
+      return n.input_size() > 0;
+    };
+    auto set = [&](Dims v) {
+      constants_.insert(n.output(0));
+      dims_[n.output(0)] = {static_cast<std::int64_t>(v.size())};
+      ints_[n.output(0)] = std::move(v);
+    };
+    if (op == "Shape") {
+      const Value& x = activation(i, n, 0, true);
+      Dims d = x.rank == 2 ? Dims{batch_, x.shape.elems()}
+               : x.nhwc    ? Dims{batch_, x.shape.h, x.shape.w, x.shape.c}
+                           : Dims{batch_, x.shape.c, x.shape.h, x.shape.w};
+      set(d);
+      return true;
+    }
+    if (!all_ints()) return false;
+    const Dims& a = *ints_of(0);
+    if (op == "Unsqueeze" || op == "Squeeze" || op == "Cast" || op == "Identity") {
+      set(a);  // a 0-d or 1-d integer constant: the values are what matter
+      return true;
+    }
+    if (op == "Concat") {
+      Dims v;
+      for (int s = 0; s < n.input_size(); ++s) v.insert(v.end(), ints_of(s)->begin(), ints_of(s)->end());
+      set(v);
+      return true;
+    }
+    if (op == "Gather") {
+      Dims v;
+      for (std::int64_t k : *ints_of(1)) {
+        if (k < 0) k += static_cast<std::int64_t>(a.size());
+        if (k < 0 || k >= static_cast<std::int64_t>(a.size())) fail(i, n, fmt::format("index {} out of range", k));
+        v.push_back(a[static_cast<std::size_t>(k)]);
+      }
+      set(v);
+      return true;
+    }
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+      const Dims& b = *ints_of(1);
+      if (a.size() != b.size() && a.size() != 1 && b.size() != 1)
+        fail(i, n, fmt::format("integer operands {} and {} do not broadcast", dims_text(a), dims_text(b)));
+      Dims v(std::max(a.size(), b.size()));
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        const std::int64_t x = a[a.size() == 1 ? 0 : k], y = b[b.size() == 1 ? 0 : k];
+        if (op == "Div" && y == 0) fail(i, n, "integer division by zero");
+        v[k] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
+      }
+      set(v);
+      return true;
+    }
+    return false;
+  }
+
+  // A float constant of one element (a scalar or [1]), given its input slot.
+  bool scalar(const onnx::NodeProto& n, int slot, double* out) const {
+    if (slot >= n.input_size()) return false;
+    auto it = floats_.find(n.input(slot));
+    if (it == floats_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  static bool near(double a, double b) { return std::fabs(a - b) <= 1e-6 * std::fabs(b); }
+
+  // --- point-wise activations ---------------------------------------------------------------
+  void hard_sigmoid(int i, const onnx::NodeProto& n) {
+    Layer l;
+    l.hardsigmoid.alpha = attr_float(n, "alpha", 0.2);  // ONNX's defaults; PyTorch writes 1/6
+    l.hardsigmoid.beta = attr_float(n, "beta", 0.5);
+    if (!(l.hardsigmoid.alpha > 0)) fail(i, n, fmt::format("alpha {} must be positive", l.hardsigmoid.alpha));
+    unary(i, n, LayerType::HardSigmoid, l);
+  }
+
+  void clip(int i, const onnx::NodeProto& n) {
+    Layer l;
+    // Bounds are inputs since opset 11, attributes before.
+    bool has_min = n.input_size() >= 2 && !n.input(1).empty(), has_max = n.input_size() >= 3 && !n.input(2).empty();
+    if (has_min && !scalar(n, 1, &l.clip.min)) fail(i, n, fmt::format("min \"{}\" is not a constant", n.input(1)));
+    if (has_max && !scalar(n, 2, &l.clip.max)) fail(i, n, fmt::format("max \"{}\" is not a constant", n.input(2)));
+    if (attr(n, "min")) l.clip.min = attr_float(n, "min", 0), has_min = true;
+    if (attr(n, "max")) l.clip.max = attr_float(n, "max", 0), has_max = true;
+    if (!has_min || !has_max) fail(i, n, "a Clip without both bounds; ucplan's clip has a finite min and max");
+    if (!(l.clip.min < l.clip.max)) fail(i, n, fmt::format("min {} is not below max {}", l.clip.min, l.clip.max));
+    unary(i, n, LayerType::Clip, l);
+  }
+
+  void gelu(int i, const onnx::NodeProto& n) {
+    Layer l;
+    const std::string a = attr_string(n, "approximate", "none");
+    if (a != "none" && a != "tanh") fail(i, n, fmt::format("approximate \"{}\" is not none or tanh", a));
+    l.gelu.tanh = a == "tanh";
+    unary(i, n, LayerType::Gelu, l);
+  }
+
+  // GELU at opsets below 20, as PyTorch writes it: Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5.
+  Value& continue_gelu(const onnx::NodeProto& n, const Value& from, Partial next) {
+    Value v = from;
+    v.partial = next;
+    v.ref.clear();
+    values_[n.output(0)] = v;
+    return values_[n.output(0)];
+  }
+
+  void gelu_div(int i, const onnx::NodeProto& n) {
+    double c = 0;
+    if (!is_activation(n.input(0)) || !scalar(n, 1, &c) || !near(c, std::sqrt(2.0)))
+      fail(i, n, "ucplan supports Div only as x / sqrt(2) in the Erf form of GELU");
+    Value x = activation(i, n, 0, true);
+    x.base = n.input(0);
+    continue_gelu(n, x, Partial::GeluDiv);
+  }
+
+  void gelu_erf(int i, const onnx::NodeProto& n) {
+    const Value& x = any_value(i, n, 0);
+    if (x.partial != Partial::GeluDiv)
+      fail(i, n, "ucplan supports Erf only in the Erf form of GELU, after x / sqrt(2)");
+    continue_gelu(n, Value(x), Partial::GeluErf);
+  }
+
+  // --- mul: GELU's last steps, SiLU, squeeze-and-excitation, layer scale ----------------------
+  void mul(int i, const onnx::NodeProto& n) {
+    if (n.input_size() != 2) fail(i, n, "a Mul takes two inputs");
+    const bool act0 = is_activation(n.input(0)), act1 = is_activation(n.input(1));
+    if (act0 && act1) {
+      const Value& a = any_value(i, n, 0);
+      const Value& b = any_value(i, n, 1);
+      // * x, with x the value the GELU pattern started from.
+      for (int k = 0; k < 2; ++k) {
+        const Value& p = k == 0 ? a : b;
+        if (p.partial == Partial::GeluAdd && n.input(1 - k) == p.base)
+          return void(continue_gelu(n, p, Partial::GeluMul));
+      }
+      const Value x0 = activation(i, n, 0, true), x1 = activation(i, n, 1, true);
+      // x * sigmoid(x): SiLU, when the sigmoid's only use is this Mul.
+      for (int k = 0; k < 2; ++k) {
+        const Value& s = k == 0 ? x0 : x1;
+        const Value& x = k == 0 ? x1 : x0;
+        const int at = layer_index(s.ref);
+        if (at >= 0 && net_.layers[at].type == LayerType::Sigmoid && net_.layers[at].inputs[0] == x.ref &&
+            uses_[n.input(k)] == 1) {
+          net_.layers[at].type = LayerType::Silu;
+          return alias(n, s);
+        }
+      }
+      // The feature map first, then the gate (of its shape or one value per channel).
+      const bool swap = x0.shape.elems() < x1.shape.elems();
+      const Value& x = swap ? x1 : x0;
+      const Value& g = swap ? x0 : x1;
+      if (x.nhwc || g.nhwc) fail(i, n, "a Mul of two NHWC tensors; ucplan multiplies [C, H, W] tensors");
+      if (!(g.shape == x.shape) && !(g.shape == Shape{x.shape.c, 1, 1}))
+        fail(i, n,
+             fmt::format("multiplies {} by {}; ucplan multiplies by a tensor of the same shape or by one value per "
+                         "channel",
+                         shape_text(x.shape), shape_text(g.shape)));
+      if (x.ref == g.ref) fail(i, n, "squares a tensor (x * x); ucplan's mul takes two distinct inputs");
+      Layer l;
+      l.type = LayerType::Mul;
+      l.inputs = {x.ref, g.ref};
+      add_layer(i, n, l, x.shape, x.rank);
+      return;
+    }
+    if (!act0 && !act1) fail(i, n, "multiplies two constants; ucplan folds only integer shape arithmetic");
+    const int slot = act0 ? 0 : 1;
+    const Value& x = any_value(i, n, slot);
+    const std::string& c = n.input(1 - slot);
+    double v = 0;
+    if (x.partial == Partial::GeluMul && scalar(n, 1 - slot, &v) && near(v, 0.5)) {
+      Layer l;
+      l.type = LayerType::Gelu;
+      const Value& src = values_.at(x.base);
+      l.inputs = {src.ref};
+      add_layer(i, n, l, src.shape, src.rank, src.nhwc);
+      return;
+    }
+    const Value y = activation(i, n, slot, true);
+    // A learned factor per channel: [C, 1, 1] or [1, C, 1, 1] in NCHW, [C] in NHWC.
+    Dims d = known_dims(c);
+    while (!d.empty() && d.front() == 1 && d.size() > (y.nhwc ? 1u : 3u)) d.erase(d.begin());
+    const bool per_channel =
+        y.nhwc ? d == Dims{y.shape.c} : (d == Dims{y.shape.c, 1, 1} || (y.rank == 2 && d == Dims{y.shape.c}));
+    if (!per_channel)
+      fail(i, n,
+           fmt::format("multiplies {} by the constant \"{}\" of dims {}; ucplan supports a learned factor per channel "
+                       "(ConvNeXt's layer scale)",
+                       shape_text(y.shape), c, dims_text(known_dims(c))));
+    Layer l;
+    l.type = LayerType::Scale;
+    l.inputs = {y.ref};
+    add_layer(i, n, l, y.shape, y.rank, y.nhwc);
+  }
+
+  int layer_index(const std::string& ref) const {
+    for (std::size_t k = net_.layers.size(); k-- > 0;)
+      if (net_.layers[k].name == ref) return static_cast<int>(k);
+    return -1;
+  }
+
+  // --- layer norm, transposes ----------------------------------------------------------------
+  void layer_norm(int i, const onnx::NodeProto& n) {
+    const Value x = activation(i, n, 0, true);
+    std::int64_t axis = attr_int(n, "axis", -1);
+    const int rank = x.rank;
+    if (axis < 0) axis += rank;
+    if (!((x.nhwc && axis == 3) || (x.rank == 2 && axis == 1)))
+      fail(i, n,
+           fmt::format("normalizes over axes {}.. of a rank-{} {} tensor; ucplan's layer norm is over the channels of "
+                       "each pixel: NHWC with axis -1 (ConvNeXt), or [batch, features]",
+                       axis, rank, x.nhwc ? "NHWC" : "NCHW"));
+    if (n.input_size() < 3 || n.input(1).empty() || n.input(2).empty())
+      fail(i, n, "a layer norm without a learned scale and bias; ucplan's layer norm has both");
+    Layer l;
+    l.type = LayerType::LayerNorm;
+    l.inputs = {x.ref};
+    l.ln.eps = attr_float(n, "epsilon", 1e-5);
+    mark_secondary_outputs(n);  // mean and inverse std
+    add_layer(i, n, l, x.shape, x.rank, x.nhwc);
+  }
+
+  void transpose(int i, const onnx::NodeProto& n) {
+    const Dims perm = attr_ints(n, "perm");
+    if (!is_activation(n.input(0))) {  // of a weight (a Linear's, in a training export): its dims permuted
+      Dims d = known_dims(n.input(0)), t;
+      if (!perm.empty() && perm.size() == d.size())
+        for (auto p : perm) t.push_back(d[static_cast<std::size_t>(p)]);
+      else
+        t.assign(d.rbegin(), d.rend());
+      constants_.insert(n.output(0));
+      dims_[n.output(0)] = t;
+      return;
+    }
+    const Value& x = any_value(i, n, 0);
+    if (x.partial == Partial::ShuffleSplit && perm == Dims{0, 2, 1, 3, 4}) {
+      Value v = x;
+      v.partial = Partial::ShuffleSwapped;
+      values_[n.output(0)] = v;
+      return;
+    }
+    Value v = activation(i, n, 0, true);
+    if (v.rank == 4 && !v.nhwc && perm == Dims{0, 2, 3, 1}) {
+      v.nhwc = true;
+    } else if (v.rank == 4 && v.nhwc && perm == Dims{0, 3, 1, 2}) {
+      v.nhwc = false;
+    } else {
+      fail(i, n,
+           fmt::format(
+               "perm {} of an {} tensor; ucplan supports NCHW <-> NHWC and the channel shuffle's (0, 2, 1, 3, 4)",
+               dims_text(perm), v.nhwc ? "NHWC" : "NCHW"));
+    }
+    alias(n, v);
+    check_declared(i, n, v);
+  }
+
+  // --- split and slice on channels -------------------------------------------------------------
+  void add_slice(int i, const onnx::NodeProto& n, int output, const Value& x, std::int64_t begin, std::int64_t end) {
+    Layer l;
+    l.type = LayerType::Slice;
+    l.inputs = {x.ref};
+    l.slice = {begin, end};
+    l.name = unique_name(n, i, output == 0 ? "" : fmt::format("_{}", output));
+    const Shape out{end - begin, x.shape.h, x.shape.w};
+    expected_[l.name] = out;
+    net_.layers.push_back(std::move(l));
+    Value v;
+    v.ref = net_.layers.back().name;
+    v.shape = out;
+    v.rank = x.rank;
+    values_[n.output(output)] = v;
+  }
+
+  void split(int i, const onnx::NodeProto& n) {
+    const Value x = activation(i, n, 0);
+    std::int64_t axis = attr_int(n, "axis", 0);
+    if (axis < 0) axis += x.rank;
+    if (axis != 1) fail(i, n, fmt::format("Split on axis {}; ucplan splits channels (axis 1)", axis));
+    Dims sizes = attr_ints(n, "split");  // an attribute up to opset 12, an input since 13
+    if (sizes.empty() && n.input_size() >= 2 && !n.input(1).empty()) {
+      auto it = ints_.find(n.input(1));
+      if (it == ints_.end()) fail(i, n, fmt::format("the split sizes \"{}\" are not a constant", n.input(1)));
+      sizes = it->second;
+    }
+    const std::int64_t parts = n.output_size();
+    if (sizes.empty()) {
+      if (x.shape.c % parts != 0)
+        fail(i, n, fmt::format("{} channels do not split into {} equal parts", x.shape.c, parts));
+      sizes.assign(static_cast<std::size_t>(parts), x.shape.c / parts);
+    }
+    if (static_cast<std::int64_t>(sizes.size()) != parts)
+      fail(i, n, fmt::format("{} split sizes for {} outputs", sizes.size(), parts));
+    std::int64_t begin = 0;
+    for (int o = 0; o < parts; ++o) {
+      if (sizes[static_cast<std::size_t>(o)] < 1) fail(i, n, "a split size is not positive");
+      add_slice(i, n, o, x, begin, begin + sizes[static_cast<std::size_t>(o)]);
+      begin += sizes[static_cast<std::size_t>(o)];
+    }
+    if (begin != x.shape.c) fail(i, n, fmt::format("split sizes add up to {}, not the {} channels", begin, x.shape.c));
+  }
+
+  void slice(int i, const onnx::NodeProto& n) {
+    const Value x = activation(i, n, 0);
+    auto ints_at = [&](int slot, const char* what) -> Dims {
+      if (slot >= n.input_size() || n.input(slot).empty()) return {};
+      auto it = ints_.find(n.input(slot));
+      if (it == ints_.end()) fail(i, n, fmt::format("{} \"{}\" is not a constant", what, n.input(slot)));
+      return it->second;
+    };
+    const Dims starts = ints_at(1, "starts"), ends = ints_at(2, "ends");
+    Dims axes = ints_at(3, "axes"), steps = ints_at(4, "steps");
+    if (starts.size() != 1 || ends.size() != 1 || (!axes.empty() && axes.size() != 1))
+      fail(i, n, "a Slice of more than one axis; ucplan slices channels");
+    std::int64_t axis = axes.empty() ? 0 : axes[0];
+    if (axis < 0) axis += x.rank;
+    if (axis != 1) fail(i, n, fmt::format("a Slice on axis {}; ucplan slices channels (axis 1)", axis));
+    if (!steps.empty() && steps[0] != 1)
+      fail(i, n, fmt::format("a Slice with step {}; ucplan slices with step 1", steps[0]));
+    auto clamp = [&](std::int64_t v) {
+      if (v < 0) v += x.shape.c;
+      return std::clamp<std::int64_t>(v, 0, x.shape.c);
+    };
+    const std::int64_t begin = clamp(starts[0]), end = clamp(ends[0]);
+    if (end <= begin) fail(i, n, fmt::format("an empty Slice of channels [{}, {})", begin, end));
+    if (begin == 0 && end == x.shape.c) return alias(n, x);
+    add_slice(i, n, 0, x, begin, end);
   }
 
   void conv(int i, const onnx::NodeProto& n) {
@@ -573,11 +965,33 @@ class Importer {
   }
 
   void reshape(int i, const onnx::NodeProto& n) {
-    Value x = activation(i, n, 0);
     auto it = n.input_size() >= 2 ? ints_.find(n.input(1)) : ints_.end();
     if (it == ints_.end())
       fail(i, n, "the target shape is not a constant; export with a fixed input size and constant folding");
     const Dims& t = it->second;
+    const Value& in = any_value(i, n, 0);
+    if (in.partial == Partial::ShuffleSwapped) {  // back to [N, C, H, W]: the channel shuffle is complete
+      const bool back = t.size() == 4 && (t[1] == in.shape.c || t[1] == -1) && t[2] == in.shape.h && t[3] == in.shape.w;
+      if (!back) fail(i, n, fmt::format("a channel shuffle reshaped to {}, not back to [N, C, H, W]", dims_text(t)));
+      const Value& src = values_.at(in.base);
+      Layer l;
+      l.type = LayerType::ChannelShuffle;
+      l.inputs = {src.ref};
+      l.shuffle.groups = in.groups;
+      add_layer(i, n, l, src.shape, 4);
+      return;
+    }
+    Value x = activation(i, n, 0);
+    if (t.size() == 5 && x.rank == 4 && t[1] > 0 && t[3] == x.shape.h && t[4] == x.shape.w && x.shape.c % t[1] == 0 &&
+        (t[2] == x.shape.c / t[1] || t[2] == -1)) {  // [N, g, C/g, H, W]
+      Value v = x;
+      v.partial = Partial::ShuffleSplit;
+      v.base = n.input(0);
+      v.groups = t[1];
+      v.ref.clear();
+      values_[n.output(0)] = v;
+      return;
+    }
     const std::int64_t k = x.shape.elems();
     bool batch_ok = !t.empty() && (t[0] == 0 || t[0] == -1 || (batch_ > 0 && t[0] == batch_));
     if (t.size() == 2 && batch_ok && (t[1] == k || (t[1] == -1 && t[0] != -1))) {
@@ -608,7 +1022,7 @@ class Importer {
     l.fc.out_features = out;
     l.fc.bias = bias;
     Value& v = add_layer(i, n, l, Shape{out, 1, 1}, 2);
-    if (from_matmul && !bias) v.fc_without_bias = static_cast<int>(net_.layers.size()) - 1;
+    if (from_matmul && !bias) v.bias_layer = static_cast<int>(net_.layers.size()) - 1;
   }
 
   std::int64_t out_features_from_output(int i, const onnx::NodeProto& n) {
@@ -646,7 +1060,8 @@ class Importer {
   }
 
   void matmul(int i, const onnx::NodeProto& n) {
-    const Value x = activation(i, n, 0);
+    const Value x = activation(i, n, 0, true);
+    if (x.nhwc) return matmul_nhwc(i, n, x);
     if (x.rank != 2)
       fail(i, n,
            fmt::format("input \"{}\" has rank {}; ucplan maps MatMul of [batch, features] by a weight to a fully "
@@ -666,16 +1081,42 @@ class Importer {
     add_fc(i, n, x, out, in, false, true);
   }
 
+  // A Linear on the channels of NHWC pixels: a 1x1 convolution in ucplan's NCHW.
+  void matmul_nhwc(int i, const onnx::NodeProto& n, const Value& x) {
+    if (n.input_size() < 2 || is_activation(n.input(1)))
+      fail(i, n, "the second operand is not a weight; ucplan maps MatMul to a learned linear layer");
+    const Dims b = known_dims(n.input(1));
+    if (b.size() != 2 || b[0] != x.shape.c)
+      fail(i, n,
+           fmt::format("weight \"{}\" has dims {}; a linear layer on {} channels takes [{}, out]", n.input(1),
+                       dims_text(b), x.shape.c, x.shape.c));
+    Layer l;
+    l.type = LayerType::Conv;
+    l.inputs = {x.ref};
+    l.conv.out_channels = b[1];
+    l.conv.bias = false;  // an Add of a bias may follow
+    Value& v = add_layer(i, n, l, Shape{b[1], x.shape.h, x.shape.w}, 4, true);
+    v.bias_layer = static_cast<int>(net_.layers.size()) - 1;
+  }
+
   void add(int i, const onnx::NodeProto& n) {
+    if (n.input_size() == 2) {  // + 1 in the Erf form of GELU
+      for (int k = 0; k < 2; ++k) {
+        double one = 0;
+        if (is_activation(n.input(k)) && any_value(i, n, k).partial == Partial::GeluErf && scalar(n, 1 - k, &one) &&
+            near(one, 1.0))
+          return void(continue_gelu(n, any_value(i, n, k), Partial::GeluAdd));
+      }
+    }
     std::vector<const Value*> acts;
     std::vector<std::string> consts;
     for (int s = 0; s < n.input_size(); ++s) {
       if (is_activation(n.input(s)))
-        acts.push_back(&activation(i, n, s));
+        acts.push_back(&activation(i, n, s, true));
       else
         consts.push_back(n.input(s));
     }
-    if (acts.size() == 1 && consts.size() == 1 && acts[0]->fc_without_bias >= 0) {
+    if (acts.size() == 1 && consts.size() == 1 && acts[0]->bias_layer >= 0) {
       // MatMul + Add of a [features] constant: the fc layer's bias.
       Dims d = known_dims(consts[0]);
       std::int64_t elems = 1;
@@ -685,9 +1126,10 @@ class Importer {
         fail(i, n,
              fmt::format("the bias \"{}\" has dims {}, but the MatMul before has {} outputs", consts[0], dims_text(d),
                          x.shape.c));
-      net_.layers[x.fc_without_bias].fc.bias = true;
+      Layer& biased = net_.layers[static_cast<std::size_t>(x.bias_layer)];
+      (biased.type == LayerType::Conv ? biased.conv.bias : biased.fc.bias) = true;
       Value v = x;
-      v.fc_without_bias = -1;
+      v.bias_layer = -1;
       alias(n, v);
       check_declared(i, n, v);
       return;
@@ -699,6 +1141,8 @@ class Importer {
     if (acts.size() == 1) return alias(n, *acts[0]);
     Layer l;
     l.type = LayerType::Add;
+    for (const Value* a : acts)
+      if (a->nhwc != acts[0]->nhwc) fail(i, n, "adds an NHWC tensor to an NCHW one");
     for (std::size_t a = 0; a < acts.size(); ++a) {
       if (!(acts[a]->shape == acts[0]->shape) || acts[a]->rank != acts[0]->rank)
         fail(i, n,
@@ -711,7 +1155,7 @@ class Importer {
                          n.input(static_cast<int>(a))));
       l.inputs.push_back(acts[a]->ref);
     }
-    add_layer(i, n, l, acts[0]->shape, acts[0]->rank);
+    add_layer(i, n, l, acts[0]->shape, acts[0]->rank, acts[0]->nhwc);
   }
 
   void concat(int i, const onnx::NodeProto& n) {
@@ -835,6 +1279,7 @@ class Importer {
   std::set<std::string> secondary_;
   std::map<std::string, Value> values_;
   std::set<std::string> used_names_;
+  std::map<std::string, int> uses_;  // how many node inputs and graph outputs name each value
   std::map<std::string, Shape> expected_;
 };
 

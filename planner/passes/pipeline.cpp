@@ -20,8 +20,10 @@
 
 namespace ucplan {
 
+// In the order make_plan reaches them (the conv configurations are chosen before the sub-batch
+// candidates are scheduled); `ucplan compile --help` lists them in the same order.
 std::vector<std::string> dump_stage_names() {
-  return {"graph", "liveness", "lower-bound", "sub-batch", "conv-configs", "schedule"};
+  return {"graph", "liveness", "lower-bound", "conv-configs", "sub-batch", "schedule"};
 }
 
 WorkspaceOption parse_workspace_option(const std::string& text) {
@@ -174,10 +176,8 @@ CompileResult make_plan(const CompileInput& in) {
   if (!in.dump_after.empty()) {
     auto stages = dump_stage_names();
     if (std::find(stages.begin(), stages.end(), in.dump_after) == stages.end())
-      throw UserError(
-          "", "--dump-after",
-          fmt::format("unknown stage \"{}\" (graph, liveness, lower-bound, sub-batch, conv-configs, schedule)",
-                      in.dump_after));
+      throw UserError("", "--dump-after",
+                      fmt::format("unknown stage \"{}\" ({})", in.dump_after, fmt::join(stages, ", ")));
   }
 
   // 1-2. Graph, route (SuperNeurons Alg. 1), tasks (moDNN's TDFG).

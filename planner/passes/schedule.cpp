@@ -57,6 +57,9 @@ namespace {
 
 constexpr std::int64_t kInf = std::numeric_limits<std::int64_t>::max() / 4;
 constexpr int kWorkspaceOwner = 1 << 30;  // arena owner ids >= this are workspaces, never evicted
+constexpr int kFreeBlock = -1;            // BlockView::owner of free space
+constexpr int kWallBlock = -2;            // BlockView::owner of what a window cannot evict (locked, resident)
+constexpr int kNeverUsed = 1 << 30;       // a next use beyond any round position
 
 // A candidate run of arena blocks to empty (moDNN's "offloading scheme").
 struct Window {
@@ -71,11 +74,11 @@ struct Window {
 // What emptying one arena block would cost, as the window search sees it.
 struct BlockView {
   std::int64_t off = 0, size = 0;
-  int owner = -1;              // -1 free, -2 a wall (not evictable), else a tensor
+  int owner = kFreeBlock;      // kFreeBlock, kWallBlock or a tensor
   std::int64_t ready_end = 0;  // when its space is free if emptied now (clean part)
   std::int64_t dirty_ns = 0;   // offload copy time needed first
   std::int64_t dirty_bytes = 0, fresh_bytes = 0;
-  int next_use = 1 << 30;  // round position of the owner's next use (free: never)
+  int next_use = kNeverUsed;  // round position of the owner's next use
 };
 
 // The engine: one object per simulation, discarded afterwards. All state lives here.
@@ -488,7 +491,7 @@ BlockView Scheduler::view(const Arena::Block& blk) const {
     if (s.fresh) b.fresh_bytes = s.size;
     if (s.next_use < uses_[blk.owner].size()) b.next_use = uses_[blk.owner][s.next_use];
   } else {
-    b.owner = -2;
+    b.owner = kWallBlock;
   }
   return b;
 }
@@ -531,13 +534,13 @@ Window Scheduler::find_window(std::int64_t size) const {
   for (std::size_t i = 0; i < n; ++i) {
     if (j < i) reset(i);
     if (j == i) bs[i] = view(blocks[i]);
-    if (bs[i].owner == -2) {
+    if (bs[i].owner == kWallBlock) {
       reset(i + 1);
       continue;
     }
     while (j < n && total < size) {
       if (j > i) bs[j] = view(blocks[j]);
-      if (bs[j].owner == -2) break;
+      if (bs[j].owner == kWallBlock) break;
       total += bs[j].size;
       dirty_ns += bs[j].dirty_ns;
       dirty_bytes += bs[j].dirty_bytes;
@@ -552,7 +555,7 @@ Window Scheduler::find_window(std::int64_t size) const {
       std::int64_t ready = maxq.size() > maxh ? bs[maxq[maxh]].ready_end : 0;
       if (dirty_ns > 0) ready = std::max(ready, std::max(copy_free, now) + dirty_ns);
       const std::int64_t delay = std::max<std::int64_t>(0, ready - now);
-      const int soonest = minq.size() > minh ? bs[minq[minh]].next_use : (1 << 30);
+      const int soonest = minq.size() > minh ? bs[minq[minh]].next_use : kNeverUsed;
       auto key = std::make_tuple(fresh_bytes > 0, delay, -soonest, dirty_bytes, bs[i].off);
       auto best_key =
           std::make_tuple(best.fresh_bytes > 0, best.delay, -best.soonest_use, best.dirty_bytes, best.offset);

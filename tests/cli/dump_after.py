@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""`ucplan compile --dump-after STAGE`: each stage writes one JSON document to stdout, in the
+order `compile --help` lists them, and what it says agrees with `ucplan inspect` (liveness peak,
+lower bound) and with the plan compiled without the flag (schedule). An unknown stage is one
+line, exit code 2. Usage: dump_after.py UCPLAN_BIN PROFILE NETWORK"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ucplan, profile, network = sys.argv[1:4]
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print("FAIL " + what)
+
+
+def run(*argv):
+    return subprocess.run([ucplan, *argv], capture_output=True, text=True)
+
+
+help_text = run("compile", "--help").stdout
+m = re.search(r"--dump-after TEXT\s+write the JSON of one pipeline stage to stdout: ([a-z| -]+)", help_text)
+stages = [s.strip() for s in m.group(1).split("|")] if m else []
+check(stages == ["graph", "liveness", "lower-bound", "conv-configs", "sub-batch", "schedule"],
+      f"--help lists the stages in execution order: {stages}")
+with tempfile.TemporaryDirectory() as tmp:
+    plan = os.path.join(tmp, "plan.json")
+    base = ["compile", network, "--profile", profile, "--budget", "64MiB", "-o", plan]
+    batch = json.load(open(profile))["batch"]
+    totals = json.loads(run("inspect", network, "--batch", str(batch), "--json").stdout)["totals"]
+    plain = run(*base)
+    check(plain.returncode == 0, f"compile without --dump-after: {plain.stderr.strip()}")
+    plain_plan = open(plan).read()
+    dumps = {}
+    for s in stages:
+        r = run(*base, "--dump-after", s)
+        check(r.returncode == 0, f"--dump-after {s}: exit {r.returncode} {r.stderr.strip()}")
+        try:
+            dumps[s] = json.loads(r.stdout)
+        except json.JSONDecodeError as e:
+            check(False, f"--dump-after {s}: stdout is not one JSON document ({e})")
+            continue
+        check(dumps[s].get("stage", "schedule") == s, f"--dump-after {s}: says it is stage {dumps[s].get('stage')}")
+    if len(dumps) == len(stages):
+        check(dumps["liveness"]["liveness_peak_bytes"] == totals["liveness_peak_bytes"],
+              "the liveness dump's peak is inspect's")
+        check(dumps["lower-bound"]["bytes"] == totals["lower_bound_bytes"], "the lower-bound dump's bound is inspect's")
+        check(len(dumps["graph"]["layers"]) > 0 and len(dumps["graph"]["tasks"]) > 0, "the graph dump has layers and tasks")
+        check(json.loads(plain_plan)["summary"] == dumps["schedule"]["summary"],
+              "the schedule dump is the plan compiled without the flag")
+    r = run(*base, "--dump-after", "bogus")
+    check(r.returncode == 2 and r.stderr.count("\n") == 1 and
+          f"unknown stage \"bogus\" ({', '.join(stages)})" in r.stderr,
+          f"an unknown stage: one line naming the stages, exit 2 (got exit {r.returncode}: {r.stderr.strip()})")
+print(f"{len(stages)} stages dumped; {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
