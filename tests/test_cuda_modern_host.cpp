@@ -54,13 +54,11 @@ double rel_err(const std::vector<float>& ref, const std::vector<float>& got) {
 
 TEST_CASE("CUDA activation threads compute the CPU's activations, NaN passed on") {
   using cpu::Activation;
-  const std::vector<cpu::ActivationDims> fs{{Activation::Sigmoid},
-                                            {Activation::HardSigmoid, 1.0f / 6.0f, 0.5f},
-                                            {Activation::HardSwish},
-                                            {Activation::Silu},
-                                            {Activation::Clip, 0.0f, 6.0f},
-                                            {Activation::Gelu},
-                                            {Activation::GeluTanh}};
+  const std::vector<cpu::ActivationDims> fs{
+      {Activation::Sigmoid},          {Activation::HardSigmoid, 1.0f / 6.0f, 0.5f},
+      {Activation::HardSwish},        {Activation::Silu},
+      {Activation::Clip, 0.0f, 6.0f}, {Activation::Gelu},
+      {Activation::GeluTanh}};
   auto x = random_floats(301, 1, -8, 8);
   // The kinks, where the two sides' derivatives differ, and a NaN (check mode's poison).
   const float nan = std::numeric_limits<float>::quiet_NaN();

@@ -205,8 +205,7 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
       if (fwd)
         cuda::channel_shuffle_forward(c, n, s.c, s.h * s.w, l.spec.shuffle.groups, a.x[0], a.y);
       else
-        cuda::channel_shuffle_backward(c, n, s.c, s.h * s.w, l.spec.shuffle.groups, a.dy, a.dx[0],
-                                       a.dx_accumulate[0]);
+        cuda::channel_shuffle_backward(c, n, s.c, s.h * s.w, l.spec.shuffle.groups, a.dy, a.dx[0], a.dx_accumulate[0]);
       break;
     }
     case LayerType::Slice: {

@@ -372,8 +372,8 @@ void mul_backward(Context& ctx, const MulDims& d, const float* x, const float* s
   }
 }
 
-void scale_forward(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t plane, const float* x,
-                   const float* gamma, float* y) {
+void scale_forward(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t plane, const float* x, const float* gamma,
+                   float* y) {
   const i64 count = n * c * plane;
   if (count <= 0) return;
   scale_forward_kernel<<<blocks_for(count), kThreads, 0, ctx.stream()>>>(count, c, plane, x, gamma, y);

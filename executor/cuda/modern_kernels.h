@@ -49,8 +49,8 @@ void mul_backward(Context& ctx, const MulDims& d, const float* x, const float* s
 // y = x * gamma[c]; dgamma += sum of dy * x (two passes: per sample and channel, then per
 // channel over the samples, through scratch_bytes of the Context's scratch); dx (+)= dy * gamma
 // where dx is given.
-void scale_forward(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t plane, const float* x,
-                   const float* gamma, float* y);
+void scale_forward(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t plane, const float* x, const float* gamma,
+                   float* y);
 void scale_backward(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t plane, const float* x,
                     const float* gamma, const float* dy, float* dx, bool accumulate, float* dgamma);
 std::size_t scale_backward_scratch_bytes(std::int64_t n, std::int64_t c);

@@ -443,13 +443,11 @@ void check_modern_layers(Context& ctx) {
     auto dy = random_floats(x.size(), 122), dx0 = random_floats(x.size(), 123);
     auto X = upload(x), DY = upload(dy);
     DeviceBuffer Y(x.size() * sizeof(float));
-    const std::pair<const char*, cpu::ActivationDims> fs[] = {{"sigmoid", {Activation::Sigmoid}},
-                                                              {"hardsigmoid", {Activation::HardSigmoid, 0.2f, 0.5f}},
-                                                              {"hardswish", {Activation::HardSwish}},
-                                                              {"silu", {Activation::Silu}},
-                                                              {"clip", {Activation::Clip, 0.0f, 6.0f}},
-                                                              {"gelu", {Activation::Gelu}},
-                                                              {"gelu tanh", {Activation::GeluTanh}}};
+    const std::pair<const char*, cpu::ActivationDims> fs[] = {
+        {"sigmoid", {Activation::Sigmoid}},       {"hardsigmoid", {Activation::HardSigmoid, 0.2f, 0.5f}},
+        {"hardswish", {Activation::HardSwish}},   {"silu", {Activation::Silu}},
+        {"clip", {Activation::Clip, 0.0f, 6.0f}}, {"gelu", {Activation::Gelu}},
+        {"gelu tanh", {Activation::GeluTanh}}};
     for (const auto& [name, d] : fs) {
       // CUDA's expf/erff/tanhf differ from glibc's by ulps; the piecewise-linear ones are exact.
       const bool exact = d.f == Activation::HardSigmoid || d.f == Activation::HardSwish || d.f == Activation::Clip;
@@ -679,7 +677,8 @@ void check_runner() {
               static_cast<double>(d.memory_bytes) / (1 << 30), d.peak_flops * 1e-12);
   for (const auto& [k, v] : d.versions) std::printf("  %s: %s\n", k.c_str(), v.c_str());
   measure_every_op(*runner, g);
-  measure_every_op(*runner, build_graph(parse_network_text(kModernNet, "gpu_check_modern.json"), "gpu_check_modern.json"));
+  measure_every_op(*runner,
+                   build_graph(parse_network_text(kModernNet, "gpu_check_modern.json"), "gpu_check_modern.json"));
   // An impossible allocation is out_of_memory, not a failure (a 1x1 conv on a huge batch).
   Measurement big = runner->measure(g, 1, "forward", "implicit_gemm", std::int64_t{1} << 26, 1);
   if (big.status != "out_of_memory" && big.status != "unsupported") fail("runner huge batch: " + big.status);
