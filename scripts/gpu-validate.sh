@@ -10,6 +10,9 @@
 #   cuda-check   ucplan-cuda-check --require-device on both plans: CUDA replay vs CPU replay
 #   run          ucplan run --device cuda on both plans (measured vs predicted)
 #   run-check    ucplan run --device cuda --check on both plans (poisoned, vs the CPU reference)
+#   *-modern     profile, compile, cuda-check and run-check again on a small network with every
+#                layer type of today's CNNs (hardswish, SE mul, SiLU, layer norm, GELU, scale, slice,
+#                clip, sigmoid, channel shuffle)
 # and writes OUT/report.md and OUT/report.json. A GPU is required (UCPLAN_REQUIRE_GPU=1): any
 # step that fails or prints SKIP fails the validation, loudly, with exit code 1.
 # Usage: scripts/gpu-validate.sh OUT [NETWORK (default resnet20)] [BATCH (default 64)]
@@ -97,7 +100,8 @@ export profile=$out/profile-$net-b$batch.json
 step profile 300 "$bin/ucplan" profile "$net" --batch "$batch" --device "$device" --sizes "$sizes" --repeat "$repeat" -o "$profile"
 export keep=$out/plan-$net-b$batch-keep-all.json
 export tight=$out/plan-$net-b$batch-tight.json
-compile_both() {
+compile_both() {  # [NETWORK PROFILE KEEP TIGHT]: the validated network's by default
+  local net=${1:-$net} profile=${2:-$profile} keep=${3:-$keep} tight=${4:-$tight}
   "$bin/ucplan" compile "$net" --profile "$profile" --budget 64GiB --strategy keep-all -o "$keep" || return 1
   # A third of keep-all's peak for the arena, plus what the profile reserves for the runtime.
   local peak reserve budget
@@ -117,6 +121,46 @@ step run-keep-all 120 "$bin/ucplan" run "$keep" --device "$device" --iterations 
 step run-tight 120 "$bin/ucplan" run "$tight" --device "$device" --iterations 5 --json
 step run-check-keep-all 120 "$bin/ucplan" run "$keep" --device "$device" --check --iterations 1
 step run-check-tight 120 "$bin/ucplan" run "$tight" --device "$device" --check --iterations 1
+# Today's layer types (MobileNetV3's, EfficientNet's, ConvNeXt's, ShuffleNet's: the kernels of
+# executor/cuda/modern_kernels.cu) in a small network written here (a bundle carries no tests/):
+# profiled, compiled at keep-all and tight, replayed CUDA vs CPU and checked against the reference.
+export modern=$out/modern.json
+export mprofile=$out/profile-modern-b16.json mkeep=$out/plan-modern-b16-keep-all.json mtight=$out/plan-modern-b16-tight.json
+cat > "$modern" <<'JSON'
+{"format": "ucplan-network/1", "name": "modern", "input": {"name": "data", "shape": [3, 16, 16]}, "labels": 10,
+ "layers": [
+  {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 16, "kernel": 3, "pad": 1, "bias": false},
+  {"name": "b1", "type": "bn", "inputs": ["c1"]},
+  {"name": "h1", "type": "hardswish", "inputs": ["b1"]},
+  {"name": "sp", "type": "pool", "inputs": ["h1"], "mode": "avg", "global": true},
+  {"name": "sf1", "type": "conv", "inputs": ["sp"], "out_channels": 4, "kernel": 1},
+  {"name": "sr", "type": "relu", "inputs": ["sf1"]},
+  {"name": "sf2", "type": "conv", "inputs": ["sr"], "out_channels": 16, "kernel": 1},
+  {"name": "sg", "type": "hardsigmoid", "inputs": ["sf2"]},
+  {"name": "se", "type": "mul", "inputs": ["h1", "sg"]},
+  {"name": "c2", "type": "conv", "inputs": ["se"], "out_channels": 16, "kernel": 3, "pad": 1, "groups": 16},
+  {"name": "s2", "type": "silu", "inputs": ["c2"]},
+  {"name": "ln", "type": "layer_norm", "inputs": ["s2"], "eps": 1e-6},
+  {"name": "g1", "type": "gelu", "inputs": ["ln"]},
+  {"name": "ls", "type": "scale", "inputs": ["g1"]},
+  {"name": "add1", "type": "add", "inputs": ["ls", "se"]},
+  {"name": "sl1", "type": "slice", "inputs": ["add1"], "begin": 0, "end": 8},
+  {"name": "sl2", "type": "slice", "inputs": ["add1"], "begin": 8, "end": 16},
+  {"name": "c3", "type": "conv", "inputs": ["sl2"], "out_channels": 8, "kernel": 1},
+  {"name": "r6", "type": "clip", "inputs": ["c3"], "min": 0, "max": 6},
+  {"name": "gate", "type": "sigmoid", "inputs": ["r6"]},
+  {"name": "m2", "type": "mul", "inputs": ["c3", "gate"]},
+  {"name": "cat", "type": "concat", "inputs": ["sl1", "m2"]},
+  {"name": "sh", "type": "channel_shuffle", "inputs": ["cat"], "groups": 2},
+  {"name": "p", "type": "pool", "inputs": ["sh"], "mode": "max", "kernel": 2, "stride": 2},
+  {"name": "g2", "type": "gelu", "inputs": ["p"], "approximate": "tanh"},
+  {"name": "fc", "type": "fc", "inputs": ["g2"], "out_features": 10},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}]}
+JSON
+step profile-modern 300 "$bin/ucplan" profile "$modern" --batch 16 --device "$device" --sizes "$sizes" --repeat "$repeat" -o "$mprofile"
+step compile-modern 120 compile_both "$modern" "$mprofile" "$mkeep" "$mtight"
+gpu_step cuda-check-modern 300 "$bin/ucplan-cuda-check" --require-device "$mkeep" "$mtight"
+step run-check-modern 120 "$bin/ucplan" run "$mtight" --device "$device" --check --iterations 1
 total=$(( $(date +%s) - start ))
 
 # The report: markdown for people, JSON for programs.

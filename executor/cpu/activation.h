@@ -1,5 +1,5 @@
 // The point-wise activations, one definition of each value and derivative for the CPU kernels
-// (layers.cpp) and the CUDA kernels (executor/cuda/small_kernels.cu), so both backends compute
+// (layers.cpp) and the CUDA kernels (executor/cuda/modern_kernels.cu), so both backends compute
 // the same function in the same float operations. The formulas are PyTorch's (torch.nn
 // Sigmoid, Hardsigmoid, Hardswish, SiLU, Hardtanh/ReLU6, GELU), including its choices at the
 // kinks; tests/test_kernels_cpu.cpp checks them against float64 code and finite differences.

@@ -28,6 +28,7 @@
 #include "executor/cpu_ops.h"
 #include "executor/cuda/cuda_check.h"
 #include "executor/cuda/kernels_cuda.h"
+#include "executor/cuda/modern_kernels.h"
 #include "executor/cuda/nvml.h"
 #include "executor/substitute.h"
 #include "planner/model/errors.h"
@@ -157,8 +158,65 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
                                     a.dx_accumulate[0]);
       break;
     }
-    default:
-      cuda::throw_error(std::string("no CUDA kernel yet for a ") + layer_type_name(l.type()) + " layer");
+    case LayerType::Sigmoid:
+    case LayerType::HardSigmoid:
+    case LayerType::HardSwish:
+    case LayerType::Silu:
+    case LayerType::Clip:
+    case LayerType::Gelu: {
+      const cpu::ActivationDims d = activation_dims(l);
+      if (fwd)
+        cuda::activation_forward(c, d, out, a.x[0], a.y);
+      else
+        cuda::activation_backward(c, d, out, cpu::activation_backward_reads_y(d.f) ? a.y : a.x[0], a.dy, a.dx[0],
+                                  a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::Mul: {  // backward: x is given only where ds is needed, s only where dx is
+      const cpu::MulDims d = mul_dims(l, n);
+      if (fwd)
+        cuda::mul_forward(c, d, a.x[0], a.x[1], a.y);
+      else
+        cuda::mul_backward(c, d, a.x[0], a.x[1], a.dy, a.dx[0], a.dx_accumulate[0], a.dx[1], a.dx_accumulate[1]);
+      break;
+    }
+    case LayerType::Scale: {  // backward: gamma is given only where dx is needed
+      const Shape& s = l.out;
+      if (fwd)
+        cuda::scale_forward(c, n, s.c, s.h * s.w, a.x[0], a.w, a.y);
+      else
+        cuda::scale_backward(c, n, s.c, s.h * s.w, a.x[0], a.w, a.dy, a.dx[0], a.dx_accumulate[0], a.dw);
+      break;
+    }
+    case LayerType::LayerNorm: {
+      const Shape& s = l.out;
+      const cpu::LnDims d{n, s.c, s.h, s.w, l.spec.ln.eps};
+      float* saved = static_cast<float*>(a.aux);
+      if (op == "forward")
+        cuda::ln_forward_training(c, d, a.x[0], a.w, a.w + s.c, a.y, saved);
+      else if (op == "recompute")  // from the saved statistics: bit-identical to the forward
+        cuda::ln_forward_saved(c, d, a.x[0], a.w, a.w + s.c, saved, a.y);
+      else
+        cuda::ln_backward(c, d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::ChannelShuffle: {
+      const Shape& s = l.out;
+      if (fwd)
+        cuda::channel_shuffle_forward(c, n, s.c, s.h * s.w, l.spec.shuffle.groups, a.x[0], a.y);
+      else
+        cuda::channel_shuffle_backward(c, n, s.c, s.h * s.w, l.spec.shuffle.groups, a.dy, a.dx[0], a.dx_accumulate[0]);
+      break;
+    }
+    case LayerType::Slice: {
+      const Shape& x = l.in_shapes[0];
+      const auto& sl = l.spec.slice;
+      if (fwd)
+        cuda::slice_forward(c, n, x.c, x.h * x.w, sl.begin, sl.end, a.x[0], a.y);
+      else
+        cuda::slice_backward(c, n, x.c, x.h * x.w, sl.begin, sl.end, a.dy, a.dx[0], a.dx_accumulate[0]);
+      break;
+    }
   }
 }
 

@@ -8,6 +8,9 @@
 //   - fc: cuBLAS sgemm (row-major data, column-major BLAS: see kernels_cuda.cpp).
 //   - pooling, relu, LRN, batch norm (training, spatial), softmax: cuDNN; the rest: small CUDA
 //     kernels (small_kernels.cu).
+//   - Today's layer types (sigmoid, hardsigmoid, hardswish, SiLU, clip, GELU, mul, scale, layer
+//     norm over channels, channel shuffle, slice): custom CUDA kernels, none cuDNN, declared in
+//     modern_kernels.h (modern_kernels.cu) with the same conventions.
 // `accumulate` means beta = 1 (dx += ...) and false beta = 0 (dx = ...), as on the CPU.
 // NaN: relu, max pooling and dropout pass NaN on as the CPU does (its check mode poisons freed
 // buffers with NaN).

@@ -12,6 +12,7 @@
 #include "executor/cuda/cuda_check.h"
 #include "executor/cpu_ops.h"
 #include "executor/cuda/kernels_cuda.h"
+#include "executor/cuda/modern_kernels.h"
 #include "executor/cuda/nvml.h"
 #include "planner/model/errors.h"
 #include "profiler/profile_network.h"
@@ -499,8 +500,102 @@ class CudaRunner final : public Runner {
           cuda::softmax_loss_backward(ctx, batch, k, prob, labels, scale, dx, false);
         };
       }
-      default:
-        throw Failed(fmt::format("no CUDA kernel yet for a {} layer", type));
+      case LayerType::Sigmoid:
+      case LayerType::HardSigmoid:
+      case LayerType::HardSwish:
+      case LayerType::Silu:
+      case LayerType::Clip:
+      case LayerType::Gelu: {
+        const cpu::ActivationDims d = activation_dims(l);
+        const float* x = b.floats(in_count, -4.0f, 4.0f);  // across the kinks of the piecewise ones
+        float* y = b.floats(out_count);
+        if (forward) return [&ctx, d, out_count, x, y] { cuda::activation_forward(ctx, d, out_count, x, y); };
+        cuda::activation_forward(ctx, d, out_count, x, y);
+        const float* v = cpu::activation_backward_reads_y(d.f) ? y : x;
+        const float* dy = b.floats(out_count);
+        float* dx = b.floats(in_count);
+        return [&ctx, d, out_count, v, dy, dx] { cuda::activation_backward(ctx, d, out_count, v, dy, dx, false); };
+      }
+      case LayerType::Mul: {
+        const cpu::MulDims d = mul_dims(l, batch);
+        const std::int64_t s_count = batch * l.in_shapes.at(1).elems();
+        const float* x = b.floats(in_count);
+        const float* s = b.floats(s_count);
+        if (forward) {
+          float* y = b.floats(out_count);
+          return [&ctx, d, x, s, y] { cuda::mul_forward(ctx, d, x, s, y); };
+        }
+        // Both inputs receive the gradient (an SE gate's two branches both train).
+        const float* dy = b.floats(out_count);
+        float* dx = b.floats(in_count);
+        float* ds = b.floats(s_count);
+        return [&ctx, d, x, s, dy, dx, ds] { cuda::mul_backward(ctx, d, x, s, dy, dx, false, ds, false); };
+      }
+      case LayerType::Scale: {
+        const Shape& sh = l.out;
+        const std::int64_t plane = sh.h * sh.w;
+        const float* x = b.floats(in_count);
+        const float* gamma = b.floats(sh.c, 0.5f, 1.5f);
+        if (forward) {
+          float* y = b.floats(out_count);
+          return [&ctx, batch, sh, plane, x, gamma, y] { cuda::scale_forward(ctx, batch, sh.c, plane, x, gamma, y); };
+        }
+        const float* dy = b.floats(out_count);
+        float* dx = b.floats(in_count);
+        float* dgamma = b.floats(sh.c);
+        ctx.scratch(cuda::scale_backward_scratch_bytes(batch, sh.c));  // grow it now, not while timing
+        return [&ctx, batch, sh, plane, x, gamma, dy, dx, dgamma] {
+          cuda::scale_backward(ctx, batch, sh.c, plane, x, gamma, dy, dx, false, dgamma);
+        };
+      }
+      case LayerType::LayerNorm: {
+        const Shape& sh = l.out;
+        const cpu::LnDims d{batch, sh.c, sh.h, sh.w, l.spec.ln.eps};
+        const float* x = b.floats(in_count);
+        const float* gb = b.floats(2 * sh.c, 0.5f, 1.5f);  // gamma, then beta
+        float* y = b.floats(out_count);
+        float* saved = b.floats(2 * batch * sh.h * sh.w);
+        if (forward)
+          return [&ctx, d, x, gb, y, saved] { cuda::ln_forward_training(ctx, d, x, gb, gb + d.c, y, saved); };
+        cuda::ln_forward_training(ctx, d, x, gb, gb + d.c, y, saved);
+        const float* dy = b.floats(out_count);
+        float* dx = b.floats(in_count);
+        float* dgb = b.floats(2 * sh.c);
+        ctx.scratch(cuda::ln_backward_scratch_bytes(d));  // grow it now, not while timing
+        return [&ctx, d, x, gb, saved, dy, dx, dgb] { cuda::ln_backward(ctx, d, x, gb, saved, dy, dx, dgb, false); };
+      }
+      case LayerType::ChannelShuffle: {
+        const std::int64_t c = l.out.c, plane = l.out.h * l.out.w, groups = l.spec.shuffle.groups;
+        if (forward) {
+          const float* x = b.floats(in_count);
+          float* y = b.floats(out_count);
+          return [&ctx, batch, c, plane, groups, x, y] {
+            cuda::channel_shuffle_forward(ctx, batch, c, plane, groups, x, y);
+          };
+        }
+        const float* dy = b.floats(out_count);
+        float* dx = b.floats(in_count);
+        return [&ctx, batch, c, plane, groups, dy, dx] {
+          cuda::channel_shuffle_backward(ctx, batch, c, plane, groups, dy, dx, false);
+        };
+      }
+      case LayerType::Slice: {
+        const Shape& x_shape = l.in_shapes.at(0);
+        const std::int64_t c = x_shape.c, plane = x_shape.h * x_shape.w;
+        const std::int64_t begin = l.spec.slice.begin, end = l.spec.slice.end;
+        if (forward) {
+          const float* x = b.floats(in_count);
+          float* y = b.floats(out_count);
+          return [&ctx, batch, c, plane, begin, end, x, y] {
+            cuda::slice_forward(ctx, batch, c, plane, begin, end, x, y);
+          };
+        }
+        const float* dy = b.floats(out_count);
+        float* dx = b.floats(in_count);  // an overwrite: the channels outside the range get zeros
+        return [&ctx, batch, c, plane, begin, end, dy, dx] {
+          cuda::slice_backward(ctx, batch, c, plane, begin, end, dy, dx, false);
+        };
+      }
     }
     throw Failed(fmt::format("a {} layer has no op \"{}\"", type, op));
   }

@@ -20,6 +20,7 @@
 #include "executor/cpu/kernels.h"
 #include "executor/cuda/cuda_check.h"
 #include "executor/cuda/kernels_cuda.h"
+#include "executor/cuda/modern_kernels.h"
 #include "planner/model/errors.h"
 #include "planner/model/graph.h"
 #include "planner/model/network.h"
@@ -429,6 +430,178 @@ void check_layers(Context& ctx) {
   }
 }
 
+// ---- today's layer types (modern_kernels.cu) ----
+// Bitwise where modern_kernels.h promises the CPU's bits. The plane reductions (double sums in a
+// warp's order) agree with the CPU's float sums to float rounding, and with cuda::host's emulation
+// of the same threads (what tests/test_cuda_modern_host.cpp checks without a GPU) to the bit; they
+// are also compared run to run.
+
+void check_modern_layers(Context& ctx) {
+  // The point-wise activations over [-8, 8], their kinks and a NaN (check mode's poison).
+  {
+    using cpu::Activation;
+    auto x = random_floats(1000, 121, -8, 8);
+    for (float k : {-3.0f, 3.0f, 0.0f, 6.0f, std::nanf("")}) x.push_back(k);
+    const auto n = static_cast<std::int64_t>(x.size());
+    auto dy = random_floats(x.size(), 122), dx0 = random_floats(x.size(), 123);
+    auto X = upload(x), DY = upload(dy);
+    DeviceBuffer Y(x.size() * sizeof(float));
+    const std::pair<const char*, cpu::ActivationDims> fs[] = {
+        {"sigmoid", {Activation::Sigmoid}},       {"hardsigmoid", {Activation::HardSigmoid, 0.2f, 0.5f}},
+        {"hardswish", {Activation::HardSwish}},   {"silu", {Activation::Silu}},
+        {"clip", {Activation::Clip, 0.0f, 6.0f}}, {"gelu", {Activation::Gelu}},
+        {"gelu tanh", {Activation::GeluTanh}}};
+    for (const auto& [name, d] : fs) {
+      // CUDA's expf/erff/tanhf differ from glibc's by ulps; the piecewise-linear ones are exact.
+      const bool exact = d.f == Activation::HardSigmoid || d.f == Activation::HardSwish || d.f == Activation::Clip;
+      const double tol = exact ? 0 : 2e-6;
+      std::vector<float> y_ref(x.size());
+      cpu::activation_forward(d, n, x.data(), y_ref.data());
+      cuda::activation_forward(ctx, d, n, X.as<float>(), Y.as<float>());
+      check(std::string(name) + " forward" + (exact ? " (bitwise)" : ""), y_ref, download<float>(ctx, Y, x.size()),
+            tol);
+      const bool reads_y = cpu::activation_backward_reads_y(d.f);
+      for (bool acc : {false, true}) {
+        std::vector<float> dx_ref = dx0;
+        cpu::activation_backward(d, n, reads_y ? y_ref.data() : x.data(), dy.data(), dx_ref.data(), acc);
+        auto V = upload(reads_y ? y_ref : x), DX = upload(dx0);
+        cuda::activation_backward(ctx, d, n, V.as<float>(), DY.as<float>(), DX.as<float>(), acc);
+        check(std::string(name) + " backward" + (acc ? " (beta 1)" : ""), dx_ref, download<float>(ctx, DX, x.size()),
+              tol);
+      }
+    }
+  }
+  // mul: s of x's shape and per (sample, channel); dx and ds each alone (the other operand absent).
+  for (bool per_channel : {false, true}) {
+    const cpu::MulDims d{3, 5, 7 * 9, per_channel};
+    const std::size_t nx = d.n * d.c * d.plane, ns = per_channel ? d.n * d.c : nx;
+    const std::string label = per_channel ? "mul per channel" : "mul";
+    auto x = random_floats(nx, 131), s = random_floats(ns, 132), dy = random_floats(nx, 133);
+    auto dx0 = random_floats(nx, 134), ds0 = random_floats(ns, 135);
+    std::vector<float> y_ref(nx), dx_ref = dx0, ds_ref = ds0;
+    cpu::mul_forward(d, x.data(), s.data(), y_ref.data());
+    cpu::mul_backward(d, x.data(), s.data(), dy.data(), dx_ref.data(), true, ds_ref.data(), true);
+    auto X = upload(x), S = upload(s), DY = upload(dy);
+    DeviceBuffer Y(nx * sizeof(float));
+    cuda::mul_forward(ctx, d, X.as<float>(), S.as<float>(), Y.as<float>());
+    check(label + " forward (bitwise)", y_ref, download<float>(ctx, Y, nx), 0);
+    auto DX = upload(dx0), DS = upload(ds0);
+    cuda::mul_backward(ctx, d, X.as<float>(), S.as<float>(), DY.as<float>(), DX.as<float>(), true, DS.as<float>(),
+                       true);
+    check(label + " backward dx (beta 1, bitwise)", dx_ref, download<float>(ctx, DX, nx), 0);
+    const auto ds = download<float>(ctx, DS, ns);
+    check(label + " backward ds (beta 1)", ds_ref, ds, per_channel ? 1e-5 : 0);
+    std::vector<float> dx_emu = dx0, ds_emu = ds0;
+    cuda::host::mul_backward(d, x.data(), s.data(), dy.data(), dx_emu.data(), true, ds_emu.data(), true);
+    check(label + " backward ds = host emulation (bitwise)", ds_emu, ds, 0);
+    std::vector<float> dx_ow(nx), ds_ow(ns);
+    cpu::mul_backward(d, nullptr, s.data(), dy.data(), dx_ow.data(), false, nullptr, false);
+    cpu::mul_backward(d, x.data(), nullptr, dy.data(), nullptr, false, ds_ow.data(), false);
+    auto DX2 = upload(dx0), DS2 = upload(ds0);
+    cuda::mul_backward(ctx, d, nullptr, S.as<float>(), DY.as<float>(), DX2.as<float>(), false, nullptr, false);
+    cuda::mul_backward(ctx, d, X.as<float>(), nullptr, DY.as<float>(), nullptr, false, DS2.as<float>(), false);
+    check(label + " backward dx alone (bitwise)", dx_ow, download<float>(ctx, DX2, nx), 0);
+    check(label + " backward ds alone", ds_ow, download<float>(ctx, DS2, ns), per_channel ? 1e-5 : 0);
+    auto DS3 = upload(ds0);
+    cuda::mul_backward(ctx, d, X.as<float>(), nullptr, DY.as<float>(), nullptr, false, DS3.as<float>(), true);
+    check(label + " backward ds run to run", ds, download<float>(ctx, DS3, ns), 0);
+  }
+  // scale
+  {
+    const std::int64_t n = 4, c = 6, plane = 5 * 13;
+    const std::size_t count = n * c * plane;
+    auto x = random_floats(count, 141), g = random_floats(c, 142, 0.5, 1.5), dy = random_floats(count, 143);
+    auto dx0 = random_floats(count, 144), dg0 = random_floats(c, 145);
+    std::vector<float> y_ref(count), dx_ref = dx0, dg_ref = dg0;
+    cpu::scale_forward(n, c, plane, x.data(), g.data(), y_ref.data());
+    cpu::scale_backward(n, c, plane, x.data(), g.data(), dy.data(), dx_ref.data(), true, dg_ref.data());
+    auto X = upload(x), G = upload(g), DY = upload(dy), DX = upload(dx0), DG = upload(dg0);
+    DeviceBuffer Y(count * sizeof(float));
+    cuda::scale_forward(ctx, n, c, plane, X.as<float>(), G.as<float>(), Y.as<float>());
+    check("scale forward (bitwise)", y_ref, download<float>(ctx, Y, count), 0);
+    cuda::scale_backward(ctx, n, c, plane, X.as<float>(), G.as<float>(), DY.as<float>(), DX.as<float>(), true,
+                         DG.as<float>());
+    check("scale backward dx (beta 1, bitwise)", dx_ref, download<float>(ctx, DX, count), 0);
+    const auto dg = download<float>(ctx, DG, c);
+    check("scale backward dgamma (accumulated)", dg_ref, dg, 1e-5);
+    std::vector<float> dg_emu = dg0;
+    cuda::host::scale_backward(n, c, plane, x.data(), nullptr, dy.data(), nullptr, false, dg_emu.data());
+    check("scale backward dgamma = host emulation (bitwise)", dg_emu, dg, 0);
+    auto DG2 = upload(dg0);  // no dx: gamma is not given
+    cuda::scale_backward(ctx, n, c, plane, X.as<float>(), nullptr, DY.as<float>(), nullptr, false, DG2.as<float>());
+    check("scale backward dgamma without dx, run to run", dg, download<float>(ctx, DG2, c), 0);
+  }
+  // layer norm: plane 35 (lanes wrap once) and 1x1 with many channels
+  for (const cpu::LnDims d : {cpu::LnDims{3, 6, 5, 7, 1e-5}, cpu::LnDims{4, 48, 1, 1, 1e-6}}) {
+    const std::string label = "layer norm c " + std::to_string(d.c);
+    const std::size_t count = d.n * d.c * d.h * d.w, stats = 2 * d.n * d.h * d.w;
+    auto x = random_floats(count, 151, -2, 3), gb = random_floats(2 * d.c, 152, 0.5, 1.5);
+    auto dy = random_floats(count, 153), dx0 = random_floats(count, 154), dgb0 = random_floats(2 * d.c, 155);
+    std::vector<float> y_ref(count), s_ref(stats), dx_ref = dx0, dgb_ref = dgb0;
+    cpu::ln_forward_training(d, x.data(), gb.data(), gb.data() + d.c, y_ref.data(), s_ref.data());
+    cpu::ln_backward(d, x.data(), gb.data(), s_ref.data(), dy.data(), dx_ref.data(), dgb_ref.data(), true);
+    auto X = upload(x), GB = upload(gb), DY = upload(dy), DX = upload(dx0), DGB = upload(dgb0);
+    DeviceBuffer Y(count * sizeof(float)), Y2(count * sizeof(float)), S(stats * sizeof(float));
+    cuda::ln_forward_training(ctx, d, X.as<float>(), GB.as<float>(), GB.as<float>() + d.c, Y.as<float>(),
+                              S.as<float>());
+    const auto y = download<float>(ctx, Y, count);
+    check(label + " forward_training saved [mean, inv_std] (bitwise)", s_ref, download<float>(ctx, S, stats), 0);
+    check(label + " forward_training y (bitwise)", y_ref, y, 0);
+    cuda::ln_forward_saved(ctx, d, X.as<float>(), GB.as<float>(), GB.as<float>() + d.c, S.as<float>(), Y2.as<float>());
+    check(label + " recompute = forward (bitwise)", y, download<float>(ctx, Y2, count), 0);
+    cuda::ln_backward(ctx, d, X.as<float>(), GB.as<float>(), S.as<float>(), DY.as<float>(), DX.as<float>(),
+                      DGB.as<float>(), true);
+    check(label + " backward dx (beta 1, bitwise)", dx_ref, download<float>(ctx, DX, count), 0);
+    const auto dgb = download<float>(ctx, DGB, 2 * d.c);
+    check(label + " backward dgamma, dbeta (accumulated)", dgb_ref, dgb, 1e-5);
+    std::vector<float> dgb_emu = dgb0;
+    const auto s_gpu = download<float>(ctx, S, stats);
+    cuda::host::ln_backward(d, x.data(), gb.data(), s_gpu.data(), dy.data(), nullptr, dgb_emu.data(), true);
+    check(label + " backward dgamma, dbeta = host emulation (bitwise)", dgb_emu, dgb, 0);
+    auto DGB2 = upload(dgb0);  // no dx
+    cuda::ln_backward(ctx, d, X.as<float>(), GB.as<float>(), S.as<float>(), DY.as<float>(), nullptr, DGB2.as<float>(),
+                      true);
+    check(label + " backward dgamma, dbeta without dx, run to run", dgb, download<float>(ctx, DGB2, 2 * d.c), 0);
+  }
+  // channel shuffle and slice: moves, so bitwise
+  {
+    const std::int64_t n = 2, c = 6, plane = 11;
+    const std::size_t count = n * c * plane;
+    auto x = random_floats(count, 161), dx0 = random_floats(count, 162);
+    auto X = upload(x);
+    DeviceBuffer Y(count * sizeof(float));
+    for (std::int64_t groups : {2, 3}) {
+      const std::string label = "channel shuffle g" + std::to_string(groups);
+      std::vector<float> y_ref(count);
+      cpu::channel_shuffle_forward(n, c, plane, groups, x.data(), y_ref.data());
+      cuda::channel_shuffle_forward(ctx, n, c, plane, groups, X.as<float>(), Y.as<float>());
+      check(label + " forward (bitwise)", y_ref, download<float>(ctx, Y, count), 0);
+      for (bool acc : {false, true}) {
+        std::vector<float> dx_ref = dx0;
+        cpu::channel_shuffle_backward(n, c, plane, groups, y_ref.data(), dx_ref.data(), acc);
+        auto DX = upload(dx0);
+        cuda::channel_shuffle_backward(ctx, n, c, plane, groups, Y.as<float>(), DX.as<float>(), acc);
+        check(label + " backward" + (acc ? " (beta 1)" : ""), dx_ref, download<float>(ctx, DX, count), 0);
+      }
+    }
+    const std::int64_t begin = 2, end = 5;
+    const std::size_t ny = n * (end - begin) * plane;
+    std::vector<float> y_ref(ny);
+    cpu::slice_forward(n, c, plane, begin, end, x.data(), y_ref.data());
+    cuda::slice_forward(ctx, n, c, plane, begin, end, X.as<float>(), Y.as<float>());
+    check("slice [2, 5) forward (bitwise)", y_ref, download<float>(ctx, Y, ny), 0);
+    auto DY = upload(y_ref);
+    for (bool acc : {false, true}) {
+      std::vector<float> dx_ref = dx0;
+      cpu::slice_backward(n, c, plane, begin, end, y_ref.data(), dx_ref.data(), acc);
+      auto DX = upload(dx0);
+      cuda::slice_backward(ctx, n, c, plane, begin, end, DY.as<float>(), DX.as<float>(), acc);
+      check(std::string("slice [2, 5) backward") + (acc ? " (beta 1)" : " (zeros outside)"), dx_ref,
+            download<float>(ctx, DX, count), 0);
+    }
+  }
+}
+
 // ---- the runner ----
 
 const char* kNet = R"({
@@ -449,13 +622,44 @@ const char* kNet = R"({
  ]
 })";
 
-void check_runner() {
-  Graph g = build_graph(parse_network_text(kNet, "gpu_check.json"), "gpu_check.json");
-  auto runner = make_cuda_runner(0);
-  DeviceInfo d = runner->device();
-  std::printf("device: %s, %.1f GiB, peak %.1f TFLOP/s FP32\n", d.name.c_str(),
-              static_cast<double>(d.memory_bytes) / (1 << 30), d.peak_flops * 1e-12);
-  for (const auto& [k, v] : d.versions) std::printf("  %s: %s\n", k.c_str(), v.c_str());
+// Every layer type of today's CNNs (as tests/test_nets.h's kModern): hardswish, a
+// squeeze-and-excitation gate (hardsigmoid, mul per channel), SiLU, layer norm, GELU (erf and
+// tanh), layer scale, slices, clip, sigmoid, an element-wise mul and a channel shuffle.
+const char* kModernNet = R"({
+ "format": "ucplan-network/1", "name": "gpu_check_modern", "input": {"name": "data", "shape": [3, 16, 16]}, "labels": 10,
+ "layers": [
+  {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 16, "kernel": 3, "pad": 1, "bias": false},
+  {"name": "b1", "type": "bn", "inputs": ["c1"]},
+  {"name": "h1", "type": "hardswish", "inputs": ["b1"]},
+  {"name": "sp", "type": "pool", "inputs": ["h1"], "mode": "avg", "global": true},
+  {"name": "sf1", "type": "conv", "inputs": ["sp"], "out_channels": 4, "kernel": 1},
+  {"name": "sr", "type": "relu", "inputs": ["sf1"]},
+  {"name": "sf2", "type": "conv", "inputs": ["sr"], "out_channels": 16, "kernel": 1},
+  {"name": "sg", "type": "hardsigmoid", "inputs": ["sf2"]},
+  {"name": "se", "type": "mul", "inputs": ["h1", "sg"]},
+  {"name": "c2", "type": "conv", "inputs": ["se"], "out_channels": 16, "kernel": 3, "pad": 1, "groups": 16},
+  {"name": "s2", "type": "silu", "inputs": ["c2"]},
+  {"name": "ln", "type": "layer_norm", "inputs": ["s2"], "eps": 1e-6},
+  {"name": "g1", "type": "gelu", "inputs": ["ln"]},
+  {"name": "ls", "type": "scale", "inputs": ["g1"]},
+  {"name": "add1", "type": "add", "inputs": ["ls", "se"]},
+  {"name": "sl1", "type": "slice", "inputs": ["add1"], "begin": 0, "end": 8},
+  {"name": "sl2", "type": "slice", "inputs": ["add1"], "begin": 8, "end": 16},
+  {"name": "c3", "type": "conv", "inputs": ["sl2"], "out_channels": 8, "kernel": 1},
+  {"name": "r6", "type": "clip", "inputs": ["c3"], "min": 0, "max": 6},
+  {"name": "gate", "type": "sigmoid", "inputs": ["r6"]},
+  {"name": "m2", "type": "mul", "inputs": ["c3", "gate"]},
+  {"name": "cat", "type": "concat", "inputs": ["sl1", "m2"]},
+  {"name": "sh", "type": "channel_shuffle", "inputs": ["cat"], "groups": 2},
+  {"name": "p", "type": "pool", "inputs": ["sh"], "mode": "max", "kernel": 2, "stride": 2},
+  {"name": "g2", "type": "gelu", "inputs": ["p"], "approximate": "tanh"},
+  {"name": "fc", "type": "fc", "inputs": ["g2"], "out_features": 10},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}
+ ]
+})";
+
+// Every op of every layer of g measured (a failure or an op with no measurement fails the check).
+void measure_every_op(Runner& runner, const Graph& g) {
   for (int li = 1; li < static_cast<int>(g.layers.size()); ++li) {
     const GraphLayer& l = g.layers[li];
     std::vector<std::string> ops = l.type() == LayerType::Conv || l.type() == LayerType::Fc
@@ -464,8 +668,8 @@ void check_runner() {
     if (l.has_weights()) ops.push_back("update");
     for (const auto& op : ops) {
       int ok = 0;
-      for (const auto& algo : runner->algorithms(g, li, op)) {
-        Measurement m = runner->measure(g, li, op, algo, op == "update" ? 0 : 4, 5);
+      for (const auto& algo : runner.algorithms(g, li, op)) {
+        Measurement m = runner.measure(g, li, op, algo, op == "update" ? 0 : 4, 5);
         if (m.status == "ok") ++ok;
         if (g_verbose || m.status.starts_with("failed"))
           std::printf("  %-6s %-16s %-22s %-14s %9.2f us  spread %.2f  ws %lld\n", l.name().c_str(), op.c_str(),
@@ -476,6 +680,18 @@ void check_runner() {
       if (ok == 0) fail("runner " + l.name() + " " + op + ": no algorithm measured");
     }
   }
+}
+
+void check_runner() {
+  Graph g = build_graph(parse_network_text(kNet, "gpu_check.json"), "gpu_check.json");
+  auto runner = make_cuda_runner(0);
+  DeviceInfo d = runner->device();
+  std::printf("device: %s, %.1f GiB, peak %.1f TFLOP/s FP32\n", d.name.c_str(),
+              static_cast<double>(d.memory_bytes) / (1 << 30), d.peak_flops * 1e-12);
+  for (const auto& [k, v] : d.versions) std::printf("  %s: %s\n", k.c_str(), v.c_str());
+  measure_every_op(*runner, g);
+  measure_every_op(*runner,
+                   build_graph(parse_network_text(kModernNet, "gpu_check_modern.json"), "gpu_check_modern.json"));
   // An impossible allocation is out_of_memory, not a failure (a 1x1 conv on a huge batch).
   Measurement big = runner->measure(g, 1, "forward", "implicit_gemm", std::int64_t{1} << 26, 1);
   if (big.status != "out_of_memory" && big.status != "unsupported") fail("runner huge batch: " + big.status);
@@ -561,6 +777,7 @@ int main(int argc, char** argv) {
                "max ties", true);
     check_pool(ctx, {.n = 2, .c = 4, .h = 7, .w = 7, .kh = 7, .kw = 7, .max = false}, false, "global avg 7x7");
     check_layers(ctx);
+    check_modern_layers(ctx);
     check_runner();
   } catch (const std::exception& e) {
     fail(std::string("exception: ") + e.what());

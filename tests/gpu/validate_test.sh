@@ -17,7 +17,8 @@ r = json.load(open(sys.argv[1]))
 steps = {s["name"]: s["status"] for s in r["steps"]}
 assert r["passed"] is False and r["verdict"] == "FAILED", r["verdict"]
 assert steps["gpu-check"] == "FAIL (exit 3)", steps["gpu-check"]
-assert all(steps[s] == "NOT RUN" for s in ["profile", "compile", "cuda-check", "run-check-tight"]), steps
+assert all(steps[s] == "NOT RUN" for s in ["profile", "compile", "cuda-check", "run-check-tight", "profile-modern",
+                                           "cuda-check-modern", "run-check-modern"]), steps
 print("ok: without a GPU:", steps)
 PY
 UCPLAN_VALIDATE_DEVICE=cpu UCPLAN_VALIDATE_SIZES=undivided UCPLAN_VALIDATE_REPEAT=1 UCPLAN_BUILD_DIR=$build \
@@ -29,7 +30,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["passed"] is False and r["verdict"].startswith("DRY RUN"), r["verdict"]
 steps = {s["name"]: s["status"] for s in r["steps"]}
-assert all(steps[s] == "PASS" for s in ["profile", "compile", "run-keep-all", "run-tight", "run-check-keep-all", "run-check-tight"]), steps
+assert all(steps[s] == "PASS" for s in ["profile", "compile", "run-keep-all", "run-tight", "run-check-keep-all", "run-check-tight",
+                                       "profile-modern", "compile-modern", "run-check-modern"]), steps
 for k in ["run-keep-all", "run-tight"]:
     assert r["runs"][k]["measured_over_predicted"] > 0, r["runs"]
 assert r["runs"]["run-tight"]["arena_bytes"] < r["runs"]["run-keep-all"]["arena_bytes"], r["runs"]
