@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/plan.h"
 #include "planner/model/plan_views.h"
 

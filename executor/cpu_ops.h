@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "executor/cpu/kernels.h"
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/plan.h"
 
 namespace ucplan {

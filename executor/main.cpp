@@ -14,7 +14,7 @@
 #include "planner/model/json_util.h"
 #include "planner/model/plan_views.h"
 #include "planner/model/units.h"
-#include "planner/passes/verify.h"
+#include "planner/check/verify.h"
 #include "replay.h"
 
 int main(int argc, char** argv) {

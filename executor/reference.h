@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 
 namespace ucplan {
 

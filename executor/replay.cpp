@@ -63,14 +63,6 @@ void init_labels(std::int64_t n, std::int64_t classes, std::uint64_t seed, std::
                                           static_cast<std::uint64_t>(classes));
 }
 
-std::vector<int> plan_route(const Plan& plan, const Graph& g) {
-  std::vector<int> route{0};
-  for (const PlanStep& s : plan.steps)
-    if (s.op == "forward") route.push_back(g.index_of(s.layer));
-  UCPLAN_CHECK(route.size() == g.layers.size(), "a verified plan runs every layer forward once");
-  return route;
-}
-
 std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const TaskGraph& tg) {
   std::unordered_map<std::string, int> layer_index;
   for (std::size_t l = 0; l < g.layers.size(); ++l) layer_index[g.layers[l].name()] = static_cast<int>(l);
@@ -156,9 +148,9 @@ std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const 
 }
 
 RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
-  const Graph g = build_graph(plan.network, "the plan's network");
-  const TaskGraph tg = build_tasks(g, plan_route(plan, g));
-  const std::vector<ResolvedStep> steps = resolve_steps(plan, g, tg);
+  const Program program = derive_program(plan);
+  const Graph& g = program.graph;
+  const std::vector<ResolvedStep> steps = resolve_steps(plan, g, program.tasks);
   RunReport rep;
   rep.backend = backend.description();
   rep.arena_bytes = plan.arena_bytes;

@@ -13,12 +13,12 @@
 
 #include "backend.h"
 #include "planner/model/plan.h"
-#include "planner/model/tasks.h"
+#include "planner/ir/program.h"
 
 namespace ucplan {
 
-// The plan's route (its own forward order) and task graph, as the verifier derives them.
-std::vector<int> plan_route(const Plan& plan, const Graph& g);
+// Each step with the arena offsets of what its kernel reads and writes (the program from
+// derive_program, planner/ir/program.h).
 std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const TaskGraph& tg);
 
 struct RunOptions {

@@ -13,7 +13,7 @@
 #include "cache.h"
 #include "planner/model/errors.h"
 #include "planner/model/sha256.h"
-#include "planner/model/tasks.h"
+#include "planner/ir/tasks.h"
 #include "planner/model/units.h"
 
 namespace ucplan {

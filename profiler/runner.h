@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/profile.h"
 
 namespace ucplan {

@@ -22,7 +22,7 @@
 
 #include "planner/import/onnx_import.h"
 #include "planner/model/errors.h"
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/network.h"
 
 using namespace ucplan;

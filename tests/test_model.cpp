@@ -18,14 +18,14 @@
 #include <vector>
 
 #include "planner/model/errors.h"
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/network.h"
 #include "planner/model/plan.h"
 #include "planner/model/plan_views.h"
-#include "planner/model/tasks.h"
+#include "planner/ir/tasks.h"
 #include "planner/passes/liveness.h"
 #include "planner/passes/lower_bound.h"
-#include "planner/passes/route.h"
+#include "planner/ir/route.h"
 
 using namespace ucplan;
 

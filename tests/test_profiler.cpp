@@ -8,7 +8,7 @@
 #include <set>
 
 #include "planner/model/errors.h"
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/network.h"
 #include "profiler/model_device.h"
 

@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/json_util.h"
 #include "planner/model/network.h"
 #include "planner/model/network_json.h"
 #include "planner/passes/liveness.h"
 #include "planner/passes/lower_bound.h"
-#include "planner/passes/route.h"
+#include "planner/ir/route.h"
 
 using namespace ucplan;
 

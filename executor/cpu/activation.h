@@ -5,7 +5,7 @@
 // kinks; tests/test_kernels_cpu.cpp checks them against float64 code and finite differences.
 //
 // The backward of each reads what its derivative is a function of, and nothing else
-// (planner/model/tasks.cpp lists the same read sets): sigmoid's derivative is y (1 - y);
+// (planner/ir/tasks.cpp lists the same read sets): sigmoid's derivative is y (1 - y);
 // hardsigmoid's and clip's are nonzero exactly where y lies strictly inside the clamp (there y
 // equals the unclamped value, so y decides as x would); hardswish, SiLU and GELU need x.
 //

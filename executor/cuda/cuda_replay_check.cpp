@@ -37,7 +37,7 @@
 #include "executor/reference.h"
 #include "executor/replay.h"
 #include "planner/model/errors.h"
-#include "planner/passes/verify.h"
+#include "planner/check/verify.h"
 
 namespace {
 
@@ -284,9 +284,9 @@ void check_plan(const std::string& path, int device, int iterations, double tole
     expect(false, "the plan verifies: " + error);
     return;
   }
-  const Graph g = build_graph(plan.network, path);
-  const TaskGraph tg = build_tasks(g, plan_route(plan, g));
-  const std::vector<ResolvedStep> steps = resolve_steps(plan, g, tg);
+  const Program program = derive_program(plan);
+  const Graph& g = program.graph;
+  const std::vector<ResolvedStep> steps = resolve_steps(plan, g, program.tasks);
   const std::uint64_t seed = 0x5eed;
   int conv_steps = 0, copies = 0, poisons = 0;
   for (const auto& s : steps) {

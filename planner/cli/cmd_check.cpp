@@ -11,7 +11,7 @@
 #include "planner/model/sha256.h"
 #include "planner/model/units.h"
 #include "planner/passes/pipeline.h"
-#include "planner/passes/verify.h"
+#include "planner/check/verify.h"
 
 namespace ucplan {
 

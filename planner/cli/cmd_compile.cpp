@@ -18,7 +18,7 @@
 #include "planner/passes/conv_config.h"
 #include "planner/passes/costs.h"
 #include "planner/passes/pipeline.h"
-#include "planner/passes/route.h"
+#include "planner/ir/route.h"
 #include "report.h"
 
 namespace ucplan {

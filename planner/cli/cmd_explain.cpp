@@ -6,7 +6,7 @@
 #include "planner/model/json_util.h"
 #include "planner/model/plan_views.h"
 #include "planner/model/units.h"
-#include "planner/passes/verify.h"
+#include "planner/check/verify.h"
 #include "report.h"
 
 namespace ucplan {

@@ -5,11 +5,11 @@
 #include "commands.h"
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
-#include "planner/model/tasks.h"
+#include "planner/ir/tasks.h"
 #include "planner/model/units.h"
 #include "planner/passes/liveness.h"
 #include "planner/passes/lower_bound.h"
-#include "planner/passes/route.h"
+#include "planner/ir/route.h"
 #include "report.h"
 
 namespace ucplan {

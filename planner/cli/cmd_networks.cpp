@@ -6,7 +6,7 @@
 
 #include "commands.h"
 #include "planner/model/errors.h"
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/json_util.h"
 #include "planner/model/units.h"
 #include "report.h"

@@ -8,7 +8,7 @@
 
 #include "planner/import/onnx_import.h"
 #include "planner/model/errors.h"
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/json_util.h"
 #include "planner/model/units.h"
 

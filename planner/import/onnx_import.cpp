@@ -19,7 +19,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "planner/model/errors.h"
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 
 namespace ucplan {
 namespace {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "conv_config.h"
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/profile.h"
-#include "planner/model/tasks.h"
+#include "planner/ir/tasks.h"
 
 namespace ucplan {
 

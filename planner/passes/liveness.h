@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "planner/model/tasks.h"
+#include "planner/ir/tasks.h"
 
 namespace ucplan {
 

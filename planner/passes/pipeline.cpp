@@ -13,10 +13,10 @@
 #include "planner/model/json_util.h"
 #include "planner/model/sha256.h"
 #include "planner/model/units.h"
-#include "route.h"
+#include "planner/ir/route.h"
 #include "schedule.h"
 #include "sub_batch.h"
-#include "verify.h"
+#include "planner/check/verify.h"
 
 namespace ucplan {
 

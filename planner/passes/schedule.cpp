@@ -228,10 +228,7 @@ void Scheduler::compute_uses() {
     std::vector<int> need;
     for (int p : uses_[y])
       if (p > produced_at) need.push_back(p);
-    const Task& f = tg_.tasks[costs_.forward_task[l]];
-    std::vector<int> srcs = f.reads;
-    if (tg_.aux_of[l] >= 0) srcs.push_back(tg_.aux_of[l]);
-    for (int x : srcs) {
+    for (int x : tg_.recompute_reads(l)) {
       if (tg_.tensors[x].resident()) continue;
       uses_[x].insert(uses_[x].end(), need.begin(), need.end());
     }
@@ -649,8 +646,7 @@ bool Scheduler::recompute(int layer) {
   const int y = tg_.y_of[layer];
   const int ftask = costs_.forward_task[layer];
   const Task& f = tg_.tasks[ftask];
-  std::vector<int> srcs = f.reads;
-  if (tg_.aux_of[layer] >= 0) srcs.push_back(tg_.aux_of[layer]);
+  const std::vector<int> srcs = tg_.recompute_reads(layer);
   lock(srcs, +1);
   lock({y}, +1);
   bool ok = true;
@@ -801,8 +797,7 @@ void Scheduler::copies_needed(int t, int depth, std::vector<int>* out) const {
   }
   if (depth > 16) return;
   const int layer = tg_.tensors[t].layer;
-  for (int x : tg_.tasks[costs_.forward_task[layer]].reads) copies_needed(x, depth + 1, out);
-  if (tg_.aux_of[layer] >= 0) copies_needed(tg_.aux_of[layer], depth + 1, out);
+  for (int x : tg_.recompute_reads(layer)) copies_needed(x, depth + 1, out);
 }
 
 // Eq. (4): prefetch for a later task s now if starting after the current task would make s

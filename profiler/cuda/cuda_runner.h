@@ -37,7 +37,7 @@
 #include <utility>
 #include <vector>
 
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "profiler/runner.h"
 
 namespace ucplan {

@@ -22,7 +22,7 @@
 #include "executor/cuda/kernels_cuda.h"
 #include "executor/cuda/modern_kernels.h"
 #include "planner/model/errors.h"
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/network.h"
 #include "profiler/cuda/cuda_runner.h"
 

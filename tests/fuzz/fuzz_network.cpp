@@ -1,8 +1,8 @@
 // libFuzzer harness: the network loader, then the graph (shapes) and the task graph built from it.
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 #include "planner/model/network.h"
-#include "planner/model/tasks.h"
-#include "planner/passes/route.h"
+#include "planner/ir/tasks.h"
+#include "planner/ir/route.h"
 #include "tests/fuzz/fuzz_loader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "planner/model/graph.h"
+#include "planner/ir/graph.h"
 
 namespace ucplan {
 

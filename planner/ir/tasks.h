@@ -54,7 +54,12 @@ struct TaskGraph {
   std::vector<Task> tasks;  // forward in route order, backward in reverse route order, updates
   std::vector<int> route;   // forward order of graph layers (input first)
   std::vector<int> y_of, dy_of, aux_of, w_of, dw_of;  // per graph layer: tensor id or -1
+  std::vector<int> forward_of;                        // per graph layer: its forward task id, -1 for the input
   int labels = -1;                                    // tensor id or -1 (no loss layer)
+
+  // What recomputing layer l's output reads: its forward task's reads plus its saved state
+  // (dropout's mask, layer norm's statistics), which a recomputation reuses and never rewrites.
+  std::vector<int> recompute_reads(int layer) const;
 
   std::int64_t resident_bytes() const;  // weights and weight gradients
   // Tensors a task touches (reads, writes and accumulates), without duplicates.

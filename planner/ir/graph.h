@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "network.h"
+#include "planner/model/network.h"
 
 namespace ucplan {
 

@@ -9,8 +9,7 @@
 #include <fmt/format.h>
 
 #include "planner/model/errors.h"
-#include "planner/model/graph.h"
-#include "planner/model/tasks.h"
+#include "planner/ir/program.h"
 
 namespace ucplan {
 
@@ -224,27 +223,16 @@ void Checker::check_structure() {
 
 // The iteration's tasks, in the plan's own forward order (any valid topological order).
 void Checker::rebuild_tasks() {
+  std::string error;
+  Program program;
   try {
-    g_ = build_graph(p_.network, "the plan's network");
+    program = derive_program(p_, &error);
   } catch (const UserError& e) {
     invalid(std::string("the embedded network is invalid: ") + e.what());
   }
-  std::vector<int> route{0};
-  std::vector<char> seen(g_.layers.size(), 0);
-  seen[0] = 1;
-  for (const PlanStep& s : p_.steps) {
-    if (s.op != "forward") continue;
-    int l = g_.index_of(s.layer);
-    if (l <= 0) invalid(fmt::format("{}: unknown layer \"{}\"", step_name(s), s.layer));
-    if (seen[l]) invalid(fmt::format("{}: layer {} runs forward twice", step_name(s), s.layer));
-    for (int in : g_.layers[l].inputs)
-      if (!seen[in]) invalid(fmt::format("{}: runs before its input {}", step_name(s), g_.layers[in].name()));
-    seen[l] = 1;
-    route.push_back(l);
-  }
-  for (std::size_t l = 1; l < g_.layers.size(); ++l)
-    if (!seen[l]) invalid(fmt::format("the plan never runs forward of layer {}", g_.layers[l].name()));
-  tg_ = build_tasks(g_, route);
+  if (!error.empty()) invalid(error);
+  g_ = std::move(program.graph);
+  tg_ = std::move(program.tasks);
   for (const Tensor& t : tg_.tensors) tensor_of_name_[t.name] = t.id;
 }
 
@@ -603,13 +591,8 @@ void Checker::run() {
       const int y = tg_.y_of[l];
       if (cur_[y] == 0)
         invalid(fmt::format("{}: recomputes {} before it was ever computed", step_name(s), tg_.tensors[y].name));
-      const Task* f = nullptr;
-      for (const Task& t : tg_.tasks)
-        if (t.kind == TaskKind::Forward && t.layer == l) f = &t;
-      std::vector<int> reads = f->reads;
-      if (tg_.aux_of[l] >= 0) reads.push_back(tg_.aux_of[l]);
       check_config(s, l, g_.layers[l].type() == LayerType::Conv);
-      check_lists(s, reads, {y}, {});
+      check_lists(s, tg_.recompute_reads(l), {y}, {});
       continue;
     }
     if (next_task >= round_tasks.size())

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "errors.h"
+#include "planner/model/errors.h"
 
 namespace ucplan {
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "errors.h"
+#include "planner/model/errors.h"
 
 namespace ucplan {
 
@@ -47,6 +47,12 @@ std::int64_t TaskGraph::resident_bytes() const {
   for (const auto& t : tensors)
     if (t.resident()) n += t.bytes(1);
   return n;
+}
+
+std::vector<int> TaskGraph::recompute_reads(int layer) const {
+  std::vector<int> reads = tasks[static_cast<std::size_t>(forward_of[static_cast<std::size_t>(layer)])].reads;
+  if (aux_of[static_cast<std::size_t>(layer)] >= 0) reads.push_back(aux_of[static_cast<std::size_t>(layer)]);
+  return reads;
 }
 
 std::vector<int> TaskGraph::touched(const Task& t) const {
@@ -95,6 +101,7 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
   tg.aux_of.assign(n, -1);
   tg.w_of.assign(n, -1);
   tg.dw_of.assign(n, -1);
+  tg.forward_of.assign(n, -1);
   // dY_l is needed only if layer l's backward yields something: its weight gradients, or the
   // gradient of an input that needs one (never the network input). No gradient is computed for
   // nothing (e.g. the relu between the input and the first conv).
@@ -143,6 +150,7 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
     if (l == 0) continue;
     const GraphLayer& gl = g.layers[l];
     Task& t = new_task(TaskKind::Forward, l);
+    tg.forward_of[l] = t.id;
     for (int in : gl.inputs) t.reads.push_back(tg.y_of[in]);
     if (tg.w_of[l] >= 0) t.reads.push_back(tg.w_of[l]);
     if (gl.type() == LayerType::SoftmaxLoss) t.reads.push_back(tg.labels);
