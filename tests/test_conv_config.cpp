@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "planner/passes/conv_config.h"
-#include "planner/passes/ilp.h"
+#include "planner/solve/ilp.h"
 
 using namespace ucplan;
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "ilp.h"
+#include "planner/solve/ilp.h"
 #include "planner/model/errors.h"
 
 namespace ucplan {
