@@ -727,6 +727,79 @@ TEST_CASE("tasks: exactly what each layer type's backward reads, writes and accu
   }
 }
 
+TEST_CASE("tasks: exact read sets of today's CNN layer types (what each derivative is a function of)") {
+  // data 4x4x4 -> c1 conv(4, k3 p1) -> hs hardswish -> gp global avg -> sg sigmoid -> hsg hardsigmoid
+  //   se = hs * hsg (one gate per channel) -> si silu -> ge gelu -> cl clip(-1, 1) -> ln layer norm
+  //   -> sc scale -> a, b = slices [0, 2), [2, 4) -> cat(b, a) -> sh channel shuffle(2) --.
+  // data -> c0 conv(4, k1) ; ds = sigmoid(data) (no weights before it: needs no gradient);
+  //   m2 = c0 * ds (element-wise) -------------------------------------------------------- j add -> f fc(3) -> loss
+  Graph g = graph_of(parse_network_text(
+      R"({"format": "ucplan-network/1", "name": "t", "input": {"shape": [4, 4, 4]}, "labels": 3, "layers": [
+  {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 3, "pad": 1},
+  {"name": "hs", "type": "hardswish", "inputs": ["c1"]},
+  {"name": "gp", "type": "pool", "inputs": ["hs"], "mode": "avg", "global": true},
+  {"name": "sg", "type": "sigmoid", "inputs": ["gp"]},
+  {"name": "hsg", "type": "hardsigmoid", "inputs": ["sg"]},
+  {"name": "se", "type": "mul", "inputs": ["hs", "hsg"]},
+  {"name": "si", "type": "silu", "inputs": ["se"]},
+  {"name": "ge", "type": "gelu", "inputs": ["si"]},
+  {"name": "cl", "type": "clip", "inputs": ["ge"], "min": -1, "max": 1},
+  {"name": "ln", "type": "layer_norm", "inputs": ["cl"]},
+  {"name": "sc", "type": "scale", "inputs": ["ln"]},
+  {"name": "a", "type": "slice", "inputs": ["sc"], "begin": 0, "end": 2},
+  {"name": "b", "type": "slice", "inputs": ["sc"], "begin": 2, "end": 4},
+  {"name": "cat", "type": "concat", "inputs": ["b", "a"]},
+  {"name": "sh", "type": "channel_shuffle", "inputs": ["cat"], "groups": 2},
+  {"name": "c0", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 1},
+  {"name": "ds", "type": "sigmoid", "inputs": ["data"]},
+  {"name": "m2", "type": "mul", "inputs": ["c0", "ds"]},
+  {"name": "j", "type": "add", "inputs": ["sh", "m2"]},
+  {"name": "f", "type": "fc", "inputs": ["j"], "out_features": 3},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
+      "t"));
+  TaskGraph tg = build_tasks(g, construct_route(g));
+  auto reads = [&](const char* layer) { return names(tg, task(g, tg, layer, TaskKind::Backward).reads); };
+  auto writes = [&](const char* layer) { return names(tg, task(g, tg, layer, TaskKind::Backward).writes); };
+  auto accs = [&](const char* layer) { return names(tg, task(g, tg, layer, TaskKind::Backward).accumulates); };
+
+  // hardswish, SiLU and GELU: x; sigmoid, hardsigmoid and clip: y (executor/cpu/activation.h).
+  CHECK(reads("hs") == sorted_list("Y:c1, dY:hs"));
+  CHECK(reads("si") == sorted_list("Y:se, dY:si"));
+  CHECK(reads("ge") == sorted_list("Y:si, dY:ge"));
+  CHECK(reads("sg") == sorted_list("Y:sg, dY:sg"));
+  CHECK(reads("hsg") == sorted_list("Y:hsg, dY:hsg"));
+  CHECK(reads("cl") == sorted_list("Y:cl, dY:cl"));
+  CHECK(writes("cl") == "dY:ge");
+  // mul: dx = dy * s reads the gate; ds = sum dy * x reads the feature map.
+  CHECK(reads("se") == sorted_list("dY:se, Y:hsg, Y:hs"));
+  CHECK(writes("se") == sorted_list("dY:hs, dY:hsg"));
+  CHECK(accs("gp") == "dY:hs");  // the pool's gradient joins the mul's
+  // ... and where the gate needs no gradient (it comes from the input), x is not read at all.
+  CHECK(reads("m2") == sorted_list("dY:m2, Y:ds"));
+  CHECK(writes("m2") == "dY:c0");
+  CHECK(task_index(g, tg, "ds", TaskKind::Backward) == -1);
+  // layer norm as bn, its statistics per pixel: 2 * 16 pixels * 4 B = 128 B per sample.
+  CHECK(reads("ln") == sorted_list("Y:cl, aux:ln, W:ln, dY:ln"));
+  CHECK(writes("ln") == sorted_list("dW:ln, dY:cl"));
+  CHECK(tensor(tg, "aux:ln").bytes(1) == 128);
+  CHECK(tensor(tg, "aux:ln").bytes(3) == 384);
+  CHECK(tensor(tg, "W:ln").bytes(1) == 2 * 4 * 4);
+  // scale: dgamma needs x, dx needs gamma.
+  CHECK(reads("sc") == sorted_list("Y:ln, W:sc, dY:sc"));
+  CHECK(writes("sc") == sorted_list("dW:sc, dY:ln"));
+  CHECK(tensor(tg, "W:sc").bytes(1) == 4 * 4);
+  // Data movement reads only dY; the first slice backward writes dY:sc (zeros outside its
+  // channels), the second adds into it.
+  CHECK(reads("sh") == "dY:sh");
+  CHECK(reads("a") == "dY:a");
+  CHECK(reads("b") == "dY:b");
+  CHECK(writes("a") + accs("a") + writes("b") + accs("b") == "dY:scdY:sc");
+  CHECK((writes("a") == "dY:sc") != (writes("b") == "dY:sc"));
+  // Recomputation reads the forward's inputs, plus layer norm's saved statistics.
+  CHECK(names(tg, tg.recompute_reads(g.index_of("ln"))) == sorted_list("Y:cl, W:ln, aux:ln"));
+  CHECK(names(tg, tg.recompute_reads(g.index_of("se"))) == sorted_list("Y:hs, Y:hsg"));
+}
+
 TEST_CASE("tasks: a sink that is not a loss gets a host-provided gradient") {
   // data 1x2x2 -> c conv(2, k1) -> r relu (sink, no head) ; c -> f fc(3) -> loss.
   // r is a sink without a loss: its dY comes from the host; f's dY comes from the loss.
@@ -944,6 +1017,29 @@ TEST_CASE("graph: malformed networks are UserErrors naming the layer and the fie
     CHECK(f.reason.find("5x8x8") != std::string::npos);
     CHECK(f.reason.find("4x8x8") != std::string::npos);
     CHECK(f.what.rfind("bad.json: layers[2] (s).inputs[1]: ", 0) == 0);
+  }
+  SUBCASE("today's layer types: a gate of another shape, a slice past the channels, shuffle groups, clip bounds") {
+    // data is 3x8x8.
+    Failure m = graph_failure(R"({"name": "p", "type": "pool", "mode": "max", "inputs": ["data"], "kernel": 2},
+                                 {"name": "m", "type": "mul", "inputs": ["data", "p"]})");
+    REQUIRE(m.thrown);
+    CHECK(m.where == "layers[1] (m).inputs[1]");
+    CHECK(m.reason ==
+          "shape 3x4x4 of \"p\" is neither the shape 3x8x8 of \"data\" nor one value per channel (3x1x1)");
+    Failure sl = graph_failure(R"({"name": "s", "type": "slice", "inputs": ["data"], "begin": 1, "end": 4})");
+    REQUIRE(sl.thrown);
+    CHECK(sl.where == "layers[0] (s).end");
+    CHECK(sl.reason == "end 4 is beyond the input's 3 channels");
+    Failure sh = graph_failure(R"({"name": "s", "type": "channel_shuffle", "inputs": ["data"], "groups": 2})");
+    REQUIRE(sh.thrown);
+    CHECK(sh.where == "layers[0] (s).groups");
+    CHECK(sh.reason == "input channels 3 are not divisible by groups 2");
+    Failure c = graph_failure(R"({"name": "c", "type": "clip", "inputs": ["data"], "min": 6, "max": 0})");
+    REQUIRE(c.thrown);
+    CHECK(c.what == "bad.json: layers[0] (c): min 6 must be less than max 0");
+    Failure e = graph_failure(R"({"name": "s", "type": "slice", "inputs": ["data"], "begin": 2, "end": 2})");
+    REQUIRE(e.thrown);
+    CHECK(e.where == "layers[0] (s).end");
   }
   SUBCASE("spatial mismatch at a concat") {
     // p: k2 s2 -> 3x4x4 vs data 3x8x8.
