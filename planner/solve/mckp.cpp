@@ -90,8 +90,6 @@ Wide weight_of(const Mckp& m, const std::vector<int>& pos) {
   return w;
 }
 
-
-
 // LP relaxation (Sinha & Zoltners): along each kernel's lower convex hull, upgrades taken in
 // order of cost saved per unit of weight until the capacity runs out; the first upgrade that
 // does not fit is the critical one, and its ratio dc/dw is the knapsack row's dual price λ.
@@ -175,7 +173,6 @@ Reduction reduce_mckp(const Mckp& m, const std::vector<int>& start) {
   }
   return r;
 }
-
 
 // Exact solution of an MCKP: reduce_mckp decides most kernels, CBC the rest (Eqs. (1)-(4) over
 // the kept configurations of the free kernels, capacity less what the fixed kernels take),

@@ -1,5 +1,7 @@
-// The memory planner: simulator mechanics, the Eq. (5) gain, plans at every budget from the
-// lower bound up, strategies, determinism, and the verifier against deliberately broken plans.
+// The passes (planner/passes/): liveness (SuperNeurons §3.2, Fig. 5) and the lower bound (moDNN
+// Eqs. 1-2) against arithmetic done by hand; the simulator's mechanics, the Eq. (5) gain, plans at
+// every budget from the lower bound up, strategies, determinism and plan quality against brute
+// force and the exact MILP.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -20,48 +22,14 @@
 #include "planner/check/verify.h"
 #include "profiler/model_device.h"
 #include "profiler/profile_network.h"
+#include "ir_builders.h"
+#include "planner/passes/liveness.h"
+#include "planner_fixtures.h"
 #include "test_nets.h"
 #include "plan_edit.h"
 
 using namespace ucplan;
 using namespace ucplan::test;
-
-namespace {
-
-Profile model_profile(const Network& net, std::int64_t batch, const std::string& device = "k40") {
-  auto runner = make_model_runner(device);
-  ProfileOptions o;
-  o.batch = batch;
-  o.sizes = "powerOfTwo";
-  o.repeat = 1;
-  return profile_network(net, "test", *runner, o);
-}
-
-CompileInput input_for(const Network& net, const Profile& prof, std::int64_t budget,
-                       const std::string& strategy = "ucplan", const std::string& sub_batch = "any") {
-  CompileInput in;
-  in.network = net;
-  in.network_file = "test";
-  in.profile = prof;
-  in.profile_path = "test-profile.json";
-  in.profile_sha256 = "0";
-  in.budget_bytes = budget;
-  in.strategy = strategy;
-  in.sub_batch = sub_batch;
-  return in;
-}
-
-std::int64_t lower_bound_of(const Network& net) {
-  const Graph g = build_graph(net, "test");
-  return memory_lower_bound(build_tasks(g, construct_route(g)), 1).bytes;
-}
-
-// The peak of keeping everything (liveness analysis only), with a generous budget.
-std::int64_t keep_all_peak(const Network& net, const Profile& prof) {
-  return make_plan(input_for(net, prof, std::int64_t{1} << 40, "keep-all", "auto")).plan.summary.peak_bytes;
-}
-
-}  // namespace
 
 TEST_SUITE("simulator") {
   TEST_CASE("a step starts when its stream and the steps it waits for are done") {
@@ -266,101 +234,6 @@ TEST_SUITE("memory planner") {
     const std::string path = "/tmp/ucplan-test-plan.json";
     write_file_atomically(path, a);
     CHECK(plan_to_json_text(load_plan(path)) == a);
-  }
-}
-
-TEST_SUITE("verifier") {
-  // A plan with offloads and prefetches to break in different ways: the whole batch (the
-  // chain has bn) at 88 % of the keep-all peak, with vDNN-all's decisions so activations move
-  // (ucplan itself may rightly prefer recomputation there).
-  Plan tight_plan() {
-    const Network net = parse_network_text(kChain, "test");
-    const Profile prof = model_profile(net, 8);
-    Plan p = make_plan(input_for(net, prof, keep_all_peak(net, prof) * 88 / 100, "vdnn-all", "auto")).plan;
-    REQUIRE(find_plan_error(p) == "");
-    REQUIRE(p.summary.offload_bytes > 0);
-    return p;
-  }
-
-  TEST_CASE("overlapping live buffers") {
-    Plan p = tight_plan();
-    // Two buffers live at once: move the second onto the first.
-    bool done = false;
-    for (std::size_t i = 0; i < p.buffers.size() && !done; ++i)
-      for (std::size_t j = i + 1; j < p.buffers.size() && !done; ++j) {
-        PlanBuffer& a = p.buffers[i];
-        PlanBuffer& b = p.buffers[j];
-        if (a.resident || b.resident || b.first_step > a.last_step || a.first_step > b.last_step) continue;
-        b.offset = a.offset;
-        done = true;
-      }
-    REQUIRE(done);
-    CHECK(find_plan_error(p).find("while both live") != std::string::npos);
-  }
-
-  TEST_CASE("a missing prefetch") {
-    Plan p = tight_plan();
-    auto it = std::find_if(p.steps.begin(), p.steps.end(),
-                           [](const PlanStep& s) { return s.op == "prefetch" && s.tensor != "Y:data"; });
-    REQUIRE(it != p.steps.end());
-    const int buffer = it->writes[0];
-    remove_step(p, it->id);
-    const std::string error = find_plan_error(p);
-    CAPTURE(error);
-    CHECK(error.find("holds no value") != std::string::npos);
-    CHECK(error.find(p.buffers[buffer].tensor) != std::string::npos);
-  }
-
-  TEST_CASE("a read after free") {
-    Plan p = tight_plan();
-    // A tensor offloaded then prefetched has two buffers; make a step after the prefetch read the
-    // first one, whose bytes were reused in between.
-    bool done = false;
-    for (auto& s : p.steps) {
-      if (done || s.stream != "compute") continue;
-      for (int& b : s.reads) {
-        const std::string& t = p.buffers[b].tensor;
-        for (const auto& old : p.buffers)
-          if (!done && old.id < b && old.tensor == t && old.last_step < s.id && !old.resident) {
-            b = old.id;
-            done = true;
-          }
-      }
-    }
-    REQUIRE(done);
-    const std::string error = find_plan_error(p);
-    CAPTURE(error);
-    CHECK(error.find("after its last_step") != std::string::npos);
-  }
-
-  TEST_CASE("a missing wait") {
-    Plan p = tight_plan();
-    auto it = std::find_if(p.steps.begin(), p.steps.end(),
-                           [](const PlanStep& s) { return s.stream == "compute" && !s.waits.empty(); });
-    REQUIRE(it != p.steps.end());
-    it->waits.clear();
-    retime(p);
-    const std::string error = find_plan_error(p);
-    CAPTURE(error);
-    CHECK(error.find("without waiting") != std::string::npos);
-  }
-
-  TEST_CASE("over budget, waits on later steps, wrong times, skipped tasks") {
-    Plan p = tight_plan();
-    Plan a = p;
-    a.budget_bytes = a.arena_bytes - 1;
-    CHECK(find_plan_error(a).find("exceeds the budget") != std::string::npos);
-    Plan b = p;
-    b.steps[3].waits.push_back(10);
-    CHECK(find_plan_error(b).find("not an earlier step") != std::string::npos);
-    Plan c = p;
-    c.steps[5].start_ns += 1;
-    c.steps[5].end_ns += 1;
-    CHECK(find_plan_error(c).find("predicted start") != std::string::npos);
-    Plan d = p;
-    auto f = std::find_if(d.steps.begin(), d.steps.end(), [](const PlanStep& s) { return s.op == "backward_filter"; });
-    remove_step(d, f->id);
-    CHECK(find_plan_error(d) != "");
   }
 }
 
@@ -606,4 +479,253 @@ TEST_SUITE("plan quality") {
       }
     }
   }
+}
+
+namespace {
+
+// Step (index in Liveness::steps) of a task.
+int step_of(const Liveness& lv, int task_id) {
+  auto it = std::find(lv.steps.begin(), lv.steps.end(), task_id);
+  REQUIRE(it != lv.steps.end());
+  return static_cast<int>(it - lv.steps.begin());
+}
+
+}  // namespace
+
+// =============================================================================================
+// Liveness: SuperNeurons Fig. 5 and §3.2
+// =============================================================================================
+
+TEST_CASE("liveness: SuperNeurons Fig. 5 on the network of Fig. 3c") {
+  // Fig. 3c / Fig. 5: DATA0 forks; CONV1 reads DATA; CONV2 -> POOL3 reads DATA too; the two
+  // branches join before the FC layer (FC4), then SOFTMAX5; Fig. 5's backward steps are
+  // FC7, POOL8, CONV9 (needs t_0 = DATA's output), CONV10, DATA11. Our FC has one input,
+  // so the join is an explicit concat:
+  //   data 1x4x4 (64 B)
+  //   conv1: data, 1 out, k2 s2      -> 1x2x2 (16 B),  W 1*1*2*2+1 =  5 params = 20 B
+  //   conv2: data, 2 out, k3 p1      -> 2x4x4 (128 B), W 2*1*3*3+2 = 20 params = 80 B
+  //   pool3: max k2 s2 of conv2      -> 2x2x2 (32 B)
+  //   cat4:  concat(conv1, pool3)    -> 3x2x2 (48 B)
+  //   fc5:   3 out                   -> 3     (12 B),  W 12*3+3    = 39 params = 156 B
+  //   loss6: softmax_loss            -> 3     (12 B);  labels 4 B per sample
+  // Resident: W + dW = 2 * (20 + 80 + 156) = 512 B.
+  // Route (Alg. 1): data conv1 [cat4: counter 1 < 2] conv2 pool3 cat4 fc5 loss6.
+  Network net = make_net(
+      {1, 4, 4}, 3,
+      {conv("conv1", "data", 1, 2, 2), conv("conv2", "data", 2, 3, 1, 1), pool("pool3", "conv2", PoolMode::Max, 2, 2),
+       concat("cat4", {"conv1", "pool3"}), fc("fc5", "cat4", 3), loss("loss6", "fc5")});
+  Graph g = graph_of(net);
+  std::vector<int> route = construct_route(g);
+  REQUIRE(route_names(g, route) == "data conv1 conv2 pool3 cat4 fc5 loss6");
+  TaskGraph tg = build_tasks(g, route);
+  Liveness lv = compute_liveness(tg, 1);
+
+  // Steps of one round (updates run after all rounds and are not steps), with what each touches:
+  //   s0  forward conv1          Y:data, W -> Y:conv1
+  //   s1  forward conv2          Y:data, W -> Y:conv2
+  //   s2  forward pool3          Y:conv2 -> Y:pool3
+  //   s3  forward cat4           Y:conv1, Y:pool3 -> Y:cat4
+  //   s4  forward fc5            Y:cat4, W -> Y:fc5
+  //   s5  forward loss6          Y:fc5, labels -> Y:loss6
+  //   s6  backward loss6         Y:loss6, labels -> dY:fc5
+  //   s7  backward_filter fc5    Y:cat4, dY:fc5 -> dW            (Fig. 5's FC7)
+  //   s8  backward_data fc5      dY:fc5, W -> dY:cat4
+  //   s9  backward cat4          dY:cat4 -> dY:conv1, dY:pool3
+  //   s10 backward pool3 (max)   Y:conv2, Y:pool3, dY:pool3 -> dY:conv2   (Fig. 5's POOL8)
+  //   s11 backward_filter conv2  Y:data, dY:conv2 -> dW           (Fig. 5's CONV9: needs t_0)
+  //   s12 backward_filter conv1  Y:data, dY:conv1 -> dW           (CONV10; no backward_data:
+  //                                                                 both convs read the input)
+  CHECK(task_sequence(g, tg) ==
+        "forward:conv1 forward:conv2 forward:pool3 forward:cat4 forward:fc5 forward:loss6 "
+        "backward:loss6 backward_filter:fc5 backward_data:fc5 backward:cat4 backward:pool3 "
+        "backward_filter:conv2 backward_filter:conv1 update:conv1 update:conv2 update:fc5");
+  REQUIRE(lv.steps.size() == 13);
+
+  // Lifetimes [first step, last step] of the non-resident tensors:
+  //   Y:data  64 [0,12]   Y:conv1 16 [0,3]    Y:conv2 128 [1,10]   Y:pool3 32 [2,10]
+  //   Y:cat4  48 [3,7]    Y:fc5   12 [4,5]    Y:loss6  12 [5,6]    labels   4 [5,6]
+  //   dY:fc5  12 [6,8]    dY:cat4 48 [8,9]    dY:conv1 16 [9,12]   dY:pool3 32 [9,10]
+  //   dY:conv2 128 [10,11]
+  // Y:conv1 dies at the join (s3): no backward reads a conv's own output. Y:conv2 lives to s10
+  // because max-pool's backward reads its input X as well as Y.
+  auto life = [&](const char* n) {
+    int id = tensor_id(tg, n);
+    REQUIRE(id >= 0);
+    return std::array<int, 2>{lv.first_step[id], lv.last_step[id]};
+  };
+  CHECK(life("Y:data") == std::array<int, 2>{0, 12});
+  CHECK(life("Y:conv1") == std::array<int, 2>{0, 3});
+  CHECK(life("Y:conv2") == std::array<int, 2>{1, 10});
+  CHECK(life("Y:cat4") == std::array<int, 2>{3, 7});
+  CHECK(life("dY:conv1") == std::array<int, 2>{9, 12});
+  CHECK(life("dY:conv2") == std::array<int, 2>{10, 11});
+  CHECK(lv.first_step[tensor_id(tg, "W:fc5")] == -1);  // resident: not tracked per step
+
+  // in = live before the step, out = live after it (Fig. 5's sets):
+  //   s0  in {}                                          out {Y:data, Y:conv1}
+  //   s3  in {Y:data, Y:conv1, Y:conv2, Y:pool3}         out {Y:data, Y:conv2, Y:pool3, Y:cat4}
+  //   s7  in {Y:data, Y:conv2, Y:pool3, Y:cat4, dY:fc5}  out {Y:data, Y:conv2, Y:pool3, dY:fc5}
+  //       (like Fig. 5's FC7: its last reader frees Y:cat4)
+  //   s10 in {Y:data, Y:conv2, Y:pool3, dY:conv1, dY:pool3}
+  //       out {Y:data, dY:conv1, dY:conv2}
+  //   s12 in {Y:data, dY:conv1}                          out {}   (Fig. 5: empty final out)
+  CHECK(names(tg, lv.in_set(0)) == "");
+  CHECK(names(tg, lv.out_set(0)) == sorted_list("Y:data, Y:conv1"));
+  CHECK(names(tg, lv.in_set(3)) == sorted_list("Y:data, Y:conv1, Y:conv2, Y:pool3"));
+  CHECK(names(tg, lv.out_set(3)) == sorted_list("Y:data, Y:conv2, Y:pool3, Y:cat4"));
+  CHECK(step_of(lv, task_index(g, tg, "fc5", TaskKind::BackwardFilter)) == 7);
+  CHECK(names(tg, lv.in_set(7)) == sorted_list("Y:data, Y:conv2, Y:pool3, Y:cat4, dY:fc5"));
+  CHECK(names(tg, lv.out_set(7)) == sorted_list("Y:data, Y:conv2, Y:pool3, dY:fc5"));
+  CHECK(names(tg, lv.in_set(10)) == sorted_list("Y:data, Y:conv2, Y:pool3, dY:conv1, dY:pool3"));
+  CHECK(names(tg, lv.out_set(10)) == sorted_list("Y:data, dY:conv1, dY:conv2"));
+  CHECK(names(tg, lv.in_set(12)) == sorted_list("Y:data, dY:conv1"));
+  CHECK(names(tg, lv.out_set(12)) == "");
+
+  // Live bytes per step = 512 resident + tensors with first <= s <= last:
+  //   s0  64+16                    =  80    s7  64+128+32+48+12          = 284
+  //   s1  64+16+128                = 208    s8  64+128+32+12+48          = 284
+  //   s2  64+16+128+32             = 240    s9  64+128+32+48+16+32       = 320
+  //   s3  64+16+128+32+48          = 288    s10 64+128+32+16+32+128      = 400
+  //   s4  64+128+32+48+12          = 284    s11 64+16+128                = 208
+  //   s5  64+128+32+48+12+12+4     = 300    s12 64+16                    =  80
+  //   s6  64+128+32+48+12+4+12     = 300
+  const std::vector<std::int64_t> tensors_at = {80, 208, 240, 288, 284, 300, 300, 284, 284, 320, 400, 208, 80};
+  std::vector<std::int64_t> expected_live;
+  for (auto b : tensors_at) expected_live.push_back(512 + b);
+  CHECK(lv.resident_bytes == 512);
+  CHECK(lv.live_bytes == expected_live);
+  CHECK(lv.live_count == std::vector<int>{2, 3, 4, 5, 5, 7, 7, 5, 5, 6, 6, 3, 2});
+
+  // Baseline (every tensor its own allocation) = Σ all 13 tensors + resident:
+  //   64+16+128+32+48+12+12+4+12+48+16+32+128 = 552;  552 + 512 = 1064.
+  CHECK(lv.baseline_peak == 1064);
+  // Liveness peak: 400 + 512 = 912 at s10, the max-pool backward (as in Fig. 10a, where
+  // AlexNet's peak is the backward of a pool layer).
+  CHECK(lv.liveness_peak == 912);
+  CHECK(lv.peak_step == 10);
+  CHECK(lv.steps[lv.peak_step] == task_index(g, tg, "pool3", TaskKind::Backward));
+
+  SUBCASE("at batch 4 every activation and gradient is 4x, the weights are not") {
+    // 4 * 400 + 512 = 2112; baseline 4 * 552 + 512 = 2720.
+    Liveness lv4 = compute_liveness(tg, 4);
+    CHECK(lv4.liveness_peak == 2112);
+    CHECK(lv4.baseline_peak == 2720);
+    CHECK(lv4.peak_step == 10);
+  }
+}
+
+TEST_CASE("liveness: on a chain of identical layers, peak = Σ l^f + l^b_N (SuperNeurons §3.2)") {
+  // data (2x4x4) -> c1 -> ... -> cN, each conv 2->2, k3 p1, so every activation and every
+  // gradient is 2*4*4*4 = 128 B per sample; each conv W = 2*2*3*3 + 2 = 38 params = 152 B,
+  // W + dW = 304 B. No loss: cN is a sink, its gradient dY_N is host-provided.
+  // What our model counts (tasks.h): conv backward_filter reads X (= Y_{i-1}) and dY_i and
+  // writes dW_i; backward_data reads dY_i and W_i and writes dY_{i-1}; c1 reads the network
+  // input, so it has no backward_data. No backward reads a conv's own output Y_i.
+  // So l^f_i = X_i = Y_{i-1} (kept until c_i's backward_filter), l^b_i = dY_i.
+  // SuperNeurons: peak = Σ_{i=1..N} l^f_i + l^b_N = N*128 + 128 = (N+1)*128 (e.g. at the
+  // backward_filter of cN: Y_0..Y_{N-1} + dY_N); the forward of cN ties (Y_0..Y_N).
+  // Baseline Σ l^f + Σ l^b = (N+1) activations + N gradients = (2N+1)*128.
+  for (int n : {2, 5, 17}) {
+    CAPTURE(n);
+    std::vector<Layer> layers;
+    for (int i = 1; i <= n; ++i)
+      layers.push_back(conv("c" + std::to_string(i), i == 1 ? "data" : "c" + std::to_string(i - 1), 2, 3, 1, 1));
+    Graph g = graph_of(make_net({2, 4, 4}, 1, layers));
+    TaskGraph tg = build_tasks(g, construct_route(g));
+    Liveness lv = compute_liveness(tg, 1);
+    const std::int64_t resident = n * 304;
+    CHECK(lv.resident_bytes == resident);
+    CHECK(lv.liveness_peak == resident + (n + 1) * 128);
+    CHECK(lv.baseline_peak == resident + (2 * n + 1) * 128);
+    CHECK(lv.peak_step == n - 1);  // first step attaining it: forward of cN (strictly greater)
+    if (n == 5) {
+      // Steps: F c1..c5 (s0..s4), BF c5, BD c5, BF c4, BD c4, BF c3, BD c3, BF c2, BD c2, BF c1.
+      //   s0 Y0 Y1            2 | s5  Y0..Y4 dY5       6 | s10 Y0 Y1 dY3 dY2   4
+      //   s1 Y0..Y2           3 | s6  Y0..Y3 dY5 dY4   6 | s11 Y0 Y1 dY2       3
+      //   s2 Y0..Y3           4 | s7  Y0..Y3 dY4       5 | s12 Y0 dY2 dY1      3
+      //   s3 Y0..Y4           5 | s8  Y0..Y2 dY4 dY3   5 | s13 Y0 dY1          2
+      //   s4 Y0..Y5           6 | s9  Y0..Y2 dY3       4
+      // (Y5 is written at s4 and read by nothing; dY5 appears at s5, when its first reader runs.)
+      CHECK(lv.live_count == std::vector<int>{2, 3, 4, 5, 6, 6, 6, 5, 5, 4, 4, 3, 3, 2});
+      // cost^b at the backward_filter of c5 (s5) = Σ_{i=1..5} l^f_i + l^b_5 = 5*128 + 128.
+      CHECK(lv.live_bytes[5] == resident + 6 * 128);
+      CHECK(names(tg, lv.in_set(5)) == sorted_list("Y:data, Y:c1, Y:c2, Y:c3, Y:c4"));
+      CHECK(names(tg, lv.out_set(5)) == sorted_list("Y:data, Y:c1, Y:c2, Y:c3, dY:c5"));
+    }
+  }
+}
+
+// =============================================================================================
+// Lower bound: moDNN Eq. (2), and Eq. (1) without workspace
+// =============================================================================================
+
+TEST_CASE("lower bound: moDNN Eq. (2) by hand on conv -> relu -> fc -> softmax_loss") {
+  // lower_bound.h counts every tensor as the arena places it, rounded up to 256 B:
+  // align(x) = ceil(x / 256) * 256. Shapes are chosen so activations are multiples of 256 B
+  // and only the labels and conv weights show the rounding.
+  //   data 4x4x4                   -> 64 elems  = 256 B per sample
+  //   conv: 8 out, k3 p1 -> 8x4x4  -> 128 elems = 512 B;  W 8*4*3*3 + 8 = 296 params = 1184 B -> 1280
+  //   relu               -> 8x4x4  -> 512 B
+  //   fc:   64 out                 -> 256 B;              W 128*64 + 64 = 8256 params = 33024 B (= 129*256)
+  //   loss: softmax_loss -> 64     -> 256 B;  labels 4 B per sample -> 256
+  // S_W (weights + weight gradients, resident) = 2 * (1280 + 33024) = 68608 B.
+  Graph g = graph_of(
+      make_net({4, 4, 4}, 64,
+               {conv("conv", "data", 8, 3, 1, 1), relu("relu", "conv"), fc("fc", "relu", 64), loss("loss", "fc")}));
+  TaskGraph tg = build_tasks(g, construct_route(g));
+  // Every task's inputs + outputs at sub-batch 1 (resident W, dW not counted), aligned:
+  //   forward conv             Y:data 256 + Y:conv 512                     =  768
+  //   forward relu             Y:conv 512 + Y:relu 512                     = 1024
+  //   forward fc               Y:relu 512 + Y:fc 256                       =  768
+  //   forward loss             Y:fc 256 + labels 256 + Y:loss 256          =  768
+  //   backward loss            Y:loss 256 + labels 256 -> dY:fc 256        =  768
+  //   backward_filter fc       Y:relu 512 + dY:fc 256 -> dW                =  768
+  //   backward_data fc         dY:fc 256 + W -> dY:relu 512                =  768
+  //   backward relu            Y:relu 512 + dY:relu 512 -> dY:conv 512     = 1536   <- max
+  //   backward_filter conv     Y:data 256 + dY:conv 512 -> dW              =  768
+  //   (no backward_data for conv: it reads the network input; updates touch only W, dW: 0)
+  CHECK(task_sequence(g, tg) ==
+        "forward:conv forward:relu forward:fc forward:loss backward:loss backward_filter:fc "
+        "backward_data:fc backward:relu backward_filter:conv update:conv update:fc");
+  CHECK(tensor(tg, "W:conv").bytes(1) == 1184);  // unaligned size, as the tensor records it
+  LowerBound lb = memory_lower_bound(tg);
+  CHECK(lb.sub_batch == 1);
+  CHECK(lb.resident_bytes == 68608);
+  CHECK(lb.max_task_bytes == 1536);
+  CHECK(lb.bytes == 68608 + 1536);  // 70144
+  CHECK(lb.task == task_index(g, tg, "relu", TaskKind::Backward));
+
+  // Eq. (1) without workspace at sub-batch 16: data 4096, conv/relu 8192, fc/loss 4096, labels
+  // 64 -> 256. Max is still the relu backward: 3 * 8192 = 24576 (forward loss: 4096 + 256 + 4096
+  // = 8448). Bound 68608 + 24576 = 93184.
+  LowerBound lb16 = memory_lower_bound(tg, 16);
+  CHECK(lb16.sub_batch == 16);
+  CHECK(lb16.resident_bytes == 68608);
+  CHECK(lb16.max_task_bytes == 24576);
+  CHECK(lb16.bytes == 93184);
+  CHECK(lb16.task == lb.task);
+}
+
+TEST_CASE("lower bound: a fixed-size tensor (bn's saved statistics) does not scale with b") {
+  //   data 16x2x2 = 64 elems = 256 B/sample; relu 256 B; bn 256 B; aux (mean + inv-std)
+  //   2*16*4 = 128 B fixed -> 256 aligned; bn W = gamma + beta = 32 params = 128 B -> 256,
+  //   S_W = 2 * 256 = 512. bn is a sink: dY:bn is host-provided.
+  // Tasks at b (aligned): forward relu 256b + 256b; forward bn Y:relu + Y:bn + aux = 512b + 256;
+  //   backward bn: Y:relu (X) + aux + dY:bn (+ dW resident) = 512b + 256 -- it writes no
+  //   dY:relu, since the relu has no weights and its input is the network input: nothing would
+  //   use it. relu has no backward at all.
+  // b = 1: max(512, 768, 768) = 768 -> 512 + 768 = 1280 (the first maximum: forward bn).
+  // b = 10: 5120 + 256 = 5376 -> 5888 (the aux stays 256; if it scaled it would be 6400).
+  Graph g = graph_of(make_net({16, 2, 2}, 1, {relu("relu", "data"), bn("bn", "relu")}));
+  TaskGraph tg = build_tasks(g, construct_route(g));
+  CHECK(task_sequence(g, tg) == "forward:relu forward:bn backward:bn update:bn");
+  CHECK(tensor(tg, "aux:bn").bytes(1) == 128);
+  CHECK(tensor(tg, "aux:bn").bytes(10) == 128);
+  LowerBound lb1 = memory_lower_bound(tg, 1);
+  CHECK(lb1.resident_bytes == 512);
+  CHECK(lb1.bytes == 1280);
+  LowerBound lb10 = memory_lower_bound(tg, 10);
+  CHECK(lb10.max_task_bytes == 5376);
+  CHECK(lb10.bytes == 5888);
+  CHECK(lb10.task == task_index(g, tg, "bn", TaskKind::Forward));
 }

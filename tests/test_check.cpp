@@ -1,0 +1,111 @@
+// The verifier (planner/check/) against deliberately broken plans: each break is refused with a
+// message saying what is wrong. (tests/test_executor.cpp shows the same breaks really corrupt a
+// replay when the verifier is bypassed; tests/fuzz/ mutates plans at random.)
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "plan_edit.h"
+#include "planner/check/verify.h"
+#include "planner/model/plan.h"
+#include "planner_fixtures.h"
+#include "test_nets.h"
+
+using namespace ucplan;
+using namespace ucplan::test;
+
+TEST_SUITE("verifier") {
+  // A plan with offloads and prefetches to break in different ways: the whole batch (the
+  // chain has bn) at 88 % of the keep-all peak, with vDNN-all's decisions so activations move
+  // (ucplan itself may rightly prefer recomputation there).
+  Plan tight_plan() {
+    const Network net = parse_network_text(kChain, "test");
+    const Profile prof = model_profile(net, 8);
+    Plan p = make_plan(input_for(net, prof, keep_all_peak(net, prof) * 88 / 100, "vdnn-all", "auto")).plan;
+    REQUIRE(find_plan_error(p) == "");
+    REQUIRE(p.summary.offload_bytes > 0);
+    return p;
+  }
+
+  TEST_CASE("overlapping live buffers") {
+    Plan p = tight_plan();
+    // Two buffers live at once: move the second onto the first.
+    bool done = false;
+    for (std::size_t i = 0; i < p.buffers.size() && !done; ++i)
+      for (std::size_t j = i + 1; j < p.buffers.size() && !done; ++j) {
+        PlanBuffer& a = p.buffers[i];
+        PlanBuffer& b = p.buffers[j];
+        if (a.resident || b.resident || b.first_step > a.last_step || a.first_step > b.last_step) continue;
+        b.offset = a.offset;
+        done = true;
+      }
+    REQUIRE(done);
+    CHECK(find_plan_error(p).find("while both live") != std::string::npos);
+  }
+
+  TEST_CASE("a missing prefetch") {
+    Plan p = tight_plan();
+    auto it = std::find_if(p.steps.begin(), p.steps.end(),
+                           [](const PlanStep& s) { return s.op == "prefetch" && s.tensor != "Y:data"; });
+    REQUIRE(it != p.steps.end());
+    const int buffer = it->writes[0];
+    remove_step(p, it->id);
+    const std::string error = find_plan_error(p);
+    CAPTURE(error);
+    CHECK(error.find("holds no value") != std::string::npos);
+    CHECK(error.find(p.buffers[buffer].tensor) != std::string::npos);
+  }
+
+  TEST_CASE("a read after free") {
+    Plan p = tight_plan();
+    // A tensor offloaded then prefetched has two buffers; make a step after the prefetch read the
+    // first one, whose bytes were reused in between.
+    bool done = false;
+    for (auto& s : p.steps) {
+      if (done || s.stream != "compute") continue;
+      for (int& b : s.reads) {
+        const std::string& t = p.buffers[b].tensor;
+        for (const auto& old : p.buffers)
+          if (!done && old.id < b && old.tensor == t && old.last_step < s.id && !old.resident) {
+            b = old.id;
+            done = true;
+          }
+      }
+    }
+    REQUIRE(done);
+    const std::string error = find_plan_error(p);
+    CAPTURE(error);
+    CHECK(error.find("after its last_step") != std::string::npos);
+  }
+
+  TEST_CASE("a missing wait") {
+    Plan p = tight_plan();
+    auto it = std::find_if(p.steps.begin(), p.steps.end(),
+                           [](const PlanStep& s) { return s.stream == "compute" && !s.waits.empty(); });
+    REQUIRE(it != p.steps.end());
+    it->waits.clear();
+    retime(p);
+    const std::string error = find_plan_error(p);
+    CAPTURE(error);
+    CHECK(error.find("without waiting") != std::string::npos);
+  }
+
+  TEST_CASE("over budget, waits on later steps, wrong times, skipped tasks") {
+    Plan p = tight_plan();
+    Plan a = p;
+    a.budget_bytes = a.arena_bytes - 1;
+    CHECK(find_plan_error(a).find("exceeds the budget") != std::string::npos);
+    Plan b = p;
+    b.steps[3].waits.push_back(10);
+    CHECK(find_plan_error(b).find("not an earlier step") != std::string::npos);
+    Plan c = p;
+    c.steps[5].start_ns += 1;
+    c.steps[5].end_ns += 1;
+    CHECK(find_plan_error(c).find("predicted start") != std::string::npos);
+    Plan d = p;
+    auto f = std::find_if(d.steps.begin(), d.steps.end(), [](const PlanStep& s) { return s.op == "backward_filter"; });
+    remove_step(d, f->id);
+    CHECK(find_plan_error(d) != "");
+  }
+}
