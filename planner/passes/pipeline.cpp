@@ -20,12 +20,6 @@
 
 namespace ucplan {
 
-// In the order make_plan reaches them (the conv configurations are chosen before the sub-batch
-// candidates are scheduled); `ucplan compile --help` lists them in the same order.
-std::vector<std::string> dump_stage_names() {
-  return {"graph", "liveness", "lower-bound", "conv-configs", "sub-batch", "schedule"};
-}
-
 WorkspaceOption parse_workspace_option(const std::string& text) {
   WorkspaceOption w;
   if (text == "dynamic") return w;
@@ -152,16 +146,21 @@ OrderedJson graph_json(const Graph& g, const TaskGraph& tg) {
 
 }  // namespace
 
-CompileResult make_plan(const CompileInput& in) {
-  CompileResult out;
-  const Profile& profile = in.profile;
-  const std::int64_t batch = in.batch > 0 ? in.batch : profile.batch;
+namespace {
+
+// The options, checked once; the stages read only these.
+struct PlanOptions {
+  std::int64_t batch = 0;
+  WorkspaceOption workspace;
+  bool exact = false;
+};
+
+PlanOptions parse_plan_options(const CompileInput& in) {
+  PlanOptions opt;
+  opt.batch = in.batch > 0 ? in.batch : in.profile.batch;
   const auto names = strategy_names();
   if (std::find(names.begin(), names.end(), in.strategy) == names.end())
-    throw UserError(
-        "", "--strategy",
-        fmt::format("unknown strategy \"{}\" (ucplan, keep-all, vdnn-all, vdnn-conv, superneurons, checkpoint-sqrt)",
-                    in.strategy));
+    throw UserError("", "--strategy", fmt::format("unknown strategy \"{}\" ({})", in.strategy, fmt::join(names, ", ")));
   if (in.solver != "default" && in.solver != "exact")
     throw UserError("", "--solver", fmt::format("expected default or exact, got \"{}\"", in.solver));
   if (in.solver == "exact" && in.strategy != "ucplan")
@@ -179,162 +178,166 @@ CompileResult make_plan(const CompileInput& in) {
       throw UserError("", "--dump-after",
                       fmt::format("unknown stage \"{}\" ({})", in.dump_after, fmt::join(stages, ", ")));
   }
+  opt.workspace = ws;
+  opt.exact = in.solver == "exact";
+  return opt;
+}
 
-  // 1-2. Graph, route (SuperNeurons Alg. 1), tasks (moDNN's TDFG).
-  const Graph g = build_graph(in.network, in.network_file);
-  const TaskGraph tg = build_tasks(g, construct_route(g));
-  if (in.dump_after == "graph") out.dump = dump_json(graph_json(g, tg));
+// What the stages hand on to each other.
+struct Pipeline {
+  const CompileInput& in;
+  PlanOptions opt;
+  CompileResult out;
+  Graph g;
+  TaskGraph tg;
+  Liveness lv;
+  LowerBound lb;
+  std::vector<std::int64_t> costable, cands;
+  std::map<std::int64_t, CostTable> tables;  // per costable sub-batch
+  std::int64_t modnn_b = 0;
+  ScheduleResult best;
+  std::int64_t best_b = 0;
+};
 
-  // 3. Liveness (SuperNeurons §3.2).
-  const Liveness lv = compute_liveness(tg, batch);
-  if (in.dump_after == "liveness")
-    out.dump = dump_json(OrderedJson{{"stage", "liveness"},
-                                     {"batch", batch},
-                                     {"baseline_peak_bytes", lv.baseline_peak},
-                                     {"liveness_peak_bytes", lv.liveness_peak},
-                                     {"peak_step", lv.peak_step},
-                                     {"live_bytes", lv.live_bytes}});
+// 1-2. Graph, route (SuperNeurons Alg. 1), tasks (moDNN's TDFG).
+void build_ir(Pipeline& x) {
+  x.g = build_graph(x.in.network, x.in.network_file);
+  x.tg = build_tasks(x.g, construct_route(x.g));
+}
 
-  // 4. Lower bound (moDNN Eq. 2).
-  const LowerBound lb = memory_lower_bound(tg, 1);
-  if (in.dump_after == "lower-bound")
-    out.dump = dump_json(OrderedJson{{"stage", "lower-bound"},
-                                     {"bytes", lb.bytes},
-                                     {"resident_bytes", lb.resident_bytes},
-                                     {"max_task_bytes", lb.max_task_bytes},
-                                     {"task", task_label(g, tg.tasks[lb.task])}});
-  if (in.budget_bytes < lb.bytes)
+// 3. Liveness (SuperNeurons §3.2).
+void run_liveness(Pipeline& x) { x.lv = compute_liveness(x.tg, x.opt.batch); }
+
+// 4. Lower bound (moDNN Eq. 2): below it no plan exists.
+void run_lower_bound(Pipeline& x) {
+  const Graph& g = x.g;
+  const TaskGraph& tg = x.tg;
+  x.lb = memory_lower_bound(tg, 1);
+  const LowerBound& lb = x.lb;
+  if (x.in.budget_bytes < lb.bytes)
     throw UserError(
         "", "--budget",
         fmt::format("{} is below the memory lower bound of {} for {} (moDNN Eq. 2: weights and their gradients {} "
                     "+ the largest task, {}, at sub-batch 1: {})",
-                    format_bytes(in.budget_bytes), format_bytes(lb.bytes), g.net.name, format_bytes(lb.resident_bytes),
-                    task_label(g, tg.tasks[lb.task]), format_bytes(lb.max_task_bytes)));
+                    format_bytes(x.in.budget_bytes), format_bytes(lb.bytes), g.net.name,
+                    format_bytes(lb.resident_bytes), task_label(g, tg.tasks[lb.task]),
+                    format_bytes(lb.max_task_bytes)));
+}
 
-  // 5. Sub-batch candidates and moDNN Eq. (3).
-  const std::vector<std::int64_t> costable = costable_sub_batches(profile, batch);
-  if (costable.empty())
+// 5. Costs at every sub-batch the profile can cost: conv Pareto fronts (mu-cuDNN §III-C); the
+// sub-batch candidates and moDNN's Eq. (3).
+void build_costs(Pipeline& x) {
+  const CompileInput& in = x.in;
+  const std::int64_t batch = x.opt.batch;
+  x.costable = costable_sub_batches(in.profile, batch);
+  if (x.costable.empty())
     throw UserError(in.profile_path, "sizes",
                     fmt::format("no measured micro-batch size divides the batch {} (profile at this batch)", batch));
-  const std::vector<std::int64_t> cands = sub_batch_candidates({in.sub_batch, g.has_batch_norm()}, costable, batch);
-  std::map<std::int64_t, CostTable> tables;
-  for (auto b : costable) tables.emplace(b, build_cost_table(g, tg, profile, in.profile_path, b, in.micro_batches));
+  x.cands = sub_batch_candidates({in.sub_batch, x.g.has_batch_norm()}, x.costable, batch);
+  for (auto b : x.costable)
+    x.tables.emplace(b, build_cost_table(x.g, x.tg, in.profile, in.profile_path, b, in.micro_batches));
   std::map<std::int64_t, CostTable> cand_tables;
-  for (auto b : cands) cand_tables.emplace(b, tables.at(b));
-  const std::int64_t modnn_b = modnn_sub_batch(tg, cand_tables, in.budget_bytes);
-  if (in.dump_after == "conv-configs") {
-    OrderedJson kernels = OrderedJson::array();
-    const CostTable& ct = tables.rbegin()->second;
-    for (const Task& t : tg.tasks) {
-      if (!t.conv_kernel || !t.round_task) continue;
-      OrderedJson front = OrderedJson::array();
-      for (const auto& c : ct.tasks[t.id].front) {
-        OrderedJson micro = OrderedJson::array();
-        for (const auto& m : c.micro) micro.push_back(OrderedJson::array({m.algo, m.micro_batch}));
-        front.push_back({{"time_ns", c.time_ns}, {"workspace_bytes", c.workspace_bytes}, {"config", micro}});
-      }
-      kernels.push_back({{"kernel", task_label(g, t)}, {"sub_batch", ct.sub_batch}, {"front", front}});
-    }
-    out.dump = dump_json(OrderedJson{{"stage", "conv-configs"}, {"kernels", kernels}});
-  }
+  for (auto b : x.cands) cand_tables.emplace(b, x.tables.at(b));
+  x.modnn_b = modnn_sub_batch(x.tg, cand_tables, in.budget_bytes);
+}
 
-  // 6. Schedule every candidate; keep the fastest predicted plan.
-  ScheduleResult best;
-  std::int64_t best_b = 0, best_total = 0;
+// One sub-batch candidate's schedule: the strategy's, or exact mode's (the default search first;
+// its table is the MILP's first incumbent; the MILP's solution then leads the seeds of a second
+// search with ten times the local-search work; the faster plan is kept, so exact mode is never
+// slower than the default).
+ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, CandidateOutcome& o) {
+  const CompileInput& in = x.in;
+  ScheduleInput si;
+  si.graph = &x.g;
+  si.tasks = &x.tg;
+  si.costs = &ct;
+  si.budget_bytes = in.budget_bytes;
+  si.batch = x.opt.batch;
+  si.fixed_config = fixed_configs(x.opt.workspace, x.g, x.tg, ct);
+  if (in.strategy != "ucplan") {
+    auto strategy = make_baseline_strategy(in.strategy, x.g, x.tg, ct);
+    return simulate_schedule(si, *strategy);
+  }
+  if (!x.opt.exact) return schedule_ucplan(si);
+  std::vector<Residency> table;
+  ScheduleResult r = schedule_ucplan(si, &table);
+  o.milp = true;
+  o.milp_result =
+      solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, in.solver_time_limit_s, r.ok ? table : std::vector<Residency>{});
+  if (o.milp_result.table.empty()) return r;
+  si.extra_seeds.push_back(o.milp_result.table);
+  si.local_search_budget *= 10;
+  ScheduleResult seeded = schedule_ucplan(si);
+  if (!seeded.ok || (r.ok && seeded.round_ns >= r.round_ns)) return r;
+  seeded.search_log.insert(seeded.search_log.begin(),
+                           {"(the default search alone: " + format_ns(r.round_ns) + " per round)", r.round_ns, ""});
+  return seeded;
+}
+
+// 6. The sub-batch: every candidate scheduled (those that cannot fit or cannot beat the best
+// found are skipped, saying why); the fastest predicted iteration wins.
+void choose_sub_batch(Pipeline& x) {
+  const CompileInput& in = x.in;
+  const Graph& g = x.g;
+  const TaskGraph& tg = x.tg;
+  const std::int64_t batch = x.opt.batch;
+  std::int64_t best_total = 0;
   std::string last_failure;
-  for (auto b : cands) {
-    const CostTable& ct = tables.at(b);
+  for (auto b : x.cands) {
+    const CostTable& ct = x.tables.at(b);
     CandidateOutcome o;
     o.sub_batch = b;
     const std::int64_t rounds = batch / b;
     const std::int64_t need = min_plan_bytes(tg, ct);
     if (need > in.budget_bytes) {
       o.why = fmt::format("needs at least {} at this sub-batch", format_bytes(need));
-      out.candidates.push_back(o);
+      x.out.candidates.push_back(o);
       continue;
     }
-    // A candidate whose ideal time cannot beat the best plan found is skipped.
     std::int64_t floor_round = 0, floor_final = 0;
     for (const Task& t : tg.tasks) (t.round_task ? floor_round : floor_final) += ct.tasks[t.id].time_ns;
-    if (best.ok && rounds * floor_round + floor_final >= best_total) {
-      o.why = fmt::format("cannot beat sub-batch {}: its ideal time is already {}", best_b,
+    if (x.best.ok && rounds * floor_round + floor_final >= best_total) {
+      o.why = fmt::format("cannot beat sub-batch {}: its ideal time is already {}", x.best_b,
                           format_ns(rounds * floor_round + floor_final));
-      out.candidates.push_back(o);
+      x.out.candidates.push_back(o);
       continue;
     }
-    ScheduleInput si;
-    si.graph = &g;
-    si.tasks = &tg;
-    si.costs = &ct;
-    si.budget_bytes = in.budget_bytes;
-    si.batch = batch;
-    si.fixed_config = fixed_configs(ws, g, tg, ct);
-    ScheduleResult r;
-    if (in.strategy == "ucplan" && in.solver == "exact") {
-      // Exact mode: the default search first; its table is the MILP's first incumbent; the MILP's
-      // solution then leads the seeds of a second search with ten times the local-search work.
-      // The faster of the two plans is kept, so exact mode is never slower than the default.
-      std::vector<Residency> table;
-      r = schedule_ucplan(si, &table);
-      o.milp = true;
-      o.milp_result =
-          solve_remat_milp(g, tg, ct, in.budget_bytes, in.solver_time_limit_s, r.ok ? table : std::vector<Residency>{});
-      if (!o.milp_result.table.empty()) {
-        si.extra_seeds.push_back(o.milp_result.table);
-        si.local_search_budget *= 10;
-        ScheduleResult seeded = schedule_ucplan(si);
-        if (seeded.ok && (!r.ok || seeded.round_ns < r.round_ns)) {
-          seeded.search_log.insert(
-              seeded.search_log.begin(),
-              {"(the default search alone: " + format_ns(r.round_ns) + " per round)", r.round_ns, ""});
-          r = std::move(seeded);
-        }
-      }
-    } else if (in.strategy == "ucplan") {
-      r = schedule_ucplan(si);
-    } else {
-      auto strategy = make_baseline_strategy(in.strategy, g, tg, ct);
-      r = simulate_schedule(si, *strategy);
-    }
+    ScheduleResult r = schedule_candidate(x, ct, o);
     o.ok = r.ok;
     o.why = r.failure;
     o.search = r.search_log;
     o.predicted_ns = rounds * r.round_ns + r.final_ns;
-    out.candidates.push_back(o);
+    x.out.candidates.push_back(o);
     if (!r.ok) {
       last_failure = fmt::format("at sub-batch {}: {}", b, r.failure);
       continue;
     }
-    if (!best.ok || o.predicted_ns < best_total) {
-      best = std::move(r);
-      best_b = b;
+    if (!x.best.ok || o.predicted_ns < best_total) {
+      x.best = std::move(r);
+      x.best_b = b;
       best_total = o.predicted_ns;
     }
   }
-  if (in.dump_after == "sub-batch") {
-    OrderedJson c = OrderedJson::array();
-    for (const auto& o : out.candidates)
-      c.push_back({{"sub_batch", o.sub_batch}, {"ok", o.ok}, {"predicted_ns", o.predicted_ns}, {"why", o.why}});
-    out.dump = dump_json(OrderedJson{{"stage", "sub-batch"},
-                                     {"costable", costable},
-                                     {"candidates", cands},
-                                     {"modnn_eq3", modnn_b},
-                                     {"outcomes", c}});
-  }
-  if (!best.ok) {
-    std::string hint;
-    if (g.has_batch_norm() && in.sub_batch == "auto" && costable.size() > 1)
-      hint = " (the network has batch-norm, so it is not split into sub-batches unless you pass --sub-batch any or N)";
-    std::string why = last_failure.empty() ? fmt::format("at sub-batch {}: {}", out.candidates.back().sub_batch,
-                                                         out.candidates.back().why)
-                                           : last_failure;
-    throw UserError("", "--budget",
-                    fmt::format("strategy {} finds no plan for {} at batch {} within {}: {}{}", in.strategy, g.net.name,
-                                batch, format_bytes(in.budget_bytes), why, hint));
-  }
+  if (x.best.ok) return;
+  std::string hint;
+  if (g.has_batch_norm() && in.sub_batch == "auto" && x.costable.size() > 1)
+    hint = " (the network has batch-norm, so it is not split into sub-batches unless you pass --sub-batch any or N)";
+  const CandidateOutcome& last = x.out.candidates.back();
+  const std::string why =
+      last_failure.empty() ? fmt::format("at sub-batch {}: {}", last.sub_batch, last.why) : last_failure;
+  throw UserError("", "--budget",
+                  fmt::format("strategy {} finds no plan for {} at batch {} within {}: {}{}", in.strategy, g.net.name,
+                              batch, format_bytes(in.budget_bytes), why, hint));
+}
 
-  // 7. The plan.
-  Plan& p = out.plan;
+// 7. The plan: the winner's buffers and steps, the options, the summary and the notes.
+void assemble_plan(Pipeline& x) {
+  const CompileInput& in = x.in;
+  const Profile& profile = in.profile;
+  const std::int64_t batch = x.opt.batch;
+  const Graph& g = x.g;
+  ScheduleResult& best = x.best;
+  Plan& p = x.out.plan;
   p.generator = std::string("ucplan ") + UCPLAN_VERSION;
   p.network = in.network;
   p.network_sha256 = sha256_hex(network_to_json_text(in.network));
@@ -350,11 +353,11 @@ CompileResult make_plan(const CompileInput& in) {
   p.micro_batches = in.micro_batches;
   p.solver = in.solver;
   p.solver_time_limit_ms = std::llround(in.solver_time_limit_s * 1000);
-  p.sub_batch = best_b;
-  p.rounds = batch / best_b;
-  p.modnn_sub_batch = modnn_b;
+  p.sub_batch = x.best_b;
+  p.rounds = batch / x.best_b;
+  p.modnn_sub_batch = x.modnn_b;
   p.sub_batch_changes_statistics = g.has_batch_norm() && p.rounds > 1;
-  p.workspace_policy = workspace_policy_text(ws, in.strategy);
+  p.workspace_policy = workspace_policy_text(x.opt.workspace, in.strategy);
   p.arena_bytes = best.arena_bytes;
   p.buffers = std::move(best.buffers);
   p.host_buffers = std::move(best.host_buffers);
@@ -364,9 +367,9 @@ CompileResult make_plan(const CompileInput& in) {
   s.round_ns = best.round_ns;
   s.final_ns = best.final_ns;
   s.predicted_ns = p.rounds * best.round_ns + best.final_ns;
-  s.ideal_ns = ideal_ns(tg, tables, batch);
+  s.ideal_ns = ideal_ns(x.tg, x.tables, batch);
   s.peak_bytes = best.arena_bytes;
-  s.lower_bound_bytes = lb.bytes;
+  s.lower_bound_bytes = x.lb.bytes;
   s.offload_bytes = p.rounds * best.offload_bytes;
   s.prefetch_bytes = p.rounds * best.prefetch_bytes;
   s.input_bytes = p.rounds * best.input_bytes;
@@ -383,8 +386,8 @@ CompileResult make_plan(const CompileInput& in) {
     p.notes.push_back(
         fmt::format("the ucplan search stopped {} candidate(s) short: its work budget was spent (large network)",
                     best.candidates_skipped));
-  for (const CandidateOutcome& o : out.candidates) {
-    if (!o.milp || o.sub_batch != best_b) continue;
+  for (const CandidateOutcome& o : x.out.candidates) {
+    if (!o.milp || o.sub_batch != x.best_b) continue;
     const RematMilpResult& m = o.milp_result;
     if (m.status == RematMilpResult::Status::optimal || m.status == RematMilpResult::Status::feasible) {
       const std::int64_t bound = p.rounds * m.bound_round_ns + best.final_ns;
@@ -404,12 +407,93 @@ CompileResult make_plan(const CompileInput& in) {
   if (best.defragmentations > 0)
     p.notes.push_back(
         fmt::format("{} defragmentation(s) per round: the budget is close to the bound", best.defragmentations));
-  if (in.dump_after == "schedule") out.dump = plan_to_json_text(p);
+}
 
+// --dump-after: each stage's result as JSON.
+std::string dump_graph(const Pipeline& x) { return dump_json(graph_json(x.g, x.tg)); }
+
+std::string dump_liveness(const Pipeline& x) {
+  return dump_json(OrderedJson{{"stage", "liveness"},
+                               {"batch", x.opt.batch},
+                               {"baseline_peak_bytes", x.lv.baseline_peak},
+                               {"liveness_peak_bytes", x.lv.liveness_peak},
+                               {"peak_step", x.lv.peak_step},
+                               {"live_bytes", x.lv.live_bytes}});
+}
+
+std::string dump_lower_bound(const Pipeline& x) {
+  return dump_json(OrderedJson{{"stage", "lower-bound"},
+                               {"bytes", x.lb.bytes},
+                               {"resident_bytes", x.lb.resident_bytes},
+                               {"max_task_bytes", x.lb.max_task_bytes},
+                               {"task", task_label(x.g, x.tg.tasks[x.lb.task])}});
+}
+
+std::string dump_conv_configs(const Pipeline& x) {
+  const Graph& g = x.g;
+  const TaskGraph& tg = x.tg;
+  const std::map<std::int64_t, CostTable>& tables = x.tables;
+  OrderedJson kernels = OrderedJson::array();
+  const CostTable& ct = tables.rbegin()->second;
+  for (const Task& t : tg.tasks) {
+    if (!t.conv_kernel || !t.round_task) continue;
+    OrderedJson front = OrderedJson::array();
+    for (const auto& c : ct.tasks[t.id].front) {
+      OrderedJson micro = OrderedJson::array();
+      for (const auto& m : c.micro) micro.push_back(OrderedJson::array({m.algo, m.micro_batch}));
+      front.push_back({{"time_ns", c.time_ns}, {"workspace_bytes", c.workspace_bytes}, {"config", micro}});
+    }
+    kernels.push_back({{"kernel", task_label(g, t)}, {"sub_batch", ct.sub_batch}, {"front", front}});
+  }
+  return dump_json(OrderedJson{{"stage", "conv-configs"}, {"kernels", kernels}});
+}
+
+std::string dump_sub_batch(const Pipeline& x) {
+  OrderedJson c = OrderedJson::array();
+  for (const auto& o : x.out.candidates)
+    c.push_back({{"sub_batch", o.sub_batch}, {"ok", o.ok}, {"predicted_ns", o.predicted_ns}, {"why", o.why}});
+  return dump_json(OrderedJson{{"stage", "sub-batch"},
+                               {"costable", x.costable},
+                               {"candidates", x.cands},
+                               {"modnn_eq3", x.modnn_b},
+                               {"outcomes", c}});
+}
+
+std::string dump_plan(const Pipeline& x) { return plan_to_json_text(x.out.plan); }
+
+// The pipeline, in execution order: each stage, and what --dump-after STAGE writes after it.
+struct StageRow {
+  const char* name;
+  void (*run)(Pipeline&);
+  std::string (*dump)(const Pipeline&);
+};
+constexpr StageRow kStages[] = {
+    {"graph", build_ir, dump_graph},
+    {"liveness", run_liveness, dump_liveness},
+    {"lower-bound", run_lower_bound, dump_lower_bound},
+    {"conv-configs", build_costs, dump_conv_configs},
+    {"sub-batch", choose_sub_batch, dump_sub_batch},
+    {"schedule", assemble_plan, dump_plan},
+};
+
+}  // namespace
+
+std::vector<std::string> dump_stage_names() {
+  std::vector<std::string> names;
+  for (const StageRow& s : kStages) names.push_back(s.name);
+  return names;
+}
+
+CompileResult make_plan(const CompileInput& in) {
+  Pipeline x{in, parse_plan_options(in), {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, 0};
+  for (const StageRow& stage : kStages) {
+    stage.run(x);
+    if (in.dump_after == stage.name) x.out.dump = stage.dump(x);
+  }
   // 8. Verify (independent re-simulation). A failure here is a planner bug, not a user error.
-  const std::string error = find_plan_error(p);
+  const std::string error = find_plan_error(x.out.plan);
   UCPLAN_CHECK(error.empty(), "the planner produced a plan its checker rejects: " + error);
-  return out;
+  return std::move(x.out);
 }
 
 }  // namespace ucplan

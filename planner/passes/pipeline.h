@@ -1,8 +1,11 @@
-// make_plan(): the planner as a straight list of passes (STYLE.md #2):
-//   graph -> route -> tasks -> liveness -> lower bound -> sub-batch candidates (Eq. 3) ->
-//   per candidate: costs (conv Pareto fronts) -> workspace policy (dynamic | WR | WD) ->
-//   schedule (strategy) -> the fastest -> plan -> verify.
-// `dump_after` names a stage whose JSON is returned in CompileResult::dump.
+// make_plan(): the planner as a straight list of stages (STYLE.md #2), one table in pipeline.cpp
+// (kStages) in execution order:
+//   graph (graph, route, tasks) -> liveness -> lower-bound -> conv-configs (costs and conv
+//   Pareto fronts at every sub-batch; candidates, Eq. 3) -> sub-batch (per candidate: workspace
+//   policy dynamic | WR | WD, schedule by the strategy; the fastest wins) -> schedule (the plan)
+//   -> verify.
+// The options are checked once, before the first stage. `dump_after` names a stage whose JSON is
+// returned in CompileResult::dump (the same names, dump_stage_names()).
 #pragma once
 
 #include <cstdint>
