@@ -21,10 +21,10 @@ namespace ucplan {
 // One plan step with its operands as arena offsets (-1: absent).
 struct ResolvedStep {
   int id = -1;
-  int stream = 0;      // 0 compute, 1 h2d, 2 d2h
+  Stream stream = Stream::Compute;
   bool final = false;  // runs once after the rounds
-  std::string op;      // forward | recompute | backward | backward_data | backward_filter | update | offload | prefetch
-  int layer = -1;      // graph layer (compute steps)
+  StepOp op = StepOp::Forward;
+  int layer = -1;          // graph layer (compute steps)
   std::vector<int> waits;  // earlier steps of the same round (or of the final phase)
   // Compute operands (roles as in executor/cpu_ops.h LayerArgs).
   std::vector<std::int64_t> x;

@@ -75,7 +75,7 @@ class CpuBackend : public Backend {
       std::lock_guard<std::mutex> lock(mu_);
       if (done_.size() <= static_cast<std::size_t>(s.id)) done_.resize(static_cast<std::size_t>(s.id) + 1, -1);
       // A new generation per submission of the same step, so waits refer to this round.
-      queues_[s.stream].push_back(Item{&s, round, ctx, poison, ++generation_});
+      queues_[static_cast<std::size_t>(s.stream)].push_back(Item{&s, round, ctx, poison, ++generation_});
       generation_of_[s.id] = generation_;
       pending_ += 1;
     }
@@ -180,7 +180,7 @@ class CpuBackend : public Backend {
 
   void execute(const Item& item) {
     const ResolvedStep& s = *item.step;
-    if (s.op == "prefetch" || s.op == "offload") {
+    if (s.op == StepOp::Prefetch || s.op == StepOp::Offload) {
       // An input host buffer holds the whole batch: each round copies its own slice. The bounds
       // are the verifier's promise; checked again here because a copy out of bounds corrupts
       // memory silently.
@@ -189,7 +189,7 @@ class CpuBackend : public Backend {
       UCPLAN_CHECK(s.bytes >= 0 && s.device >= 0 && s.device <= arena_bytes_ - s.bytes &&
                        host_offset <= static_cast<std::int64_t>(h.size()) - s.bytes,
                    fmt::format("step {}: a copy of {} bytes inside the arena and its host buffer", s.id, s.bytes));
-      if (s.op == "prefetch")
+      if (s.op == StepOp::Prefetch)
         std::memcpy(arena_ + s.device, h.data() + host_offset, static_cast<std::size_t>(s.bytes));
       else
         std::memcpy(h.data() + host_offset, arena_ + s.device, static_cast<std::size_t>(s.bytes));

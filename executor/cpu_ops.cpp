@@ -99,10 +99,10 @@ cpu::ConvAlgo conv_algo(const std::string& name) {
   return a;
 }
 
-cpu::ConvOp conv_op(const std::string& op) {
-  if (op == "forward" || op == "recompute") return cpu::ConvOp::Forward;
-  if (op == "backward_data") return cpu::ConvOp::BackwardData;
-  UCPLAN_CHECK(op == "backward_filter", "unknown conv op " + op);
+cpu::ConvOp conv_op(StepOp op) {
+  if (op == StepOp::Forward || op == StepOp::Recompute) return cpu::ConvOp::Forward;
+  if (op == StepOp::BackwardData) return cpu::ConvOp::BackwardData;
+  UCPLAN_CHECK(op == StepOp::BackwardFilter, std::string("not a conv op: ") + step_op_name(op));
   return cpu::ConvOp::BackwardFilter;
 }
 
@@ -114,7 +114,7 @@ std::vector<std::string> conv_algorithms_cpu() {
   return out;
 }
 
-std::string reference_conv_algo_cpu(const std::string& op, const std::string& algo) {
+std::string reference_conv_algo_cpu(StepOp op, const std::string& algo) {
   cpu::ConvAlgo a;
   if (cpu::parse_conv_algo(algo, &a)) return algo;
   // cuDNN's names per op (runner.h); "gemm" and "direct" are forward names both backends share.
@@ -125,34 +125,33 @@ std::string reference_conv_algo_cpu(const std::string& op, const std::string& al
   auto known = [&](const auto& names) {
     return std::find(std::begin(names), std::end(names), algo) != std::end(names);
   };
-  const bool cudnn = (op == "forward" || op == "recompute") ? known(forward)
-                     : op == "backward_data"                ? known(backward_data)
-                     : op == "backward_filter"              ? known(backward_filter)
-                                                            : false;
+  const bool cudnn = (op == StepOp::Forward || op == StepOp::Recompute) ? known(forward)
+                     : op == StepOp::BackwardData                       ? known(backward_data)
+                     : op == StepOp::BackwardFilter                     ? known(backward_filter)
+                                                                        : false;
   return cudnn ? "gemm" : "";
 }
 
-bool layer_op_supported_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t n) {
-  if (l.type() != LayerType::Conv || op == "update") return true;
+bool layer_op_supported_cpu(const GraphLayer& l, StepOp op, const std::string& algo, std::int64_t n) {
+  if (l.type() != LayerType::Conv || op == StepOp::Update) return true;
   cpu::ConvAlgo a;
   if (!cpu::parse_conv_algo(algo, &a)) return false;
   return cpu::conv_supported(conv_dims(l, n), conv_op(op), a);
 }
 
-std::int64_t layer_op_workspace_cpu(const GraphLayer& l, const std::string& op, const std::string& algo,
-                                    std::int64_t n) {
-  if (l.type() != LayerType::Conv || op == "update") return 0;
+std::int64_t layer_op_workspace_cpu(const GraphLayer& l, StepOp op, const std::string& algo, std::int64_t n) {
+  if (l.type() != LayerType::Conv || op == StepOp::Update) return 0;
   return cpu::conv_workspace_bytes(conv_dims(l, n), conv_op(op), conv_algo(algo));
 }
 
-void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, const LayerArgs& a) {
+void run_layer_op_cpu(const GraphLayer& l, StepOp op, const std::string& algo, const LayerArgs& a) {
   const std::int64_t n = a.n;
   const std::int64_t out = out_elems(l) * n;
-  if (op == "update") {
+  if (op == StepOp::Update) {
     cpu::sgd_update(l.params(), a.lr, a.dw, const_cast<float*>(a.w));
     return;
   }
-  const bool fwd = op == "forward" || op == "recompute";
+  const bool fwd = op == StepOp::Forward || op == StepOp::Recompute;
   switch (l.type()) {
     case LayerType::Input:
       UCPLAN_CHECK(false, "the input layer has no ops");
@@ -166,7 +165,7 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
       const float* bias = l.bias_elems && a.w ? a.w + l.weight_elems : nullptr;  // backward ops get no w
       if (fwd)
         cpu::conv_forward(d, al, a.x[0], a.w, bias, a.y, a.workspace);
-      else if (op == "backward_data")
+      else if (op == StepOp::BackwardData)
         cpu::conv_backward_data(d, al, a.dy, a.w, a.dx[0], a.dx_accumulate[0], a.workspace);
       else
         cpu::conv_backward_filter(d, al, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr,
@@ -178,7 +177,7 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
       const float* bias = l.bias_elems && a.w ? a.w + l.weight_elems : nullptr;  // backward ops get no w
       if (fwd)
         cpu::fc_forward(d, a.x[0], a.w, bias, a.y);
-      else if (op == "backward_data")
+      else if (op == StepOp::BackwardData)
         cpu::fc_backward_data(d, a.dy, a.w, a.dx[0], a.dx_accumulate[0]);
       else
         cpu::fc_backward_filter(d, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr);
@@ -202,9 +201,9 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
       const Shape& s = l.out;
       cpu::BnDims d{n, s.c, s.h, s.w, l.spec.bn.eps};
       float* saved = static_cast<float*>(a.aux);
-      if (op == "forward") {
+      if (op == StepOp::Forward) {
         cpu::bn_forward_training(d, a.x[0], a.w, a.w + s.c, a.y, saved);
-      } else if (op == "recompute") {
+      } else if (op == StepOp::Recompute) {
         // The training forward again, as profiled (the planner costs a recomputation as its
         // layer's forward), its statistics into scratch: the same x gives the same y, and the
         // saved statistics the backward reads stay untouched.
@@ -226,9 +225,9 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
     }
     case LayerType::Dropout: {
       auto* mask = static_cast<std::uint8_t*>(a.aux);
-      if (op == "forward")
+      if (op == StepOp::Forward)
         cpu::dropout_forward(n, out_elems(l), a.first_sample, l.spec.dropout.ratio, a.seed, a.x[0], a.y, mask);
-      else if (op == "recompute")
+      else if (op == StepOp::Recompute)
         cpu::dropout_apply(out, l.spec.dropout.ratio, mask, a.x[0], a.y);
       else
         cpu::dropout_backward(out, l.spec.dropout.ratio, mask, a.dy, a.dx[0], a.dx_accumulate[0]);
@@ -288,9 +287,9 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
       const Shape& s = l.out;
       const cpu::LnDims d{n, s.c, s.h, s.w, l.spec.ln.eps};
       float* saved = static_cast<float*>(a.aux);
-      if (op == "forward")
+      if (op == StepOp::Forward)
         cpu::ln_forward_training(d, a.x[0], a.w, a.w + s.c, a.y, saved);
-      else if (op == "recompute")  // from the saved statistics: bit-identical to the forward
+      else if (op == StepOp::Recompute)  // from the saved statistics: bit-identical to the forward
         cpu::ln_forward_saved(d, a.x[0], a.w, a.w + s.c, saved, a.y);
       else
         cpu::ln_backward(d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
@@ -325,8 +324,7 @@ void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::str
   }
 }
 
-void run_conv_config_cpu(const GraphLayer& l, const std::string& op, const std::vector<MicroStep>& config,
-                         const LayerArgs& a) {
+void run_conv_config_cpu(const GraphLayer& l, StepOp op, const std::vector<MicroStep>& config, const LayerArgs& a) {
   const std::int64_t in_per = in_elems(l, 0), out_per = out_elems(l);
   std::int64_t done = 0;
   for (const auto& m : config) {

@@ -33,12 +33,11 @@ struct LayerArgs {
   double lr = 0.01;                  // update
 };
 
-// op: forward | recompute | backward | backward_data | backward_filter | update.
+// op: a compute op (forward, recompute, backward, backward_data, backward_filter, update).
 // algo: a CPU conv algorithm name for conv ops, else ignored.
-void run_layer_op_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, const LayerArgs& a);
-std::int64_t layer_op_workspace_cpu(const GraphLayer& l, const std::string& op, const std::string& algo,
-                                    std::int64_t n);
-bool layer_op_supported_cpu(const GraphLayer& l, const std::string& op, const std::string& algo, std::int64_t n);
+void run_layer_op_cpu(const GraphLayer& l, StepOp op, const std::string& algo, const LayerArgs& a);
+std::int64_t layer_op_workspace_cpu(const GraphLayer& l, StepOp op, const std::string& algo, std::int64_t n);
+bool layer_op_supported_cpu(const GraphLayer& l, StepOp op, const std::string& algo, std::int64_t n);
 std::vector<std::string> conv_algorithms_cpu();
 
 // The CPU algorithm the reference run (`ucplan run --check`) uses for a plan's conv algorithm,
@@ -48,12 +47,11 @@ std::vector<std::string> conv_algorithms_cpu();
 // implicit_gemm, implicit_precomp_gemm, gemm and backward algo_0/algo_1/algo_3, is the same
 // dot products with FP32 accumulation; FFT and Winograd round differently from any CPU
 // algorithm, and gemm is the CPU's most accurate). "" for a name neither backend knows.
-std::string reference_conv_algo_cpu(const std::string& op, const std::string& algo);
+std::string reference_conv_algo_cpu(StepOp op, const std::string& algo);
 
 // A conv kernel over its micro-configuration: the micro-batches run one after another on one
 // workspace, pointers offset along N (mu-cuDNN §II); backward-filter accumulates.
-void run_conv_config_cpu(const GraphLayer& l, const std::string& op, const std::vector<MicroStep>& config,
-                         const LayerArgs& a);
+void run_conv_config_cpu(const GraphLayer& l, StepOp op, const std::vector<MicroStep>& config, const LayerArgs& a);
 
 // A conv or pool layer's kernel dimensions at n samples (the same for the CPU and CUDA kernels).
 cpu::ConvDims conv_dims(const GraphLayer& l, std::int64_t n);

@@ -63,12 +63,12 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
       a.seed = seed;
       if (gl.type() == LayerType::Conv) {
         const std::string algo = algo_for(gl, "forward");
-        std::vector<float> ws(static_cast<std::size_t>(layer_op_workspace_cpu(gl, "forward", algo, b) / 4 + 1));
+        std::vector<float> ws(static_cast<std::size_t>(layer_op_workspace_cpu(gl, StepOp::Forward, algo, b) / 4 + 1));
         a.workspace = ws.data();
         a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
-        run_layer_op_cpu(gl, "forward", algo, a);
+        run_layer_op_cpu(gl, StepOp::Forward, algo, a);
       } else {
-        run_layer_op_cpu(gl, "forward", "default", a);
+        run_layer_op_cpu(gl, StepOp::Forward, "default", a);
       }
       if (gl.type() == LayerType::SoftmaxLoss) {
         for (std::int64_t i = 0; i < b; ++i) {
@@ -117,14 +117,14 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
       if (gl.type() == LayerType::Conv || gl.type() == LayerType::Fc) {
         const std::string filter = algo_for(gl, "backward_filter"), data_algo = algo_for(gl, "backward_data");
         std::vector<float> ws(
-            static_cast<std::size_t>(std::max(layer_op_workspace_cpu(gl, "backward_filter", filter, b),
-                                              layer_op_workspace_cpu(gl, "backward_data", data_algo, b)) /
+            static_cast<std::size_t>(std::max(layer_op_workspace_cpu(gl, StepOp::BackwardFilter, filter, b),
+                                              layer_op_workspace_cpu(gl, StepOp::BackwardData, data_algo, b)) /
                                          4 +
                                      1));
         a.workspace = ws.data();
         a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
-        run_layer_op_cpu(gl, "backward_filter", filter, a);
-        if (gl.inputs[0] != 0) run_layer_op_cpu(gl, "backward_data", data_algo, a);
+        run_layer_op_cpu(gl, StepOp::BackwardFilter, filter, a);
+        if (gl.inputs[0] != 0) run_layer_op_cpu(gl, StepOp::BackwardData, data_algo, a);
       } else {
         bool any = false;
         for (auto* d : a.dx) any = any || d != nullptr;
@@ -135,7 +135,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
             scratch.assign(static_cast<std::size_t>(gl.out.elems() * b), 0.0f);
             a.dx[0] = scratch.data();
           }
-          run_layer_op_cpu(gl, "backward", "default", a);
+          run_layer_op_cpu(gl, StepOp::Backward, "default", a);
         }
       }
       for (int in : gl.inputs)

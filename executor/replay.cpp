@@ -66,16 +66,21 @@ void init_labels(std::int64_t n, std::int64_t classes, std::uint64_t seed, std::
 std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const TaskGraph& tg) {
   std::unordered_map<std::string, int> layer_index;
   for (std::size_t l = 0; l < g.layers.size(); ++l) layer_index[g.layers[l].name()] = static_cast<int>(l);
-  std::unordered_map<std::string, const Tensor*> tensor_by_name;
-  for (const Tensor& t : tg.tensors) tensor_by_name[t.name] = &t;
+  std::unordered_map<std::string, int> tensor_by_name;
+  for (const Tensor& t : tg.tensors) tensor_by_name[t.name] = t.id;
+  // Plan files name tensors ("Y:conv1"); inside, each buffer holds a tensor id (-1: workspace).
+  std::vector<int> tensor_of(plan.buffers.size(), -1);
+  for (const PlanBuffer& b : plan.buffers) {
+    auto it = tensor_by_name.find(b.tensor);
+    if (it != tensor_by_name.end()) tensor_of[static_cast<std::size_t>(b.id)] = it->second;
+  }
   // Where the plan says each buffer's life ends (its last_step): that is when check mode
   // poisons it, after its last uses on the other streams up to then, so a plan that frees a
   // buffer too early is caught even if nothing has overwritten the memory yet.
   const std::size_t nb = plan.buffers.size();
   std::vector<std::array<int, 3>> last_use(nb, {-1, -1, -1});
-  auto stream_of = [](const std::string& s) { return s == "compute" ? 0 : s == "h2d" ? 1 : 2; };
   for (const PlanStep& s : plan.steps) {
-    const int si = stream_of(s.stream);
+    const int si = static_cast<int>(s.stream);
     auto note = [&](int b) {
       if (s.id <= plan.buffers[b].last_step) last_use[b][si] = std::max(last_use[b][si], s.id);
     };
@@ -88,45 +93,45 @@ std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const 
   for (const PlanStep& s : plan.steps) {
     ResolvedStep& r = out[s.id];
     r.id = s.id;
-    r.stream = stream_of(s.stream);
+    r.stream = s.stream;
     r.final = s.final;
     r.op = s.op;
     r.waits = s.waits;
     r.config = s.config;
-    if (s.stream != "compute") {
-      const int b = s.op == "prefetch" ? s.writes.at(0) : s.reads.at(0);
-      const Tensor* t = tensor_by_name.at(plan.buffers[b].tensor);
+    if (s.stream != Stream::Compute) {
+      const int b = s.op == StepOp::Prefetch ? s.writes.at(0) : s.reads.at(0);
+      const Tensor& t = tg.tensors.at(static_cast<std::size_t>(tensor_of[b]));
       r.device = plan.buffers[b].offset;
       r.host = s.host;
-      r.bytes = t->bytes(plan.sub_batch);
+      r.bytes = t.bytes(plan.sub_batch);
       r.input = plan.host_buffers[s.host].input;
     } else {
       r.layer = layer_index.at(s.layer);
       const GraphLayer& l = g.layers[r.layer];
-      std::unordered_map<std::string, std::int64_t> at;
-      for (int b : s.reads) at[plan.buffers[b].tensor] = plan.buffers[b].offset;
-      for (int b : s.writes) at[plan.buffers[b].tensor] = plan.buffers[b].offset;
-      std::unordered_map<std::string, char> acc;
+      // Each operand by its tensor id (tasks.h: y_of, dy_of, ... per layer), not by its name.
+      std::unordered_map<int, std::int64_t> at;
+      std::unordered_map<int, char> acc;
+      for (int b : s.reads) at[tensor_of[b]] = plan.buffers[b].offset;
+      for (int b : s.writes) at[tensor_of[b]] = plan.buffers[b].offset;
       for (int b : s.accumulates) {
-        at[plan.buffers[b].tensor] = plan.buffers[b].offset;
-        acc[plan.buffers[b].tensor] = 1;
+        at[tensor_of[b]] = plan.buffers[b].offset;
+        acc[tensor_of[b]] = 1;
       }
-      auto find = [&](const std::string& name) -> std::int64_t {
-        auto it = at.find(name);
+      auto find = [&](int tensor) -> std::int64_t {
+        auto it = tensor < 0 ? at.end() : at.find(tensor);
         return it == at.end() ? -1 : it->second;
       };
       for (int in : l.inputs) {
-        const std::string& iname = g.layers[in].name();
-        r.x.push_back(find("Y:" + iname));
-        r.dx.push_back(find("dY:" + iname));
-        r.dx_accumulate.push_back(acc.count("dY:" + iname) ? 1 : 0);
+        r.x.push_back(find(tg.y_of[in]));
+        r.dx.push_back(find(tg.dy_of[in]));
+        r.dx_accumulate.push_back(tg.dy_of[in] >= 0 && acc.count(tg.dy_of[in]) ? 1 : 0);
       }
-      r.y = find("Y:" + l.name());
-      r.w = find("W:" + l.name());
-      r.dw = find("dW:" + l.name());
-      r.aux = find("aux:" + l.name());
-      r.dy = find("dY:" + l.name());
-      r.labels = find("labels");
+      r.y = find(tg.y_of[r.layer]);
+      r.w = find(tg.w_of[r.layer]);
+      r.dw = find(tg.dw_of[r.layer]);
+      r.aux = find(tg.aux_of[r.layer]);
+      r.dy = find(tg.dy_of[r.layer]);
+      r.labels = find(tg.labels);
       if (s.workspace >= 0) {
         r.workspace = plan.buffers[s.workspace].offset;
         r.workspace_bytes = plan.buffers[s.workspace].size;
@@ -162,23 +167,28 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   rep.device_memory_bytes = backend.device_memory_bytes();
 
   // Initial values: weights into their resident buffers, the batch into the input host buffers.
-  std::unordered_map<std::string, const PlanBuffer*> resident;
+  // Buffers are found by tensor id (the program's), not by parsing tensor names.
+  const TaskGraph& tg = program.tasks;
+  std::unordered_map<std::string, int> tensor_by_name;
+  for (const Tensor& t : tg.tensors) tensor_by_name[t.name] = t.id;
+  std::unordered_map<int, const PlanBuffer*> resident;  // by tensor id
   for (const auto& b : plan.buffers)
-    if (b.resident) resident[b.tensor] = &b;
+    if (b.resident) resident[tensor_by_name.at(b.tensor)] = &b;
   for (std::size_t l = 0; l < g.layers.size(); ++l) {
     const GraphLayer& gl = g.layers[l];
     if (!gl.has_weights()) continue;
     std::vector<float> w(static_cast<std::size_t>(gl.params()));
     init_weights(gl, o.seed, w.data());
-    backend.write(resident.at("W:" + gl.name())->offset, w.data(), static_cast<std::int64_t>(w.size() * sizeof(float)));
+    backend.write(resident.at(tg.w_of[l])->offset, w.data(), static_cast<std::int64_t>(w.size() * sizeof(float)));
   }
   auto load_input = [&](const PlanHostBuffer& h, void* dst) {
-    if (h.tensor == "labels") {
+    const Tensor& t = tg.tensors.at(static_cast<std::size_t>(tensor_by_name.at(h.tensor)));
+    if (t.kind == TensorKind::Labels) {
       init_labels(plan.batch, std::max<std::int64_t>(1, g.net.labels), o.seed, static_cast<std::int32_t*>(dst));
-    } else if (h.tensor == "Y:" + g.layers[0].name()) {
+    } else if (t.kind == TensorKind::Activation) {  // the network input
       init_input(g.layers[0].out.elems() * plan.batch, o.seed, static_cast<float*>(dst));
     } else {  // the external gradient of a sink that is not a loss
-      const int l = g.index_of(h.tensor.substr(3));
+      const int l = t.layer;
       init_input(g.layers[l].out.elems() * plan.batch, o.seed ^ (0x9e37u + static_cast<std::uint64_t>(l)),
                  static_cast<float*>(dst));
     }
@@ -186,8 +196,8 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   for (const auto& h : plan.host_buffers)
     if (h.input) load_input(h, backend.host(h.id));
   for (const auto& s : steps) {
-    if (s.stream == 1) rep.bytes_h2d += s.bytes;
-    if (s.stream == 2) rep.bytes_d2h += s.bytes;
+    if (s.stream == Stream::H2D) rep.bytes_h2d += s.bytes;
+    if (s.stream == Stream::D2H) rep.bytes_d2h += s.bytes;
   }
   rep.bytes_h2d *= plan.rounds;
   rep.bytes_d2h *= plan.rounds;
@@ -203,20 +213,20 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   const int total_iterations = o.iterations + 1;
   constexpr int kCheckedIterations = 2;
   for (int it = 0; it < total_iterations; ++it) {
-    for (const auto& b : plan.buffers)
-      if (b.resident && b.tensor.rfind("dW:", 0) == 0) backend.fill(b.offset, b.size, 0);
+    for (const auto& [tensor, b] : resident)
+      if (tg.tensors[static_cast<std::size_t>(tensor)].kind == TensorKind::WeightGrad)
+        backend.fill(b->offset, b->size, 0);
     const bool checking = o.check && it < kCheckedIterations;
     const bool poison = checking && o.poison;
     // The weights this iteration starts from: the reference starts from the same.
     std::map<std::string, std::vector<float>> start_weights;
     if (checking)
-      for (const auto& [name, b] : resident)
-        if (name.rfind("W:", 0) == 0) {
-          const GraphLayer& gl = g.layers[static_cast<std::size_t>(g.index_of(name.substr(2)))];
-          std::vector<float> w(static_cast<std::size_t>(gl.params()));
-          backend.read(b->offset, w.data(), static_cast<std::int64_t>(w.size() * sizeof(float)));
-          start_weights.emplace(name, std::move(w));
-        }
+      for (std::size_t l = 0; l < g.layers.size(); ++l) {
+        if (tg.w_of[l] < 0) continue;
+        std::vector<float> w(static_cast<std::size_t>(g.layers[l].params()));
+        backend.read(resident.at(tg.w_of[l])->offset, w.data(), static_cast<std::int64_t>(w.size() * sizeof(float)));
+        start_weights.emplace(tg.tensors[static_cast<std::size_t>(tg.w_of[l])].name, std::move(w));
+      }
     const auto t0 = std::chrono::steady_clock::now();
     backend.begin();
     try {
@@ -240,20 +250,21 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       // algorithm closest to each of its algorithms (cpu_ops.h reference_conv_algo_cpu).
       std::map<std::string, std::string> algos;
       for (const PlanStep& ps : plan.steps) {
-        if (ps.op == "recompute" || ps.config.empty()) continue;
+        if (ps.op == StepOp::Recompute || ps.config.empty()) continue;
         const std::string cpu_algo = reference_conv_algo_cpu(ps.op, ps.config.front().algo);
         if (cpu_algo.empty())
           throw UserError("", "--check",
                           fmt::format("{} {}: no CPU algorithm corresponds to \"{}\" for the reference run", ps.layer,
-                                      ps.op, ps.config.front().algo));
-        algos.emplace(ps.layer + ":" + ps.op, cpu_algo);
+                                      step_op_name(ps.op), ps.config.front().algo));
+        algos.emplace(ps.layer + ":" + step_op_name(ps.op), cpu_algo);
       }
       ReferenceResult ref = reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos, start_weights);
       rep.checked = true;
       // Relative L2 error per weight-gradient tensor; NaN (a read of poisoned memory) is infinite.
       for (const auto& [name, want] : ref.weight_gradients) {
         std::vector<float> got(want.size());
-        backend.read(resident.at(name)->offset, got.data(), static_cast<std::int64_t>(got.size() * sizeof(float)));
+        backend.read(resident.at(tensor_by_name.at(name))->offset, got.data(),
+                     static_cast<std::int64_t>(got.size() * sizeof(float)));
         double diff = 0, norm = 0;
         for (std::size_t i = 0; i < want.size(); ++i) {
           const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);

@@ -60,10 +60,15 @@ class CpuRunner : public Runner {
     return {"default"};
   }
 
-  Measurement measure(const Graph& g, int layer, const std::string& op, const std::string& algo, std::int64_t batch,
-                      int repeats) override {
+  Measurement measure(const Graph& g, int layer, const std::string& op_name, const std::string& algo,
+                      std::int64_t batch, int repeats) override {
     const GraphLayer& l = g.layers[layer];
     Measurement m;
+    StepOp op;
+    if (!parse_step_op(op_name, &op) || is_copy(op) || op == StepOp::Recompute) {
+      m.status = "failed: no layer op \"" + op_name + "\"";
+      return m;
+    }
     const std::int64_t n = std::max<std::int64_t>(batch, 1);
     if (!layer_op_supported_cpu(l, op, algo, n)) {
       m.status = "unsupported";
@@ -103,8 +108,8 @@ class CpuRunner : public Runner {
     a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
     m.workspace_bytes = ws_bytes;
     // Backward ops read what their forward saved (bn statistics, dropout mask, softmax output).
-    if (op != "forward" && op != "update")
-      run_layer_op_cpu(l, "forward", algo == "default" || l.type() != LayerType::Conv ? algo : "direct", a);
+    if (op != StepOp::Forward && op != StepOp::Update)
+      run_layer_op_cpu(l, StepOp::Forward, algo == "default" || l.type() != LayerType::Conv ? algo : "direct", a);
     std::vector<double> times;
     run_layer_op_cpu(l, op, algo, a);  // warm-up
     for (int r = 0; r < repeats; ++r) {

@@ -5,7 +5,8 @@
 #   lib/       every library they load that is not glibc's or the NVIDIA driver's: fmt, CBC/Clp/Osi/
 #              CoinUtils/Cgl, OpenBLAS + LAPACK, libgfortran, libquadmath, libstdc++, libgcc_s, zlib,
 #              bzip2, and the CUDA runtime (libcudart.so.13, the one the binaries were built with)
-#   networks/, plans/, profiles/, schemas/, scripts/ (gpu-validate.sh among them)
+#   networks/, schemas/, scripts/ (gpu-validate.sh among them); not the golden plans and
+#              profiles (the device makes its own, and the bundle must stay under the 64 MiB carry)
 #   env.sh     sourced by the launchers: LD_LIBRARY_PATH = lib/ + the cuDNN and cuBLAS it finds on
 #              the machine, UCPLAN_NETWORKS = networks/
 #   ucplan, ucplan-gpu-check, ucplan-cuda-check   launchers (source env.sh, run bin/...)
@@ -67,7 +68,7 @@ for p in "${programs[@]}"; do
   done < <(ldd "$build/bin/$p" | awk '/=>/ {print $1, $3}')
 done
 
-cp -r "$root/networks" "$root/plans" "$root/profiles" "$root/schemas" "$out/"
+cp -r "$root/networks" "$root/schemas" "$out/"
 mkdir -p "$out/scripts"
 cp "$root/scripts/gpu-validate.sh" "$root/scripts/validate_json.py" "$out/scripts/"
 git -C "$root" rev-parse HEAD > "$out/VERSION" 2>/dev/null || echo unknown > "$out/VERSION"

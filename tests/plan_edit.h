@@ -12,8 +12,8 @@ namespace ucplan::test {
 // Re-derives every step's predicted start/end and the summary from durations and waits, so a
 // mutated plan fails for the reason a test means, not for stale times.
 inline void retime(Plan& p) {
-  std::map<std::string, std::int64_t> stream_end;
-  std::map<std::string, int> last_on;
+  std::map<Stream, std::int64_t> stream_end;
+  std::map<Stream, int> last_on;
   std::int64_t round_end = 0, final_end = 0;
   for (auto& s : p.steps) {
     const std::int64_t dur = s.end_ns - s.start_ns;

@@ -47,7 +47,7 @@ TEST_SUITE("verifier") {
   TEST_CASE("a missing prefetch") {
     Plan p = tight_plan();
     auto it = std::find_if(p.steps.begin(), p.steps.end(),
-                           [](const PlanStep& s) { return s.op == "prefetch" && s.tensor != "Y:data"; });
+                           [](const PlanStep& s) { return s.op == StepOp::Prefetch && s.tensor != "Y:data"; });
     REQUIRE(it != p.steps.end());
     const int buffer = it->writes[0];
     remove_step(p, it->id);
@@ -63,7 +63,7 @@ TEST_SUITE("verifier") {
     // first one, whose bytes were reused in between.
     bool done = false;
     for (auto& s : p.steps) {
-      if (done || s.stream != "compute") continue;
+      if (done || s.stream != Stream::Compute) continue;
       for (int& b : s.reads) {
         const std::string& t = p.buffers[b].tensor;
         for (const auto& old : p.buffers)
@@ -82,7 +82,7 @@ TEST_SUITE("verifier") {
   TEST_CASE("a missing wait") {
     Plan p = tight_plan();
     auto it = std::find_if(p.steps.begin(), p.steps.end(),
-                           [](const PlanStep& s) { return s.stream == "compute" && !s.waits.empty(); });
+                           [](const PlanStep& s) { return s.stream == Stream::Compute && !s.waits.empty(); });
     REQUIRE(it != p.steps.end());
     it->waits.clear();
     retime(p);
@@ -104,7 +104,8 @@ TEST_SUITE("verifier") {
     c.steps[5].end_ns += 1;
     CHECK(find_plan_error(c).find("predicted start") != std::string::npos);
     Plan d = p;
-    auto f = std::find_if(d.steps.begin(), d.steps.end(), [](const PlanStep& s) { return s.op == "backward_filter"; });
+    auto f =
+        std::find_if(d.steps.begin(), d.steps.end(), [](const PlanStep& s) { return s.op == StepOp::BackwardFilter; });
     remove_step(d, f->id);
     CHECK(find_plan_error(d) != "");
   }

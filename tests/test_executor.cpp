@@ -160,7 +160,7 @@ TEST_SUITE("broken plans") {
     // something else there whatever the threads' timing (into the tensor's own old bytes, the
     // reader might race ahead of their poisoning and read a stale but equal copy).
     auto fresh_destination = [&](const PlanStep& s) {
-      if (s.op != "prefetch" || s.tensor.rfind("Y:data", 0) == 0) return false;
+      if (s.op != StepOp::Prefetch || s.tensor.rfind("Y:data", 0) == 0) return false;
       const PlanBuffer& b = p.buffers[s.writes[0]];
       for (const PlanBuffer& o : p.buffers)
         if (o.id != b.id && o.tensor == b.tensor && o.first_step < b.first_step && o.offset < b.offset + b.size &&
@@ -181,7 +181,7 @@ TEST_SUITE("broken plans") {
     bool done = false;
     for (auto& b : p.buffers) {
       if (done || b.resident || b.tensor.rfind("Y:", 0) != 0 || b.last_step <= b.first_step + 1) continue;
-      if (p.steps[b.first_step].stream != "compute") continue;
+      if (p.steps[b.first_step].stream != Stream::Compute) continue;
       b.last_step = b.first_step;
       done = true;
     }
@@ -209,14 +209,15 @@ TEST_SUITE("adversarial plans") {
   // A conv step running a lowering algorithm (it needs a workspace) with its kernel entry.
   PlanStep* lowered_step(Plan & p) {
     for (auto& s : p.steps)
-      if (s.op != "recompute" && s.workspace >= 0 && !s.config.empty() && s.config[0].algo != "direct") return &s;
+      if (s.op != StepOp::Recompute && s.workspace >= 0 && !s.config.empty() && s.config[0].algo != "direct") return &s;
     return nullptr;
   }
   void set_config(Plan & p, const PlanStep& s, const std::vector<MicroStep>& c) {
     for (auto& st : p.steps)
-      if (st.layer == s.layer && (st.op == s.op || (s.op == "forward" && st.op == "recompute"))) st.config = c;
+      if (st.layer == s.layer && (st.op == s.op || (s.op == StepOp::Forward && st.op == StepOp::Recompute)))
+        st.config = c;
     for (auto& k : p.kernels)
-      if (k.layer == s.layer && k.op == s.op) k.config = c;
+      if (k.layer == s.layer && k.op == step_op_name(s.op)) k.config = c;
   }
 
   TEST_CASE("an offset near INT64_MAX does not wrap the bounds check") {
@@ -329,7 +330,7 @@ TEST_SUITE("adversarial plans") {
     Plan p = keep_all(2);  // the concat network: c1 has stride 2
     const PlanStep* c1 = nullptr;
     for (const auto& s : p.steps)
-      if (s.layer == "c1" && s.op == "forward") c1 = &s;
+      if (s.layer == "c1" && s.op == StepOp::Forward) c1 = &s;
     REQUIRE(c1 != nullptr);
     Plan lift = p;
     set_config(lift, *c1, {MicroStep{"gemm_lift", p.sub_batch}});
@@ -350,7 +351,7 @@ TEST_SUITE("adversarial plans") {
     for (const auto& h : p.host_buffers)
       if (h.input) input = h.id;
     REQUIRE(input >= 0);
-    auto it = std::find_if(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return s.op == "offload"; });
+    auto it = std::find_if(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return s.op == StepOp::Offload; });
     REQUIRE(it != p.steps.end());
     it->host = input;
     CHECK(find_plan_error(p).find("which holds the batch's input") != std::string::npos);
@@ -363,7 +364,7 @@ TEST_SUITE("adversarial plans") {
     const Case& c = cases()[0];
     Plan p = compile(c.net, c.prof, c.keep_all_peak * 85 / 100, "vdnn-all", "auto");
     for (auto& s : p.steps)
-      if (s.op == "backward_filter" && !s.config.empty()) {
+      if (s.op == StepOp::BackwardFilter && !s.config.empty()) {
         s.config[0].algo = "fft";
         break;
       }
@@ -390,12 +391,14 @@ TEST_CASE("the reference run maps cuDNN algorithm names to CPU algorithms") {
       const std::string& op = entry.first;
       CAPTURE(op);
       CAPTURE(n);
-      CHECK(reference_conv_algo_cpu(op, n) == (n == "direct" ? "direct" : "gemm"));
+      StepOp o;
+      REQUIRE(parse_step_op(op, &o));
+      CHECK(reference_conv_algo_cpu(o, n) == (n == "direct" ? "direct" : "gemm"));
     }
-  for (const auto& n : conv_algorithms_cpu()) CHECK(reference_conv_algo_cpu("backward_filter", n) == n);
-  CHECK(reference_conv_algo_cpu("recompute", "winograd") == "gemm");
-  CHECK(reference_conv_algo_cpu("forward", "algo_3").empty());  // a backward-filter name, not a forward one
-  CHECK(reference_conv_algo_cpu("forward", "im2col").empty());
+  for (const auto& n : conv_algorithms_cpu()) CHECK(reference_conv_algo_cpu(StepOp::BackwardFilter, n) == n);
+  CHECK(reference_conv_algo_cpu(StepOp::Recompute, "winograd") == "gemm");
+  CHECK(reference_conv_algo_cpu(StepOp::Forward, "algo_3").empty());  // a backward-filter name, not a forward one
+  CHECK(reference_conv_algo_cpu(StepOp::Forward, "im2col").empty());
 }
 
 namespace {
@@ -480,10 +483,10 @@ TEST_CASE("batch-norm recomputation runs the training forward it is costed as, a
   a.n = n;
   a.y = y0.data();
   a.aux = saved.data();
-  run_layer_op_cpu(*bn, "forward", "default", a);
+  run_layer_op_cpu(*bn, StepOp::Forward, "default", a);
   std::fill(saved.begin(), saved.end(), std::nanf(""));
   a.y = y1.data();
-  run_layer_op_cpu(*bn, "recompute", "default", a);
+  run_layer_op_cpu(*bn, StepOp::Recompute, "default", a);
   CHECK(y1 == y0);
   CHECK(std::all_of(saved.begin(), saved.end(), [](float v) { return std::isnan(v); }));
 }

@@ -167,21 +167,21 @@ TEST_SUITE("memory planner") {
     const Network net = parse_network_text(kChain, "test");
     const Profile prof = model_profile(net, 8);
     const std::int64_t big = std::int64_t{1} << 34;
-    auto count = [](const Plan& p, const std::string& op) {
+    auto count = [](const Plan& p, StepOp op) {
       return std::count_if(p.steps.begin(), p.steps.end(), [&](const PlanStep& s) { return s.op == op; });
     };
     // vDNN-all offloads every activation a backward task reads, even with room to spare.
     const Plan vdnn = make_plan(input_for(net, prof, big, "vdnn-all", "auto")).plan;
-    CHECK(count(vdnn, "offload") > 0);
-    CHECK(count(vdnn, "recompute") == 0);
+    CHECK(count(vdnn, StepOp::Offload) > 0);
+    CHECK(count(vdnn, StepOp::Recompute) == 0);
     // SuperNeurons recomputes the cheap layers' outputs and keeps conv outputs cached.
     const Plan sn = make_plan(input_for(net, prof, big, "superneurons", "auto")).plan;
-    CHECK(count(sn, "recompute") > 0);
+    CHECK(count(sn, StepOp::Recompute) > 0);
     for (const auto& s : sn.steps)
-      if (s.op == "recompute") CHECK(s.layer.rfind("c", 0) != 0);  // never a conv layer
+      if (s.op == StepOp::Recompute) CHECK(s.layer.rfind("c", 0) != 0);  // never a conv layer
     const Plan keep = make_plan(input_for(net, prof, big, "keep-all", "auto")).plan;
-    CHECK(count(keep, "offload") == 0);
-    CHECK(count(keep, "recompute") == 0);
+    CHECK(count(keep, StepOp::Offload) == 0);
+    CHECK(count(keep, StepOp::Recompute) == 0);
   }
 
   TEST_CASE("a batch-norm network is split into sub-batches only when asked") {
@@ -391,7 +391,7 @@ TEST_SUITE("plan quality") {
     CHECK(find_plan_error(p) == "");
     int conv_redone = 0;
     for (const PlanStep& s : p.steps)
-      if (s.op == "recompute")
+      if (s.op == StepOp::Recompute)
         for (const Layer& l : p.network.layers)
           if (l.name == s.layer && l.type == LayerType::Conv) ++conv_redone;
     CHECK(conv_redone > 0);

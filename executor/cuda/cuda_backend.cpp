@@ -38,12 +38,12 @@ namespace {
 
 using cuda::CudaError;
 
-bool conv_op_of(const std::string& op, cuda::ConvOp* out) {
-  if (op == "forward" || op == "recompute")
+bool conv_op_of(StepOp op, cuda::ConvOp* out) {
+  if (op == StepOp::Forward || op == StepOp::Recompute)
     *out = cuda::ConvOp::Forward;
-  else if (op == "backward_data")
+  else if (op == StepOp::BackwardData)
     *out = cuda::ConvOp::BackwardData;
-  else if (op == "backward_filter")
+  else if (op == StepOp::BackwardFilter)
     *out = cuda::ConvOp::BackwardFilter;
   else
     return false;
@@ -52,14 +52,14 @@ bool conv_op_of(const std::string& op, cuda::ConvOp* out) {
 
 // One op of a layer other than a convolution, or an update: run_layer_op_cpu's semantics on
 // device pointers (LayerArgs holds device pointers here). `loss` receives the summed loss.
-void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string& op, const LayerArgs& a, double* loss) {
+void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, StepOp op, const LayerArgs& a, double* loss) {
   const std::int64_t n = a.n;
   const std::int64_t out = out_elems(l) * n;
-  if (op == "update") {
+  if (op == StepOp::Update) {
     cuda::sgd_update(c, l.params(), a.lr, a.dw, const_cast<float*>(a.w));
     return;
   }
-  const bool fwd = op == "forward" || op == "recompute";
+  const bool fwd = op == StepOp::Forward || op == StepOp::Recompute;
   switch (l.type()) {
     case LayerType::Input:
       cuda::throw_error("the input layer has no ops");
@@ -72,7 +72,7 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
       const float* bias = l.bias_elems && a.w ? a.w + l.weight_elems : nullptr;
       if (fwd)
         cuda::fc_forward(c, d, a.x[0], a.w, bias, a.y);
-      else if (op == "backward_data")
+      else if (op == StepOp::BackwardData)
         cuda::fc_backward_data(c, d, a.dy, a.w, a.dx[0], a.dx_accumulate[0]);
       else
         cuda::fc_backward_filter(c, d, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr);
@@ -96,9 +96,9 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
       const Shape& s = l.out;
       cuda::BnDims d{n, s.c, s.h, s.w, l.spec.bn.eps};
       float* saved = static_cast<float*>(a.aux);
-      if (op == "forward") {
+      if (op == StepOp::Forward) {
         cuda::bn_forward_training(c, d, a.x[0], a.w, a.w + s.c, a.y, saved);
-      } else if (op == "recompute") {
+      } else if (op == StepOp::Recompute) {
         // As on the CPU (cpu_ops.cpp): the profiled training forward, statistics to scratch (the
         // first use grows it, which synchronizes the stream once, in the warm-up iteration).
         auto* stats = static_cast<float*>(c.scratch(static_cast<std::size_t>(2 * s.c) * sizeof(float)));
@@ -119,9 +119,9 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
     case LayerType::Dropout: {
       auto* mask = static_cast<std::uint8_t*>(a.aux);
       const double ratio = l.spec.dropout.ratio;
-      if (op == "forward")
+      if (op == StepOp::Forward)
         cuda::dropout_forward(c, n, out_elems(l), a.first_sample, ratio, a.seed, a.x[0], a.y, mask);
-      else if (op == "recompute")
+      else if (op == StepOp::Recompute)
         cuda::dropout_apply(c, out, ratio, mask, a.x[0], a.y);
       else
         cuda::dropout_backward(c, out, ratio, mask, a.dy, a.dx[0], a.dx_accumulate[0]);
@@ -192,9 +192,9 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
       const Shape& s = l.out;
       const cpu::LnDims d{n, s.c, s.h, s.w, l.spec.ln.eps};
       float* saved = static_cast<float*>(a.aux);
-      if (op == "forward")
+      if (op == StepOp::Forward)
         cuda::ln_forward_training(c, d, a.x[0], a.w, a.w + s.c, a.y, saved);
-      else if (op == "recompute")  // from the saved statistics: bit-identical to the forward
+      else if (op == StepOp::Recompute)  // from the saved statistics: bit-identical to the forward
         cuda::ln_forward_saved(c, d, a.x[0], a.w, a.w + s.c, saved, a.y);
       else
         cuda::ln_backward(c, d, a.x[0], a.w, saved, a.dy, a.dx[0], a.dw, a.dx_accumulate[0]);
@@ -418,7 +418,7 @@ class CudaBackend : public Backend {
   std::string device_option() const { return fmt::format("--device cuda:{}", index_); }
 
   std::string step_context(const ResolvedStep& s, int round) const {
-    std::string what = s.op;
+    std::string what = step_op_name(s.op);
     if (s.layer >= 0 && static_cast<std::size_t>(s.layer) < g_.layers.size())
       what += " " + g_.layers[static_cast<std::size_t>(s.layer)].name();
     return fmt::format("step {} ({}, {}): ", s.id, what, s.final ? "final" : fmt::format("round {}", round));
@@ -478,7 +478,8 @@ class CudaBackend : public Backend {
   void enqueue(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) {
     UCPLAN_CHECK(arena_.get(), "allocate() comes before submit()");
     UCPLAN_CHECK(s.id >= 0, "a resolved step has an id");
-    const cudaStream_t st = stream(s.stream);
+    const int si = static_cast<int>(s.stream);
+    const cudaStream_t st = stream(si);
     last_round_ = round;
     last_final_ = s.final;
     if (used_ == slots_.size()) slots_.emplace_back();  // events made once, reused by later iterations
@@ -486,13 +487,13 @@ class CudaBackend : public Backend {
     Slot& slot = slots_[k];
     slot.step = s.id;
     slot.round = s.final ? -1 : round;
-    slot.stream = s.stream;
+    slot.stream = si;
     try {
-      for (int w : s.waits) wait_for(st, s.stream, w);
+      for (int w : s.waits) wait_for(st, si, w);
       slot.start.record(st);
       run(s, round, ctx, st);
       if (poison && !s.poison_after.empty()) {
-        for (int w : s.poison_waits) wait_for(st, s.stream, w);
+        for (int w : s.poison_waits) wait_for(st, si, w);
         for (const auto& [off, size] : s.poison_after) {
           check_range(off, size, "poison");
           UCPLAN_CUDA(cudaMemsetAsync(arena_ptr(off), kPoisonByte, static_cast<std::size_t>(size), st));
@@ -508,23 +509,23 @@ class CudaBackend : public Backend {
   }
 
   void run(const ResolvedStep& s, int round, const RunContext& ctx, cudaStream_t st) {
-    if (s.op == "prefetch" || s.op == "offload") {
+    if (s.op == StepOp::Prefetch || s.op == StepOp::Offload) {
       const std::int64_t host_offset = s.input ? static_cast<std::int64_t>(round) * s.bytes : 0;
       if (s.host < 0 || static_cast<std::size_t>(s.host) >= hosts_.size() ||
           host_offset + s.bytes > host_bytes_[static_cast<std::size_t>(s.host)])
         cuda::throw_error(fmt::format("host buffer {}: {} bytes at {} are outside it", s.host, s.bytes, host_offset));
-      check_range(s.device, s.bytes, s.op.c_str());
+      check_range(s.device, s.bytes, step_op_name(s.op));
       char* h = hosts_[static_cast<std::size_t>(s.host)].as<char>() + host_offset;
       const auto bytes = static_cast<std::size_t>(s.bytes);
-      if (s.op == "prefetch")
+      if (s.op == StepOp::Prefetch)
         UCPLAN_CUDA(cudaMemcpyAsync(arena_ptr(s.device), h, bytes, cudaMemcpyHostToDevice, st));
       else
         UCPLAN_CUDA(cudaMemcpyAsync(h, arena_ptr(s.device), bytes, cudaMemcpyDeviceToHost, st));
       return;
     }
-    if (s.stream != 0)
-      cuda::throw_error(
-          fmt::format("compute op {} on stream {}: the handles are bound to the compute stream", s.op, s.stream));
+    if (s.stream != Stream::Compute)
+      cuda::throw_error(fmt::format("compute op {} on stream {}: the handles are bound to the compute stream",
+                                    step_op_name(s.op), stream_name(s.stream)));
     if (s.layer < 0 || static_cast<std::size_t>(s.layer) >= g_.layers.size())
       cuda::throw_error(fmt::format("no layer {}", s.layer));
     const GraphLayer& l = g_.layers[static_cast<std::size_t>(s.layer)];
@@ -544,7 +545,7 @@ class CudaBackend : public Backend {
     a.total_batch = ctx.total_batch;
     a.seed = ctx.seed;
     a.lr = ctx.lr;
-    if (!s.config.empty() && s.op != "update") {
+    if (!s.config.empty() && s.op != StepOp::Update) {
       run_conv(s, l, a);
     } else {
       run_layer_op_cuda(ctx_, l, s.op, a, loss_.as<double>());
@@ -584,7 +585,7 @@ class CudaBackend : public Backend {
     ConvConfig c;
     c.source = s.config;
     c.sub_batch = sub_batch;
-    if (!conv_op_of(s.op, &c.op)) cuda::throw_error(fmt::format("a conv layer has no op \"{}\"", s.op));
+    if (!conv_op_of(s.op, &c.op)) cuda::throw_error(fmt::format("a conv layer has no op \"{}\"", step_op_name(s.op)));
     const std::int64_t given = s.workspace < 0 ? 0 : s.workspace_bytes;
     auto fit = [&](const cuda::ConvDims& d, cuda::ConvAlgo a) {
       std::size_t bytes = 0;

@@ -71,10 +71,10 @@ int wait_violations(const std::vector<ResolvedStep>& steps, const std::vector<Me
   return bad;
 }
 
-ResolvedStep copy_step(int id, const std::string& op, std::int64_t device, int host, std::int64_t bytes, bool input) {
+ResolvedStep copy_step(int id, StepOp op, std::int64_t device, int host, std::int64_t bytes, bool input) {
   ResolvedStep s;
   s.id = id;
-  s.stream = op == "prefetch" ? 1 : 2;
+  s.stream = op == StepOp::Prefetch ? Stream::H2D : Stream::D2H;
   s.op = op;
   s.device = device;
   s.host = host;
@@ -96,8 +96,9 @@ void check_backend_alone(const Graph& g, int device) {
     for (std::int64_t i = 0; i < big; ++i) in[r * big + i] = pattern(i, r);
   // Step 0: A <- this round's 64 MiB slice; step 1: host 1 <- A (waits for 0); step 2: B <- a
   // 4 KiB slice, then poison A once step 1 (on the d2h stream) has read it.
-  std::vector<ResolvedStep> steps{copy_step(0, "prefetch", a, 0, big, true), copy_step(1, "offload", a, 1, big, false),
-                                  copy_step(2, "prefetch", b, 0, small, true)};
+  std::vector<ResolvedStep> steps{copy_step(0, StepOp::Prefetch, a, 0, big, true),
+                                  copy_step(1, StepOp::Offload, a, 1, big, false),
+                                  copy_step(2, StepOp::Prefetch, b, 0, small, true)};
   steps[1].waits = {0};
   steps[2].poison_after = {{a, big}};
   steps[2].poison_waits = {1};
@@ -152,8 +153,8 @@ void check_backend_alone(const Graph& g, int device) {
   if (conv >= 0) {
     ResolvedStep bad;
     bad.id = 0;
-    bad.stream = 0;
-    bad.op = "forward";
+    bad.stream = Stream::Compute;
+    bad.op = StepOp::Forward;
     bad.layer = conv;
     bad.config = {MicroStep{"im2col", 1}};
     be->begin();
@@ -291,7 +292,7 @@ void check_plan(const std::string& path, int device, int iterations, double tole
   int conv_steps = 0, copies = 0, poisons = 0;
   for (const auto& s : steps) {
     conv_steps += s.config.empty() ? 0 : 1;
-    copies += s.stream != 0 ? 1 : 0;
+    copies += s.stream != Stream::Compute ? 1 : 0;
     poisons += static_cast<int>(s.poison_after.size());
   }
   fmt::print(

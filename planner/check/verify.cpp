@@ -18,12 +18,7 @@ namespace {
 constexpr int kNumStreams = 3;
 using Clock = std::array<int, kNumStreams>;
 
-int stream_index(const std::string& s) {
-  if (s == "compute") return 0;
-  if (s == "h2d") return 1;
-  if (s == "d2h") return 2;
-  return -1;
-}
+int stream_index(Stream s) { return static_cast<int>(s); }
 
 // Thrown internally to stop at the first error; find_plan_error returns its text.
 struct Invalid {
@@ -116,8 +111,7 @@ class Checker {
   };
 
   std::string step_name(const PlanStep& s) const {
-    if (s.stream == "compute") return fmt::format("step {} ({} {})", s.id, s.op, s.layer);
-    return fmt::format("step {} ({} {})", s.id, s.op, s.tensor);
+    return fmt::format("step {} ({} {})", s.id, step_op_name(s.op), s.stream == Stream::Compute ? s.layer : s.tensor);
   }
   bool hb(int a, int b) const {  // step a happens before (or is) step b
     if (a < 0) return true;
@@ -182,17 +176,17 @@ void Checker::check_structure() {
   for (int i = 0; i < n; ++i) {
     const PlanStep& s = p_.steps[i];
     if (s.id != i) invalid(fmt::format("step {} has id {}", i, s.id));
-    int si = stream_index(s.stream);
-    if (si < 0) invalid(fmt::format("{}: unknown stream \"{}\"", step_name(s), s.stream));
+    const int si = stream_index(s.stream);  // a known stream and op: the plan loader checks the names
     stream_of_.push_back(si);
-    static const std::set<std::string> compute_ops = {"forward",         "backward",  "backward_data",
-                                                      "backward_filter", "recompute", "update"};
-    bool op_ok =
-        (si == 0 && compute_ops.count(s.op)) || (si == 1 && s.op == "prefetch") || (si == 2 && s.op == "offload");
-    if (!op_ok) invalid(fmt::format("{}: op \"{}\" cannot run on stream {}", step_name(s), s.op, s.stream));
+    const bool op_ok = (s.stream == Stream::Compute && !is_copy(s.op)) ||
+                       (s.stream == Stream::H2D && s.op == StepOp::Prefetch) ||
+                       (s.stream == Stream::D2H && s.op == StepOp::Offload);
+    if (!op_ok)
+      invalid(fmt::format("{}: op \"{}\" cannot run on stream {}", step_name(s), step_op_name(s.op),
+                          stream_name(s.stream)));
     if (s.final) {
       if (first_final_ == n) first_final_ = i;
-      if (si != 0 || s.op != "update" || !s.waits.empty())
+      if (si != 0 || s.op != StepOp::Update || !s.waits.empty())
         invalid(fmt::format("{}: final steps are updates on the compute stream, without waits", step_name(s)));
       if (!s.accumulates.empty() || s.workspace >= 0 || s.host >= 0 || !s.config.empty())
         invalid(fmt::format("{}: an update reads one gradient and writes one weight, nothing else", step_name(s)));
@@ -399,7 +393,7 @@ void Checker::check_lists(const PlanStep& s, const std::vector<int>& reads, cons
     touch(s.workspace, s.id, true);
   }
   for (std::size_t i = 0; i < accs.size(); ++i) write(s, ab[i], accs[i], true);
-  for (std::size_t i = 0; i < writes.size(); ++i) write(s, wb[i], writes[i], s.op != "recompute");
+  for (std::size_t i = 0; i < writes.size(); ++i) write(s, wb[i], writes[i], s.op != StepOp::Recompute);
 }
 
 void Checker::check_config(const PlanStep& s, int layer, bool conv) {
@@ -411,7 +405,7 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   }
   if (s.config.empty()) invalid(fmt::format("{}: a convolution without a configuration", step_name(s)));
   const GraphLayer& gl = g_.layers[layer];
-  const std::string op = s.op == "recompute" ? "forward" : s.op;
+  const std::string op = step_op_name(s.op == StepOp::Recompute ? StepOp::Forward : s.op);
   std::int64_t total = 0, need = 0;
   for (const auto& m : s.config) {
     if (m.batch < 1 || m.batch > p_.sub_batch)
@@ -449,10 +443,10 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   // A recomputation may use another configuration than the forward pass (less workspace may be
   // free at that point); the kernels list describes the forward pass.
   const bool listed = pk.config == s.config;
-  if (!listed && s.op != "recompute")
+  if (!listed && s.op != StepOp::Recompute)
     invalid(fmt::format("{}: its micro-configuration differs from the kernels list's for {} of {}", step_name(s), op,
                         gl.name()));
-  if (s.op != "recompute") {
+  if (s.op != StepOp::Recompute) {
     if (kernel_used_[k->second]) invalid(fmt::format("{}: a second step runs {} of {}", step_name(s), op, gl.name()));
     kernel_used_[k->second] = 1;
   }
@@ -540,20 +534,20 @@ void Checker::run() {
                           start));
     round_end = std::max(round_end, s.end_ns);
 
-    if (s.op == "prefetch" || s.op == "offload") {
+    if (s.op == StepOp::Prefetch || s.op == StepOp::Offload) {
       int t = tensor_id(s.tensor);
       if (t < 0 || tg_.tensors[t].resident())
         invalid(fmt::format("{}: moves \"{}\", which is not a movable tensor", step_name(s), s.tensor));
       // An input host buffer holds the whole batch, loaded before the iteration; every round
       // prefetches its own slice, so an offload into it would overwrite the data loader's batch.
-      if (s.op == "offload" && s.host >= 0 && p_.host_buffers[s.host].input)
+      if (s.op == StepOp::Offload && s.host >= 0 && p_.host_buffers[s.host].input)
         invalid(fmt::format("{}: offloads into host buffer {}, which holds the batch's input", step_name(s), s.host));
       if (s.host < 0 || p_.host_buffers[s.host].tensor != s.tensor)
         invalid(fmt::format("{}: its host buffer does not hold {}", step_name(s), s.tensor));
       if (!s.accumulates.empty() || s.workspace >= 0 || !s.config.empty())
         invalid(fmt::format("{}: a copy only reads one buffer and writes one", step_name(s)));
       HostState& h = hs_[s.host];
-      if (s.op == "offload") {
+      if (s.op == StepOp::Offload) {
         if (s.reads.size() != 1 || !s.writes.empty())
           invalid(fmt::format("{}: an offload reads one device buffer", step_name(s)));
         int b = buffer_for(s, s.reads, t, "offloads");
@@ -583,11 +577,11 @@ void Checker::run() {
       }
       continue;
     }
-    if (s.op == "update") invalid(fmt::format("{}: an update inside the round", step_name(s)));
+    if (s.op == StepOp::Update) invalid(fmt::format("{}: an update inside the round", step_name(s)));
     if (s.host >= 0) invalid(fmt::format("{}: a compute step does not use host buffers", step_name(s)));
     int l = g_.index_of(s.layer);
     if (l <= 0) invalid(fmt::format("{}: unknown layer \"{}\"", step_name(s), s.layer));
-    if (s.op == "recompute") {
+    if (s.op == StepOp::Recompute) {
       const int y = tg_.y_of[l];
       if (cur_[y] == 0)
         invalid(fmt::format("{}: recomputes {} before it was ever computed", step_name(s), tg_.tensors[y].name));
@@ -598,7 +592,7 @@ void Checker::run() {
     if (next_task >= round_tasks.size())
       invalid(fmt::format("{}: more compute steps than the iteration has tasks", step_name(s)));
     const Task& t = tg_.tasks[round_tasks[next_task++]];
-    if (s.op != task_kind_name(t.kind) || l != t.layer)
+    if (s.op != step_op_of(t.kind) || l != t.layer)
       invalid(fmt::format("{}: expected {} of {} at this point of the round", step_name(s), task_kind_name(t.kind),
                           g_.layers[t.layer].name()));
     check_config(s, l, t.conv_kernel);

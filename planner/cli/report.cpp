@@ -93,9 +93,9 @@ std::string plan_summary(const Plan& p) {
   if (s.predicted_ns > s.ideal_ns) {
     std::int64_t busy = 0, redo = 0;
     for (const auto& st : p.steps) {
-      if (st.final || st.stream != "compute") continue;
+      if (st.final || st.stream != Stream::Compute) continue;
       busy += st.end_ns - st.start_ns;
-      if (st.op == "recompute") redo += st.end_ns - st.start_ns;
+      if (st.op == StepOp::Recompute) redo += st.end_ns - st.start_ns;
     }
     const std::int64_t wait = std::max<std::int64_t>(s.round_ns - busy, 0);
     const std::int64_t rest = s.predicted_ns - s.ideal_ns - p.rounds * (redo + wait);
@@ -143,13 +143,13 @@ std::string plan_decisions(const Plan& p) {
     return c == std::string::npos ? tensor : tensor.substr(c + 1);
   };
   for (const auto& s : p.steps) {
-    if (s.op == "offload") {
+    if (s.op == StepOp::Offload) {
       Row& r = rows[layer_of(s.tensor)];
       r.offloads++;
       r.offload += (r.offload.empty() ? "" : " ") + s.tensor.substr(0, s.tensor.find(':'));
-    } else if (s.op == "prefetch") {
+    } else if (s.op == StepOp::Prefetch) {
       rows[layer_of(s.tensor)].prefetches++;
-    } else if (s.op == "recompute") {
+    } else if (s.op == StepOp::Recompute) {
       rows[s.layer].recomputes++;
     }
   }

@@ -12,9 +12,9 @@ std::vector<int> plan_route(const Plan& plan, const Graph& g, std::string* error
   seen[0] = 1;
   error->clear();
   for (const PlanStep& s : plan.steps) {
-    if (s.op != "forward") continue;
+    if (s.op != StepOp::Forward) continue;
     const int l = g.index_of(s.layer);
-    const std::string step = fmt::format("step {} ({} {})", s.id, s.op, s.layer);
+    const std::string step = fmt::format("step {} ({} {})", s.id, step_op_name(s.op), s.layer);
     if (l <= 0) {
       *error = fmt::format("{}: unknown layer \"{}\"", step, s.layer);
       return {};

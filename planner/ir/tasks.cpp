@@ -42,6 +42,22 @@ const char* task_kind_name(TaskKind k) {
   return "?";
 }
 
+StepOp step_op_of(TaskKind k) {
+  switch (k) {
+    case TaskKind::Forward:
+      return StepOp::Forward;
+    case TaskKind::Backward:
+      return StepOp::Backward;
+    case TaskKind::BackwardData:
+      return StepOp::BackwardData;
+    case TaskKind::BackwardFilter:
+      return StepOp::BackwardFilter;
+    case TaskKind::Update:
+      return StepOp::Update;
+  }
+  return StepOp::Forward;
+}
+
 std::int64_t TaskGraph::resident_bytes() const {
   std::int64_t n = 0;
   for (const auto& t : tensors)

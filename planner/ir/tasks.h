@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "graph.h"
+#include "planner/model/plan.h"
 
 namespace ucplan {
 
@@ -65,6 +66,9 @@ struct TaskGraph {
   // Tensors a task touches (reads, writes and accumulates), without duplicates.
   std::vector<int> touched(const Task& t) const;
 };
+
+// The plan step op that runs a task.
+StepOp step_op_of(TaskKind k);
 
 // `route` must be a topological order of g's layers starting with the input (route.h makes one;
 // any other valid order works too). Throws a CHECK failure on an invalid order (a bug).

@@ -9,6 +9,33 @@
 namespace ucplan {
 
 namespace {
+constexpr const char* kStreamNames[] = {"compute", "h2d", "d2h"};
+constexpr const char* kStepOpNames[] = {"forward",         "recompute", "backward", "backward_data",
+                                        "backward_filter", "update",    "offload",  "prefetch"};
+}  // namespace
+
+const char* stream_name(Stream s) { return kStreamNames[static_cast<int>(s)]; }
+const char* step_op_name(StepOp o) { return kStepOpNames[static_cast<int>(o)]; }
+
+bool parse_stream(const std::string& name, Stream* out) {
+  for (int i = 0; i < kStreams; ++i)
+    if (name == kStreamNames[i]) {
+      *out = static_cast<Stream>(i);
+      return true;
+    }
+  return false;
+}
+
+bool parse_step_op(const std::string& name, StepOp* out) {
+  for (int i = 0; i < static_cast<int>(std::size(kStepOpNames)); ++i)
+    if (name == kStepOpNames[i]) {
+      *out = static_cast<StepOp>(i);
+      return true;
+    }
+  return false;
+}
+
+namespace {
 
 OrderedJson micro_json(const std::vector<MicroStep>& config) {
   OrderedJson a = OrderedJson::array();
@@ -35,8 +62,8 @@ std::vector<int> read_ids(const JsonReader& r, std::string_view key) {
 OrderedJson step_json(const PlanStep& s) {
   OrderedJson j;
   j["id"] = s.id;
-  j["stream"] = s.stream;
-  j["op"] = s.op;
+  j["stream"] = stream_name(s.stream);
+  j["op"] = step_op_name(s.op);
   if (!s.layer.empty()) j["layer"] = s.layer;
   if (!s.tensor.empty()) j["tensor"] = s.tensor;
   if (!s.waits.empty()) j["waits"] = s.waits;
@@ -218,8 +245,13 @@ Plan load_plan(const std::string& path) {
                    "host", "config", "start_ns", "end_ns", "final"});
     PlanStep ps;
     ps.id = static_cast<int>(st.at("id").integer(0, INT32_MAX));
-    ps.stream = st.at("stream").string();
-    ps.op = st.at("op").string();
+    const std::string stream = st.at("stream").string(), op = st.at("op").string();
+    if (!parse_stream(stream, &ps.stream))
+      st.at("stream").fail(fmt::format("unknown stream \"{}\" (compute, h2d, d2h)", stream));
+    if (!parse_step_op(op, &ps.op))
+      st.at("op").fail(fmt::format(
+          "unknown op \"{}\" (forward, recompute, backward, backward_data, backward_filter, update, offload, prefetch)",
+          op));
     ps.layer = st.string_or("layer", "");
     ps.tensor = st.string_or("tensor", "");
     ps.waits = read_ids(st, "waits");

@@ -17,7 +17,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "network.h"
 
@@ -48,12 +51,23 @@ struct PlanHostBuffer {
   bool operator==(const PlanHostBuffer&) const = default;
 };
 
+// A step's stream and op: enums inside the program, names only in plan files (and messages).
+enum class Stream { Compute, H2D, D2H };
+enum class StepOp { Forward, Recompute, Backward, BackwardData, BackwardFilter, Update, Offload, Prefetch };
+constexpr int kStreams = 3;
+const char* stream_name(Stream s);   // "compute", "h2d", "d2h"
+const char* step_op_name(StepOp o);  // "forward", "recompute", ..., "prefetch"
+bool parse_stream(const std::string& name, Stream* out);
+bool parse_step_op(const std::string& name, StepOp* out);
+// Copies move a tensor between the arena and a host buffer; every other op is a compute kernel.
+inline bool is_copy(StepOp o) { return o == StepOp::Offload || o == StepOp::Prefetch; }
+
 struct PlanStep {
   int id = -1;
-  std::string stream;  // compute | h2d | d2h
-  std::string op;      // forward | backward | backward_data | backward_filter | recompute | update | offload | prefetch
-  std::string layer;   // compute steps: the layer
-  std::string tensor;  // offload / prefetch: the tensor moved
+  Stream stream = Stream::Compute;
+  StepOp op = StepOp::Forward;
+  std::string layer;              // compute steps: the layer
+  std::string tensor;             // offload / prefetch: the tensor moved
   std::vector<int> waits;         // earlier steps on other streams
   std::vector<int> reads;         // arena buffers read
   std::vector<int> writes;        // arena buffers written from scratch
@@ -132,3 +146,17 @@ Plan load_plan(const std::string& path);
 std::string plan_to_json_text(const Plan& p);  // deterministic: one line per step/buffer/kernel
 
 }  // namespace ucplan
+
+// In messages a stream or op reads as its name.
+template <>
+struct fmt::formatter<ucplan::Stream> : fmt::formatter<std::string_view> {
+  auto format(ucplan::Stream s, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(ucplan::stream_name(s), ctx);
+  }
+};
+template <>
+struct fmt::formatter<ucplan::StepOp> : fmt::formatter<std::string_view> {
+  auto format(ucplan::StepOp o, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(ucplan::step_op_name(o), ctx);
+  }
+};

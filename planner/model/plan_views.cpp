@@ -12,11 +12,10 @@ namespace ucplan {
 
 namespace {
 
-int tid_of(const std::string& stream) { return stream == "compute" ? 1 : stream == "h2d" ? 2 : 3; }
+int tid_of(Stream stream) { return static_cast<int>(stream) + 1; }
 
 std::string step_label(const PlanStep& s) {
-  if (s.stream == "compute") return s.op + " " + s.layer;
-  return s.op + " " + s.tensor;
+  return std::string(step_op_name(s.op)) + " " + (s.stream == Stream::Compute ? s.layer : s.tensor);
 }
 
 }  // namespace
@@ -52,8 +51,9 @@ std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* meas
                     {"ph", "M"},
                     {"pid", 1},
                     {"args", {{"name", fmt::format("ucplan {} ({})", plan.network.name, source)}}}});
-  for (const char* s : {"compute", "h2d", "d2h"})
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid_of(s)}, {"args", {{"name", s}}}});
+  for (Stream s : {Stream::Compute, Stream::H2D, Stream::D2H})
+    events.push_back(
+        {{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid_of(s)}, {"args", {{"name", stream_name(s)}}}});
   auto add = [&](const PlanStep& s, int round, std::int64_t start, std::int64_t end) {
     OrderedJson args = {{"step", s.id}, {"round", round}};
     if (!s.config.empty()) {
@@ -62,7 +62,7 @@ std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* meas
       args["config"] = c;
     }
     events.push_back({{"name", step_label(s)},
-                      {"cat", s.op},
+                      {"cat", step_op_name(s.op)},
                       {"ph", "X"},
                       {"pid", 1},
                       {"tid", tid_of(s.stream)},

@@ -113,7 +113,8 @@ class Scheduler {
 
   struct EmitArgs {
     Stream stream = Stream::Compute;
-    std::string op, layer, tensor;
+    StepOp op = StepOp::Forward;
+    std::string layer, tensor;
     std::int64_t duration = 0;
     std::vector<int> reads, writes, accumulates;  // tensor ids
     int workspace = -1;                           // plan buffer id
@@ -338,7 +339,7 @@ int Scheduler::emit(const EmitArgs& a) {
 
   PlanStep ps;
   ps.id = id;
-  ps.stream = stream_name(a.stream);
+  ps.stream = a.stream;
   ps.op = a.op;
   ps.layer = a.layer;
   ps.tensor = a.tensor;
@@ -459,7 +460,7 @@ void Scheduler::evict(int t) {
 void Scheduler::offload(int t) {
   EmitArgs a;
   a.stream = Stream::D2H;
-  a.op = "offload";
+  a.op = StepOp::Offload;
   a.tensor = tg_.tensors[t].name;
   a.duration = costs_.d2h_ns(tg_.tensors[t].bytes(costs_.sub_batch));
   a.reads = {t};
@@ -621,7 +622,7 @@ bool Scheduler::prefetch(int t, bool may_evict) {
   host_buffer_of(t);
   EmitArgs a;
   a.stream = Stream::H2D;
-  a.op = "prefetch";
+  a.op = StepOp::Prefetch;
   a.tensor = tg_.tensors[t].name;
   a.duration = costs_.h2d_ns(tg_.tensors[t].bytes(costs_.sub_batch));
   a.writes = {t};
@@ -658,7 +659,7 @@ bool Scheduler::recompute(int layer) {
   if (ok && f.conv_kernel) ok = choose_and_allocate_workspace(ftask, &idx, &ws, &ws_waits);
   if (ok) {
     EmitArgs a;
-    a.op = "recompute";
+    a.op = StepOp::Recompute;
     a.layer = g_.layers[layer].name();
     a.reads = srcs;
     a.writes = {y};
@@ -879,7 +880,7 @@ bool Scheduler::run_task(int pos) {
   look_ahead(pos, duration);
 
   EmitArgs a;
-  a.op = task_kind_name(t.kind);
+  a.op = step_op_of(t.kind);
   a.layer = g_.layers[t.layer].name();
   a.duration = duration;
   a.reads = t.reads;
@@ -896,7 +897,7 @@ bool Scheduler::run_task(int pos) {
     const TaskCost& c = costs_.tasks[task];
     PlanKernel k;
     k.layer = a.layer;
-    k.op = a.op;
+    k.op = step_op_name(a.op);
     k.config = a.config;
     k.workspace_bytes = c.front[idx].workspace_bytes;
     k.time_ns = c.front[idx].time_ns;
@@ -1022,8 +1023,8 @@ ScheduleResult Scheduler::run() {
     int fid = final_line.issue(Stream::Compute, task_time(t.id), kNoneReady);
     PlanStep ps;
     ps.id = round_steps + fid;
-    ps.stream = "compute";
-    ps.op = task_kind_name(t.kind);
+    ps.stream = Stream::Compute;
+    ps.op = step_op_of(t.kind);
     ps.layer = g_.layers[t.layer].name();
     for (int r : t.reads) ps.reads.push_back(resident_buffer_[r]);
     for (int w : t.writes) ps.writes.push_back(resident_buffer_[w]);

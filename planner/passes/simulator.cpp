@@ -6,18 +6,6 @@
 
 namespace ucplan {
 
-const char* stream_name(Stream s) {
-  switch (s) {
-    case Stream::Compute:
-      return "compute";
-    case Stream::H2D:
-      return "h2d";
-    case Stream::D2H:
-      return "d2h";
-  }
-  return "?";
-}
-
 void merge_into(ReadySet& into, const ReadySet& from) {
   for (int s = 0; s < kStreams; ++s) into[s] = std::max(into[s], from[s]);
 }

@@ -13,11 +13,11 @@
 #include <optional>
 #include <vector>
 
+#include "planner/model/plan.h"
+
 namespace ucplan {
 
-enum class Stream { Compute = 0, H2D = 1, D2H = 2 };
-constexpr int kStreams = 3;
-const char* stream_name(Stream s);
+// Stream, kStreams and stream_name() are the plan's (planner/model/plan.h).
 
 // Per stream, the latest step (id) that must have ended; -1 for none. Steps on one stream end
 // in issue order, so the latest one stands for all earlier ones.

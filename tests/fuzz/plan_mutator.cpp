@@ -156,7 +156,7 @@ class Mutator {
     return out;
   }
   PlanKernel* kernel_for(Plan& p, const PlanStep& s) {
-    const std::string op = s.op == "recompute" ? "forward" : s.op;
+    const std::string op = step_op_name(s.op == StepOp::Recompute ? StepOp::Forward : s.op);
     for (auto& k : p.kernels)
       if (k.layer == s.layer && k.op == op) return &k;
     return nullptr;
@@ -167,9 +167,10 @@ class Mutator {
     p.steps[id].config = c;
     std::string what = fmt::format("step {} config: {}", id, why);
     if (pick(2)) {
-      const std::string kop = p.steps[id].op == "recompute" ? "forward" : p.steps[id].op;
+      const StepOp kop = p.steps[id].op == StepOp::Recompute ? StepOp::Forward : p.steps[id].op;
       for (auto& s : p.steps)
-        if (s.layer == p.steps[id].layer && !s.config.empty() && (s.op == "recompute" ? "forward" : s.op) == kop)
+        if (s.layer == p.steps[id].layer && !s.config.empty() &&
+            (s.op == StepOp::Recompute ? StepOp::Forward : s.op) == kop)
           s.config = c;
       if (PlanKernel* k = kernel_for(p, p.steps[id])) k->config = c;
       what += " (kernels list too)";
@@ -234,9 +235,9 @@ class Mutator {
       }
       case 8: {  // stream
         int s = any_step(p);
-        static const char* streams[] = {"compute", "h2d", "d2h"};
+        static const Stream streams[] = {Stream::Compute, Stream::H2D, Stream::D2H};
         p.steps[s].stream = streams[pick(3)];
-        return fmt::format("step {} moved to stream {}", s, p.steps[s].stream);
+        return fmt::format("step {} moved to stream {}", s, stream_name(p.steps[s].stream));
       }
       case 9: {  // merge micro-batches
         auto cs = conv_steps(p);
@@ -299,7 +300,7 @@ class Mutator {
       }
       case 15: {  // host buffer of a copy
         int s = any_step(p);
-        if (p.host_buffers.empty() || p.steps[s].stream == "compute") return "nothing";
+        if (p.host_buffers.empty() || p.steps[s].stream == Stream::Compute) return "nothing";
         p.steps[s].host = static_cast<int>(pick(p.host_buffers.size()));
         return fmt::format("step {} host buffer -> {}", s, p.steps[s].host);
       }
@@ -314,7 +315,7 @@ class Mutator {
       }
       case 17: {  // offload into an input host buffer, retargeting a copy and its tensor
         int s = any_step(p);
-        if (p.steps[s].op != "offload") return "nothing";
+        if (p.steps[s].op != StepOp::Offload) return "nothing";
         for (const auto& h : p.host_buffers)
           if (h.input && h.tensor == p.steps[s].tensor) {
             p.steps[s].host = h.id;
@@ -351,10 +352,10 @@ class Mutator {
       case 20: {  // op: recompute <-> forward, or a step's layer
         int s = any_step(p);
         auto& st = p.steps[s];
-        if (st.op == "recompute")
-          st.op = "forward";
-        else if (st.op == "forward")
-          st.op = "recompute";
+        if (st.op == StepOp::Recompute)
+          st.op = StepOp::Forward;
+        else if (st.op == StepOp::Forward)
+          st.op = StepOp::Recompute;
         else
           st.layer = p.steps[any_step(p)].layer;
         return fmt::format("step {} op/layer changed", s);
