@@ -14,7 +14,7 @@
 
 #include "planner/ir/graph.h"
 #include "planner/model/plan.h"
-#include "planner/model/plan_views.h"
+#include "planner/views/plan_views.h"
 
 namespace ucplan {
 

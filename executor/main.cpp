@@ -12,7 +12,7 @@
 #include "executor/cpu/blas.h"
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
-#include "planner/model/plan_views.h"
+#include "planner/views/plan_views.h"
 #include "planner/model/units.h"
 #include "planner/check/verify.h"
 #include "replay.h"

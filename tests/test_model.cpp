@@ -1,11 +1,11 @@
-// The data model's views of a plan (planner/model/plan_views.h).
+// The data model's views of a plan (planner/views/plan_views.h).
 #include <doctest/doctest.h>
 
 #include <string>
 
 #include "planner/model/errors.h"
 #include "planner/model/plan.h"
-#include "planner/model/plan_views.h"
+#include "planner/views/plan_views.h"
 
 using namespace ucplan;
 

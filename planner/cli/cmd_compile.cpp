@@ -12,7 +12,7 @@
 #include "commands.h"
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
-#include "planner/model/plan_views.h"
+#include "planner/views/plan_views.h"
 #include "planner/model/sha256.h"
 #include "planner/model/units.h"
 #include "planner/passes/conv_config.h"

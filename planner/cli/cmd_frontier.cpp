@@ -16,7 +16,7 @@
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
 #include "planner/model/network.h"
-#include "planner/model/plan_views.h"
+#include "planner/views/plan_views.h"
 #include "planner/model/profile.h"
 #include "planner/model/sha256.h"
 #include "planner/model/units.h"

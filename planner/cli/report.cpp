@@ -1,6 +1,6 @@
 #include "report.h"
 
-#include "planner/model/plan_views.h"
+#include "planner/views/plan_views.h"
 
 #include <algorithm>
 

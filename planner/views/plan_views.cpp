@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "json_util.h"
-#include "units.h"
+#include "planner/model/json_util.h"
+#include "planner/model/units.h"
 
 namespace ucplan {
 
