@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
       const std::string error = ucplan::find_plan_error(plan);
       if (!error.empty()) throw ucplan::UserError(plan_path, "", "the plan is invalid: " + error);
     }
-    const ucplan::Graph g = ucplan::build_graph(plan.network, plan_path);
+    const ucplan::Graph g = ucplan::build_graph(plan.network, plan_path, plan.precision);
     std::unique_ptr<ucplan::Backend> backend;
     if (device == "cpu") {
       backend = ucplan::make_cpu_backend(g);

@@ -155,7 +155,7 @@ std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const 
 }
 
 RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
-  const Graph g = build_graph(plan.network, "the plan's network");
+  const Graph g = build_graph(plan.network, "the plan's network", plan.precision);
   const TaskGraph tg = build_tasks(g, plan_route(plan, g));
   const std::vector<ResolvedStep> steps = resolve_steps(plan, g, tg);
   RunReport rep;

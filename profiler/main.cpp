@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return fmt::format("ucplan profile: error: {} (see ucplan profile --help)\n", ucplan::one_line(e.what()));
   });
-  std::string network, device = "cpu", sizes = "powerOfTwo", cache, output;
+  std::string network, device = "cpu", sizes = "powerOfTwo", cache, output, precision = "fp32";
   std::int64_t batch = 0;
   int repeat = 5;
   app.add_option("network", network, "zoo name or path to a network JSON file")->required();
@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
       "undivided (the batch only)");
   app.add_option("--repeat", repeat, "timed runs per measurement after a warm-up; the median is kept (default 5)")
       ->check(CLI::Range(1, 1000));
+  app.add_option("--precision", precision,
+                 "fp32 (default) | tf32 | bf16 | fp16 | pseudo-fp16: storage of activations and their gradients "
+                 "(bf16, fp16: 2 bytes) and the math of conv and fc (tensor cores where the device has them), with "
+                 "FP32 accumulation, master weights and batch-norm statistics; recorded in the profile");
   app.add_option("--cache", cache,
                  "folder of earlier measurements to reuse and extend (keyed by signature, device, versions)");
   app.add_option("-o,--output", output, "profile file to write (atomically)")->required();
@@ -88,6 +92,9 @@ int main(int argc, char** argv) {
     const ucplan::Network net = ucplan::load_network(path);
     auto runner = make_runner(device);
     ucplan::ProfileOptions o;
+    if (!ucplan::parse_precision(precision, &o.precision))
+      throw ucplan::UserError("", "--precision",
+                              fmt::format("expected {}, got \"{}\"", ucplan::precision_choices(), precision));
     o.batch = batch;
     o.sizes = sizes;
     o.repeat = repeat;
@@ -98,8 +105,8 @@ int main(int argc, char** argv) {
     std::size_t n = 0;
     for (const auto& s : p.signatures) n += s.costs.size();
     fmt::print(
-        "{}: {} signatures, {} costs, batch {} ({}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> {}\n",
-        p.network, p.signatures.size(), n, p.batch, p.sizes_policy,
+        "{}: {} signatures, {} costs, batch {} ({}, {}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> {}\n",
+        p.network, p.signatures.size(), n, p.batch, p.sizes_policy, ucplan::precision_name(p.precision),
         p.measured() ? "measured" : "MODELLED (" + p.source + ")", p.device.name, p.h2d.bytes_per_second / 1e9,
         p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
   } catch (const ucplan::UserError& e) {

@@ -284,7 +284,7 @@ void check_plan(const std::string& path, int device, int iterations, double tole
     expect(false, "the plan verifies: " + error);
     return;
   }
-  const Graph g = build_graph(plan.network, path);
+  const Graph g = build_graph(plan.network, path, plan.precision);
   const TaskGraph tg = build_tasks(g, plan_route(plan, g));
   const std::vector<ResolvedStep> steps = resolve_steps(plan, g, tg);
   const std::uint64_t seed = 0x5eed;
@@ -378,7 +378,10 @@ int main(int argc, char** argv) {
   }
   if (const int code = cuda::check_program_device_gate("ucplan-cuda-check", required); code >= 0) return code;
   try {
-    check_backend_alone(build_graph(load_plan(plans[0]).network, plans[0]), device);
+    {
+      const Plan first = load_plan(plans[0]);
+      check_backend_alone(build_graph(first.network, plans[0], first.precision), device);
+    }
     for (const auto& p : plans) check_plan(p, device, iterations, tolerance);
   } catch (const std::exception& e) {
     fmt::print("FAIL: {}\n", e.what());

@@ -168,6 +168,14 @@ CompileResult make_plan(const CompileInput& in) {
     throw UserError("", "--time-limit",
                     fmt::format("{} s is not a time limit (0 for none, at most 10^6 s)", in.solver_time_limit_s));
   const WorkspaceOption ws = parse_workspace_option(in.workspace);
+  if (in.precision != profile.precision)
+    throw UserError(in.profile_path, "precision",
+                    fmt::format("the profile is at {}, the plan asked for --precision {}: profile the network at {} "
+                                "(ucplan profile ... --precision {})",
+                                precision_name(profile.precision), precision_name(in.precision),
+                                precision_name(in.precision), precision_name(in.precision)));
+  const std::string loss_scale = in.loss_scale.empty() ? default_loss_scale(in.precision) : in.loss_scale;
+  if (const std::string why = loss_scale_error(loss_scale); !why.empty()) throw UserError("", "--loss-scale", why);
   if (!valid_sizes_policy(in.micro_batches))
     throw UserError("", "--micro-batches",
                     fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", in.micro_batches));
@@ -181,7 +189,7 @@ CompileResult make_plan(const CompileInput& in) {
   }
 
   // 1-2. Graph, route (SuperNeurons Alg. 1), tasks (moDNN's TDFG).
-  const Graph g = build_graph(in.network, in.network_file);
+  const Graph g = build_graph(in.network, in.network_file, in.precision);
   const TaskGraph tg = build_tasks(g, construct_route(g));
   if (in.dump_after == "graph") out.dump = dump_json(graph_json(g, tg));
 
@@ -349,6 +357,8 @@ CompileResult make_plan(const CompileInput& in) {
   p.workspace_option = in.workspace;
   p.micro_batches = in.micro_batches;
   p.solver = in.solver;
+  p.precision = in.precision;
+  p.loss_scale = loss_scale;
   p.solver_time_limit_ms = std::llround(in.solver_time_limit_s * 1000);
   p.sub_batch = best_b;
   p.rounds = batch / best_b;

@@ -225,7 +225,7 @@ void Checker::check_structure() {
 // The iteration's tasks, in the plan's own forward order (any valid topological order).
 void Checker::rebuild_tasks() {
   try {
-    g_ = build_graph(p_.network, "the plan's network");
+    g_ = build_graph(p_.network, "the plan's network", p_.precision);
   } catch (const UserError& e) {
     invalid(std::string("the embedded network is invalid: ") + e.what());
   }
