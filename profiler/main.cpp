@@ -49,7 +49,7 @@ std::unique_ptr<ucplan::Runner> make_runner(const std::string& device) {
 int main(int argc, char** argv) {
   ucplan::cpu::ensure_blas_core_type(argv);
   CLI::App app{
-      "ucplan profile: measure (cpu, cuda) or model (model:k40|p100|v100|h100|h200) the cost of every kernel of a "
+      "ucplan profile: measure (cpu, cuda) or model (model:k40|p100|v100|a100|h100|h200) the cost of every kernel of a "
       "network's training iteration at every micro-batch size of a policy, with every algorithm, and the "
       "host<->device transfer costs; write them as a ucplan-profile/1 file."};
   app.name("ucplan profile");
@@ -64,8 +64,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch,-b", batch, "mini-batch size in samples; micro-batch sizes up to it are measured")
       ->required()
       ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
-  app.add_option("--device,-d", device,
-                 "cpu (default) | cuda | cuda:N | model:k40 | model:p100 | model:v100 | model:h100 | model:h200");
+  app.add_option(
+      "--device,-d", device,
+      "cpu (default) | cuda | cuda:N | model:k40 | model:p100 | model:v100 | model:a100 | model:h100 | model:h200");
   app.add_option(
       "--sizes", sizes,
       "micro-batch sizes to measure (mu-cuDNN §III-B): powerOfTwo (default: 1, 2, 4, ..., batch) | all (1..batch) | "
