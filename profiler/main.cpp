@@ -19,7 +19,7 @@
 
 namespace {
 
-std::unique_ptr<ucplan::Runner> make_runner(const std::string& device) {
+std::unique_ptr<ucplan::Runner> make_runner(const std::string& device, ucplan::Precision precision) {
   if (device == "cpu") return ucplan::make_cpu_runner();
   if (device.rfind("model:", 0) == 0) return ucplan::make_model_runner(device.substr(6));
   if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
@@ -31,8 +31,19 @@ std::unique_ptr<ucplan::Runner> make_runner(const std::string& device) {
         throw ucplan::UserError("", "--device", fmt::format("\"{}\": expected cuda or cuda:N", device));
       }
     }
+    // tf32: cuDNN and cuBLAS with tf32 tensor-op math (versions.math says so). bf16 and fp16 need
+    // native half kernels the CUDA backend does not have yet: measuring FP32 kernels would not be
+    // what `run --device cuda` runs (FP32 kernels on converted operands).
+    if (ucplan::low_precision_storage(precision))
+      throw ucplan::UserError(
+          "", "--precision",
+          fmt::format("{} on cuda is not measured yet (the CUDA backend has no native bf16/fp16 kernels); profile "
+                      "it with --device model:NAME or cpu, and `ucplan run --device cuda` replays the plan",
+                      ucplan::precision_name(precision)));
 #ifdef UCPLAN_HAVE_CUDA
-    return ucplan::make_cuda_runner(index);
+    ucplan::CudaRunnerOptions options;
+    options.allow_tf32 = precision == ucplan::Precision::TF32;
+    return ucplan::make_cuda_runner(index, options);
 #else
     (void)index;
     throw ucplan::UserError("", "--device",
@@ -91,11 +102,11 @@ int main(int argc, char** argv) {
   try {
     const std::string path = ucplan::resolve_network_path(network);
     const ucplan::Network net = ucplan::load_network(path);
-    auto runner = make_runner(device);
     ucplan::ProfileOptions o;
     if (!ucplan::parse_precision(precision, &o.precision))
       throw ucplan::UserError("", "--precision",
                               fmt::format("expected {}, got \"{}\"", ucplan::precision_choices(), precision));
+    auto runner = make_runner(device, o.precision);
     o.batch = batch;
     o.sizes = sizes;
     o.repeat = repeat;

@@ -10,6 +10,7 @@
 #   cuda-check   ucplan-cuda-check --require-device on both plans: CUDA replay vs CPU replay
 #   run          ucplan run --device cuda on both plans (measured vs predicted)
 #   run-check    ucplan run --device cuda --check on both plans (poisoned, vs the CPU reference)
+#   precisions   bf16 and fp16 plans (modelled H100 profiles): ucplan-cuda-check and run --check
 # and writes OUT/report.md and OUT/report.json. A GPU is required (UCPLAN_REQUIRE_GPU=1): any
 # step that fails or prints SKIP fails the validation, loudly, with exit code 1.
 # Usage: scripts/gpu-validate.sh OUT [NETWORK (default resnet20)] [BATCH (default 64)]
@@ -117,6 +118,26 @@ step run-keep-all 120 "$bin/ucplan" run "$keep" --device "$device" --iterations 
 step run-tight 120 "$bin/ucplan" run "$tight" --device "$device" --iterations 5 --json
 step run-check-keep-all 120 "$bin/ucplan" run "$keep" --device "$device" --check --iterations 1
 step run-check-tight 120 "$bin/ucplan" run "$tight" --device "$device" --check --iterations 1
+# Precisions (issue 15): bf16 and fp16 plans from modelled H100 profiles (the CUDA profiler does
+# not measure half precisions yet), replayed on the device against the CPU's exact emulation.
+# (The dry run profiles them on the CPU, whose plans the CPU can run.)
+export precision_device=model:h100
+[ "$dry" = 1 ] && precision_device=cpu
+compile_precisions() {
+  local p
+  for p in bf16 fp16; do
+    "$bin/ucplan" profile "$net" --batch "$batch" --device "$precision_device" --sizes undivided --repeat 1 \
+      --precision "$p" \
+      -o "$out/profile-$net-b$batch-$p.json" || return 1
+    "$bin/ucplan" compile "$net" --profile "$out/profile-$net-b$batch-$p.json" --precision "$p" --budget 64GiB \
+      -o "$out/plan-$net-b$batch-$p.json" || return 1
+  done
+}
+step compile-precisions 120 compile_precisions
+gpu_step cuda-check-precisions 300 "$bin/ucplan-cuda-check" --require-device "$out/plan-$net-b$batch-bf16.json" \
+  "$out/plan-$net-b$batch-fp16.json"
+step run-check-bf16 120 "$bin/ucplan" run "$out/plan-$net-b$batch-bf16.json" --device "$device" --check --iterations 1
+step run-check-fp16 120 "$bin/ucplan" run "$out/plan-$net-b$batch-fp16.json" --device "$device" --check --iterations 1
 total=$(( $(date +%s) - start ))
 
 # The report: markdown for people, JSON for programs.

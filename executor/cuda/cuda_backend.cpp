@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -29,6 +30,7 @@
 #include "executor/cuda/cuda_check.h"
 #include "executor/cuda/kernels_cuda.h"
 #include "executor/cuda/nvml.h"
+#include "executor/cuda/small_kernels.h"
 #include "executor/substitute.h"
 #include "planner/model/errors.h"
 
@@ -153,7 +155,7 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, const std::string&
       if (fwd)
         cuda::softmax_loss_forward(c, n, k, a.x[0], a.labels, a.y, loss);
       else
-        cuda::softmax_loss_backward(c, n, k, a.y, a.labels, 1.0 / static_cast<double>(a.total_batch), a.dx[0],
+        cuda::softmax_loss_backward(c, n, k, a.y, a.labels, a.loss_scale / static_cast<double>(a.total_batch), a.dx[0],
                                     a.dx_accumulate[0]);
       break;
     }
@@ -185,10 +187,15 @@ class CudaBackend : public Backend {
         used_before_(used_before),
         device_(index),
         free_before_(free_device_bytes()),
-        ctx_(compute_.get(), /*allow_tf32=*/false),
-        loss_(sizeof(double)) {
-    description_ =
-        fmt::format("cuda:{} ({}, cuDNN {}, no TF32)", index_, device_.name(), cuda::library_versions().cudnn);
+        ctx_(compute_.get(), /*allow_tf32=*/g.precision == Precision::TF32),
+        loss_(sizeof(double)),
+        half_(low_precision_storage(g.precision)),
+        half_kind_(storage_of(g.precision) == Storage::BF16 ? 0 : 1) {
+    description_ = fmt::format(
+        "cuda:{} ({}, cuDNN {}, {})", index_, device_.name(), cuda::library_versions().cudnn,
+        g.precision == Precision::TF32 ? "TF32 tensor-op math"
+        : half_ ? fmt::format("{} storage converted to FP32 around FP32 kernels", precision_name(g.precision))
+                : std::string("no TF32"));
     note_memory_held();
   }
 
@@ -484,11 +491,72 @@ class CudaBackend : public Backend {
     a.total_batch = ctx.total_batch;
     a.seed = ctx.seed;
     a.lr = ctx.lr;
-    if (!s.config.empty() && s.op != "update") {
-      run_conv(s, l, a);
-    } else {
-      run_layer_op_cuda(ctx_, l, s.op, a, loss_.as<double>());
+    a.loss_scale = ctx.loss_scale;
+    auto op = [&](const LayerArgs& b) {
+      if (!s.config.empty() && s.op != "update")
+        run_conv(s, l, b);
+      else
+        run_layer_op_cuda(ctx_, l, s.op, b, loss_.as<double>());
+    };
+    if (half_)
+      run_widened(l, s.op, a, op);
+    else
+      op(a);
+  }
+
+  // bf16 / fp16 storage (planner/model/precision.h): the arena holds 16-bit activations and
+  // gradients, and conv and fc weights carry their 16-bit copy after the FP32 master (graph.h).
+  // The FP32 kernels run on FP32 copies in device scratch: the 16-bit operands widened exactly,
+  // conv and fc weights from their copy, and what the op writes rounded to nearest even into the
+  // arena (the CPU backend's emulation, cpu_ops.h run_emulated, step for step). The scratch is
+  // outside the arena. Native half kernels (cuDNN HALF/BFLOAT16 descriptors with FLOAT compute,
+  // cublasGemmEx) are not wired in yet.
+  void run_widened(const GraphLayer& l, const std::string& op, const LayerArgs& a,
+                   const std::function<void(const LayerArgs&)>& run) {
+    const cudaStream_t st = compute_.get();
+    const bool gemm_layer = l.type() == LayerType::Conv || l.type() == LayerType::Fc;
+    const std::int64_t params = l.params();
+    if (op == "update") {
+      run(a);
+      if (gemm_layer) cuda::detail::launch_narrow(st, half_kind_, params, a.w, const_cast<float*>(a.w) + params);
+      return;
     }
+    const bool fwd = op == "forward" || op == "recompute";
+    const std::int64_t n = a.n, out = out_elems(l) * n;
+    std::size_t slot = 0;
+    auto widen = [&](const float* src, std::int64_t count) {
+      float* d = scratch(slot++, count);
+      cuda::detail::launch_widen(st, half_kind_, count, src, d);
+      return d;
+    };
+    LayerArgs b = a;
+    for (std::size_t i = 0; i < a.x.size(); ++i)
+      if (a.x[i]) b.x[i] = widen(a.x[i], in_elems(l, i) * n);
+    if (a.dy) b.dy = widen(a.dy, out);
+    const bool y_fp32 = l.type() == LayerType::SoftmaxLoss;
+    if (a.y && !y_fp32) b.y = fwd ? scratch(slot++, out) : widen(a.y, out);
+    for (std::size_t i = 0; i < a.dx.size(); ++i)
+      if (a.dx[i]) {
+        const std::int64_t count = in_elems(l, i) * n;
+        b.dx[i] = a.dx_accumulate[i] ? widen(a.dx[i], count) : scratch(slot++, count);
+      }
+    if (a.w && gemm_layer) b.w = widen(a.w + params, params);
+    run(b);
+    if (fwd && a.y && !y_fp32) cuda::detail::launch_narrow(st, half_kind_, out, b.y, a.y);
+    if (!fwd)
+      for (std::size_t i = 0; i < a.dx.size(); ++i)
+        if (a.dx[i]) cuda::detail::launch_narrow(st, half_kind_, in_elems(l, i) * n, b.dx[i], a.dx[i]);
+  }
+
+  // Device scratch slot `i` of at least `count` floats (growing it synchronizes: warm-up only).
+  float* scratch(std::size_t i, std::int64_t count) {
+    if (scratch_.size() <= i) scratch_.resize(i + 1);
+    const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(float);
+    if (scratch_[i].bytes() < bytes) {
+      synchronize_all();
+      scratch_[i] = cuda::DeviceBuffer(bytes);
+    }
+    return scratch_[i].as<float>();
   }
 
   void run_conv(const ResolvedStep& s, const GraphLayer& l, const LayerArgs& a) {
@@ -580,6 +648,9 @@ class CudaBackend : public Backend {
   cuda::Stream compute_, h2d_, d2h_;
   cuda::Context ctx_;        // cuDNN + cuBLAS handles on the compute stream, no TF32
   cuda::DeviceBuffer loss_;  // the softmax loss (one double), kept on the device
+  const bool half_;          // bf16 / fp16 storage: run_widened
+  const int half_kind_;      // launch_widen's kind: 0 bfloat16, 1 half
+  std::vector<cuda::DeviceBuffer> scratch_;
   cuda::Event begin_;
   std::string description_;
   std::vector<Slot> slots_;    // event pairs, reused from one begin() to the next
