@@ -282,7 +282,8 @@ TEST_SUITE("model_device") {
     } catch (const UserError& e) {
       CHECK(e.where() == "--device");
       CHECK(std::string(e.what()).find("tpu-v2") != std::string::npos);
-      CHECK(e.reason().find("model:k40, model:p100, model:v100, model:a100, model:h100, model:h200") != std::string::npos);
+      CHECK(e.reason().find("model:k40, model:p100, model:v100, model:a100, model:h100, model:h200") !=
+            std::string::npos);
     }
   }
 
