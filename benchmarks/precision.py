@@ -70,8 +70,8 @@ def part_deepbench(cli, w, cache):
          "never keeps cuDNN from them, and FFT at the FP32 rate (pseudo-half) never beats them. The paper's "
          "gains come from what the model does not describe: cuDNN 7.1's tensor-core kernels that needed large "
          "workspaces (up to 437.73 MiB, 64.6 MiB on average, §V-A) and its slower new implementations that "
-         "PSEUDO_HALF avoided. So the modelled table is a lower estimate; only a measured fp16 profile "
-         "(`--device cuda --precision fp16`) can check the paper's figure.\n"]
+         "PSEUDO_HALF avoided. So the modelled table is a lower estimate; only measurements on a V100 can "
+         "check the paper's figure (the CUDA profiler does not measure fp16 yet).\n"]
     groups = {}
     for r in res:
         groups.setdefault(r["filter"], []).append(r["sp"])
