@@ -31,14 +31,15 @@ std::unique_ptr<ucplan::Runner> make_runner(const std::string& device, ucplan::P
         throw ucplan::UserError("", "--device", fmt::format("\"{}\": expected cuda or cuda:N", device));
       }
     }
-    // tf32: cuDNN and cuBLAS with tf32 tensor-op math (versions.math says so). bf16 and fp16 need
-    // native half kernels the CUDA backend does not have yet: measuring FP32 kernels would not be
-    // what `run --device cuda` runs (FP32 kernels on converted operands).
+    // tf32: cuDNN and cuBLAS with tf32 tensor-op math (versions.math says so). bf16 and fp16: the
+    // backend runs conv and fc natively but the other layers' FP32 kernels on converted operands,
+    // which this profiler does not time yet, so it measures neither rather than half of it.
     if (ucplan::low_precision_storage(precision))
       throw ucplan::UserError(
           "", "--precision",
-          fmt::format("{} on cuda is not measured yet (the CUDA backend has no native bf16/fp16 kernels); profile "
-                      "it with --device model:NAME or cpu, and `ucplan run --device cuda` replays the plan",
+          fmt::format("{} on cuda is not measured yet (the CUDA backend converts the operands of layers other than "
+                      "conv and fc, which the profiler does not time); profile it with --device model:NAME or cpu, "
+                      "and `ucplan run --device cuda` replays the plan",
                       ucplan::precision_name(precision)));
 #ifdef UCPLAN_HAVE_CUDA
     ucplan::CudaRunnerOptions options;

@@ -187,15 +187,21 @@ class CudaBackend : public Backend {
         used_before_(used_before),
         device_(index),
         free_before_(free_device_bytes()),
-        ctx_(compute_.get(), /*allow_tf32=*/g.precision == Precision::TF32),
+        ctx_(compute_.get(), /*allow_tf32=*/g.precision == Precision::TF32,
+             storage_of(g.precision) == Storage::BF16  ? cuda::DataType::BFloat16
+             : storage_of(g.precision) == Storage::F16 ? cuda::DataType::Half
+                                                       : cuda::DataType::Float,
+             /*tensor_op_math=*/g.precision != Precision::PseudoFP16),
         loss_(sizeof(double)),
         half_(low_precision_storage(g.precision)),
         half_kind_(storage_of(g.precision) == Storage::BF16 ? 0 : 1) {
     description_ = fmt::format(
         "cuda:{} ({}, cuDNN {}, {})", index_, device_.name(), cuda::library_versions().cudnn,
         g.precision == Precision::TF32 ? "TF32 tensor-op math"
-        : half_ ? fmt::format("{} storage converted to FP32 around FP32 kernels", precision_name(g.precision))
-                : std::string("no TF32"));
+        : half_
+            ? fmt::format("{}: conv and fc native (FP32 compute{}), other layers FP32 on converted operands",
+                          precision_name(g.precision), g.precision == Precision::PseudoFP16 ? "" : ", tensor-op math")
+            : std::string("no TF32"));
     note_memory_held();
   }
 
@@ -498,10 +504,68 @@ class CudaBackend : public Backend {
       else
         run_layer_op_cuda(ctx_, l, s.op, b, loss_.as<double>());
     };
-    if (half_)
+    if (half_ && s.op != "update" && l.type() == LayerType::Conv)
+      run_conv_half(s, l, a);
+    else if (half_ && s.op != "update" && l.type() == LayerType::Fc)
+      run_fc_half(l, s.op, a);
+    else if (half_)
       run_widened(l, s.op, a, op);
     else
       op(a);
+  }
+
+  // bf16 / fp16 convolutions natively: cuDNN on the 16-bit tensors with a FLOAT compute type
+  // (the context's descriptors), weights and bias from their 16-bit copy after the FP32 master
+  // (graph.h), micro-batches on byte offsets along N. Backward-filter writes each micro-batch's
+  // filter (and bias) gradient in 16 bits (cuDNN wants the filter's type) into scratch, which is
+  // then added into the FP32 weight gradient, so micro-batches and rounds accumulate in FP32.
+  void run_conv_half(const ResolvedStep& s, const GraphLayer& l, const LayerArgs& a) {
+    const ConvConfig& c = conv_config(s, l, a.n);
+    const auto ws = static_cast<std::size_t>(s.workspace < 0 ? 0 : s.workspace_bytes);
+    const std::int64_t in_bytes = in_elems(l, 0) * 2, out_bytes = out_elems(l) * 2, params = l.params();
+    auto at = [](const void* p, std::int64_t bytes) {
+      return reinterpret_cast<float*>(const_cast<char*>(static_cast<const char*>(p)) + bytes);
+    };
+    const float* w16 = a.w ? at(a.w, params * 4) : nullptr;  // the copy, after the FP32 master
+    const float* bias16 = w16 && l.bias_elems ? at(w16, l.weight_elems * 2) : nullptr;
+    float* dw16 = c.op == cuda::ConvOp::BackwardFilter ? scratch(0, (params + 1) / 2) : nullptr;
+    std::int64_t done = 0;
+    for (const cuda::MicroConfig& m : c.micro) {
+      const cuda::ConvDims d = conv_dims(l, m.batch);
+      switch (c.op) {
+        case cuda::ConvOp::Forward:
+          cuda::conv_forward(ctx_, d, m.algo, at(a.x.at(0), done * in_bytes), w16, bias16, at(a.y, done * out_bytes),
+                             a.workspace, ws);
+          break;
+        case cuda::ConvOp::BackwardData:
+          cuda::conv_backward_data(ctx_, d, m.algo, at(a.dy, done * out_bytes), w16, at(a.dx.at(0), done * in_bytes),
+                                   a.dx_accumulate.at(0) != 0, a.workspace, ws);
+          break;
+        case cuda::ConvOp::BackwardFilter:
+          UCPLAN_CUDA(cudaMemsetAsync(dw16, 0, static_cast<std::size_t>(params) * 2, compute_.get()));
+          cuda::conv_backward_filter(ctx_, d, m.algo, at(a.x.at(0), done * in_bytes), at(a.dy, done * out_bytes), dw16,
+                                     l.bias_elems ? at(dw16, l.weight_elems * 2) : nullptr, a.workspace, ws);
+          cuda::detail::launch_accumulate_widened(compute_.get(), half_kind_, params, dw16, a.dw);
+          break;
+      }
+      done += m.batch;
+    }
+  }
+
+  // fc natively: cublasGemmEx on the 16-bit tensors and weight copy with FP32 compute; the weight
+  // and bias gradients are written in FP32 directly.
+  void run_fc_half(const GraphLayer& l, const std::string& op, const LayerArgs& a) {
+    const cuda::FcDims d{a.n, in_elems(l, 0), l.spec.fc.out_features, l.spec.fc.bias};
+    const float* w16 = a.w ? reinterpret_cast<const float*>(reinterpret_cast<const char*>(a.w + l.params())) : nullptr;
+    const float* bias16 = w16 && l.bias_elems
+                              ? reinterpret_cast<const float*>(reinterpret_cast<const char*>(w16) + l.weight_elems * 2)
+                              : nullptr;
+    if (op == "forward" || op == "recompute")
+      cuda::fc_forward(ctx_, d, a.x[0], w16, bias16, a.y);
+    else if (op == "backward_data")
+      cuda::fc_backward_data(ctx_, d, a.dy, w16, a.dx[0], a.dx_accumulate[0]);
+    else
+      cuda::fc_backward_filter(ctx_, d, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr);
   }
 
   // bf16 / fp16 storage (planner/model/precision.h): the arena holds 16-bit activations and
@@ -509,8 +573,7 @@ class CudaBackend : public Backend {
   // The FP32 kernels run on FP32 copies in device scratch: the 16-bit operands widened exactly,
   // conv and fc weights from their copy, and what the op writes rounded to nearest even into the
   // arena (the CPU backend's emulation, cpu_ops.h run_emulated, step for step). The scratch is
-  // outside the arena. Native half kernels (cuDNN HALF/BFLOAT16 descriptors with FLOAT compute,
-  // cublasGemmEx) are not wired in yet.
+  // outside the arena. Conv and fc do not come here: they run natively (run_conv_half, run_fc_half).
   void run_widened(const GraphLayer& l, const std::string& op, const LayerArgs& a,
                    const std::function<void(const LayerArgs&)>& run) {
     const cudaStream_t st = compute_.get();

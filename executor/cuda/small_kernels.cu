@@ -157,6 +157,11 @@ __global__ void narrow_kernel(std::int64_t n, const float* src, T* dst) {
   UCPLAN_GRID_LOOP(i, n) dst[i] = from_float<T>(src[i]);
 }
 
+template <typename T>
+__global__ void accumulate_widened_kernel(std::int64_t n, const T* src, float* dst) {
+  UCPLAN_GRID_LOOP(i, n) dst[i] += to_float(src[i]);
+}
+
 __global__ void find_nonfinite_kernel(std::int64_t n, const float* x, int* flag) {
   UCPLAN_GRID_LOOP(i, n) if (!isfinite(x[i]))* flag = 1;
 }
@@ -410,6 +415,15 @@ void launch_narrow(cudaStream_t s, int kind, std::int64_t n, const float* src, v
     narrow_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, src, static_cast<__nv_bfloat16*>(dst));
   else
     narrow_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, src, static_cast<__half*>(dst));
+  UCPLAN_CUDA(cudaGetLastError());
+}
+
+void launch_accumulate_widened(cudaStream_t s, int kind, std::int64_t n, const void* src, float* dst) {
+  if (n <= 0) return;
+  if (kind == 0)
+    accumulate_widened_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __nv_bfloat16*>(src), dst);
+  else
+    accumulate_widened_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __half*>(src), dst);
   UCPLAN_CUDA(cudaGetLastError());
 }
 

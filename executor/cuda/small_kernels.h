@@ -79,6 +79,8 @@ void launch_sgd(cudaStream_t s, std::int64_t n, float lr, const float* dw, float
 // The kernels are templates on the storage type (__nv_bfloat16, __half).
 void launch_widen(cudaStream_t s, int kind, std::int64_t n, const void* src, float* dst);
 void launch_narrow(cudaStream_t s, int kind, std::int64_t n, const float* src, void* dst);
+// dst[i] += widen(src[i]): a 16-bit gradient added into an FP32 one.
+void launch_accumulate_widened(cudaStream_t s, int kind, std::int64_t n, const void* src, float* dst);
 // Whether any of n floats is inf or NaN: *flag (device int) is set to 1 if so, never cleared.
 void launch_find_nonfinite(cudaStream_t s, std::int64_t n, const float* x, int* flag);
 
