@@ -162,10 +162,6 @@ __global__ void accumulate_widened_kernel(std::int64_t n, const T* src, float* d
   UCPLAN_GRID_LOOP(i, n) dst[i] += to_float(src[i]);
 }
 
-__global__ void find_nonfinite_kernel(std::int64_t n, const float* x, int* flag) {
-  UCPLAN_GRID_LOOP(i, n) if (!isfinite(x[i]))* flag = 1;
-}
-
 __device__ std::uint64_t fill_hash(std::uint64_t seed, std::int64_t i) {
   return dropout_hash(seed ^ 0x5DEECE66DULL, static_cast<std::uint64_t>(i));
 }
@@ -424,12 +420,6 @@ void launch_accumulate_widened(cudaStream_t s, int kind, std::int64_t n, const v
     accumulate_widened_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __nv_bfloat16*>(src), dst);
   else
     accumulate_widened_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __half*>(src), dst);
-  UCPLAN_CUDA(cudaGetLastError());
-}
-
-void launch_find_nonfinite(cudaStream_t s, std::int64_t n, const float* x, int* flag) {
-  if (n <= 0) return;
-  find_nonfinite_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, x, flag);
   UCPLAN_CUDA(cudaGetLastError());
 }
 

@@ -81,8 +81,6 @@ void launch_widen(cudaStream_t s, int kind, std::int64_t n, const void* src, flo
 void launch_narrow(cudaStream_t s, int kind, std::int64_t n, const float* src, void* dst);
 // dst[i] += widen(src[i]): a 16-bit gradient added into an FP32 one.
 void launch_accumulate_widened(cudaStream_t s, int kind, std::int64_t n, const void* src, float* dst);
-// Whether any of n floats is inf or NaN: *flag (device int) is set to 1 if so, never cleared.
-void launch_find_nonfinite(cudaStream_t s, std::int64_t n, const float* x, int* flag);
 
 // p[i] = lo + (hi - lo) * u(seed, i), u uniform in [0, 1); labels[i] = uniform in [0, k).
 void launch_fill_uniform(cudaStream_t s, std::int64_t n, std::uint64_t seed, float lo, float hi, float* p);
