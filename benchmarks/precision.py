@@ -71,7 +71,7 @@ def part_deepbench(cli, w, cache):
          "gains come from what the model does not describe: cuDNN 7.1's tensor-core kernels that needed large "
          "workspaces (up to 437.73 MiB, 64.6 MiB on average, §V-A) and its slower new implementations that "
          "PSEUDO_HALF avoided. So the modelled table is a lower estimate; only measurements on a V100 can "
-         "check the paper's figure (the CUDA profiler does not measure fp16 yet).\n"]
+         "check the paper's figure (`ucplan profile --device cuda --precision fp16`, not run yet).\n"]
     groups = {}
     for r in res:
         groups.setdefault(r["filter"], []).append(r["sp"])

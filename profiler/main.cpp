@@ -31,22 +31,17 @@ std::unique_ptr<ucplan::Runner> make_runner(const std::string& device, ucplan::P
         throw ucplan::UserError("", "--device", fmt::format("\"{}\": expected cuda or cuda:N", device));
       }
     }
-    // tf32: cuDNN and cuBLAS with tf32 tensor-op math (versions.math says so). bf16 and fp16: the
-    // backend runs conv and fc natively but the other layers' FP32 kernels on converted operands,
-    // which this profiler does not time yet, so it measures neither rather than half of it.
-    if (ucplan::low_precision_storage(precision))
-      throw ucplan::UserError(
-          "", "--precision",
-          fmt::format("{} on cuda is not measured yet (the CUDA backend converts the operands of layers other than "
-                      "conv and fc, which the profiler does not time); profile it with --device model:NAME or cpu, "
-                      "and `ucplan run --device cuda` replays the plan",
-                      ucplan::precision_name(precision)));
+    // tf32: cuDNN and cuBLAS with tf32 tensor-op math. bf16 and fp16: conv and fc on 16-bit
+    // tensors, the other layers as the backend runs them (versions.math says which).
 #ifdef UCPLAN_HAVE_CUDA
     ucplan::CudaRunnerOptions options;
     options.allow_tf32 = precision == ucplan::Precision::TF32;
+    options.storage = ucplan::storage_of(precision);
+    options.pseudo_half = precision == ucplan::Precision::PseudoFP16;
     return ucplan::make_cuda_runner(index, options);
 #else
     (void)index;
+    (void)precision;
     throw ucplan::UserError("", "--device",
                             "this ucplan-profile was built without CUDA (configure with UCPLAN_WITH_CUDA=ON)");
 #endif

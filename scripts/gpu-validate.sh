@@ -10,7 +10,7 @@
 #   cuda-check   ucplan-cuda-check --require-device on both plans: CUDA replay vs CPU replay
 #   run          ucplan run --device cuda on both plans (measured vs predicted)
 #   run-check    ucplan run --device cuda --check on both plans (poisoned, vs the CPU reference)
-#   precisions   bf16 and fp16 plans (modelled H100 profiles): ucplan-cuda-check and run --check
+#   precisions   bf16 and fp16: profile on the device, compile, ucplan-cuda-check and run --check
 # and writes OUT/report.md and OUT/report.json. A GPU is required (UCPLAN_REQUIRE_GPU=1): any
 # step that fails or prints SKIP fails the validation, loudly, with exit code 1.
 # Usage: scripts/gpu-validate.sh OUT [NETWORK (default resnet20)] [BATCH (default 64)]
@@ -118,11 +118,9 @@ step run-keep-all 120 "$bin/ucplan" run "$keep" --device "$device" --iterations 
 step run-tight 120 "$bin/ucplan" run "$tight" --device "$device" --iterations 5 --json
 step run-check-keep-all 120 "$bin/ucplan" run "$keep" --device "$device" --check --iterations 1
 step run-check-tight 120 "$bin/ucplan" run "$tight" --device "$device" --check --iterations 1
-# Precisions (issue 15): bf16 and fp16 plans from modelled H100 profiles (the CUDA profiler does
-# not measure half precisions yet), replayed on the device against the CPU's exact emulation.
-# (The dry run profiles them on the CPU, whose plans the CPU can run.)
-export precision_device=model:h100
-[ "$dry" = 1 ] && precision_device=cpu
+# Precisions (issue 15): bf16 and fp16 profiles measured on the device, plans replayed there against
+# the CPU's exact emulation.
+export precision_device=$device
 compile_precisions() {
   local p
   for p in bf16 fp16; do
