@@ -50,6 +50,7 @@ struct RunContext {
   std::int64_t total_batch = 0;
   double lr = 0.01;
   std::uint64_t seed = 0x5eed;
+  double loss_scale = 1;  // the loss gradient's scale this iteration (fp16 loss scaling)
 };
 
 class Backend {

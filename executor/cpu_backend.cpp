@@ -26,7 +26,7 @@ namespace {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(const Graph& g) : g_(g) {
+  explicit CpuBackend(const Graph& g) : g_(g), precision_(cpu_precision(g.precision, true)) {
     for (int s = 0; s < 3; ++s) threads_[s] = std::thread([this, s] { loop(s); });
   }
   ~CpuBackend() override {
@@ -213,6 +213,7 @@ class CpuBackend : public Backend {
     a.total_batch = item.ctx.total_batch;
     a.seed = item.ctx.seed;
     a.lr = item.ctx.lr;
+    a.loss_scale = item.ctx.loss_scale;
     for (const auto& m : s.config) {
       cpu::ConvAlgo algo;
       if (!cpu::parse_conv_algo(m.algo, &algo))
@@ -240,13 +241,20 @@ class CpuBackend : public Backend {
               fmt::format("step {} ({} {}) reads label {} = {}: the labels' memory was overwritten or freed", s.id,
                           s.op, l.name(), a.first_sample + i, a.labels[i]));
     }
-    if (!s.config.empty())
-      run_conv_config_cpu(l, s.op, s.config, a);
+    auto run = [&](const LayerArgs& b) {
+      if (!s.config.empty())
+        run_conv_config_cpu(l, s.op, s.config, b);
+      else
+        run_layer_op_cpu(l, s.op, "default", b);
+    };
+    if (precision_.active())
+      run_emulated(l, s.op, a, precision_, run);
     else
-      run_layer_op_cpu(l, s.op, "default", a);
+      run(a);
   }
 
   const Graph& g_;
+  const CpuPrecision precision_;  // bf16/fp16 storage, tf32 math (cpu_ops.h)
   char* arena_ = nullptr;
   std::int64_t arena_bytes_ = 0;
   std::vector<std::vector<char>> hosts_;

@@ -317,11 +317,97 @@ void run_layer_op_cpu(const GraphLayer& l, StepOp op, const std::string& algo, c
       if (fwd)
         cpu::softmax_loss_forward(n, k, a.x[0], a.labels, a.y);
       else
-        cpu::softmax_loss_backward(n, k, a.y, a.labels, 1.0 / static_cast<double>(a.total_batch), a.dx[0],
+        cpu::softmax_loss_backward(n, k, a.y, a.labels, a.loss_scale / static_cast<double>(a.total_batch), a.dx[0],
                                    a.dx_accumulate[0]);
       break;
     }
   }
+}
+
+CpuPrecision cpu_precision(Precision p, bool packed) {
+  CpuPrecision c;
+  c.packed = packed;
+  c.tf32 = p == Precision::TF32;
+  c.half = low_precision_storage(p);
+  c.type = storage_of(p) == Storage::BF16 ? cpu::Half::BF16 : cpu::Half::FP16;
+  return c;
+}
+
+void run_emulated(const GraphLayer& l, StepOp op, const LayerArgs& a, const CpuPrecision& p,
+                  const std::function<void(const LayerArgs&)>& run) {
+  const bool gemm_layer = l.type() == LayerType::Conv || l.type() == LayerType::Fc;
+  const std::int64_t params = l.params();
+  if (op == StepOp::Update) {
+    run(a);
+    // The FP32 master weights changed: their copy in the storage type follows (graph.h).
+    if (p.half && p.packed && gemm_layer)
+      cpu::narrow(p.type, a.w, reinterpret_cast<std::uint16_t*>(const_cast<float*>(a.w) + params), params);
+    return;
+  }
+  const bool fwd = op == StepOp::Forward || op == StepOp::Recompute;
+  const std::int64_t n = a.n, out = out_elems(l) * n;
+  const bool y_fp32 = l.type() == LayerType::SoftmaxLoss;  // the loss's probabilities stay FP32
+  auto load = [&](const float* src, std::int64_t count, bool tf32_operand) {
+    std::vector<float> v(static_cast<std::size_t>(count));
+    if (p.half && p.packed)
+      cpu::widen(p.type, reinterpret_cast<const std::uint16_t*>(src), v.data(), count);
+    else
+      std::copy(src, src + count, v.begin());
+    if (tf32_operand)
+      for (auto& e : v) e = cpu::round_to_tf32(e);
+    return v;
+  };
+  auto store = [&](const std::vector<float>& v, float* dst) {
+    const auto count = static_cast<std::int64_t>(v.size());
+    if (p.packed)
+      cpu::narrow(p.type, v.data(), reinterpret_cast<std::uint16_t*>(dst), count);
+    else
+      for (std::int64_t i = 0; i < count; ++i) dst[i] = cpu::round_to(p.type, v[static_cast<std::size_t>(i)]);
+  };
+  // tf32 rounds what conv and fc multiply: X and dY, and W (below).
+  const bool tf32_ops = p.tf32 && gemm_layer;
+  LayerArgs s = a;
+  std::vector<std::vector<float>> xs(a.x.size()), dxs(a.dx.size());
+  std::vector<float> y, dy, w;
+  for (std::size_t i = 0; i < a.x.size(); ++i)
+    if (a.x[i] && (p.half || tf32_ops)) {
+      xs[i] = load(a.x[i], in_elems(l, i) * n, tf32_ops);
+      s.x[i] = xs[i].data();
+    }
+  if (a.dy && (p.half || tf32_ops)) {
+    dy = load(a.dy, out, tf32_ops);
+    s.dy = dy.data();
+  }
+  if (p.half) {
+    if (a.y && !y_fp32) {
+      y = fwd ? std::vector<float>(static_cast<std::size_t>(out)) : load(a.y, out, false);
+      s.y = y.data();
+    }
+    for (std::size_t i = 0; i < a.dx.size(); ++i)
+      if (a.dx[i]) {
+        const std::int64_t count = in_elems(l, i) * n;
+        dxs[i] = a.dx_accumulate[i] ? load(a.dx[i], count, false) : std::vector<float>(static_cast<std::size_t>(count));
+        s.dx[i] = dxs[i].data();
+      }
+  }
+  if (a.w && gemm_layer && (p.half || p.tf32)) {
+    // conv and fc multiply the weights' low-precision value: the copy (packed), or the master
+    // rounded as the copy would be.
+    if (p.half && p.packed) {
+      w.resize(static_cast<std::size_t>(params));
+      cpu::widen(p.type, reinterpret_cast<const std::uint16_t*>(a.w + params), w.data(), params);
+    } else {
+      w.assign(a.w, a.w + params);
+      for (auto& e : w) e = p.half ? cpu::round_to(p.type, e) : cpu::round_to_tf32(e);
+    }
+    s.w = w.data();
+  }
+  run(s);
+  if (!p.half) return;
+  if (fwd && a.y && !y_fp32) store(y, a.y);
+  if (!fwd)
+    for (std::size_t i = 0; i < a.dx.size(); ++i)
+      if (a.dx[i]) store(dxs[i], a.dx[i]);
 }
 
 void run_conv_config_cpu(const GraphLayer& l, StepOp op, const std::vector<MicroStep>& config, const LayerArgs& a) {

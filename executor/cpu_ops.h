@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "executor/cpu/half.h"
 #include "executor/cpu/kernels.h"
 #include "planner/ir/graph.h"
 #include "planner/model/plan.h"
@@ -31,7 +33,31 @@ struct LayerArgs {
   std::int64_t total_batch = 1;      // the whole batch (scale of the loss gradient)
   std::uint64_t seed = 0x5eed;       // dropout
   double lr = 0.01;                  // update
+  double loss_scale = 1;             // softmax_loss backward multiplies its gradient by it (fp16 loss scaling)
 };
+
+// A precision (planner/model/precision.h) emulated on the CPU with FP32 compute. bf16 and fp16
+// storage: activations and their gradients are 16-bit in memory, widened exactly before an op
+// and rounded to nearest even into the storage type on every store; conv and fc read their
+// weights from the copy in the storage type (graph.h). tf32: conv and fc operands are rounded
+// to tf32 before the FP32 arithmetic (FP32 accumulation throughout, as on tensor cores).
+struct CpuPrecision {
+  bool half = false;  // bf16 / fp16 storage
+  cpu::Half type = cpu::Half::BF16;
+  bool tf32 = false;
+  // true: the operands of a layer op point to 16-bit elements (the backend's arena); false: to
+  // floats that hold values of the storage type (the reference run), rounded in place on store.
+  bool packed = true;
+  bool active() const { return half || tf32; }
+};
+CpuPrecision cpu_precision(Precision p, bool packed);
+
+// Runs `run` (one layer op, or a conv kernel over its micro-configuration) on FP32 copies of
+// the operands of `a` that the precision stores or computes differently, then stores what the
+// op wrote (forward: Y, except the loss's FP32 output; backward: the input gradients) back in
+// the storage type. An update then refreshes the weights' copy from the FP32 master (packed).
+void run_emulated(const GraphLayer& l, StepOp op, const LayerArgs& a, const CpuPrecision& p,
+                  const std::function<void(const LayerArgs&)>& run);
 
 // op: a compute op (forward, recompute, backward, backward_data, backward_filter, update).
 // algo: a CPU conv algorithm name for conv ops, else ignored.

@@ -12,7 +12,7 @@ namespace ucplan {
 
 ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int64_t sub_batch, std::uint64_t seed,
                                     const std::map<std::string, std::string>& conv_algo,
-                                    const std::map<std::string, std::vector<float>>& weights) {
+                                    const std::map<std::string, std::vector<float>>& weights, double loss_scale) {
   auto algo_for = [&](const GraphLayer& l, const char* op) -> std::string {
     if (l.type() != LayerType::Conv) return "default";
     auto it = conv_algo.find(l.name() + ":" + op);
@@ -21,6 +21,16 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
   UCPLAN_CHECK(sub_batch >= 1 && batch % sub_batch == 0, "rounds of equal size");
   const int n = static_cast<int>(g.layers.size());
   ReferenceResult res;
+  // The precision emulated as the backend does, on float vectors holding storage-type values.
+  const CpuPrecision precision = cpu_precision(g.precision, false);
+  auto round_all = [&](std::vector<float>& v) {
+    if (precision.half)
+      for (auto& e : v) e = cpu::round_to(precision.type, e);
+  };
+  auto run_op = [&](const GraphLayer& gl, StepOp op, const std::string& algo, const LayerArgs& a) {
+    if (!precision.active()) return run_layer_op_cpu(gl, op, algo, a);
+    run_emulated(gl, op, a, precision, [&](const LayerArgs& b) { run_layer_op_cpu(gl, op, algo, b); });
+  };
   std::vector<std::vector<float>> w(n), dw(n);
   for (int l = 0; l < n; ++l) {
     if (!g.layers[l].has_weights()) continue;
@@ -37,6 +47,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
   const std::int64_t in_per = g.layers[0].out.elems();
   std::vector<float> data(static_cast<std::size_t>(in_per * batch));
   init_input(in_per * batch, seed, data.data());
+  round_all(data);
   std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
   init_labels(batch, std::max<std::int64_t>(1, g.net.labels), seed, labels.data());
   const std::vector<int>& order = g.topo_order;
@@ -61,14 +72,15 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
       a.first_sample = first;
       a.total_batch = batch;
       a.seed = seed;
+      a.loss_scale = loss_scale;
       if (gl.type() == LayerType::Conv) {
         const std::string algo = algo_for(gl, "forward");
         std::vector<float> ws(static_cast<std::size_t>(layer_op_workspace_cpu(gl, StepOp::Forward, algo, b) / 4 + 1));
         a.workspace = ws.data();
         a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
-        run_layer_op_cpu(gl, StepOp::Forward, algo, a);
+        run_op(gl, StepOp::Forward, algo, a);
       } else {
-        run_layer_op_cpu(gl, StepOp::Forward, "default", a);
+        run_op(gl, StepOp::Forward, "default", a);
       }
       if (gl.type() == LayerType::SoftmaxLoss) {
         for (std::int64_t i = 0; i < b; ++i) {
@@ -84,6 +96,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
         const std::int64_t per = g.layers[l].out.elems();
         std::vector<float> all(static_cast<std::size_t>(per * batch));
         init_input(per * batch, seed ^ (0x9e37u + static_cast<std::uint64_t>(l)), all.data());
+        round_all(all);
         dy[l].assign(all.begin() + first * per, all.begin() + (first + b) * per);
       }
     std::vector<char> written(n, 0);
@@ -114,6 +127,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
       a.first_sample = first;
       a.total_batch = batch;
       a.seed = seed;
+      a.loss_scale = loss_scale;
       if (gl.type() == LayerType::Conv || gl.type() == LayerType::Fc) {
         const std::string filter = algo_for(gl, "backward_filter"), data_algo = algo_for(gl, "backward_data");
         std::vector<float> ws(
@@ -123,8 +137,8 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
                                      1));
         a.workspace = ws.data();
         a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
-        run_layer_op_cpu(gl, StepOp::BackwardFilter, filter, a);
-        if (gl.inputs[0] != 0) run_layer_op_cpu(gl, StepOp::BackwardData, data_algo, a);
+        run_op(gl, StepOp::BackwardFilter, filter, a);
+        if (gl.inputs[0] != 0) run_op(gl, StepOp::BackwardData, data_algo, a);
       } else {
         bool any = false;
         for (auto* d : a.dx) any = any || d != nullptr;
@@ -135,7 +149,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
             scratch.assign(static_cast<std::size_t>(gl.out.elems() * b), 0.0f);
             a.dx[0] = scratch.data();
           }
-          run_layer_op_cpu(gl, StepOp::Backward, "default", a);
+          run_op(gl, StepOp::Backward, "default", a);
         }
       }
       for (int in : gl.inputs)

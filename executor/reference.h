@@ -24,8 +24,11 @@ struct ReferenceResult {
 
 // conv_algo: "layer:op" (forward, backward_data, backward_filter) -> algorithm; "direct" if absent.
 // weights: "W:layer" -> values to start from (a later iteration's); init_weights(seed) if absent.
+// loss_scale: the loss gradient is multiplied by it (fp16 loss scaling), as in the plan's run.
+// The graph's precision is emulated as the CPU backend does (cpu_ops.h run_emulated).
 ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int64_t sub_batch, std::uint64_t seed,
                                     const std::map<std::string, std::string>& conv_algo = {},
-                                    const std::map<std::string, std::vector<float>>& weights = {});
+                                    const std::map<std::string, std::vector<float>>& weights = {},
+                                    double loss_scale = 1);
 
 }  // namespace ucplan

@@ -152,6 +152,25 @@ std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const 
   return out;
 }
 
+bool LossScaler::step(bool found_inf) {
+  if (found_inf) {
+    skipped += 1;
+    good_steps = 0;
+    if (config.kind == LossScale::Kind::Dynamic) scale *= config.backoff_factor;
+    return false;
+  }
+  if (config.kind == LossScale::Kind::Dynamic && ++good_steps == config.growth_interval) {
+    scale *= config.growth_factor;
+    good_steps = 0;
+  }
+  return true;
+}
+
+double default_check_tolerance(Precision p, bool cuda) {
+  const double fp32 = cuda ? 1e-2 : 1e-3;
+  return p == Precision::FP32 ? fp32 : std::max(fp32, 8 * unit_roundoff(p));
+}
+
 RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   const Program program = derive_program(plan);
   const Graph& g = program.graph;
@@ -166,6 +185,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   backend.allocate(plan.arena_bytes, host_sizes);
   rep.device_memory_bytes = backend.device_memory_bytes();
 
+  const cpu::Half half_type = storage_of(g.precision) == Storage::BF16 ? cpu::Half::BF16 : cpu::Half::FP16;
   // Initial values: weights into their resident buffers, the batch into the input host buffers.
   // Buffers are found by tensor id (the program's), not by parsing tensor names.
   const TaskGraph& tg = program.tasks;
@@ -179,18 +199,32 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     if (!gl.has_weights()) continue;
     std::vector<float> w(static_cast<std::size_t>(gl.params()));
     init_weights(gl, o.seed, w.data());
-    backend.write(resident.at(tg.w_of[l])->offset, w.data(), static_cast<std::int64_t>(w.size() * sizeof(float)));
+    const std::int64_t offset = resident.at(tg.w_of[l])->offset;
+    backend.write(offset, w.data(), static_cast<std::int64_t>(w.size() * sizeof(float)));
+    if (const std::int64_t copy = g.weight_copy_bytes(static_cast<int>(l)); copy > 0) {
+      // The conv / fc weights' copy in the storage type, after the FP32 master (graph.h).
+      std::vector<std::uint16_t> h(w.size());
+      cpu::narrow(half_type, w.data(), h.data(), gl.params());
+      backend.write(offset + static_cast<std::int64_t>(w.size() * sizeof(float)), h.data(), copy);
+    }
   }
+  // The batch's data and a sink's external gradient are in the storage type (bf16, fp16: the
+  // data loader's values rounded to nearest even, as the reference run rounds them).
+  auto store_input = [&](std::int64_t elems, std::uint64_t seed, void* dst) {
+    if (!low_precision_storage(g.precision)) return init_input(elems, seed, static_cast<float*>(dst));
+    std::vector<float> v(static_cast<std::size_t>(elems));
+    init_input(elems, seed, v.data());
+    cpu::narrow(half_type, v.data(), static_cast<std::uint16_t*>(dst), elems);
+  };
   auto load_input = [&](const PlanHostBuffer& h, void* dst) {
     const Tensor& t = tg.tensors.at(static_cast<std::size_t>(tensor_by_name.at(h.tensor)));
     if (t.kind == TensorKind::Labels) {
       init_labels(plan.batch, std::max<std::int64_t>(1, g.net.labels), o.seed, static_cast<std::int32_t*>(dst));
     } else if (t.kind == TensorKind::Activation) {  // the network input
-      init_input(g.layers[0].out.elems() * plan.batch, o.seed, static_cast<float*>(dst));
+      store_input(g.layers[0].out.elems() * plan.batch, o.seed, dst);
     } else {  // the external gradient of a sink that is not a loss
       const int l = t.layer;
-      init_input(g.layers[l].out.elems() * plan.batch, o.seed ^ (0x9e37u + static_cast<std::uint64_t>(l)),
-                 static_cast<float*>(dst));
+      store_input(g.layers[l].out.elems() * plan.batch, o.seed ^ (0x9e37u + static_cast<std::uint64_t>(l)), dst);
     }
   };
   for (const auto& h : plan.host_buffers)
@@ -202,6 +236,9 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   rep.bytes_h2d *= plan.rounds;
   rep.bytes_d2h *= plan.rounds;
 
+  LossScaler scaler(parse_loss_scale(plan.loss_scale));
+  rep.loss_scale = plan.loss_scale;
+  rep.initial_loss_scale = scaler.scale;
   RunContext ctx;
   ctx.sub_batch = plan.sub_batch;
   ctx.total_batch = plan.batch;
@@ -211,6 +248,17 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   // one iteration leaves behind (updated weights, buffers reused across rounds and iterations)
   // is checked too.
   const int total_iterations = o.iterations + 1;
+  // Whether every weight gradient is finite (read back from the arena: GradScaler's found_inf).
+  auto all_finite = [&] {
+    for (const auto& b : plan.buffers) {
+      if (!b.resident || b.tensor.rfind("dW:", 0) != 0) continue;
+      std::vector<float> v(static_cast<std::size_t>(b.size / 4));
+      backend.read(b.offset, v.data(), static_cast<std::int64_t>(v.size() * sizeof(float)));
+      for (float x : v)
+        if (!std::isfinite(x)) return false;
+    }
+    return true;
+  };
   constexpr int kCheckedIterations = 2;
   for (int it = 0; it < total_iterations; ++it) {
     for (const auto& [tensor, b] : resident)
@@ -228,6 +276,8 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         start_weights.emplace(tg.tensors[static_cast<std::size_t>(tg.w_of[l])].name, std::move(w));
       }
     const auto t0 = std::chrono::steady_clock::now();
+    ctx.loss_scale = scaler.scale;
+    ctx.lr = o.lr;
     backend.begin();
     try {
       for (std::int64_t r = 0; r < plan.rounds; ++r) {
@@ -258,8 +308,19 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
                                       step_op_name(ps.op), ps.config.front().algo));
         algos.emplace(ps.layer + ":" + step_op_name(ps.op), cpu_algo);
       }
-      ReferenceResult ref = reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos, start_weights);
+      ReferenceResult ref =
+          reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos, start_weights, ctx.loss_scale);
       rep.checked = true;
+      // A scaled loss gradient that overflows (fp16) in the reference overflows in the plan's
+      // run too, and both skip the step: nothing to compare then. Poison read by a broken plan
+      // makes only the plan's run non-finite, and fails below.
+      bool ref_finite = true;
+      for (const auto& [name, want] : ref.weight_gradients)
+        for (float v : want) ref_finite = ref_finite && std::isfinite(v);
+      if (!ref_finite && scaler.active() && !all_finite()) {
+        rep.overflow_checked += 1;
+        ref.weight_gradients.clear();
+      }
       // Relative L2 error per weight-gradient tensor; NaN (a read of poisoned memory) is infinite.
       for (const auto& [name, want] : ref.weight_gradients) {
         std::vector<float> got(want.size());
@@ -283,8 +344,18 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       rep.checked_iterations += 1;
     }
     const auto reference_time = std::chrono::steady_clock::now() - reference_start;  // not the plan's time
-    for (const auto& s : steps)
-      if (s.final) backend.submit(s, 0, ctx, false);
+    // Loss scaling: a step with inf/NaN weight gradients is skipped; otherwise the updates take
+    // the gradients divided by the scale (folded into the learning rate: SGD is linear in them).
+    bool update = true;
+    if (scaler.active()) {
+      const double used = scaler.scale;
+      update = scaler.step(!all_finite());
+      ctx.lr = o.lr / used;
+    }
+    rep.steps += 1;
+    if (update)
+      for (const auto& s : steps)
+        if (s.final) backend.submit(s, 0, ctx, false);
     backend.barrier();
     std::vector<MeasuredStep> timeline = backend.end();
     const double seconds =
@@ -308,6 +379,8 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       }
     }
   }
+  rep.skipped_steps = scaler.skipped;
+  rep.final_loss_scale = scaler.scale;
   rep.device_memory_bytes =
       std::max(rep.device_memory_bytes, backend.device_memory_bytes());  // after what the run took
   std::vector<double> sorted = rep.iteration_seconds;

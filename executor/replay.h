@@ -21,6 +21,29 @@ namespace ucplan {
 // derive_program, planner/ir/program.h).
 std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const TaskGraph& tg);
 
+// PyTorch GradScaler's bookkeeping (precision.h LossScale): after each iteration's rounds, a
+// weight gradient with an inf or NaN skips the updates and multiplies the scale by the backoff
+// factor; otherwise the updates run on the gradients divided by the scale, and after
+// growth_interval such steps in a row the scale grows by the growth factor. A static scale
+// never changes but still skips a step with inf/NaN gradients.
+struct LossScaler {
+  LossScale config;
+  double scale = 1;
+  int good_steps = 0;  // in a row, since the last change
+  int skipped = 0;     // steps skipped in all
+  explicit LossScaler(const LossScale& c) : config(c), scale(c.kind == LossScale::Kind::None ? 1 : c.scale) {}
+  bool active() const { return config.kind != LossScale::Kind::None; }
+  // Records one step; true when its updates run.
+  bool step(bool found_inf);
+};
+
+// The default `--check` tolerance: 1e-3 on the CPU and 1e-2 against cuDNN at fp32; at another
+// precision at least 8 units of its roundoff (precision.h unit_roundoff: 2^-8 at bf16, 2^-11 at
+// fp16 and tf32): the plan's run and the reference may round one stored value differently (sums
+// in another order land on the other side of a tie), a difference of one unit in the last place
+// (2u) that a few layers carry on; a scheduling error gives NaN (poison) or O(1) errors.
+double default_check_tolerance(Precision p, bool cuda);
+
 struct RunOptions {
   int iterations = 5;  // timed iterations, after one warm-up iteration
   bool check = false;
@@ -52,6 +75,12 @@ struct RunReport {
   std::string worst_tensor;
   std::string fault;  // an ExecutionFault met while checking
   bool passed = true;
+  // Loss scaling (fp16): the plan's option, the scale at the start and at the end, the steps
+  // (iterations, warm-up included) whose updates were skipped for inf/NaN gradients.
+  std::string loss_scale = "none";
+  double initial_loss_scale = 1, final_loss_scale = 1;
+  int steps = 0, skipped_steps = 0;
+  int overflow_checked = 0;  // checked iterations where the plan and the reference both overflowed
 };
 
 RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o);

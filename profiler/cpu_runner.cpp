@@ -87,8 +87,11 @@ class CpuRunner : public Runner {
       a.dx.push_back(dxs[i].data());
       a.dx_accumulate.push_back(0);
     }
+    // At an emulated precision (cpu_ops.h) the op runs as the backend runs it: conversions
+    // included, the weights followed by room for their copy in the storage type.
+    const CpuPrecision precision = cpu_precision(g.precision, true);
     std::vector<float> y(static_cast<std::size_t>(out_elems(l) * n)), dy(y.size()),
-        w(static_cast<std::size_t>(l.params())), dw(w.size());
+        w(static_cast<std::size_t>(l.params() * (precision.half ? 2 : 1))), dw(static_cast<std::size_t>(l.params()));
     fill(y, 3);
     fill(dy, 5);
     fill(w, 7);
@@ -108,13 +111,17 @@ class CpuRunner : public Runner {
     a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
     m.workspace_bytes = ws_bytes;
     // Backward ops read what their forward saved (bn statistics, dropout mask, softmax output).
+    auto run = [&](StepOp o, const std::string& al) {
+      if (!precision.active()) return run_layer_op_cpu(l, o, al, a);
+      run_emulated(l, o, a, precision, [&](const LayerArgs& b) { run_layer_op_cpu(l, o, al, b); });
+    };
     if (op != StepOp::Forward && op != StepOp::Update)
-      run_layer_op_cpu(l, StepOp::Forward, algo == "default" || l.type() != LayerType::Conv ? algo : "direct", a);
+      run(StepOp::Forward, algo == "default" || l.type() != LayerType::Conv ? algo : "direct");
     std::vector<double> times;
-    run_layer_op_cpu(l, op, algo, a);  // warm-up
+    run(op, algo);  // warm-up
     for (int r = 0; r < repeats; ++r) {
       const double t0 = now_seconds();
-      run_layer_op_cpu(l, op, algo, a);
+      run(op, algo);
       times.push_back(now_seconds() - t0);
     }
     median_and_spread(times, &m.seconds, &m.spread);

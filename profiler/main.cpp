@@ -19,7 +19,7 @@
 
 namespace {
 
-std::unique_ptr<ucplan::Runner> make_runner(const std::string& device) {
+std::unique_ptr<ucplan::Runner> make_runner(const std::string& device, ucplan::Precision precision) {
   if (device == "cpu") return ucplan::make_cpu_runner();
   if (device.rfind("model:", 0) == 0) return ucplan::make_model_runner(device.substr(6));
   if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
@@ -31,10 +31,17 @@ std::unique_ptr<ucplan::Runner> make_runner(const std::string& device) {
         throw ucplan::UserError("", "--device", fmt::format("\"{}\": expected cuda or cuda:N", device));
       }
     }
+    // tf32: cuDNN and cuBLAS with tf32 tensor-op math. bf16 and fp16: conv and fc on 16-bit
+    // tensors, the other layers as the backend runs them (versions.math says which).
 #ifdef UCPLAN_HAVE_CUDA
-    return ucplan::make_cuda_runner(index);
+    ucplan::CudaRunnerOptions options;
+    options.allow_tf32 = precision == ucplan::Precision::TF32;
+    options.storage = ucplan::storage_of(precision);
+    options.pseudo_half = precision == ucplan::Precision::PseudoFP16;
+    return ucplan::make_cuda_runner(index, options);
 #else
     (void)index;
+    (void)precision;
     throw ucplan::UserError("", "--device",
                             "this ucplan-profile was built without CUDA (configure with UCPLAN_WITH_CUDA=ON)");
 #endif
@@ -49,7 +56,7 @@ std::unique_ptr<ucplan::Runner> make_runner(const std::string& device) {
 int main(int argc, char** argv) {
   ucplan::cpu::ensure_blas_core_type(argv);
   CLI::App app{
-      "ucplan profile: measure (cpu, cuda) or model (model:k40|p100|v100|h100|h200) the cost of every kernel of a "
+      "ucplan profile: measure (cpu, cuda) or model (model:k40|p100|v100|a100|h100|h200) the cost of every kernel of a "
       "network's training iteration at every micro-batch size of a policy, with every algorithm, and the "
       "host<->device transfer costs; write them as a ucplan-profile/1 file."};
   app.name("ucplan profile");
@@ -57,21 +64,26 @@ int main(int argc, char** argv) {
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return fmt::format("ucplan profile: error: {} (see ucplan profile --help)\n", ucplan::one_line(e.what()));
   });
-  std::string network, device = "cpu", sizes = "powerOfTwo", cache, output;
+  std::string network, device = "cpu", sizes = "powerOfTwo", cache, output, precision = "fp32";
   std::int64_t batch = 0;
   int repeat = 5;
   app.add_option("network", network, "zoo name or path to a network JSON file")->required();
   app.add_option("--batch,-b", batch, "mini-batch size in samples; micro-batch sizes up to it are measured")
       ->required()
       ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
-  app.add_option("--device,-d", device,
-                 "cpu (default) | cuda | cuda:N | model:k40 | model:p100 | model:v100 | model:h100 | model:h200");
+  app.add_option(
+      "--device,-d", device,
+      "cpu (default) | cuda | cuda:N | model:k40 | model:p100 | model:v100 | model:a100 | model:h100 | model:h200");
   app.add_option(
       "--sizes", sizes,
       "micro-batch sizes to measure (mu-cuDNN §III-B): powerOfTwo (default: 1, 2, 4, ..., batch) | all (1..batch) | "
       "undivided (the batch only)");
   app.add_option("--repeat", repeat, "timed runs per measurement after a warm-up; the median is kept (default 5)")
       ->check(CLI::Range(1, 1000));
+  app.add_option("--precision", precision,
+                 "fp32 (default) | tf32 | bf16 | fp16 | pseudo-fp16: storage of activations and their gradients "
+                 "(bf16, fp16: 2 bytes) and the math of conv and fc (tensor cores where the device has them), with "
+                 "FP32 accumulation, master weights and batch-norm statistics; recorded in the profile");
   app.add_option("--cache", cache,
                  "folder of earlier measurements to reuse and extend (keyed by signature, device, versions)");
   app.add_option("-o,--output", output, "profile file to write (atomically)")->required();
@@ -86,8 +98,11 @@ int main(int argc, char** argv) {
   try {
     const std::string path = ucplan::resolve_network_path(network);
     const ucplan::Network net = ucplan::load_network(path);
-    auto runner = make_runner(device);
     ucplan::ProfileOptions o;
+    if (!ucplan::parse_precision(precision, &o.precision))
+      throw ucplan::UserError("", "--precision",
+                              fmt::format("expected {}, got \"{}\"", ucplan::precision_choices(), precision));
+    auto runner = make_runner(device, o.precision);
     o.batch = batch;
     o.sizes = sizes;
     o.repeat = repeat;
@@ -98,8 +113,8 @@ int main(int argc, char** argv) {
     std::size_t n = 0;
     for (const auto& s : p.signatures) n += s.costs.size();
     fmt::print(
-        "{}: {} signatures, {} costs, batch {} ({}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> {}\n",
-        p.network, p.signatures.size(), n, p.batch, p.sizes_policy,
+        "{}: {} signatures, {} costs, batch {} ({}, {}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> {}\n",
+        p.network, p.signatures.size(), n, p.batch, p.sizes_policy, ucplan::precision_name(p.precision),
         p.measured() ? "measured" : "MODELLED (" + p.source + ")", p.device.name, p.h2d.bytes_per_second / 1e9,
         p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
   } catch (const ucplan::UserError& e) {

@@ -55,7 +55,24 @@ const std::vector<ModelDeviceSpec>& all_devices() {
        .duplex = true,
        .sm_count = 80,
        .compute_efficiency = 1.0,
-       .memory_efficiency = 0.85},
+       .memory_efficiency = 0.85,
+       .fp16_tensor_flops = 125e12},
+      {.name = "a100",
+       .full_name = "NVIDIA A100-SXM4 80GB",
+       .fp32_flops = 19.5e12,
+       .mem_bandwidth = 2.039e12,
+       .memory_bytes = 81920 * kMiB,
+       .h2d_bandwidth = 25e9,
+       .d2h_bandwidth = 25e9,
+       .link_latency_s = 9e-6,
+       .kernel_launch_s = 3e-6,
+       .duplex = true,
+       .sm_count = 108,
+       .compute_efficiency = 0.90,
+       .memory_efficiency = 0.88,
+       .tf32_tensor_flops = 156e12,
+       .bf16_tensor_flops = 312e12,
+       .fp16_tensor_flops = 312e12},
       {.name = "h100",
        .full_name = "NVIDIA H100 SXM5 80GB",
        .fp32_flops = 66.9e12,
@@ -68,7 +85,10 @@ const std::vector<ModelDeviceSpec>& all_devices() {
        .duplex = true,
        .sm_count = 132,
        .compute_efficiency = 0.85,
-       .memory_efficiency = 0.88},
+       .memory_efficiency = 0.88,
+       .tf32_tensor_flops = 494.7e12,
+       .bf16_tensor_flops = 989.4e12,
+       .fp16_tensor_flops = 989.4e12},
       {.name = "h200",
        .full_name = "NVIDIA H200 SXM 141GB",
        .fp32_flops = 66.9e12,
@@ -81,7 +101,10 @@ const std::vector<ModelDeviceSpec>& all_devices() {
        .duplex = true,
        .sm_count = 132,
        .compute_efficiency = 0.85,
-       .memory_efficiency = 0.88},
+       .memory_efficiency = 0.88,
+       .tf32_tensor_flops = 494.7e12,
+       .bf16_tensor_flops = 989.4e12,
+       .fp16_tensor_flops = 989.4e12},
   };
   return devices;
 }
@@ -100,13 +123,32 @@ struct Kernel {
   double work = 0;   // parallel output elements; 0: no saturation term
   double depth = 0;  // GEMM reduction depth per output; 0: no depth term
   double launches = 1;
+  bool tensor = false;  // a GEMM that runs on tensor cores where the device has them for the precision
 };
 
-double kernel_seconds(const ModelDeviceSpec& d, const Kernel& k) {
-  double e = k.e_algo * d.compute_efficiency;
+// Tensor-core FLOP/s of a device at a precision, 0 where it has none (then the math runs on the
+// FP32 units: TF32 is FP32 before Ampere, and bf16 kernels without tensor cores run at the FP32
+// rate; pseudo-fp16 multiplies fp16 on the tensor cores with FP32 accumulation, as fp16 does).
+double tensor_flops(const ModelDeviceSpec& d, Precision p) {
+  switch (p) {
+    case Precision::TF32:
+      return d.tf32_tensor_flops;
+    case Precision::BF16:
+      return d.bf16_tensor_flops;
+    case Precision::FP16:
+    case Precision::PseudoFP16:
+      return d.fp16_tensor_flops;
+    default:
+      return 0;
+  }
+}
+
+double kernel_seconds(const ModelDeviceSpec& d, const Kernel& k, Precision p) {
+  const double tc = k.tensor ? tensor_flops(d, p) : 0;
+  double e = k.e_algo * (tc > 0 ? d.tensor_efficiency : d.compute_efficiency);
   if (k.work > 0) e *= k.work / (k.work + d.sm_count * kWaveOutputsPerSm);
   if (k.depth > 0) e *= k.depth / (k.depth + kDepthHalf);
-  double compute = k.flops > 0 ? k.flops / (d.fp32_flops * e) : 0.0;
+  double compute = k.flops > 0 ? k.flops / ((tc > 0 ? tc : d.fp32_flops) * e) : 0.0;
   double memory = k.bytes / (d.mem_bandwidth * d.memory_efficiency);
   return std::max(compute, memory) + k.launches * d.kernel_launch_s;
 }
@@ -237,19 +279,20 @@ struct ConvCost {
 };
 
 // A one-kernel algorithm of the GEMM family (implicit GEMM, cuDNN algo_0/1/3, fused Winograd).
-ConvCost single_kernel(const ConvRoles& r, double flops, double e, double workspace) {
+ConvCost single_kernel(const ConvRoles& r, double flops, double e, double workspace, double eb, bool tensor) {
   ConvCost c;
   c.workspace = workspace;
   c.kernels.push_back({.flops = flops,
-                       .bytes = kFloat * (r.read_elems + r.write_elems) + workspace,
+                       .bytes = eb * (r.read_elems + r.write_elems) + workspace,
                        .e_algo = e,
                        .work = r.work,
-                       .depth = r.depth});
+                       .depth = r.depth,
+                       .tensor = tensor});
   return c;
 }
 
 // FFT convolution, whole planes (tiles = 1) or tile by tile (fft_tiling).
-ConvCost fft_cost(const ConvShape& s, const ConvRoles& r, double b, bool tiling) {
+ConvCost fft_cost(const ConvShape& s, const ConvRoles& r, double b, bool tiling, double eb) {
   ConvCost c;
   if (s.sh != 1 || s.sw != 1 || s.dh != 1 || s.dw != 1 || s.kh <= s.ph || s.kw <= s.pw) c.supported = false;
   const std::int64_t nh = fft_size(s.h + 2 * s.ph), nw = fft_size(s.w + 2 * s.pw);
@@ -276,7 +319,7 @@ ConvCost fft_cost(const ConvShape& s, const ConvRoles& r, double b, bool tiling)
   const double pointwise_work = std::max(r.batch_planes * tiles, r.filter_out_planes) * points;
   // Forward transforms: spectra written twice (row pass, column pass).
   c.kernels.push_back({.flops = in_spectra * plane_fft_flops,
-                       .bytes = kFloat * r.read_elems + 2 * kComplex * points * in_spectra,
+                       .bytes = eb * r.read_elems + 2 * kComplex * points * in_spectra,
                        .e_algo = kTransform,
                        .launches = tiles});
   // Pointwise complex multiply-accumulate over the channel pairs, 8 flops per complex MAC.
@@ -289,7 +332,7 @@ ConvCost fft_cost(const ConvShape& s, const ConvRoles& r, double b, bool tiling)
                        .launches = tiles});
   // Inverse transforms.
   c.kernels.push_back({.flops = out_spectra * plane_fft_flops,
-                       .bytes = 2 * kComplex * points * out_spectra + kFloat * r.write_elems,
+                       .bytes = 2 * kComplex * points * out_spectra + eb * r.write_elems,
                        .e_algo = kTransform,
                        .launches = tiles});
   c.workspace = (b * static_cast<double>(s.cg() + s.kg()) + static_cast<double>(s.kg() * s.cg())) * points * kComplex;
@@ -297,7 +340,7 @@ ConvCost fft_cost(const ConvShape& s, const ConvRoles& r, double b, bool tiling)
 }
 
 // Winograd without fusion: transforms, 36 batched GEMMs, inverse transform.
-ConvCost winograd_nonfused_cost(const ConvShape& s, const ConvRoles& r, double b) {
+ConvCost winograd_nonfused_cost(const ConvShape& s, const ConvRoles& r, double b, double eb) {
   ConvCost c;
   const bool square35 = s.kh == s.kw && (s.kh == 3 || s.kh == 5);
   if (!square35 || s.sh != 1 || s.sw != 1 || s.dh != 1 || s.dw != 1) {
@@ -310,19 +353,21 @@ ConvCost winograd_nonfused_cost(const ConvShape& s, const ConvRoles& r, double b
   const double tiles = ceil_div(r.out_h, m) * ceil_div(r.out_w, m);
   const double in_t = (r.data_in_planes * tiles + r.filter_in_planes) * a2;
   const double out_t = (r.data_out_planes * tiles + r.filter_out_planes) * a2;
-  c.kernels.push_back({.bytes = kFloat * (r.read_elems + in_t), .e_algo = kTransform, .launches = 2});
+  c.kernels.push_back({.bytes = eb * r.read_elems + kFloat * (+in_t), .e_algo = kTransform, .launches = 2});
   c.kernels.push_back({.flops = 2 * b * static_cast<double>(s.k * s.cg()) * tiles * a2,
                        .bytes = kFloat * (in_t + out_t),
                        .e_algo = kWinogradNonfusedGemm,
                        .work = std::max(r.batch_planes * tiles, r.filter_out_planes) * a2,
-                       .depth = r.channel_depth});
-  c.kernels.push_back({.bytes = kFloat * (out_t + r.write_elems), .e_algo = kTransform});
+                       .depth = r.channel_depth,
+                       .tensor = true});
+  c.kernels.push_back({.bytes = kFloat * out_t + eb * r.write_elems, .e_algo = kTransform});
   c.workspace = (b * static_cast<double>(s.cg() + s.kg()) * tiles + static_cast<double>(s.kg() * s.cg())) * a2 * kFloat;
   return c;
 }
 
-ConvCost conv_cost(const GraphLayer& l, ConvOp op, const std::string& algo, double b, bool* known) {
+ConvCost conv_cost(const GraphLayer& l, ConvOp op, const std::string& algo, double b, Precision p, bool* known) {
   *known = true;
+  const double eb = storage_bytes(storage_of(p));  // data tensors; filters are read from their copy
   const ConvShape s = conv_shape(l);
   const ConvRoles r = conv_roles(s, op, b);
   const double direct = b * (op == ConvOp::Forward        ? l.forward_flops
@@ -333,37 +378,43 @@ ConvCost conv_cost(const GraphLayer& l, ConvOp op, const std::string& algo, doub
   ConvCost unsupported;
   unsupported.supported = false;
 
-  if (algo == "fft") return fft_cost(s, r, b, false);
-  if (algo == "fft_tiling") return fft_cost(s, r, b, true);
-  if (algo == "winograd_nonfused") return winograd_nonfused_cost(s, r, b);
+  // cuDNN's half configurations (mu-cuDNN Table I): true half (here fp16 and bf16 with tensor-op
+  // math) has GEMM and Winograd algorithms; pseudo-half (FP32 compute) also FFT.
+  const bool fft_ok = p != Precision::FP16 && p != Precision::BF16;
+  if (algo == "fft" || algo == "fft_tiling") {
+    if (!fft_ok) return unsupported;
+    return fft_cost(s, r, b, algo == "fft_tiling", eb);
+  }
+  if (algo == "winograd_nonfused") return winograd_nonfused_cost(s, r, b, eb);
   switch (op) {
     case ConvOp::Forward:
-      if (algo == "implicit_gemm") return single_kernel(r, direct, kImplicitGemm, 0);
-      if (algo == "implicit_precomp_gemm") return single_kernel(r, direct, kImplicitPrecompGemm, index_buffer);
+      if (algo == "implicit_gemm") return single_kernel(r, direct, kImplicitGemm, 0, eb, false);
+      if (algo == "implicit_precomp_gemm")
+        return single_kernel(r, direct, kImplicitPrecompGemm, index_buffer, eb, true);
       if (algo == "direct") return unsupported;
       if (algo == "gemm") {
         // im2col writes the lowered matrix, then one SGEMM reads it.
-        const double lowered = kFloat * b * static_cast<double>(s.c * s.kh * s.kw * s.ho * s.wo);
+        const double lowered = eb * b * static_cast<double>(s.c * s.kh * s.kw * s.ho * s.wo);
         ConvCost c;
         c.workspace = lowered / static_cast<double>(s.g);
-        c.kernels.push_back(
-            {.bytes = kFloat * static_cast<double>(s.c * s.h * s.w) * b + lowered, .e_algo = kTransform});
+        c.kernels.push_back({.bytes = eb * static_cast<double>(s.c * s.h * s.w) * b + lowered, .e_algo = kTransform});
         c.kernels.push_back({.flops = direct,
-                             .bytes = lowered + kFloat * (r.filter_elems + r.write_elems),
+                             .bytes = lowered + eb * (r.filter_elems + r.write_elems),
                              .e_algo = kExplicitSgemm,
                              .work = r.work,
-                             .depth = r.depth});
+                             .depth = r.depth,
+                             .tensor = true});
         return c;
       }
       break;
     case ConvOp::BackwardData:
-      if (algo == "algo_0") return single_kernel(r, direct, kBwdDataAlgo0, 0);
-      if (algo == "algo_1") return single_kernel(r, direct, kBwdDataAlgo1, index_buffer);
+      if (algo == "algo_0") return single_kernel(r, direct, kBwdDataAlgo0, 0, eb, false);
+      if (algo == "algo_1") return single_kernel(r, direct, kBwdDataAlgo1, index_buffer, eb, true);
       break;
     case ConvOp::BackwardFilter:
-      if (algo == "algo_0") return single_kernel(r, direct, kBwdFilterAlgo0, 0);
-      if (algo == "algo_1") return single_kernel(r, direct, kBwdFilterAlgo1, index_buffer);
-      if (algo == "algo_3") return single_kernel(r, direct, kBwdFilterAlgo3, index_buffer);
+      if (algo == "algo_0") return single_kernel(r, direct, kBwdFilterAlgo0, 0, eb, false);
+      if (algo == "algo_1") return single_kernel(r, direct, kBwdFilterAlgo1, index_buffer, eb, true);
+      if (algo == "algo_3") return single_kernel(r, direct, kBwdFilterAlgo3, index_buffer, eb, false);
       break;
   }
   if (algo == "winograd" && op != ConvOp::BackwardFilter) {
@@ -371,7 +422,7 @@ ConvCost conv_cost(const GraphLayer& l, ConvOp op, const std::string& algo, doub
     // F(2x2,3x3): 16 multiplies per 2x2 output tile per channel pair.
     const double tiles = ceil_div(r.out_h, 2) * ceil_div(r.out_w, 2);
     const double flops = 2 * b * static_cast<double>(s.k * s.cg()) * tiles * 16;
-    return single_kernel(r, flops, kWinogradFused, static_cast<double>(s.kg() * s.cg()) * 16 * kFloat);
+    return single_kernel(r, flops, kWinogradFused, static_cast<double>(s.kg() * s.cg()) * 16 * kFloat, eb, false);
   }
   *known = false;
   return unsupported;
@@ -411,7 +462,7 @@ bool parse_conv_op(const std::string& op, ConvOp* out) {
 // Other layers.
 
 // Memory-bound kernels of non-conv layers; false when the layer has no such op.
-bool other_kernels(const GraphLayer& l, const std::string& op, double b, std::vector<Kernel>* out) {
+bool other_kernels(const GraphLayer& l, const std::string& op, double b, double eb, std::vector<Kernel>* out) {
   double in = 0;
   for (const Shape& s : l.in_shapes) in += b * static_cast<double>(s.elems());
   const double y = b * static_cast<double>(l.out.elems());
@@ -421,29 +472,29 @@ bool other_kernels(const GraphLayer& l, const std::string& op, double b, std::ve
   Kernel k{.flops = flops};
   switch (l.type()) {
     case LayerType::Relu:  // backward reads Y and dY, writes dX
-      k.bytes = kFloat * (fwd ? in + y : 2 * y + in);
+      k.bytes = eb * (fwd ? in + y : 2 * y + in);
       break;
     case LayerType::Pool:  // max backward reads X, Y, dY, writes dX; avg reads dY, writes dX
-      k.bytes = kFloat * (fwd || l.spec.pool.mode == PoolMode::Avg ? in + y : 2 * in + 2 * y);
+      k.bytes = eb * (fwd || l.spec.pool.mode == PoolMode::Avg ? in + y : 2 * in + 2 * y);
       break;
     case LayerType::BatchNorm:  // two passes: statistics, then normalisation
-      k.bytes = kFloat * (fwd ? 2 * in + y : 3 * in + 2 * y);
+      k.bytes = eb * (fwd ? 2 * in + y : 3 * in + 2 * y);
       k.launches = 2;
       break;
     case LayerType::Lrn:  // backward reads X, Y, dY, writes dX
-      k.bytes = kFloat * (fwd ? in + y : 2 * in + 2 * y);
+      k.bytes = eb * (fwd ? in + y : 2 * in + 2 * y);
       break;
     case LayerType::Dropout:  // + one byte of mask per element
-      k.bytes = kFloat * (in + y) + y;
+      k.bytes = eb * (in + y) + y;
       break;
     case LayerType::Add:
     case LayerType::Concat:
     case LayerType::SoftmaxLoss:
     case LayerType::ChannelShuffle:
-      k.bytes = kFloat * (in + y);
+      k.bytes = eb * (in + y);
       break;
     case LayerType::Slice:  // backward writes the whole dX (zeros outside the slice)
-      k.bytes = kFloat * (fwd ? 2 * y : y + in);
+      k.bytes = eb * (fwd ? 2 * y : y + in);
       break;
     case LayerType::Sigmoid:  // backward reads Y (or X) and dY, writes dX
     case LayerType::HardSigmoid:
@@ -451,18 +502,18 @@ bool other_kernels(const GraphLayer& l, const std::string& op, double b, std::ve
     case LayerType::Silu:
     case LayerType::Clip:
     case LayerType::Gelu:
-      k.bytes = kFloat * (fwd ? in + y : 3 * y);
+      k.bytes = eb * (fwd ? in + y : 3 * y);
       break;
     case LayerType::Mul:  // in = X + S; backward reads X, S, dY, writes dX and dS
-      k.bytes = kFloat * (fwd ? in + y : 2 * in + y);
+      k.bytes = eb * (fwd ? in + y : 2 * in + y);
       k.launches = fwd ? 1 : 2;
       break;
     case LayerType::Scale:  // backward: dgamma (a reduction over the batch and plane) and dX
-      k.bytes = kFloat * (fwd ? in + y : 2 * in + y);
+      k.bytes = eb * (fwd ? in + y : 2 * in + y);
       k.launches = fwd ? 1 : 2;
       break;
     case LayerType::LayerNorm:  // as bn: statistics, then normalisation
-      k.bytes = kFloat * (fwd ? 2 * in + y : 3 * in + 2 * y);
+      k.bytes = eb * (fwd ? 2 * in + y : 3 * in + 2 * y);
       k.launches = 2;
       break;
     default:
@@ -473,10 +524,10 @@ bool other_kernels(const GraphLayer& l, const std::string& op, double b, std::ve
 }
 
 // fc as an SGEMM (a 1x1 convolution over a 1x1 image).
-bool fc_kernels(const GraphLayer& l, const std::string& op, double b, std::vector<Kernel>* out) {
+bool fc_kernels(const GraphLayer& l, const std::string& op, double b, double eb, std::vector<Kernel>* out) {
   const double in_f = static_cast<double>(l.in_shapes.at(0).elems()), out_f = static_cast<double>(l.out.elems());
   const double x = b * in_f, y = b * out_f, w = static_cast<double>(l.weight_elems);
-  Kernel k{.bytes = kFloat * (x + y + w), .e_algo = kExplicitSgemm};
+  Kernel k{.bytes = eb * (x + y + w), .e_algo = kExplicitSgemm, .tensor = true};
   if (op == "forward") {
     k.flops = b * l.forward_flops;
     k.work = y;
@@ -543,8 +594,10 @@ class ModelRunner final : public Runner {
       if (algo != "sgd") return failed(fmt::format("unknown algorithm \"{}\" for update", algo));
       if (!l.has_weights()) return failed(fmt::format("a {} layer has no weights to update", type));
       // Read the weight and its gradient, write the weight.
-      Kernel k{.bytes = 3.0 * static_cast<double>(l.params() * g.dtype_bytes)};
-      return ok({k}, 0);
+      // At a low-precision storage, conv and fc also write their weights' copy.
+      Kernel k{.bytes = 3.0 * static_cast<double>(l.params() * g.dtype_bytes) +
+                        static_cast<double>(g.weight_copy_bytes(layer))};
+      return ok({k}, 0, g.precision);
     }
     if (batch < 1) return failed(fmt::format("micro-batch {} (must be at least 1)", batch));
     const double b = static_cast<double>(batch);
@@ -553,7 +606,7 @@ class ModelRunner final : public Runner {
       ConvOp cop;
       if (!parse_conv_op(op, &cop)) return failed(fmt::format("a conv layer has no op \"{}\"", op));
       bool known = false;
-      ConvCost c = conv_cost(l, cop, algo, b, &known);
+      ConvCost c = conv_cost(l, cop, algo, b, g.precision, &known);
       if (!known) return failed(fmt::format("unknown algorithm \"{}\" for conv {}", algo, op));
       if (!c.supported) {
         Measurement m;
@@ -561,8 +614,9 @@ class ModelRunner final : public Runner {
         return m;
       }
       const ConvRoles r = conv_roles(conv_shape(l), cop, b);
-      const double resident = kFloat * (r.read_elems + r.write_elems) + c.workspace;
-      Measurement m = ok(c.kernels, c.workspace);
+      const double eb = storage_bytes(storage_of(g.precision));
+      const double resident = eb * (r.read_elems + r.write_elems) + c.workspace;
+      Measurement m = ok(c.kernels, c.workspace, g.precision);
       if (resident > static_cast<double>(spec_.memory_bytes)) {
         m.status = "out_of_memory";
         m.seconds = 0;
@@ -570,9 +624,11 @@ class ModelRunner final : public Runner {
       return m;
     }
     if (algo != "default") return failed(fmt::format("unknown algorithm \"{}\" for {} {}", algo, type, op));
-    const bool has_op = l.type() == LayerType::Fc ? fc_kernels(l, op, b, &kernels) : other_kernels(l, op, b, &kernels);
+    const double eb = storage_bytes(storage_of(g.precision));
+    const bool has_op =
+        l.type() == LayerType::Fc ? fc_kernels(l, op, b, eb, &kernels) : other_kernels(l, op, b, eb, &kernels);
     if (!has_op) return failed(fmt::format("a {} layer has no op \"{}\"", type, op));
-    return ok(kernels, 0);
+    return ok(kernels, 0, g.precision);
   }
 
   std::vector<TransferPoint> measure_transfers(bool host_to_device, const std::vector<std::int64_t>& sizes) override {
@@ -585,9 +641,9 @@ class ModelRunner final : public Runner {
   bool measure_duplex() override { return spec_.duplex; }
 
  private:
-  Measurement ok(const std::vector<Kernel>& kernels, double workspace) const {
+  Measurement ok(const std::vector<Kernel>& kernels, double workspace, Precision p) const {
     Measurement m;
-    for (const Kernel& k : kernels) m.seconds += kernel_seconds(spec_, k);
+    for (const Kernel& k : kernels) m.seconds += kernel_seconds(spec_, k, p);
     m.spread = 0;
     m.workspace_bytes = static_cast<std::int64_t>(std::ceil(workspace));
     return m;

@@ -81,6 +81,23 @@
 // A conv op whose tensors and workspace together exceed the device memory is "out_of_memory"
 // (its workspace_bytes still says how much it wanted).
 //
+// PRECISIONS (planner/model/precision.h; the graph carries the profile's precision):
+//   bytes      data tensors at the storage type's size (bf16, fp16, pseudo-fp16: 2 bytes), filters
+//              read from their copy in it; transformed-domain data (Winograd, FFT spectra) and
+//              workspaces stay FP32 (FP32 compute type). update also writes the weights' copy.
+//   rates      kernels marked tensor (the GEMM of implicit_precomp_gemm, gemm, backward algo_1,
+//              winograd_nonfused, and fc) run at the device's dense tensor-core rate for the
+//              precision with e_dev = tensor_efficiency 0.6 (ASSUMPTION: cuDNN's tensor-core
+//              convolutions reach about 60 % of the datasheet peak at saturation); the others
+//              (implicit_gemm, algo_0, algo_3, fused winograd, FFT, transforms) and every kernel
+//              of a device without tensor cores for it run at the FP32 rate. Datasheet dense
+//              rates: V100-SXM2 fp16 125 TFLOP/s (no tf32, no bf16: TF32 is FP32 there, bf16 runs
+//              on the FP32 units); A100-SXM4 tf32 156, bf16/fp16 312; H100 SXM5 and H200 tf32
+//              494.7, bf16/fp16 989.4. K40 and P100: FP32 rate at every precision.
+//   algorithms mu-cuDNN Table I: fp16 and bf16 (true half, tensor-op math) offer GEMM and
+//              Winograd, not FFT (fft, fft_tiling "unsupported"); pseudo-fp16 (half data, FP32
+//              compute) and fp32/tf32 offer all.
+//
 // TRANSFERS: seconds(bytes) = link_latency_s + bytes / bandwidth, exactly (no noise).
 //
 // SOURCES of the datasheet numbers:
@@ -94,6 +111,8 @@
 //         Table II); 56 SMs; host link PCIe Gen3 x16.
 //   V100-SXM2: 15.7 TFLOP/s FP32, 16 GB HBM2, 900 GB/s (NVIDIA V100 datasheet; mu-cuDNN
 //         Table II); 80 SMs; host link PCIe Gen3 x16.
+//   A100-SXM4 80GB: 19.5 TFLOP/s FP32, 2.039 TB/s HBM2e, 108 SMs, PCIe Gen4 x16 (NVIDIA A100
+//         datasheet); pinned PCIe ~25 GB/s, latency 9 us, e_dev 0.90 (ASSUMPTIONS).
 //   H100 SXM5: 67 TFLOP/s FP32 non-tensor (66.9 in the H100 whitepaper), 80 GB HBM3 (the driver
 //         reports 81559 MiB), 3.35 TB/s, 132 SMs, PCIe Gen5 x16 (NVIDIA H100 datasheet).
 //   H200 SXM: the same GH100 compute (67 TFLOP/s FP32, 132 SMs), 141 GB HBM3e (the driver
@@ -128,9 +147,12 @@ struct ModelDeviceSpec {
   int sm_count = 0;                 // streaming multiprocessors: w_half = sm_count * 8192
   double compute_efficiency = 1.0;  // e_dev
   double memory_efficiency = 0.8;   // e_mem
+  // Dense tensor-core FLOP/s per precision (datasheet), 0 where the device has none.
+  double tf32_tensor_flops = 0, bf16_tensor_flops = 0, fp16_tensor_flops = 0;
+  double tensor_efficiency = 0.6;  // e_dev of tensor-core kernels (ASSUMPTION, see PRECISIONS)
 };
 
-// The known devices: k40, p100, v100, h100, h200. nullptr when `name` is not one of them.
+// The known devices: k40, p100, v100, a100, h100, h200. nullptr when `name` is not one of them.
 // Accepts "k40" and "model:k40".
 const ModelDeviceSpec* find_model_device(const std::string& name);
 std::vector<std::string> model_device_names();

@@ -41,7 +41,7 @@ struct Job {
 Profile profile_network(const Network& net, const std::string& file, Runner& runner, const ProfileOptions& o) {
   if (!valid_sizes_policy(o.sizes))
     throw UserError("", "--sizes", fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", o.sizes));
-  const Graph g = build_graph(net, file);
+  const Graph g = build_graph(net, file, o.precision);
   std::vector<int> order = g.topo_order;
   const TaskGraph tg = build_tasks(g, order);
 
@@ -52,6 +52,7 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
   p.network = net.name;
   p.network_sha256 = sha256_hex(network_to_json_text(net));
   p.batch = o.batch;
+  p.precision = o.precision;
   p.sizes_policy = o.sizes;
   p.sizes = micro_batch_sizes(o.sizes, o.batch);
   p.repeat = o.repeat;

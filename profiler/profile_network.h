@@ -21,8 +21,9 @@ struct ProfileOptions {
   std::int64_t batch = 0;
   std::string sizes = "powerOfTwo";
   int repeat = 5;
-  std::string cache_dir;  // "" for none
-  bool progress = false;  // progress with an estimate of the time left on stderr
+  std::string cache_dir;                  // "" for none
+  bool progress = false;                  // progress with an estimate of the time left on stderr
+  Precision precision = Precision::FP32;  // every kernel at this precision (the graph carries it to the runner)
 };
 
 // Throws DeviceFailure (runner.h) when the device fails for good: no profile is returned.

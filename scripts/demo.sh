@@ -3,7 +3,8 @@
 #   1. profile its kernels and transfers on this CPU (measured),
 #   2. compile a plan at a budget that forces offload (and recomputation where it pays),
 #   3. run the plan with --check: freed regions poisoned, gradients compared with a reference,
-#      measured time against predicted.
+#      measured time against predicted;
+#   4. the same in bf16 at half the budget (run --check against the exact bf16 emulation).
 # Usage: scripts/demo.sh [BUILD_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,3 +33,10 @@ echo "   tried it and kept offloading, which is cheaper here: copies on a CPU ar
 "$ucplan" compile resnet20 --profile "$out/profile.json" --budget 14MiB --strategy superneurons -o "$out/plan-sn.json" |
   grep -E "iteration|transfers|recompute"
 "$ucplan" run "$out/plan-sn.json" --check --iterations 1 | grep -E "iteration|check"
+echo
+echo "== the same network in bf16 (issue 15): activations and gradients at 2 bytes, emulated exactly on the CPU"
+"$ucplan" inspect resnet20 --batch 32 --precision bf16 | grep -E "precision|liveness peak"
+"$ucplan" profile resnet20 --batch 32 --device cpu --repeat 1 --precision bf16 -o "$out/profile-bf16.json" >/dev/null
+"$ucplan" compile resnet20 --profile "$out/profile-bf16.json" --precision bf16 --budget 7MiB -o "$out/plan-bf16.json" |
+  grep -E "iteration|precision|transfers"
+"$ucplan" run "$out/plan-bf16.json" --check --iterations 1 | grep -E "iteration|precision|check"

@@ -13,6 +13,7 @@
 #   *-modern     profile, compile, cuda-check and run-check again on a small network with every
 #                layer type of today's CNNs (hardswish, SE mul, SiLU, layer norm, GELU, scale, slice,
 #                clip, sigmoid, channel shuffle)
+#   precisions   bf16 and fp16: profile on the device, compile, ucplan-cuda-check and run --check
 # and writes OUT/report.md and OUT/report.json. A GPU is required (UCPLAN_REQUIRE_GPU=1): any
 # step that fails or prints SKIP fails the validation, loudly, with exit code 1.
 # Usage: scripts/gpu-validate.sh OUT [NETWORK (default resnet20)] [BATCH (default 64)]
@@ -161,6 +162,24 @@ step profile-modern 300 "$bin/ucplan" profile "$modern" --batch 16 --device "$de
 step compile-modern 120 compile_both "$modern" "$mprofile" "$mkeep" "$mtight"
 gpu_step cuda-check-modern 300 "$bin/ucplan-cuda-check" --require-device "$mkeep" "$mtight"
 step run-check-modern 120 "$bin/ucplan" run "$mtight" --device "$device" --check --iterations 1
+# Precisions (issue 15): bf16 and fp16 profiles measured on the device, plans replayed there against
+# the CPU's exact emulation.
+export precision_device=$device
+compile_precisions() {
+  local p
+  for p in bf16 fp16; do
+    "$bin/ucplan" profile "$net" --batch "$batch" --device "$precision_device" --sizes undivided --repeat 1 \
+      --precision "$p" \
+      -o "$out/profile-$net-b$batch-$p.json" || return 1
+    "$bin/ucplan" compile "$net" --profile "$out/profile-$net-b$batch-$p.json" --precision "$p" --budget 64GiB \
+      -o "$out/plan-$net-b$batch-$p.json" || return 1
+  done
+}
+step compile-precisions 120 compile_precisions
+gpu_step cuda-check-precisions 300 "$bin/ucplan-cuda-check" --require-device "$out/plan-$net-b$batch-bf16.json" \
+  "$out/plan-$net-b$batch-fp16.json"
+step run-check-bf16 120 "$bin/ucplan" run "$out/plan-$net-b$batch-bf16.json" --device "$device" --check --iterations 1
+step run-check-fp16 120 "$bin/ucplan" run "$out/plan-$net-b$batch-fp16.json" --device "$device" --check --iterations 1
 total=$(( $(date +%s) - start ))
 
 # The report: markdown for people, JSON for programs.

@@ -19,6 +19,10 @@ profile resnet20 64 k40 powerOfTwo
 profile vgg16 256 k40 powerOfTwo
 profile alexnet 256 p100 powerOfTwo
 profile resnet50 128 h100 powerOfTwo
+# Precisions (issue 15): ResNet-20 in bf16 on the H100 model (activations at 2 bytes); small, since
+# the GPU bundle carries plans/ and profiles/ within 64 MiB.
+"$ucplan" profile resnet20 --batch 64 --device model:h100 --sizes powerOfTwo --precision bf16 \
+  -o profiles/model/resnet20-b64-h100-bf16.json >/dev/null
 
 compile() {  # output network profile budget [options...]
   local out=$1 net=$2 prof=$3 budget=$4
@@ -33,6 +37,8 @@ compile vgg16-b256-k40-12gib-vdnn-all vgg16 profiles/model/vgg16-b256-k40.json 1
 compile alexnet-b256-p100-4gib-wd120mib alexnet profiles/model/alexnet-b256-p100.json 4GiB --workspace wd:120MiB
 # ResNet-50 on an H100 at about 60 % of its 10.3 GiB liveness peak (batch-norm: not split).
 compile resnet50-b128-h100-6gib resnet50 profiles/model/resnet50-b128-h100.json 6GiB
+# bf16 at about a third of its 51.5 MiB liveness peak: offload or recomputation still needed.
+compile resnet20-b64-h100-bf16-16mib resnet20 profiles/model/resnet20-b64-h100-bf16.json 16MiB --precision bf16
 # ResNet-20 (CIFAR) on the K40 model at a tight budget.
 compile resnet20-b64-k40-24mib resnet20 profiles/model/resnet20-b64-k40.json 24MiB
 # Measured on a CPU: small enough to replay with --check in CI.

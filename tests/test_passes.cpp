@@ -116,6 +116,18 @@ TEST_SUITE("memory planner") {
     }
   }
 
+  TEST_CASE("a task retried after defragmentation leaves no unused buffer (tests/data/regression)") {
+    const std::string dir = std::string(UCPLAN_SOURCE_DIR) + "/tests/data/regression/";
+    const Network net = load_network(dir + "concat.json");
+    const Profile prof = load_profile(dir + "concat-b8-unused-dY.profile.json");
+    for (std::int64_t budget : {175436, 323996, 325977}) {
+      CAPTURE(budget);
+      const Plan p = make_plan(input_for(net, prof, budget)).plan;  // verified inside: no unused buffer
+      CHECK(find_plan_error(p) == "");
+      for (const PlanBuffer& b : p.buffers) CHECK(b.first_step >= 0);
+    }
+  }
+
   TEST_CASE("a budget below the lower bound is refused, stating the bound") {
     const Network net = parse_network_text(kChain, "test");
     const Profile prof = model_profile(net, 8);

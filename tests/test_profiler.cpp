@@ -241,8 +241,8 @@ double reduction_bound(const GraphLayer& l, const std::string& algo) {
 TEST_SUITE("model_device") {
   using namespace model_device_test;
 
-  TEST_CASE("the five model devices and their datasheet numbers") {
-    CHECK(model_device_names() == std::vector<std::string>{"k40", "p100", "v100", "h100", "h200"});
+  TEST_CASE("the six model devices and their datasheet numbers") {
+    CHECK(model_device_names() == std::vector<std::string>{"k40", "p100", "v100", "a100", "h100", "h200"});
     REQUIRE(find_model_device("k40") != nullptr);
     CHECK(find_model_device("model:k40") == find_model_device("k40"));
     CHECK(find_model_device("k80") == nullptr);
@@ -253,6 +253,13 @@ TEST_SUITE("model_device") {
     CHECK(find_model_device("p100")->mem_bandwidth == doctest::Approx(732e9));
     CHECK(find_model_device("v100")->fp32_flops == doctest::Approx(15.7e12));
     CHECK(find_model_device("h200")->mem_bandwidth == doctest::Approx(4.8e12));
+    // Dense tensor-core rates (issue 15): V100 fp16 only; A100 and Hopper tf32, bf16, fp16.
+    CHECK(find_model_device("v100")->fp16_tensor_flops == doctest::Approx(125e12));
+    CHECK(find_model_device("v100")->bf16_tensor_flops == 0);
+    CHECK(find_model_device("a100")->tf32_tensor_flops == doctest::Approx(156e12));
+    CHECK(find_model_device("a100")->bf16_tensor_flops == doctest::Approx(312e12));
+    CHECK(find_model_device("h100")->bf16_tensor_flops == doctest::Approx(989.4e12));
+    CHECK(find_model_device("k40")->fp16_tensor_flops == 0);
     for (const auto& name : model_device_names()) {
       CAPTURE(name);
       auto r = make_model_runner(name);
@@ -275,7 +282,8 @@ TEST_SUITE("model_device") {
     } catch (const UserError& e) {
       CHECK(e.where() == "--device");
       CHECK(std::string(e.what()).find("tpu-v2") != std::string::npos);
-      CHECK(e.reason().find("model:k40, model:p100, model:v100, model:h100, model:h200") != std::string::npos);
+      CHECK(e.reason().find("model:k40, model:p100, model:v100, model:a100, model:h100, model:h200") !=
+            std::string::npos);
     }
   }
 

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -30,6 +31,7 @@
 #include "executor/cuda/kernels_cuda.h"
 #include "executor/cuda/modern_kernels.h"
 #include "executor/cuda/nvml.h"
+#include "executor/cuda/small_kernels.h"
 #include "executor/substitute.h"
 #include "planner/model/errors.h"
 
@@ -154,7 +156,7 @@ void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, StepOp op, const L
       if (fwd)
         cuda::softmax_loss_forward(c, n, k, a.x[0], a.labels, a.y, loss);
       else
-        cuda::softmax_loss_backward(c, n, k, a.y, a.labels, 1.0 / static_cast<double>(a.total_batch), a.dx[0],
+        cuda::softmax_loss_backward(c, n, k, a.y, a.labels, a.loss_scale / static_cast<double>(a.total_batch), a.dx[0],
                                     a.dx_accumulate[0]);
       break;
     }
@@ -245,10 +247,21 @@ class CudaBackend : public Backend {
         used_before_(used_before),
         device_(index),
         free_before_(free_device_bytes()),
-        ctx_(compute_.get(), /*allow_tf32=*/false),
-        loss_(sizeof(double)) {
-    description_ =
-        fmt::format("cuda:{} ({}, cuDNN {}, no TF32)", index_, device_.name(), cuda::library_versions().cudnn);
+        ctx_(compute_.get(), /*allow_tf32=*/g.precision == Precision::TF32,
+             storage_of(g.precision) == Storage::BF16  ? cuda::DataType::BFloat16
+             : storage_of(g.precision) == Storage::F16 ? cuda::DataType::Half
+                                                       : cuda::DataType::Float,
+             /*tensor_op_math=*/g.precision != Precision::PseudoFP16),
+        loss_(sizeof(double)),
+        half_(low_precision_storage(g.precision)),
+        half_kind_(storage_of(g.precision) == Storage::BF16 ? 0 : 1) {
+    description_ = fmt::format(
+        "cuda:{} ({}, cuDNN {}, {})", index_, device_.name(), cuda::library_versions().cudnn,
+        g.precision == Precision::TF32 ? "TF32 tensor-op math"
+        : half_
+            ? fmt::format("{}: conv and fc native (FP32 compute{}), other layers FP32 on converted operands",
+                          precision_name(g.precision), g.precision == Precision::PseudoFP16 ? "" : ", tensor-op math")
+            : std::string("no TF32"));
     note_memory_held();
   }
 
@@ -545,11 +558,129 @@ class CudaBackend : public Backend {
     a.total_batch = ctx.total_batch;
     a.seed = ctx.seed;
     a.lr = ctx.lr;
-    if (!s.config.empty() && s.op != StepOp::Update) {
-      run_conv(s, l, a);
-    } else {
-      run_layer_op_cuda(ctx_, l, s.op, a, loss_.as<double>());
+    a.loss_scale = ctx.loss_scale;
+    auto op = [&](const LayerArgs& b) {
+      if (!s.config.empty() && s.op != StepOp::Update)
+        run_conv(s, l, b);
+      else
+        run_layer_op_cuda(ctx_, l, s.op, b, loss_.as<double>());
+    };
+    if (half_ && s.op != StepOp::Update && l.type() == LayerType::Conv)
+      run_conv_half(s, l, a);
+    else if (half_ && s.op != StepOp::Update && l.type() == LayerType::Fc)
+      run_fc_half(l, s.op, a);
+    else if (half_)
+      run_widened(l, s.op, a, op);
+    else
+      op(a);
+  }
+
+  // bf16 / fp16 convolutions natively: cuDNN on the 16-bit tensors with a FLOAT compute type
+  // (the context's descriptors), weights and bias from their 16-bit copy after the FP32 master
+  // (graph.h), micro-batches on byte offsets along N. Backward-filter writes each micro-batch's
+  // filter (and bias) gradient in 16 bits (cuDNN wants the filter's type) into scratch, which is
+  // then added into the FP32 weight gradient, so micro-batches and rounds accumulate in FP32.
+  void run_conv_half(const ResolvedStep& s, const GraphLayer& l, const LayerArgs& a) {
+    const ConvConfig& c = conv_config(s, l, a.n);
+    const auto ws = static_cast<std::size_t>(s.workspace < 0 ? 0 : s.workspace_bytes);
+    const std::int64_t in_bytes = in_elems(l, 0) * 2, out_bytes = out_elems(l) * 2, params = l.params();
+    auto at = [](const void* p, std::int64_t bytes) {
+      return reinterpret_cast<float*>(const_cast<char*>(static_cast<const char*>(p)) + bytes);
+    };
+    const float* w16 = a.w ? at(a.w, params * 4) : nullptr;  // the copy, after the FP32 master
+    const float* bias16 = w16 && l.bias_elems ? at(w16, l.weight_elems * 2) : nullptr;
+    float* dw16 = c.op == cuda::ConvOp::BackwardFilter ? scratch(0, (params + 1) / 2) : nullptr;
+    std::int64_t done = 0;
+    for (const cuda::MicroConfig& m : c.micro) {
+      const cuda::ConvDims d = conv_dims(l, m.batch);
+      switch (c.op) {
+        case cuda::ConvOp::Forward:
+          cuda::conv_forward(ctx_, d, m.algo, at(a.x.at(0), done * in_bytes), w16, bias16, at(a.y, done * out_bytes),
+                             a.workspace, ws);
+          break;
+        case cuda::ConvOp::BackwardData:
+          cuda::conv_backward_data(ctx_, d, m.algo, at(a.dy, done * out_bytes), w16, at(a.dx.at(0), done * in_bytes),
+                                   a.dx_accumulate.at(0) != 0, a.workspace, ws);
+          break;
+        case cuda::ConvOp::BackwardFilter:
+          UCPLAN_CUDA(cudaMemsetAsync(dw16, 0, static_cast<std::size_t>(params) * 2, compute_.get()));
+          cuda::conv_backward_filter(ctx_, d, m.algo, at(a.x.at(0), done * in_bytes), at(a.dy, done * out_bytes), dw16,
+                                     l.bias_elems ? at(dw16, l.weight_elems * 2) : nullptr, a.workspace, ws);
+          cuda::detail::launch_accumulate_widened(compute_.get(), half_kind_, params, dw16, a.dw);
+          break;
+      }
+      done += m.batch;
     }
+  }
+
+  // fc natively: cublasGemmEx on the 16-bit tensors and weight copy with FP32 compute; the weight
+  // and bias gradients are written in FP32 directly.
+  void run_fc_half(const GraphLayer& l, StepOp op, const LayerArgs& a) {
+    const cuda::FcDims d{a.n, in_elems(l, 0), l.spec.fc.out_features, l.spec.fc.bias};
+    const float* w16 = a.w ? reinterpret_cast<const float*>(reinterpret_cast<const char*>(a.w + l.params())) : nullptr;
+    const float* bias16 = w16 && l.bias_elems
+                              ? reinterpret_cast<const float*>(reinterpret_cast<const char*>(w16) + l.weight_elems * 2)
+                              : nullptr;
+    if (op == StepOp::Forward || op == StepOp::Recompute)
+      cuda::fc_forward(ctx_, d, a.x[0], w16, bias16, a.y);
+    else if (op == StepOp::BackwardData)
+      cuda::fc_backward_data(ctx_, d, a.dy, w16, a.dx[0], a.dx_accumulate[0]);
+    else
+      cuda::fc_backward_filter(ctx_, d, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr);
+  }
+
+  // bf16 / fp16 storage (planner/model/precision.h): the arena holds 16-bit activations and
+  // gradients, and conv and fc weights carry their 16-bit copy after the FP32 master (graph.h).
+  // The FP32 kernels run on FP32 copies in device scratch: the 16-bit operands widened exactly,
+  // conv and fc weights from their copy, and what the op writes rounded to nearest even into the
+  // arena (the CPU backend's emulation, cpu_ops.h run_emulated, step for step). The scratch is
+  // outside the arena. Conv and fc do not come here: they run natively (run_conv_half, run_fc_half).
+  void run_widened(const GraphLayer& l, StepOp op, const LayerArgs& a,
+                   const std::function<void(const LayerArgs&)>& run) {
+    const cudaStream_t st = compute_.get();
+    const bool gemm_layer = l.type() == LayerType::Conv || l.type() == LayerType::Fc;
+    const std::int64_t params = l.params();
+    if (op == StepOp::Update) {
+      run(a);
+      if (gemm_layer) cuda::detail::launch_narrow(st, half_kind_, params, a.w, const_cast<float*>(a.w) + params);
+      return;
+    }
+    const bool fwd = op == StepOp::Forward || op == StepOp::Recompute;
+    const std::int64_t n = a.n, out = out_elems(l) * n;
+    std::size_t slot = 0;
+    auto widen = [&](const float* src, std::int64_t count) {
+      float* d = scratch(slot++, count);
+      cuda::detail::launch_widen(st, half_kind_, count, src, d);
+      return d;
+    };
+    LayerArgs b = a;
+    for (std::size_t i = 0; i < a.x.size(); ++i)
+      if (a.x[i]) b.x[i] = widen(a.x[i], in_elems(l, i) * n);
+    if (a.dy) b.dy = widen(a.dy, out);
+    const bool y_fp32 = l.type() == LayerType::SoftmaxLoss;
+    if (a.y && !y_fp32) b.y = fwd ? scratch(slot++, out) : widen(a.y, out);
+    for (std::size_t i = 0; i < a.dx.size(); ++i)
+      if (a.dx[i]) {
+        const std::int64_t count = in_elems(l, i) * n;
+        b.dx[i] = a.dx_accumulate[i] ? widen(a.dx[i], count) : scratch(slot++, count);
+      }
+    if (a.w && gemm_layer) b.w = widen(a.w + params, params);
+    run(b);
+    if (fwd && a.y && !y_fp32) cuda::detail::launch_narrow(st, half_kind_, out, b.y, a.y);
+    if (!fwd)
+      for (std::size_t i = 0; i < a.dx.size(); ++i)
+        if (a.dx[i]) cuda::detail::launch_narrow(st, half_kind_, in_elems(l, i) * n, b.dx[i], a.dx[i]);
+  }
+
+  // Device scratch slot `i` of at least `count` floats (growing it synchronizes: warm-up only).
+  float* scratch(std::size_t i, std::int64_t count) {
+    if (scratch_.size() <= i) scratch_.resize(i + 1);
+    const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(float);
+    if (scratch_[i].bytes() < bytes) {
+      synchronize_all();
+      scratch_[i] = cuda::DeviceBuffer(bytes);
+    }
+    return scratch_[i].as<float>();
   }
 
   void run_conv(const ResolvedStep& s, const GraphLayer& l, const LayerArgs& a) {
@@ -641,6 +772,9 @@ class CudaBackend : public Backend {
   cuda::Stream compute_, h2d_, d2h_;
   cuda::Context ctx_;        // cuDNN + cuBLAS handles on the compute stream, no TF32
   cuda::DeviceBuffer loss_;  // the softmax loss (one double), kept on the device
+  const bool half_;          // bf16 / fp16 storage: run_widened
+  const int half_kind_;      // launch_widen's kind: 0 bfloat16, 1 half
+  std::vector<cuda::DeviceBuffer> scratch_;
   cuda::Event begin_;
   std::string description_;
   std::vector<Slot> slots_;    // event pairs, reused from one begin() to the next

@@ -45,11 +45,19 @@ using PoolDesc = Desc<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cu
 using ActDesc = Desc<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
 using LrnDesc = Desc<cudnnLRNDescriptor_t, cudnnCreateLRNDescriptor, cudnnDestroyLRNDescriptor>;
 
-// A packed NCHW float tensor. The whole tensor must fit cuDNN's int strides.
-void set_tensor(const TensorDesc& t, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+// A packed NCHW tensor (float unless said otherwise). The whole tensor must fit cuDNN's int strides.
+void set_tensor(const TensorDesc& t, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
+                cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   to_int(n * c * h * w, "tensor elements");
-  UCPLAN_CUDA(cudnnSetTensor4dDescriptor(t.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(n, "n"), to_int(c, "c"),
+  UCPLAN_CUDA(cudnnSetTensor4dDescriptor(t.get(), CUDNN_TENSOR_NCHW, type, to_int(n, "n"), to_int(c, "c"),
                                          to_int(h, "h"), to_int(w, "w")));
+}
+
+cudnnDataType_t cudnn_type(DataType t) {
+  return t == DataType::Half ? CUDNN_DATA_HALF : t == DataType::BFloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+cudaDataType_t cublas_type(DataType t) {
+  return t == DataType::Half ? CUDA_R_16F : t == DataType::BFloat16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
 using ConvKey = std::array<std::int64_t, 14>;
@@ -78,7 +86,7 @@ struct PoolEntry {
 
 struct Context::Cache {
   std::map<ConvKey, ConvEntry> conv;
-  std::map<std::array<std::int64_t, 4>, TensorDesc> tensors;
+  std::map<std::array<std::int64_t, 5>, TensorDesc> tensors;  // n, c, h, w, cudnnDataType_t
   std::map<PoolKey, PoolEntry> pool;
   std::map<std::tuple<std::int64_t, double, double, double>, LrnDesc> lrn;
   std::optional<ActDesc> relu;
@@ -86,13 +94,14 @@ struct Context::Cache {
 
 namespace {
 
-const TensorDesc& tensor(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+const TensorDesc& tensor(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
+                         cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   auto& m = ctx.cache().tensors;
-  std::array<std::int64_t, 4> key{n, c, h, w};
+  std::array<std::int64_t, 5> key{n, c, h, w, static_cast<std::int64_t>(type)};
   auto it = m.find(key);
   if (it != m.end()) return it->second;
   TensorDesc t;
-  set_tensor(t, n, c, h, w);
+  set_tensor(t, n, c, h, w, type);
   return m.emplace(key, std::move(t)).first->second;
 }
 
@@ -108,11 +117,13 @@ ConvEntry& conv_entry(Context& ctx, const ConvDims& d) {
   const std::int64_t ho = conv_out_h(d), wo = conv_out_w(d);
   if (ho < 1 || wo < 1) throw_error(fmt::format("conv: the kernel does not fit the input {}x{}", d.h, d.w));
   ConvEntry e;
-  set_tensor(e.x, d.n, d.c, d.h, d.w);
-  set_tensor(e.y, d.n, d.k, ho, wo);
-  set_tensor(e.bias, 1, d.k, 1, 1);
+  // The context's data type; the compute type is FLOAT at every precision (PSEUDO_HALF for 16-bit).
+  const cudnnDataType_t type = cudnn_type(ctx.data_type());
+  set_tensor(e.x, d.n, d.c, d.h, d.w, type);
+  set_tensor(e.y, d.n, d.k, ho, wo, type);
+  set_tensor(e.bias, 1, d.k, 1, 1, type);
   to_int(d.k * (d.c / d.groups) * d.kh * d.kw, "filter elements");
-  UCPLAN_CUDA(cudnnSetFilter4dDescriptor(e.w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(d.k, "k"),
+  UCPLAN_CUDA(cudnnSetFilter4dDescriptor(e.w.get(), type, CUDNN_TENSOR_NCHW, to_int(d.k, "k"),
                                          to_int(d.c / d.groups, "c/groups"), to_int(d.kh, "kh"), to_int(d.kw, "kw")));
   UCPLAN_CUDA(cudnnSetConvolution2dDescriptor(
       e.conv.get(), to_int(d.ph, "pad h"), to_int(d.pw, "pad w"), to_int(d.sh, "stride h"), to_int(d.sw, "stride w"),
@@ -120,7 +131,13 @@ ConvEntry& conv_entry(Context& ctx, const ConvDims& d) {
   UCPLAN_CUDA(cudnnSetConvolutionGroupCount(e.conv.get(), to_int(d.groups, "groups")));
   // CUDNN_DEFAULT_MATH lets cuDNN run FP32 convolutions as TF32 on Ampere and later; FMA_MATH
   // keeps them in FP32 so they agree with the CPU reference within FP32 rounding.
-  UCPLAN_CUDA(cudnnSetConvolutionMathType(e.conv.get(), ctx.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  // 16-bit data: tensor cores (fp16, bf16), or whatever cuDNN offers for half data with FP32
+  // compute (pseudo-fp16, mu-cuDNN's PSEUDO_HALF).
+  const cudnnMathType_t math = ctx.data_type() != DataType::Float
+                                   ? (ctx.tensor_op_math() ? CUDNN_TENSOR_OP_MATH : CUDNN_DEFAULT_MATH)
+                               : ctx.allow_tf32() ? CUDNN_DEFAULT_MATH
+                                                  : CUDNN_FMA_MATH;
+  UCPLAN_CUDA(cudnnSetConvolutionMathType(e.conv.get(), math));
   // Our output size formula must be cuDNN's, or every descriptor below would be inconsistent.
   int n = 0, c = 0, h = 0, w = 0;
   UCPLAN_CUDA(cudnnGetConvolution2dForwardOutputDim(e.conv.get(), e.x.get(), e.w.get(), &n, &c, &h, &w));
@@ -281,8 +298,12 @@ std::int64_t conv_out_w(const ConvDims& d) { return (d.w + 2 * d.pw - (d.dw * (d
 
 // ---- Context ----
 
-Context::Context(cudaStream_t stream, bool allow_tf32)
-    : stream_(stream), allow_tf32_(allow_tf32), cache_(std::make_unique<Cache>()) {
+Context::Context(cudaStream_t stream, bool allow_tf32, DataType data, bool tensor_op_math)
+    : stream_(stream),
+      allow_tf32_(allow_tf32),
+      data_(data),
+      tensor_op_math_(tensor_op_math),
+      cache_(std::make_unique<Cache>()) {
   cudnn_.set_stream(stream);
   cublas_.set_stream(stream);
   // cuBLAS's default math keeps FP32 sgemm in FP32; TF32 only when asked for.
@@ -416,7 +437,8 @@ namespace {
 // tensor-op math (TF32 for FP32 data), so a TF32 result never stands for an FP32 measurement.
 // FMA and DEFAULT are both kept: cuDNN may report a plain FP32 kernel either way.
 bool wanted_math(const Context& ctx, cudnnMathType_t m) {
-  return ctx.allow_tf32() || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+  return ctx.allow_tf32() || ctx.data_type() != DataType::Float ||
+         (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
 
 // Perf results of one op, Find (runs every algorithm) or Get_v7 (heuristics only), with
@@ -733,13 +755,27 @@ void lrn_backward(Context& ctx, const LrnDims& d, const float* x, const float* y
 //   backward-data    dX' = W' dY'        sgemm(N, N, m=in,  n=N,   k=out)
 //   backward-filter  dW' += X' dY'^T     sgemm(N, T, m=in,  n=out, k=N), beta = 1
 
+// 16-bit data (a context's DataType): cublasGemmEx with 16-bit A and B, FP32 compute
+// (CUBLAS_COMPUTE_32F), C in `c_type`; alpha and beta are floats.
+void gemm_ex(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda,
+             const void* b, int ldb, const float* beta, void* c, cudaDataType_t c_type, int ldc) {
+  const cudaDataType_t t = cublas_type(ctx.data_type());
+  UCPLAN_CUDA(cublasGemmEx(ctx.cublas(), ta, tb, m, n, k, &kOne, a, t, lda, b, t, ldb, beta, c, c_type, ldc,
+                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 void fc_forward(Context& ctx, const FcDims& d, const float* x, const float* w, const float* bias, float* y) {
   if (d.n == 0) return;
   const int n = to_int(d.n, "fc n"), in = to_int(d.in, "fc in"), out = to_int(d.out, "fc out");
-  UCPLAN_CUDA(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &kOne, w, in, x, in, &kZero, y, out));
+  const bool half = ctx.data_type() != DataType::Float;
+  if (half)
+    gemm_ex(ctx, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, &kZero, y, cublas_type(ctx.data_type()), out);
+  else
+    UCPLAN_CUDA(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &kOne, w, in, x, in, &kZero, y, out));
   if (d.bias) {
-    const TensorDesc& b = tensor(ctx, 1, d.out, 1, 1);
-    const TensorDesc& t = tensor(ctx, d.n, d.out, 1, 1);
+    const cudnnDataType_t type = cudnn_type(ctx.data_type());
+    const TensorDesc& b = tensor(ctx, 1, d.out, 1, 1, type);
+    const TensorDesc& t = tensor(ctx, d.n, d.out, 1, 1, type);
     UCPLAN_CUDA(cudnnAddTensor(ctx.cudnn(), &kOne, b.get(), bias, &kOne, t.get(), y));
   }
 }
@@ -747,13 +783,30 @@ void fc_forward(Context& ctx, const FcDims& d, const float* x, const float* w, c
 void fc_backward_data(Context& ctx, const FcDims& d, const float* dy, const float* w, float* dx, bool accumulate) {
   if (d.n == 0) return;
   const int n = to_int(d.n, "fc n"), in = to_int(d.in, "fc in"), out = to_int(d.out, "fc out");
-  UCPLAN_CUDA(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &kOne, w, in, dy, out,
-                          beta_of(accumulate), dx, in));
+  if (ctx.data_type() != DataType::Float)
+    gemm_ex(ctx, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, w, in, dy, out, beta_of(accumulate), dx,
+            cublas_type(ctx.data_type()), in);
+  else
+    UCPLAN_CUDA(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &kOne, w, in, dy, out,
+                            beta_of(accumulate), dx, in));
 }
 
 void fc_backward_filter(Context& ctx, const FcDims& d, const float* x, const float* dy, float* dw, float* dbias) {
   if (d.n == 0) return;
   const int n = to_int(d.n, "fc n"), in = to_int(d.in, "fc in"), out = to_int(d.out, "fc out");
+  if (ctx.data_type() != DataType::Float) {
+    // dW' += X' dY'^T with 16-bit X and dY into the FP32 gradient; dbias += dY' ones(N) likewise.
+    gemm_ex(ctx, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, x, in, dy, out, &kOne, dw, CUDA_R_32F, in);
+    if (d.bias && dbias) {
+      // The ones: N floats of 1 narrowed to the data type, in the context's scratch.
+      auto* ones32 = static_cast<float*>(ctx.scratch(static_cast<std::size_t>(d.n) * 6));
+      void* ones16 = ones32 + d.n;
+      detail::launch_fill_uniform(ctx.stream(), d.n, 0, 1.0f, 1.0f, ones32);
+      detail::launch_narrow(ctx.stream(), ctx.data_type() == DataType::BFloat16 ? 0 : 1, d.n, ones32, ones16);
+      gemm_ex(ctx, CUBLAS_OP_N, CUBLAS_OP_N, out, 1, n, dy, out, ones16, n, &kOne, dbias, CUDA_R_32F, out);
+    }
+    return;
+  }
   UCPLAN_CUDA(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &kOne, x, in, dy, out, &kOne, dw, in));
   if (d.bias && dbias) {
     const TensorDesc& b = tensor(ctx, 1, d.out, 1, 1);

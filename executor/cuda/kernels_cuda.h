@@ -64,13 +64,24 @@ const char* conv_op_name(ConvOp op);  // "forward" | "backward_data" | "backward
 std::int64_t conv_out_h(const ConvDims& d);
 std::int64_t conv_out_w(const ConvDims& d);
 
+// Element type of the data a context's convolutions and fc read and write (precision.h storage):
+// FP32, or 16-bit with an FP32 compute type (cuDNN's PSEUDO_HALF configuration; cuBLAS GemmEx with
+// CUBLAS_COMPUTE_32F). In a 16-bit context, conv x, w, bias, y, dx, dy and conv dw, dbias point to
+// 16-bit elements (cuDNN requires the filter gradient in the data's type: callers accumulate it
+// into their FP32 gradient), and fc x, w, bias, y, dx, dy too, while fc dw and dbias stay FP32
+// (GemmEx writes them in FP32 directly). Every other op of the context stays FP32.
+enum class DataType { Float, Half, BFloat16 };
+
 // Handles bound to one stream, the math mode, and the descriptor cache: descriptors are made
 // once per op shape (dims + micro-batch size) and reused, so replaying a plan creates none after
 // its first step.
 class Context {
  public:
   // Creates cuDNN and cuBLAS handles on the current device, bound to `stream`.
-  explicit Context(cudaStream_t stream, bool allow_tf32 = false);
+  // tensor_op_math (16-bit data only): CUDNN_TENSOR_OP_MATH (fp16, bf16: true-half algorithms);
+  // false: CUDNN_DEFAULT_MATH (pseudo-fp16: cuDNN may also pick its FP32-compute kernels, FFT).
+  explicit Context(cudaStream_t stream, bool allow_tf32 = false, DataType data = DataType::Float,
+                   bool tensor_op_math = true);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -80,6 +91,8 @@ class Context {
   cudnnHandle_t cudnn() const { return cudnn_.get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
   bool allow_tf32() const { return allow_tf32_; }
+  DataType data_type() const { return data_; }
+  bool tensor_op_math() const { return tensor_op_math_; }
   // A device scratch buffer of at least `bytes`, owned by the context (grown on demand; growing
   // synchronizes the stream first). Used for the loss value; callers may use it for anything
   // that does not outlive their next Context call.
@@ -94,6 +107,8 @@ class Context {
   CublasHandle cublas_;
   cudaStream_t stream_;
   bool allow_tf32_;
+  DataType data_ = DataType::Float;
+  bool tensor_op_math_ = true;
   std::unique_ptr<Cache> cache_;
   DeviceBuffer scratch_;
 };

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "executor/cuda/cuda_check.h"
 
 namespace ucplan::cuda::detail {
@@ -129,6 +132,34 @@ __global__ void softmax_loss_backward_kernel(std::int64_t n, std::int64_t k, con
 
 __global__ void sgd_kernel(std::int64_t n, float lr, const float* dw, float* w) {
   UCPLAN_GRID_LOOP(i, n) w[i] = w[i] - __fmul_rn(lr, dw[i]);
+}
+
+__device__ float to_float(__half h) { return __half2float(h); }
+__device__ float to_float(__nv_bfloat16 h) { return __bfloat162float(h); }
+template <typename T>
+__device__ T from_float(float x);
+template <>
+__device__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+template <typename T>
+__global__ void widen_kernel(std::int64_t n, const T* src, float* dst) {
+  UCPLAN_GRID_LOOP(i, n) dst[i] = to_float(src[i]);
+}
+
+template <typename T>
+__global__ void narrow_kernel(std::int64_t n, const float* src, T* dst) {
+  UCPLAN_GRID_LOOP(i, n) dst[i] = from_float<T>(src[i]);
+}
+
+template <typename T>
+__global__ void accumulate_widened_kernel(std::int64_t n, const T* src, float* dst) {
+  UCPLAN_GRID_LOOP(i, n) dst[i] += to_float(src[i]);
 }
 
 __device__ std::uint64_t fill_hash(std::uint64_t seed, std::int64_t i) {
@@ -362,6 +393,33 @@ void launch_softmax_loss_backward(cudaStream_t s, std::int64_t n, std::int64_t k
 void launch_sgd(cudaStream_t s, std::int64_t n, float lr, const float* dw, float* w) {
   if (n <= 0) return;
   sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, lr, dw, w);
+  UCPLAN_CUDA(cudaGetLastError());
+}
+
+void launch_widen(cudaStream_t s, int kind, std::int64_t n, const void* src, float* dst) {
+  if (n <= 0) return;
+  if (kind == 0)
+    widen_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __nv_bfloat16*>(src), dst);
+  else
+    widen_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __half*>(src), dst);
+  UCPLAN_CUDA(cudaGetLastError());
+}
+
+void launch_narrow(cudaStream_t s, int kind, std::int64_t n, const float* src, void* dst) {
+  if (n <= 0) return;
+  if (kind == 0)
+    narrow_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, src, static_cast<__nv_bfloat16*>(dst));
+  else
+    narrow_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, src, static_cast<__half*>(dst));
+  UCPLAN_CUDA(cudaGetLastError());
+}
+
+void launch_accumulate_widened(cudaStream_t s, int kind, std::int64_t n, const void* src, float* dst) {
+  if (n <= 0) return;
+  if (kind == 0)
+    accumulate_widened_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __nv_bfloat16*>(src), dst);
+  else
+    accumulate_widened_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __half*>(src), dst);
   UCPLAN_CUDA(cudaGetLastError());
 }
 

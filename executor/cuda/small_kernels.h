@@ -74,6 +74,14 @@ void launch_softmax_loss_backward(cudaStream_t s, std::int64_t n, std::int64_t k
 // w -= lr * dw (no FMA contraction: the CPU's bits)
 void launch_sgd(cudaStream_t s, std::int64_t n, float lr, const float* dw, float* w);
 
+// 16-bit storage (planner/model/precision.h): kind 0 bfloat16, 1 half. widen: exact; narrow:
+// round to nearest even (__float2bfloat16_rn, __float2half_rn), as the CPU's executor/cpu/half.h.
+// The kernels are templates on the storage type (__nv_bfloat16, __half).
+void launch_widen(cudaStream_t s, int kind, std::int64_t n, const void* src, float* dst);
+void launch_narrow(cudaStream_t s, int kind, std::int64_t n, const float* src, void* dst);
+// dst[i] += widen(src[i]): a 16-bit gradient added into an FP32 one.
+void launch_accumulate_widened(cudaStream_t s, int kind, std::int64_t n, const void* src, float* dst);
+
 // p[i] = lo + (hi - lo) * u(seed, i), u uniform in [0, 1); labels[i] = uniform in [0, k).
 void launch_fill_uniform(cudaStream_t s, std::int64_t n, std::uint64_t seed, float lo, float hi, float* p);
 void launch_fill_labels(cudaStream_t s, std::int64_t n, std::uint64_t seed, std::int32_t k, std::int32_t* labels);

@@ -129,7 +129,7 @@ SettingResult choose(const Graph& g, const TaskGraph& tg, const CostTable& ct, c
 }
 
 int conv_only_report(const CompileOptions& o, const Network& net, const std::string& net_path, const Profile& prof) {
-  const Graph g = build_graph(net, net_path);
+  const Graph g = build_graph(net, net_path, prof.precision);
   const TaskGraph tg = build_tasks(g, construct_route(g));
   const std::int64_t batch = o.batch > 0 ? o.batch : prof.batch;
   std::vector<std::string> settings = o.workspace.empty() ? std::vector<std::string>{"dynamic"} : o.workspace;
@@ -276,6 +276,12 @@ int run_compile(const CompileOptions& o) {
   const std::string net_path = resolve_network_path(o.network);
   const Network net = load_network(net_path);
   const Profile prof = load_profile(o.profile);
+  const Precision precision = parse_precision_option(o.precision);
+  if (precision != prof.precision)
+    throw UserError(o.profile, "precision",
+                    fmt::format("the profile is at {}, --precision asks for {}: a plan needs a profile of its own "
+                                "precision (ucplan profile ... --precision {})",
+                                precision_name(prof.precision), precision_name(precision), precision_name(precision)));
   if (o.conv_only) return conv_only_report(o, net, net_path, prof);
   if (!o.pareto.empty()) throw UserError("", "--pareto", "only with --conv-only");
   if (o.workspace.size() > 1)
@@ -338,6 +344,8 @@ int run_compile(const CompileOptions& o) {
   in.micro_batches = o.micro_batches;
   in.dump_after = o.dump_after;
   in.solver = o.solver;
+  in.precision = precision;
+  in.loss_scale = o.loss_scale;
   if (!o.time_limit.empty()) {
     if (o.solver != "exact") throw UserError("", "--time-limit", "only with --solver exact");
     in.solver_time_limit_s = parse_time_limit(o.time_limit);

@@ -94,6 +94,7 @@ int run_frontier(const FrontierOptions& o) {
   in.profile = load_profile(o.profile);
   in.profile_path = o.profile;
   in.profile_sha256 = sha256_hex(read_bytes(o.profile));
+  in.precision = in.profile.precision;  // the frontier of the profile's precision
   in.batch = o.batch;
   in.strategy = o.strategy;
   in.sub_batch = o.sub_batch;

@@ -40,7 +40,7 @@ void write_steps_csv(const std::string& path, const Graph& g, const TaskGraph& t
 
 int run_inspect(const InspectOptions& o) {
   std::string path = resolve_network_path(o.network);
-  Graph g = build_graph(load_network(path), path);
+  Graph g = build_graph(load_network(path), path, parse_precision_option(o.precision));
   TaskGraph tg = build_tasks(g, construct_route(g));
   Liveness lv = compute_liveness(tg, o.batch);
   LowerBound lb = memory_lower_bound(tg, 1);
@@ -56,6 +56,7 @@ int run_inspect(const InspectOptions& o) {
     j["network"] = g.net.name;
     j["file"] = path;
     j["batch"] = o.batch;
+    if (g.precision != Precision::FP32) j["precision"] = precision_name(g.precision);
     OrderedJson layers = OrderedJson::array();
     for (int l : tg.route) {
       const auto& gl = g.layers[l];
@@ -91,6 +92,12 @@ int run_inspect(const InspectOptions& o) {
                format_bytes(g.out_bytes_per_sample(l) * o.batch)});
   }
   fmt::print("{} ({}), batch {}: layers in execution order (SuperNeurons Alg. 1)\n", g.net.name, path, o.batch);
+  if (g.precision != Precision::FP32)
+    fmt::print(
+        "precision {}: activations and their gradients {} ({} bytes), weights, their gradients and bn "
+        "statistics float32{}\n",
+        precision_name(g.precision), storage_name(storage_of(g.precision)), storage_bytes(storage_of(g.precision)),
+        low_precision_storage(g.precision) ? " (+ a copy of conv and fc weights in the storage type)" : "");
   fmt::print("{}", table.str());
   const Task& lbt = tg.tasks[lb.task];
   const Task& pk = tg.tasks[lv.steps[lv.peak_step]];

@@ -13,6 +13,13 @@
 
 namespace ucplan {
 
+Precision parse_precision_option(const std::string& text) {
+  Precision p;
+  if (!parse_precision(text, &p))
+    throw UserError("", "--precision", fmt::format("expected {}, got \"{}\"", precision_choices(), text));
+  return p;
+}
+
 int run_networks(const NetworksOptions& o) {
   namespace fs = std::filesystem;
   std::string zoo = zoo_directory();

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "planner/model/precision.h"
+
 namespace ucplan {
 
 struct NetworksOptions {
@@ -14,11 +16,15 @@ struct NetworksOptions {
 };
 int run_networks(const NetworksOptions& o);
 
+// --precision: a Precision, or a UserError naming the option.
+Precision parse_precision_option(const std::string& text);
+
 struct InspectOptions {
   std::string network;
   std::int64_t batch = 1;
   bool json = false;
   std::string csv_steps;  // file for per-step live bytes, "" for none
+  std::string precision = "fp32";
 };
 int run_inspect(const InspectOptions& o);
 
@@ -42,6 +48,8 @@ struct CompileOptions {
   bool verbose = false;            // the ucplan search's candidates
   std::string solver = "default";  // default | exact
   std::string time_limit;          // exact: "60s", "2min", "" for none
+  std::string precision = "fp32";  // must be the profile's
+  std::string loss_scale;          // "" for the precision's default
 };
 int run_compile(const CompileOptions& o);
 

@@ -84,6 +84,9 @@ int main(int argc, char** argv) {
   c_inspect->add_flag("--json", inspect.json, "print JSON instead of tables");
   c_inspect->add_option("--csv-steps", inspect.csv_steps,
                         "write per-step live bytes to FILE as CSV (step,phase,task,layer,live_bytes,live_tensors)");
+  c_inspect->add_option("--precision", inspect.precision,
+                        "fp32 (default) | tf32 | bf16 | fp16 | pseudo-fp16: bytes of every tensor follow its type "
+                        "(bf16, fp16: activations and their gradients at 2 bytes)");
 
   ucplan::CompileOptions compile;
   auto* c_compile = app.add_subcommand("compile", "make a plan for a network, a profile and a memory budget");
@@ -135,6 +138,12 @@ int main(int argc, char** argv) {
   c_compile->add_option("--time-limit", compile.time_limit,
                         "with --solver exact: CBC's wall-clock limit, e.g. 60s or 2min (default: none, solve to "
                         "optimality); a plan made within a limit CBC reached may not be reproducible");
+  c_compile->add_option("--precision", compile.precision,
+                        "fp32 (default) | tf32 | bf16 | fp16 | pseudo-fp16; must be the profile's (ucplan profile "
+                        "--precision)");
+  c_compile->add_option("--loss-scale", compile.loss_scale,
+                        "none | static:S | dynamic (PyTorch GradScaler: skip a step with inf/NaN gradients and halve "
+                        "the scale); default: dynamic at fp16 and pseudo-fp16, none otherwise");
 
   ucplan::CheckOptions check;
   auto* c_check = app.add_subcommand("check", "verify plans (independent re-simulation); exit 1 if any is invalid");

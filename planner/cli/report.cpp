@@ -83,6 +83,10 @@ std::string plan_summary(const Plan& p) {
   out += fmt::format("  times         predicted from {} costs ({})\n",
                      p.profile_source == "measured" ? "measured" : "MODELLED",
                      p.profile_source == "measured" ? p.device : p.profile_source);
+  if (p.precision != Precision::FP32)
+    out += fmt::format(
+        "  precision     {}: activations and gradients {}, {} math with FP32 accumulation; loss scale {}\n",
+        precision_name(p.precision), storage_name(storage_of(p.precision)), math_name(p.precision), p.loss_scale);
   double overhead =
       s.ideal_ns > 0 ? static_cast<double>(s.predicted_ns - s.ideal_ns) / static_cast<double>(s.ideal_ns) : 0;
   out += fmt::format("  iteration     {} predicted; ideal {} (unlimited memory, fastest configurations): overhead {}\n",

@@ -37,6 +37,30 @@ bool Graph::has_batch_norm() const {
   return false;
 }
 
+Storage Graph::activation_storage(int layer) const {
+  return layers[layer].type() == LayerType::SoftmaxLoss ? Storage::F32 : storage_of(precision);
+}
+
+Storage Graph::gradient_storage(int) const { return storage_of(precision); }
+
+std::int64_t Graph::out_bytes_per_sample(int layer) const {
+  return layers[layer].out.elems() * storage_bytes(activation_storage(layer));
+}
+
+std::int64_t Graph::gradient_bytes_per_sample(int layer) const {
+  return layers[layer].out.elems() * storage_bytes(gradient_storage(layer));
+}
+
+std::int64_t Graph::weight_copy_bytes(int layer) const {
+  const LayerType t = layers[layer].type();
+  if ((t != LayerType::Conv && t != LayerType::Fc) || !low_precision_storage(precision)) return 0;
+  return layers[layer].params() * storage_bytes(storage_of(precision));
+}
+
+std::int64_t Graph::weight_bytes(int layer) const {
+  return layers[layer].params() * dtype_bytes + weight_copy_bytes(layer);
+}
+
 std::int64_t Graph::conv_count() const {
   std::int64_t n = 0;
   for (const auto& l : layers) n += l.type() == LayerType::Conv;
@@ -302,9 +326,10 @@ class ShapeInference {
 
 }  // namespace
 
-Graph build_graph(const Network& net, const std::string& file) {
+Graph build_graph(const Network& net, const std::string& file, Precision precision) {
   Graph g;
   g.file = file;
+  g.precision = precision;
   g.net = net;
   g.dtype_bytes = dtype_bytes(net.dtype);
   GraphLayer input;
@@ -424,7 +449,7 @@ std::string layer_signature(const Graph& g, int layer) {
   }
   std::string sig = fmt::format("{} {}", layer_type_name(l.type()), in);
   if (!params.empty()) sig += " " + params;
-  return sig + " " + dtype_name(g.net.dtype);
+  return sig + " " + signature_dtype(g.precision);
 }
 
 }  // namespace ucplan

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "planner/model/network.h"
+#include "planner/model/precision.h"
 
 namespace ucplan {
 
@@ -49,17 +50,29 @@ struct Graph {
   Network net;
   std::vector<GraphLayer> layers;  // [0] is the input; then the file's layers in file order
   std::vector<int> topo_order;     // a topological order of all layers, input first
-  int dtype_bytes = 4;
+  int dtype_bytes = 4;             // of an FP32 element: master weights, their gradients, statistics
+  Precision precision = Precision::FP32;
 
   int index_of(const std::string& name) const;  // -1 when absent
   std::int64_t total_params() const;
-  std::int64_t out_bytes_per_sample(int layer) const { return layers[layer].out.elems() * dtype_bytes; }
+  // Element types, in one place (precision.h): a layer's output Y_l and its gradient dY_l are in
+  // the precision's storage type, except the loss's output (probabilities), which stays FP32 as
+  // in autocast; weights, weight gradients, bn statistics and labels are FP32 / int32.
+  Storage activation_storage(int layer) const;
+  Storage gradient_storage(int layer) const;
+  std::int64_t out_bytes_per_sample(int layer) const;       // Y_l per sample
+  std::int64_t gradient_bytes_per_sample(int layer) const;  // dY_l per sample
+  // The weight tensor W_l: FP32 master weights (+ bias), followed for conv and fc at a
+  // low-precision storage by their copy in the storage type, which forward and backward-data
+  // read and every update refreshes (what autocast's weight cast cache holds).
+  std::int64_t weight_bytes(int layer) const;
+  std::int64_t weight_copy_bytes(int layer) const;  // the copy's part of weight_bytes
   bool has_loss() const;
   bool has_batch_norm() const;
   std::int64_t conv_count() const;
 };
 
-Graph build_graph(const Network& net, const std::string& file_for_errors);
+Graph build_graph(const Network& net, const std::string& file_for_errors, Precision precision = Precision::FP32);
 
 // A layer's cost signature: type + input shapes + params + dtype, so repeated layers (ResNet's
 // identical blocks) are measured once. Batch size is not part of it.

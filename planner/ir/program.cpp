@@ -41,7 +41,7 @@ std::vector<int> plan_route(const Plan& plan, const Graph& g, std::string* error
 
 Program derive_program(const Plan& plan, std::string* error) {
   Program p;
-  p.graph = build_graph(plan.network, "the plan's network");
+  p.graph = build_graph(plan.network, "the plan's network", plan.precision);
   const std::vector<int> route = plan_route(plan, p.graph, error);
   if (error->empty()) p.tasks = build_tasks(p.graph, route);
   return p;

@@ -129,21 +129,20 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
     for (int in : gl.inputs) useful = useful || (in != 0 && need_dy[in]);
     need_dy[l] = useful;
   }
-  const std::int64_t db = g.dtype_bytes;
   for (int l : route) {
     const GraphLayer& gl = g.layers[l];
-    tg.y_of[l] = add_tensor(tg, TensorKind::Activation, l, "Y:" + gl.name(), gl.out.elems() * db, 0);
+    tg.y_of[l] = add_tensor(tg, TensorKind::Activation, l, "Y:" + gl.name(), g.out_bytes_per_sample(l), 0);
     if (l == 0) tg.tensors[tg.y_of[l]].host_input = true;
     if (l != 0 && gl.type() != LayerType::SoftmaxLoss && need_dy[l]) {
-      tg.dy_of[l] = add_tensor(tg, TensorKind::Gradient, l, "dY:" + gl.name(), gl.out.elems() * db, 0);
+      tg.dy_of[l] = add_tensor(tg, TensorKind::Gradient, l, "dY:" + gl.name(), g.gradient_bytes_per_sample(l), 0);
       if (gl.is_sink()) tg.tensors[tg.dy_of[l]].host_input = true;
     }
     if (gl.aux_bytes_per_sample > 0 || gl.aux_bytes_fixed > 0)
       tg.aux_of[l] =
           add_tensor(tg, TensorKind::Aux, l, "aux:" + gl.name(), gl.aux_bytes_per_sample, gl.aux_bytes_fixed);
     if (gl.has_weights()) {
-      tg.w_of[l] = add_tensor(tg, TensorKind::Weight, l, "W:" + gl.name(), 0, gl.params() * db);
-      tg.dw_of[l] = add_tensor(tg, TensorKind::WeightGrad, l, "dW:" + gl.name(), 0, gl.params() * db);
+      tg.w_of[l] = add_tensor(tg, TensorKind::Weight, l, "W:" + gl.name(), 0, g.weight_bytes(l));
+      tg.dw_of[l] = add_tensor(tg, TensorKind::WeightGrad, l, "dW:" + gl.name(), 0, gl.params() * g.dtype_bytes);
     }
   }
   if (g.has_loss()) {

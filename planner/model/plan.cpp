@@ -100,6 +100,10 @@ std::string plan_to_json_text(const Plan& p) {
     j["options"]["solver"] = p.solver;
     j["options"]["solver_time_limit_ms"] = p.solver_time_limit_ms;
   }
+  if (p.precision != Precision::FP32) {  // absent at fp32, so FP32 plans stay as they were
+    j["options"]["precision"] = precision_name(p.precision);
+    j["options"]["loss_scale"] = p.loss_scale;
+  }
   OrderedJson s;
   s["predicted_ns"] = p.summary.predicted_ns;
   s["round_ns"] = p.summary.round_ns;
@@ -171,7 +175,7 @@ Plan load_plan(const std::string& path) {
   p.device = in.at("device").string();
   auto o = r.at("options");
   o.allow_only({"batch", "budget_bytes", "strategy", "sub_batch", "workspace", "micro_batches", "solver",
-                "solver_time_limit_ms"});
+                "solver_time_limit_ms", "precision", "loss_scale"});
   p.batch = o.at("batch").integer(1, kMaxBatch);
   p.budget_bytes = o.at("budget_bytes").integer(1, INT64_MAX);
   p.strategy = o.at("strategy").string();
@@ -183,6 +187,12 @@ Plan load_plan(const std::string& path) {
     if (p.solver != "default" && p.solver != "exact")
       o.at("solver").fail("expected \"default\" or \"exact\", got \"" + p.solver + "\"");
     p.solver_time_limit_ms = o.has("solver_time_limit_ms") ? o.at("solver_time_limit_ms").integer(0, INT64_MAX) : 0;
+  }
+  if (o.has("precision") && !parse_precision(o.at("precision").string(), &p.precision))
+    o.at("precision").fail(fmt::format("must be {}, got \"{}\"", precision_choices(), o.at("precision").string()));
+  if (o.has("loss_scale")) {
+    p.loss_scale = o.at("loss_scale").string();
+    if (const std::string why = loss_scale_error(p.loss_scale); !why.empty()) o.at("loss_scale").fail(why);
   }
   auto s = r.at("summary");
   s.allow_only({"predicted_ns", "round_ns", "final_ns", "ideal_ns", "peak_bytes", "lower_bound_bytes", "offload_bytes",

@@ -95,8 +95,8 @@ Profile load_profile(const std::string& path) {
   Json j = load_json_file(path);
   JsonReader r(j, path, "");
   r.expect_format("profile");
-  r.allow_only({"format", "source", "date", "device", "network", "network_sha256", "batch", "sizes_policy", "sizes",
-                "repeat", "transfer", "signatures"});
+  r.allow_only({"format", "source", "date", "device", "network", "network_sha256", "batch", "precision", "sizes_policy",
+                "sizes", "repeat", "transfer", "signatures"});
   Profile p;
   p.source = r.at("source").string();
   if (p.source != "measured" && p.source.rfind("model:", 0) != 0)
@@ -122,6 +122,8 @@ Profile load_profile(const std::string& path) {
   p.network = r.at("network").string();
   p.network_sha256 = r.string_or("network_sha256", "");
   p.batch = r.at("batch").integer(1, kMaxBatch);
+  if (r.has("precision") && !parse_precision(r.at("precision").string(), &p.precision))
+    r.at("precision").fail(fmt::format("must be {}, got \"{}\"", precision_choices(), r.at("precision").string()));
   p.sizes_policy = r.at("sizes_policy").string();
   if (!valid_sizes_policy(p.sizes_policy))
     r.at("sizes_policy").fail(fmt::format("must be all, powerOfTwo or undivided, got \"{}\"", p.sizes_policy));
@@ -180,6 +182,8 @@ std::string profile_to_json_text(const Profile& p) {
   j["network"] = p.network;
   if (!p.network_sha256.empty()) j["network_sha256"] = p.network_sha256;
   j["batch"] = p.batch;
+  // Absent at fp32, so profiles made before precisions existed stay as they were.
+  if (p.precision != Precision::FP32) j["precision"] = precision_name(p.precision);
   j["sizes_policy"] = p.sizes_policy;
   j["sizes"] = p.sizes;
   j["repeat"] = p.repeat;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "precision.h"
+
 namespace ucplan {
 
 struct OpCost {
@@ -59,8 +61,9 @@ struct Profile {
   std::string network;         // network name
   std::string network_sha256;  // of the canonical network text
   std::int64_t batch = 0;
-  std::string sizes_policy;         // all | powerOfTwo | undivided
-  std::vector<std::int64_t> sizes;  // micro-batch sizes measured
+  Precision precision = Precision::FP32;  // of every kernel measured ("precision", absent for fp32)
+  std::string sizes_policy;               // all | powerOfTwo | undivided
+  std::vector<std::int64_t> sizes;        // micro-batch sizes measured
   int repeat = 0;
   TransferCosts h2d, d2h;
   bool duplex = false;  // host->device and device->host copies overlap

@@ -153,6 +153,7 @@ struct PlanOptions {
   std::int64_t batch = 0;
   WorkspaceOption workspace;
   bool exact = false;
+  std::string loss_scale;  // the plan's: --loss-scale, or the precision's default
 };
 
 PlanOptions parse_plan_options(const CompileInput& in) {
@@ -169,6 +170,14 @@ PlanOptions parse_plan_options(const CompileInput& in) {
     throw UserError("", "--time-limit",
                     fmt::format("{} s is not a time limit (0 for none, at most 10^6 s)", in.solver_time_limit_s));
   const WorkspaceOption ws = parse_workspace_option(in.workspace);
+  if (in.precision != in.profile.precision)
+    throw UserError(in.profile_path, "precision",
+                    fmt::format("the profile is at {}, the plan asked for --precision {}: profile the network at {} "
+                                "(ucplan profile ... --precision {})",
+                                precision_name(in.profile.precision), precision_name(in.precision),
+                                precision_name(in.precision), precision_name(in.precision)));
+  opt.loss_scale = in.loss_scale.empty() ? default_loss_scale(in.precision) : in.loss_scale;
+  if (const std::string why = loss_scale_error(opt.loss_scale); !why.empty()) throw UserError("", "--loss-scale", why);
   if (!valid_sizes_policy(in.micro_batches))
     throw UserError("", "--micro-batches",
                     fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", in.micro_batches));
@@ -201,7 +210,7 @@ struct Pipeline {
 
 // 1-2. Graph, route (SuperNeurons Alg. 1), tasks (moDNN's TDFG).
 void build_ir(Pipeline& x) {
-  x.g = build_graph(x.in.network, x.in.network_file);
+  x.g = build_graph(x.in.network, x.in.network_file, x.in.precision);
   x.tg = build_tasks(x.g, construct_route(x.g));
 }
 
@@ -352,6 +361,8 @@ void assemble_plan(Pipeline& x) {
   p.workspace_option = in.workspace;
   p.micro_batches = in.micro_batches;
   p.solver = in.solver;
+  p.precision = in.precision;
+  p.loss_scale = x.opt.loss_scale;
   p.solver_time_limit_ms = std::llround(in.solver_time_limit_s * 1000);
   p.sub_batch = x.best_b;
   p.rounds = batch / x.best_b;

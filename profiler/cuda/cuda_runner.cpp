@@ -14,6 +14,7 @@
 #include "executor/cuda/kernels_cuda.h"
 #include "executor/cuda/modern_kernels.h"
 #include "executor/cuda/nvml.h"
+#include "executor/cuda/small_kernels.h"
 #include "planner/model/errors.h"
 #include "profiler/profile_network.h"
 
@@ -104,7 +105,13 @@ class CudaRunner final : public Runner {
         bus_id_(pci_bus_id(device_index)),
         used_before_(cuda::nvml_facts(bus_id_).memory_used_bytes),
         device_(device_index),
-        ctx_(stream_.get(), options.allow_tf32) {
+        ctx_(stream_.get(), options.allow_tf32),
+        half_(options.storage != Storage::F32),
+        half_kind_(options.storage == Storage::BF16 ? 0 : 1) {
+    if (half_)
+      half_ctx_ = std::make_unique<Context>(
+          stream_.get(), false, options.storage == Storage::BF16 ? cuda::DataType::BFloat16 : cuda::DataType::Half,
+          !options.pseudo_half);
     uuid_ = device_.uuid();  // NVML's, when it answers, replaces it (the same text)
     note_overhead();
     sample_conditions(true);
@@ -125,7 +132,14 @@ class CudaRunner final : public Runner {
     d.versions["cudnn_cudart"] = v.cudnn_cudart;
     d.versions["cublas"] = v.cublas;
     d.versions["compute_capability"] = fmt::format("{}.{}", device_.major(), device_.minor());
-    d.versions["math"] = options_.allow_tf32 ? "fp32 with tf32 tensor cores" : "fp32 (no tf32)";
+    d.versions["math"] =
+        half_ ? fmt::format(
+                    "{} storage: conv {} data with FLOAT compute ({}), fc cublasGemmEx CUBLAS_COMPUTE_32F; "
+                    "other layers FP32 kernels, their operand conversions timed with them",
+                    storage_name(options_.storage), options_.storage == Storage::BF16 ? "BFLOAT16" : "HALF",
+                    options_.pseudo_half ? "CUDNN_DEFAULT_MATH" : "CUDNN_TENSOR_OP_MATH")
+        : options_.allow_tf32 ? "fp32 with tf32 tensor cores"
+                              : "fp32 (no tf32)";
     d.versions["ucplan"] = UCPLAN_VERSION;
     return d;
   }
@@ -350,12 +364,51 @@ class CudaRunner final : public Runner {
       if (algo != "sgd") throw Failed(fmt::format("unknown algorithm \"{}\" for update", algo));
       if (!l.has_weights()) throw Failed(fmt::format("a {} layer has no weights to update", type));
       const std::int64_t count = l.params();
-      float* w = b.floats(count);
+      float* w = b.floats(2 * count);  // room for the 16-bit copy after the master
       const float* dw = b.floats(count);
-      return [&ctx, count, w, dw] { cuda::sgd_update(ctx, count, 0.01, dw, w); };
+      const bool copy = half_ && (l.type() == LayerType::Conv || l.type() == LayerType::Fc);
+      const int kind = half_kind_;
+      cudaStream_t st = stream_.get();
+      return [&ctx, count, w, dw, copy, kind, st] {
+        cuda::sgd_update(ctx, count, 0.01, dw, w);
+        if (copy) cuda::detail::launch_narrow(st, kind, count, w, w + count);  // the backend refreshes it
+      };
     }
     if (batch < 1) throw Failed(fmt::format("micro-batch {} (must be at least 1)", batch));
     if (l.type() == LayerType::Conv) return prepare_conv(l, op, algo, batch, b, m);
+    if (half_ && l.type() != LayerType::Fc) {
+      // What the backend's run_widened does around the FP32 kernel: widen what the op reads,
+      // narrow what it writes (the loss's output stays FP32). Reads are counted as every input
+      // (and dY, and for a backward the output too): at most what the backend converts.
+      std::function<void()> op_run = prepare_fp32(g, layer, op, algo, batch, b, m);
+      const std::int64_t out_count = batch * l.out.elems();
+      std::int64_t in_count = 0;
+      for (const Shape& sh : l.in_shapes) in_count += batch * sh.elems();
+      const bool fwd = op == "forward";
+      const bool loss = l.type() == LayerType::SoftmaxLoss;
+      const std::int64_t widen = fwd ? in_count : in_count + out_count + (loss ? 0 : out_count);
+      const std::int64_t narrow = fwd ? (loss ? 0 : out_count) : in_count;
+      float* scratch = b.floats(std::max(widen, narrow));
+      const void* src16 = b.raw(std::max<std::int64_t>(widen, 1) * 2);
+      void* dst16 = b.raw(std::max<std::int64_t>(narrow, 1) * 2);
+      const int kind = half_kind_;
+      cudaStream_t st = stream_.get();
+      return [op_run, widen, narrow, scratch, src16, dst16, kind, st] {
+        cuda::detail::launch_widen(st, kind, widen, src16, scratch);
+        op_run();
+        cuda::detail::launch_narrow(st, kind, narrow, scratch, dst16);
+      };
+    }
+    return prepare_fp32(g, layer, op, algo, batch, b, m);
+  }
+
+  // The op on the FP32 context (fc on the 16-bit one at bf16/fp16).
+  std::function<void()> prepare_fp32(const Graph& g, int layer, const std::string& op, const std::string& algo,
+                                     std::int64_t batch, Buffers& b, Measurement* m) {
+    (void)m;
+    const GraphLayer& l = g.layers[layer];
+    const char* type = layer_type_name(l.type());
+    Context& ctx = ctx_;
     if (algo != "default") throw Failed(fmt::format("unknown algorithm \"{}\" for {} {}", algo, type, op));
     const bool forward = op == "forward";
     const bool fc = l.type() == LayerType::Fc;
@@ -371,22 +424,23 @@ class CudaRunner final : public Runner {
         break;  // above
       case LayerType::Fc: {
         const cuda::FcDims d = fc_dims(l, batch);
+        Context& fctx = half_ ? *half_ctx_ : ctx_;  // 16-bit x, w, y, dx, dy; FP32 dw, db
         const float* w = b.floats(d.in * d.out);
         if (forward) {
           const float* x = b.floats(in_count);
           const float* bias = b.floats(d.out);
           float* y = b.floats(out_count);
-          return [&ctx, d, x, w, bias, y] { cuda::fc_forward(ctx, d, x, w, bias, y); };
+          return [&fctx, d, x, w, bias, y] { cuda::fc_forward(fctx, d, x, w, bias, y); };
         }
         const float* dy = b.floats(out_count);
         if (op == "backward_data") {
           float* dx = b.floats(in_count);
-          return [&ctx, d, dy, w, dx] { cuda::fc_backward_data(ctx, d, dy, w, dx, false); };
+          return [&fctx, d, dy, w, dx] { cuda::fc_backward_data(fctx, d, dy, w, dx, false); };
         }
         const float* x = b.floats(in_count);
         float* dw = b.floats(d.in * d.out);
         float* db = b.floats(d.out);
-        return [&ctx, d, x, dy, dw, db] { cuda::fc_backward_filter(ctx, d, x, dy, dw, db); };
+        return [&fctx, d, x, dy, dw, db] { cuda::fc_backward_filter(fctx, d, x, dy, dw, db); };
       }
       case LayerType::Relu: {
         const float* x = b.floats(in_count);
@@ -608,15 +662,17 @@ class CudaRunner final : public Runner {
     if (!cuda::parse_conv_algo(cop, algo, &a))
       throw Failed(fmt::format("unknown algorithm \"{}\" for conv {}", algo, op));
     const cuda::ConvDims d = conv_dims(l, batch);
+    Context& ctx = half_ ? *half_ctx_ : ctx_;  // 16-bit tensors at bf16/fp16 (PSEUDO_HALF)
+    const std::int64_t eb = half_ ? 2 : 4;
     std::size_t ws = 0;
-    if (!cuda::conv_workspace(ctx_, d, a, &ws)) throw Unsupported{};
+    if (!cuda::conv_workspace(ctx, d, a, &ws)) throw Unsupported{};
     m->workspace_bytes = static_cast<std::int64_t>(ws);
     // cuDNN's own word on determinism for these dims and this math type (its heuristics' perf
     // results), not a table: recorded in the profile's nondeterministic_algorithms.
     // A failing query leaves determinism unknown; it does not fail the measurement (a sticky
     // error would show in the measurement itself).
     try {
-      if (const std::optional<bool> det = cuda::conv_deterministic(ctx_, d, a); det && !*det)
+      if (const std::optional<bool> det = cuda::conv_deterministic(ctx, d, a); det && !*det)
         nondeterministic_.insert(op + ":" + algo);
     } catch (const CudaError&) {
     }
@@ -624,14 +680,13 @@ class CudaRunner final : public Runner {
     const std::int64_t ny = batch * d.k * cuda::conv_out_h(d) * cuda::conv_out_w(d);
     const std::int64_t nw = d.k * (d.c / d.groups) * d.kh * d.kw;
     // x/dx and y/dy at the offset replay gives a micro-batch after the first (profile_network.h).
-    const std::int64_t x_off = micro_batch_misalignment(d.c * d.h * d.w * 4);
-    const std::int64_t y_off = micro_batch_misalignment(d.k * cuda::conv_out_h(d) * cuda::conv_out_w(d) * 4);
+    const std::int64_t x_off = micro_batch_misalignment(d.c * d.h * d.w * eb);
+    const std::int64_t y_off = micro_batch_misalignment(d.k * cuda::conv_out_h(d) * cuda::conv_out_w(d) * eb);
     auto offset = [](float* p, std::int64_t bytes) {
       return reinterpret_cast<float*>(reinterpret_cast<char*>(p) + bytes);
     };
     auto xs = [&] { return offset(b.floats(nx + 64), x_off); };
     auto ys = [&] { return offset(b.floats(ny + 64), y_off); };
-    Context& ctx = ctx_;
     void* work = b.raw(static_cast<std::int64_t>(ws));
     switch (cop) {
       case cuda::ConvOp::Forward: {
@@ -652,6 +707,20 @@ class CudaRunner final : public Runner {
         const float* dy = ys();
         float* dw = b.floats(nw);
         float* db = d.bias ? b.floats(d.k) : nullptr;
+        if (half_) {
+          // As the backend: a 16-bit gradient per micro-batch, from zero, added into the FP32 one.
+          const std::int64_t params = nw + (d.bias ? d.k : 0);
+          void* dw16 = b.raw(params * 2);
+          float* dw32 = b.floats(params);
+          float* db16 = d.bias ? reinterpret_cast<float*>(static_cast<char*>(dw16) + nw * 2) : nullptr;
+          const int kind = half_kind_;
+          cudaStream_t st = stream_.get();
+          return [&ctx, d, a, x, dy, dw16, db16, dw32, params, kind, st, work, ws] {
+            UCPLAN_CUDA(cudaMemsetAsync(dw16, 0, static_cast<std::size_t>(params) * 2, st));
+            cuda::conv_backward_filter(ctx, d, a, x, dy, static_cast<float*>(dw16), db16, work, ws);
+            cuda::detail::launch_accumulate_widened(st, kind, params, dw16, dw32);
+          };
+        }
         return
             [&ctx, d, a, x, dy, dw, db, work, ws] { cuda::conv_backward_filter(ctx, d, a, x, dy, dw, db, work, ws); };
       }
@@ -739,6 +808,9 @@ class CudaRunner final : public Runner {
   cuda::Device device_;       // selects the device before the stream and handles are made
   Stream stream_;
   Context ctx_;
+  const bool half_;                    // bf16 / fp16 storage (options_.storage)
+  const int half_kind_;                // launch_widen's kind: 0 bfloat16, 1 half
+  std::unique_ptr<Context> half_ctx_;  // conv and fc at bf16 / fp16
   std::int64_t overhead_ = 0;
   std::string nvml_why_ = "NVML not queried", driver_version_, uuid_ = "unknown";
   std::map<std::string, std::string> static_facts_;

@@ -44,7 +44,12 @@ namespace ucplan {
 
 struct CudaRunnerOptions {
   bool allow_tf32 = false;  // let cuDNN/cuBLAS use TF32 tensor cores for FP32 (changes numerics)
-  int warmup = 3;           // untimed runs before the timed repeats
+  // bf16 / fp16 storage: conv (HALF/BFLOAT16 descriptors, FLOAT compute; tensor-op math unless
+  // pseudo-fp16) and fc (cublasGemmEx, CUBLAS_COMPUTE_32F) measured natively; the other layers as
+  // the backend runs them, FP32 kernels with the conversions of their operands timed with them.
+  Storage storage = Storage::F32;
+  bool pseudo_half = false;
+  int warmup = 3;  // untimed runs before the timed repeats
 };
 
 // Throws UserError("", "--device cuda", "no CUDA device: <why>") when no device can be used

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/cpu/half.h"
 #include "executor/cpu/kernels.h"
 #include "executor/cuda/cuda_check.h"
 #include "executor/cuda/kernels_cuda.h"
@@ -241,6 +242,92 @@ void check_pool(Context& ctx, cpu::PoolDims d, bool ceil_mode, const std::string
     cuda::pool_backward(ctx, d, nullptr, nullptr, DY.as<float>(), DX2.as<float>(), true);
     check(label + " backward without x, y", dx_ref, download<float>(ctx, DX2, nx), 1e-6);
   }
+}
+
+// ---- 16-bit conv and fc (issue 15) ----
+
+// The same values as the 16-bit type holds, as floats (what the CPU emulation computes on).
+std::vector<float> rounded(std::vector<float> v, cpu::Half t) {
+  for (auto& x : v) x = cpu::round_to(t, x);
+  return v;
+}
+DeviceBuffer upload16(const std::vector<float>& v, cpu::Half t) {
+  std::vector<std::uint16_t> h(v.size());
+  cpu::narrow(t, v.data(), h.data(), static_cast<std::int64_t>(v.size()));
+  return upload(h);
+}
+std::vector<float> download16(Context& ctx, const DeviceBuffer& b, std::size_t n, cpu::Half t) {
+  const auto h = download<std::uint16_t>(ctx, b, n);
+  std::vector<float> v(n);
+  cpu::widen(t, h.data(), v.data(), static_cast<std::int64_t>(n));
+  return v;
+}
+
+// A 16-bit context's conv (HALF/BFLOAT16 descriptors, FLOAT compute, tensor-op math) and fc
+// (cublasGemmEx, CUBLAS_COMPUTE_32F) against FP32 CPU kernels on the same 16-bit values, the
+// results rounded as the CPU emulation rounds them: the two may differ by the accumulation order
+// and one rounding of the result, a few units of the type's roundoff.
+void check_half(cuda::DataType type) {
+  const cpu::Half t = type == cuda::DataType::BFloat16 ? cpu::Half::BF16 : cpu::Half::FP16;
+  const std::string name = type == cuda::DataType::BFloat16 ? "bf16" : "fp16";
+  const double tol = 8 * (t == cpu::Half::BF16 ? 0x1p-8 : 0x1p-11);
+  cuda::Stream stream;
+  Context ctx(stream.get(), false, type, true);
+  Context* outer = g_ctx;
+  g_ctx = &ctx;
+  const cpu::ConvDims d{.n = 4, .c = 8, .h = 9, .w = 9, .k = 16, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .bias = true};
+  const std::size_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.k * d.ho() * d.wo(), nw = d.k * d.c * d.kh * d.kw;
+  const auto x = rounded(random_floats(nx, 21), t), w = rounded(random_floats(nw, 22), t),
+             b = rounded(random_floats(d.k, 23), t), dy = rounded(random_floats(ny, 24), t);
+  std::vector<char> cws(static_cast<std::size_t>(
+      std::max<std::int64_t>({cpu::conv_workspace_bytes(d, cpu::ConvOp::Forward, cpu::ConvAlgo::Direct),
+                              cpu::conv_workspace_bytes(d, cpu::ConvOp::BackwardData, cpu::ConvAlgo::Direct),
+                              cpu::conv_workspace_bytes(d, cpu::ConvOp::BackwardFilter, cpu::ConvAlgo::Direct), 1})));
+  std::vector<float> y_ref(ny), dx_ref(nx), dw_ref(nw, 0.0f), db_ref(d.k, 0.0f);
+  cpu::conv_forward(d, cpu::ConvAlgo::Direct, x.data(), w.data(), b.data(), y_ref.data(), cws.data());
+  cpu::conv_backward_data(d, cpu::ConvAlgo::Direct, dy.data(), w.data(), dx_ref.data(), false, cws.data());
+  cpu::conv_backward_filter(d, cpu::ConvAlgo::Direct, x.data(), dy.data(), dw_ref.data(), db_ref.data(), cws.data());
+  auto X = upload16(x, t), W = upload16(w, t), B = upload16(b, t), DY = upload16(dy, t);
+  DeviceBuffer Y(ny * 2), DX(nx * 2), DW(nw * 2), DB(static_cast<std::size_t>(d.k) * 2);
+  UCPLAN_CUDA(cudaMemsetAsync(DW.get(), 0, nw * 2, ctx.stream()));
+  UCPLAN_CUDA(cudaMemsetAsync(DB.get(), 0, static_cast<std::size_t>(d.k) * 2, ctx.stream()));
+  cuda::ConvAlgo fwd, data, filter;
+  cuda::parse_conv_algo(cuda::ConvOp::Forward, "implicit_precomp_gemm", &fwd);
+  cuda::parse_conv_algo(cuda::ConvOp::BackwardData, "algo_1", &data);
+  cuda::parse_conv_algo(cuda::ConvOp::BackwardFilter, "algo_1", &filter);
+  std::size_t need = 0, most = 0;
+  for (cuda::ConvAlgo a : {fwd, data, filter}) {
+    if (!cuda::conv_workspace(ctx, d, a, &need)) fail(name + " conv: " + cuda::conv_algo_name(a) + " unsupported");
+    most = std::max(most, need);
+  }
+  DeviceBuffer WS(std::max<std::size_t>(most, 1));
+  auto f = [](const DeviceBuffer& buf) { return buf.as<float>(); };  // 16-bit elements behind float*
+  cuda::conv_forward(ctx, d, fwd, f(X), f(W), f(B), f(Y), WS.get(), most);
+  cuda::conv_backward_data(ctx, d, data, f(DY), f(W), f(DX), false, WS.get(), most);
+  cuda::conv_backward_filter(ctx, d, filter, f(X), f(DY), f(DW), f(DB), WS.get(), most);
+  check(name + " conv forward", rounded(y_ref, t), download16(ctx, Y, ny, t), tol);
+  check(name + " conv backward_data", rounded(dx_ref, t), download16(ctx, DX, nx, t), tol);
+  check(name + " conv backward_filter", rounded(dw_ref, t), download16(ctx, DW, nw, t), tol);
+  check(name + " conv backward_filter bias", rounded(db_ref, t), download16(ctx, DB, d.k, t), tol);
+  // fc: y and dx in 16 bits, dw and db in FP32 (accumulated: beta = 1 on zeros).
+  const cpu::FcDims fd{6, 40, 10, true};
+  const auto fx = rounded(random_floats(fd.n * fd.in, 31), t), fw = rounded(random_floats(fd.out * fd.in, 32), t),
+             fb = rounded(random_floats(fd.out, 33), t), fdy = rounded(random_floats(fd.n * fd.out, 34), t);
+  std::vector<float> fy_ref(fd.n * fd.out), fdx_ref(fd.n * fd.in), fdw_ref(fd.out * fd.in, 0.0f), fdb_ref(fd.out, 0.0f);
+  cpu::fc_forward(fd, fx.data(), fw.data(), fb.data(), fy_ref.data());
+  cpu::fc_backward_data(fd, fdy.data(), fw.data(), fdx_ref.data(), false);
+  cpu::fc_backward_filter(fd, fx.data(), fdy.data(), fdw_ref.data(), fdb_ref.data());
+  auto FX = upload16(fx, t), FW = upload16(fw, t), FB = upload16(fb, t), FDY = upload16(fdy, t);
+  DeviceBuffer FY(fy_ref.size() * 2), FDX(fdx_ref.size() * 2);
+  auto FDW = upload(std::vector<float>(fdw_ref.size(), 0.0f)), FDB = upload(std::vector<float>(fd.out, 0.0f));
+  cuda::fc_forward(ctx, fd, f(FX), f(FW), f(FB), f(FY));
+  cuda::fc_backward_data(ctx, fd, f(FDY), f(FW), f(FDX), false);
+  cuda::fc_backward_filter(ctx, fd, f(FX), f(FDY), f(FDW), f(FDB));
+  check(name + " fc forward", rounded(fy_ref, t), download16(ctx, FY, fy_ref.size(), t), tol);
+  check(name + " fc backward_data", rounded(fdx_ref, t), download16(ctx, FDX, fdx_ref.size(), t), tol);
+  check(name + " fc backward_filter (FP32)", fdw_ref, download<float>(ctx, FDW, fdw_ref.size()), 1e-5);
+  check(name + " fc bias gradient (FP32)", fdb_ref, download<float>(ctx, FDB, fdb_ref.size()), 1e-5);
+  g_ctx = outer;
 }
 
 // ---- the other layers ----
@@ -778,6 +865,8 @@ int main(int argc, char** argv) {
     check_pool(ctx, {.n = 2, .c = 4, .h = 7, .w = 7, .kh = 7, .kw = 7, .max = false}, false, "global avg 7x7");
     check_layers(ctx);
     check_modern_layers(ctx);
+    check_half(cuda::DataType::Half);
+    check_half(cuda::DataType::BFloat16);
     check_runner();
   } catch (const std::exception& e) {
     fail(std::string("exception: ") + e.what());

@@ -56,6 +56,8 @@ cases = {
     "compile_budget_below_lower_bound": (net, COMPILE_N + "--budget 2KiB " + OUT),
     "compile_unknown_strategy": (net, COMPILE_N + "--budget 1MiB --strategy vdnn " + OUT),
     "compile_bad_workspace": (net, COMPILE_N + "--budget 1MiB --workspace wr:64 " + OUT),
+    "compile_precision_mismatch": (net, COMPILE_N + "--budget 1MiB --precision bf16 " + OUT),
+    "compile_bad_loss_scale": (net, COMPILE_N + "--budget 1MiB --loss-scale static:x " + OUT),
     "compile_sub_batch_not_dividing": (net, COMPILE_N + "--budget 1MiB --sub-batch 3 " + OUT),
     "compile_profile_for_another_network": (
         sub(sub(net, '"name": "chain3"', '"name": "chain3-wide"'), '"out_channels": 4', '"out_channels": 8'),
@@ -75,6 +77,7 @@ cases = {
                                      "run @FILE --iterations 1"),
     # `ucplan profile` options.
     "profile_command_unknown_device": (net, "profile @FILE --batch 4 --device tpu " + OUT),
+    "profile_bad_precision": (net, "profile @FILE --batch 4 --device model:h100 --precision fp8 " + OUT),
     "profile_command_missing_batch": (net, "profile @FILE --device model:k40 " + OUT),
     "profile_command_unknown_sizes": (net, "profile @FILE --batch 4 --device model:k40 --sizes some " + OUT),
 }

@@ -45,11 +45,12 @@ std::uint64_t mix(std::uint64_t z) {
 // A measured CPU profile (so the plans use the CPU algorithms, and the verifier's exact CPU
 // workspace rules apply) with its times replaced by a deterministic function of the entry: the
 // base plans must not depend on how loaded the machine is.
-Profile deterministic_cpu_profile(const Network& net, std::int64_t batch) {
+Profile deterministic_cpu_profile(const Network& net, std::int64_t batch, Precision precision = Precision::FP32) {
   auto runner = make_cpu_runner();
   ProfileOptions o;
   o.batch = batch;
   o.repeat = 1;
+  o.precision = precision;
   Profile p = profile_network(net, "mutator", *runner, o);
   for (SignatureCosts& s : p.signatures)
     for (OpCost& c : s.costs) {
@@ -77,6 +78,7 @@ Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const
   in.budget_bytes = budget;
   in.strategy = strategy;
   in.sub_batch = sub_batch;
+  in.precision = prof.precision;
   return make_plan(in).plan;
 }
 
@@ -96,6 +98,24 @@ std::vector<Plan> base_plans() {
             if (find_plan_error(p).empty()) out.push_back(std::move(p));
           } catch (const UserError&) {
             // A baseline that does not fit this budget: fine.
+          }
+        }
+  }
+  // bf16 (issue 15): 2-byte activations and gradients, emulated exactly on the CPU; fewer
+  // variants, since the buffer logic is the same and only the sizes and the rounding differ.
+  for (const char* text : {test::kChain, test::kResidual}) {
+    const Network net = parse_network_text(text, "mutator");
+    const Profile prof = deterministic_cpu_profile(net, 8, Precision::BF16);
+    const Graph g = build_graph(net, "mutator", Precision::BF16);
+    const std::int64_t lb = memory_lower_bound(build_tasks(g, construct_route(g)), 1).bytes;
+    const std::int64_t peak = compile(net, prof, std::int64_t{1} << 40, "keep-all", "auto").summary.peak_bytes;
+    for (std::int64_t budget : {peak * 85 / 100, lb + (peak - lb) / 3, lb})
+      for (const char* strategy : {"ucplan", "vdnn-all", "superneurons"})
+        for (const char* sub_batch : {"auto", "any"}) {
+          try {
+            Plan p = compile(net, prof, budget, strategy, sub_batch);
+            if (find_plan_error(p).empty()) out.push_back(std::move(p));
+          } catch (const UserError&) {
           }
         }
   }
@@ -421,11 +441,12 @@ int main(int argc, char** argv) {
     ++accepted;
     std::string failure;
     try {
-      const Graph g = build_graph(m.network, "mutant");
+      const Graph g = build_graph(m.network, "mutant", m.precision);
       auto backend = make_cpu_backend(g);
       RunOptions o;
       o.iterations = 1;
       o.check = true;
+      o.tolerance = default_check_tolerance(m.precision, false);
       const RunReport r = replay_plan(m, *backend, o);
       if (!r.passed)
         failure = r.fault.empty() ? fmt::format("gradients differ: {} ({})", r.max_rel_error, r.worst_tensor) : r.fault;
