@@ -34,6 +34,7 @@ inline CompileInput input_for(const Network& net, const Profile& prof, std::int6
   in.budget_bytes = budget;
   in.strategy = strategy;
   in.sub_batch = sub_batch;
+  in.precision = prof.precision;  // a plan at the profile's precision
   return in;
 }
 

@@ -27,6 +27,7 @@
 #include "profiler/cpu_runner.h"
 #include "profiler/model_device.h"
 #include "profiler/profile_network.h"
+#include "planner_fixtures.h"
 #include "test_nets.h"
 
 using namespace ucplan;
@@ -155,16 +156,7 @@ Profile cpu_profile(const Network& net, std::int64_t batch, Precision p) {
 
 Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy = "ucplan",
              const std::string& sub_batch = "any", const std::string& loss_scale = "") {
-  CompileInput in;
-  in.network = net;
-  in.network_file = "test";
-  in.profile = prof;
-  in.profile_path = "test-profile.json";
-  in.profile_sha256 = "0";
-  in.budget_bytes = budget;
-  in.strategy = strategy;
-  in.sub_batch = sub_batch;
-  in.precision = prof.precision;
+  CompileInput in = input_for(net, prof, budget, strategy, sub_batch);
   in.loss_scale = loss_scale;
   return make_plan(in).plan;
 }
