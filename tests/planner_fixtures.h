@@ -1,5 +1,6 @@
-// Profiles and compile inputs for the planner and verifier tests: a modelled profile of a
-// network, a CompileInput at a budget, the lower bound and the keep-all peak.
+// Profiles and compile inputs for the planner, verifier, precision and mutator tests: a CPU
+// profile with deterministic times, a modelled profile, a CompileInput at a budget, the lower
+// bound and the keep-all peak.
 #pragma once
 
 #include <cstdint>
@@ -9,10 +10,45 @@
 #include "planner/ir/tasks.h"
 #include "planner/passes/lower_bound.h"
 #include "planner/passes/pipeline.h"
+#include "profiler/cpu_runner.h"
 #include "profiler/model_device.h"
 #include "profiler/profile_network.h"
 
 namespace ucplan::test {
+
+// splitmix64, the hash of the deterministic profile times.
+inline std::uint64_t profile_mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// A measured CPU profile (so plans use the CPU algorithms, and the verifier's exact CPU
+// workspace rules apply) with its times replaced by a deterministic function of the entry: the
+// plans must not depend on how loaded the machine is.
+inline Profile deterministic_cpu_profile(const Network& net, std::int64_t batch,
+                                         Precision precision = Precision::FP32) {
+  auto runner = make_cpu_runner();
+  ProfileOptions o;
+  o.batch = batch;
+  o.repeat = 1;
+  o.precision = precision;
+  Profile p = profile_network(net, "test", *runner, o);
+  for (SignatureCosts& s : p.signatures)
+    for (OpCost& c : s.costs) {
+      std::uint64_t h = 0;
+      for (char ch : s.signature + c.op + c.algo) h = profile_mix(h ^ static_cast<unsigned char>(ch));
+      h = profile_mix(h ^ static_cast<std::uint64_t>(c.batch));
+      c.seconds =
+          1e-5 * static_cast<double>(std::max<std::int64_t>(c.batch, 1)) * (1.0 + static_cast<double>(h % 64) / 16.0);
+      c.spread = 0;
+    }
+  p.h2d = TransferCosts{2e-6, 4e9, {}};
+  p.d2h = TransferCosts{2e-6, 4e9, {}};
+  p.duplex = true;
+  return p;
+}
 
 inline Profile model_profile(const Network& net, std::int64_t batch, const std::string& device = "k40") {
   auto runner = make_model_runner(device);

@@ -29,14 +29,10 @@ using namespace ucplan::test;
 
 namespace {
 
-// A measured CPU profile (one repeat: only the plan's correctness matters here, not its times).
-Profile cpu_profile(const Network& net, std::int64_t batch) {
-  auto runner = make_cpu_runner();
-  ProfileOptions o;
-  o.batch = batch;
-  o.repeat = 1;
-  return profile_network(net, "test", *runner, o);
-}
+// A CPU profile with deterministic times (planner_fixtures.h): only the plans' correctness
+// matters here, and measured times would make the plans, and whether a baseline fits at a
+// budget, depend on the machine's load.
+Profile cpu_profile(const Network& net, std::int64_t batch) { return deterministic_cpu_profile(net, batch); }
 
 Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy,
              const std::string& sub_batch) {
@@ -117,8 +113,8 @@ TEST_CASE("run --check: keep-all, a tight budget and the lower bound give the re
 
 TEST_SUITE("broken plans") {
   // The chain at a budget where activations must move. vDNN-all offloads every layer's input
-  // whatever the measured times; ucplan's choice between offload and recomputation depends on
-  // the CPU profile taken at test time, so a loaded machine could leave nothing to prefetch.
+  // whatever the costs; ucplan's choice between offload and recomputation depends on them, and
+  // could leave nothing to prefetch.
   Plan moving_plan() {
     const Case& c = cases()[0];
     Plan p = compile(c.net, c.prof, c.keep_all_peak * 85 / 100, "vdnn-all", "auto");

@@ -129,29 +129,11 @@ void check_format(Format f) {
 
 // --- Planning and running at a precision --------------------------------------------------------
 
-// A CPU profile (CPU algorithms and workspaces, measured) whose times are then replaced by a
-// deterministic function of each entry, as the plan mutator's: the plans, and so what these tests
+// CPU profiles with deterministic times (planner_fixtures.h): the plans, and so what these tests
 // exercise, must not depend on how loaded the machine is (under ASan the measured times differ
 // enough to change plans).
 Profile cpu_profile(const Network& net, std::int64_t batch, Precision p) {
-  auto runner = make_cpu_runner();
-  ProfileOptions o;
-  o.batch = batch;
-  o.repeat = 1;
-  o.precision = p;
-  Profile prof = profile_network(net, "test", *runner, o);
-  for (SignatureCosts& s : prof.signatures)
-    for (OpCost& c : s.costs) {
-      std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the entry
-      for (char ch : s.signature + c.op + c.algo + std::to_string(c.batch))
-        h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
-      c.seconds =
-          1e-5 * static_cast<double>(std::max<std::int64_t>(c.batch, 1)) * (1.0 + static_cast<double>(h % 64) / 16.0);
-      c.spread = 0;
-    }
-  prof.h2d = TransferCosts{2e-6, 4e9, {}};
-  prof.d2h = TransferCosts{2e-6, 4e9, {}};
-  return prof;
+  return deterministic_cpu_profile(net, batch, p);
 }
 
 Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy = "ucplan",

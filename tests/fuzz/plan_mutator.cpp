@@ -29,64 +29,23 @@
 #include "profiler/cpu_runner.h"
 #include "profiler/profile_network.h"
 #include "tests/plan_edit.h"
+#include "tests/planner_fixtures.h"
 #include "tests/test_nets.h"
 
 using namespace ucplan;
 
 namespace {
 
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// A measured CPU profile (so the plans use the CPU algorithms, and the verifier's exact CPU
-// workspace rules apply) with its times replaced by a deterministic function of the entry: the
-// base plans must not depend on how loaded the machine is.
-Profile deterministic_cpu_profile(const Network& net, std::int64_t batch, Precision precision = Precision::FP32) {
-  auto runner = make_cpu_runner();
-  ProfileOptions o;
-  o.batch = batch;
-  o.repeat = 1;
-  o.precision = precision;
-  Profile p = profile_network(net, "mutator", *runner, o);
-  for (SignatureCosts& s : p.signatures)
-    for (OpCost& c : s.costs) {
-      std::uint64_t h = 0;
-      for (char ch : s.signature + c.op + c.algo) h = mix(h ^ static_cast<unsigned char>(ch));
-      h = mix(h ^ static_cast<std::uint64_t>(c.batch));
-      c.seconds =
-          1e-5 * static_cast<double>(std::max<std::int64_t>(c.batch, 1)) * (1.0 + static_cast<double>(h % 64) / 16.0);
-      c.spread = 0;
-    }
-  p.h2d = TransferCosts{2e-6, 4e9, {}};
-  p.d2h = TransferCosts{2e-6, 4e9, {}};
-  p.duplex = true;
-  return p;
-}
-
 Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy,
              const std::string& sub_batch) {
-  CompileInput in;
-  in.network = net;
-  in.network_file = "mutator";
-  in.profile = prof;
-  in.profile_path = "mutator-profile.json";
-  in.profile_sha256 = "0";
-  in.budget_bytes = budget;
-  in.strategy = strategy;
-  in.sub_batch = sub_batch;
-  in.precision = prof.precision;
-  return make_plan(in).plan;
+  return make_plan(test::input_for(net, prof, budget, strategy, sub_batch)).plan;
 }
 
 std::vector<Plan> base_plans() {
   std::vector<Plan> out;
   for (const char* text : {test::kChain, test::kResidual, test::kConcat}) {
     const Network net = parse_network_text(text, "mutator");
-    const Profile prof = deterministic_cpu_profile(net, 8);
+    const Profile prof = test::deterministic_cpu_profile(net, 8);
     const Graph g = build_graph(net, "mutator");
     const std::int64_t lb = memory_lower_bound(build_tasks(g, construct_route(g)), 1).bytes;
     const std::int64_t peak = compile(net, prof, std::int64_t{1} << 40, "keep-all", "auto").summary.peak_bytes;
@@ -105,7 +64,7 @@ std::vector<Plan> base_plans() {
   // variants, since the buffer logic is the same and only the sizes and the rounding differ.
   for (const char* text : {test::kChain, test::kResidual}) {
     const Network net = parse_network_text(text, "mutator");
-    const Profile prof = deterministic_cpu_profile(net, 8, Precision::BF16);
+    const Profile prof = test::deterministic_cpu_profile(net, 8, Precision::BF16);
     const Graph g = build_graph(net, "mutator", Precision::BF16);
     const std::int64_t lb = memory_lower_bound(build_tasks(g, construct_route(g)), 1).bytes;
     const std::int64_t peak = compile(net, prof, std::int64_t{1} << 40, "keep-all", "auto").summary.peak_bytes;
