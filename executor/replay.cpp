@@ -63,17 +63,12 @@ void init_labels(std::int64_t n, std::int64_t classes, std::uint64_t seed, std::
                                           static_cast<std::uint64_t>(classes));
 }
 
-std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const TaskGraph& tg) {
+std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Program& program) {
+  const Graph& g = program.graph;
+  const TaskGraph& tg = program.tasks;
+  const std::vector<int>& tensor_of = program.buffer_tensor;
   std::unordered_map<std::string, int> layer_index;
   for (std::size_t l = 0; l < g.layers.size(); ++l) layer_index[g.layers[l].name()] = static_cast<int>(l);
-  std::unordered_map<std::string, int> tensor_by_name;
-  for (const Tensor& t : tg.tensors) tensor_by_name[t.name] = t.id;
-  // Plan files name tensors ("Y:conv1"); inside, each buffer holds a tensor id (-1: workspace).
-  std::vector<int> tensor_of(plan.buffers.size(), -1);
-  for (const PlanBuffer& b : plan.buffers) {
-    auto it = tensor_by_name.find(b.tensor);
-    if (it != tensor_by_name.end()) tensor_of[static_cast<std::size_t>(b.id)] = it->second;
-  }
   // Where the plan says each buffer's life ends (its last_step): that is when check mode
   // poisons it, after its last uses on the other streams up to then, so a plan that frees a
   // buffer too early is caught even if nothing has overwritten the memory yet.
@@ -174,7 +169,7 @@ double default_check_tolerance(Precision p, bool cuda) {
 RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   const Program program = derive_program(plan);
   const Graph& g = program.graph;
-  const std::vector<ResolvedStep> steps = resolve_steps(plan, g, program.tasks);
+  const std::vector<ResolvedStep> steps = resolve_steps(plan, program);
   RunReport rep;
   rep.backend = backend.description();
   rep.arena_bytes = plan.arena_bytes;
@@ -189,8 +184,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   // Initial values: weights into their resident buffers, the batch into the input host buffers.
   // Buffers are found by tensor id (the program's), not by parsing tensor names.
   const TaskGraph& tg = program.tasks;
-  std::unordered_map<std::string, int> tensor_by_name;
-  for (const Tensor& t : tg.tensors) tensor_by_name[t.name] = t.id;
+  const std::unordered_map<std::string, int>& tensor_by_name = program.tensor_ids;
   std::unordered_map<int, const PlanBuffer*> resident;  // by tensor id
   for (const auto& b : plan.buffers)
     if (b.resident) resident[tensor_by_name.at(b.tensor)] = &b;

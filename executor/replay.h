@@ -17,9 +17,9 @@
 
 namespace ucplan {
 
-// Each step with the arena offsets of what its kernel reads and writes (the program from
-// derive_program, planner/ir/program.h).
-std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Graph& g, const TaskGraph& tg);
+// Each step with the arena offsets of what its kernel reads and writes, from the plan's program
+// (derive_program, planner/ir/program.h).
+std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Program& program);
 
 // PyTorch GradScaler's bookkeeping (precision.h LossScale): after each iteration's rounds, a
 // weight gradient with an inf or NaN skips the updates and multiplies the scale by the backoff

@@ -287,7 +287,7 @@ void check_plan(const std::string& path, int device, int iterations, double tole
   }
   const Program program = derive_program(plan);
   const Graph& g = program.graph;
-  const std::vector<ResolvedStep> steps = resolve_steps(plan, g, program.tasks);
+  const std::vector<ResolvedStep> steps = resolve_steps(plan, program);
   const std::uint64_t seed = 0x5eed;
   // At a 16-bit precision at least 8 units of its roundoff (replay.h default_check_tolerance):
   // cuDNN and the CPU emulation may round a stored value to different neighbours.

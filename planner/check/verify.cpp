@@ -227,7 +227,7 @@ void Checker::rebuild_tasks() {
   if (!error.empty()) invalid(error);
   g_ = std::move(program.graph);
   tg_ = std::move(program.tasks);
-  for (const Tensor& t : tg_.tensors) tensor_of_name_[t.name] = t.id;
+  tensor_of_name_ = std::move(program.tensor_ids);
 }
 
 std::int64_t Checker::tensor_bytes(int tensor, std::int64_t batch) const {

@@ -43,7 +43,14 @@ Program derive_program(const Plan& plan, std::string* error) {
   Program p;
   p.graph = build_graph(plan.network, "the plan's network", plan.precision);
   const std::vector<int> route = plan_route(plan, p.graph, error);
-  if (error->empty()) p.tasks = build_tasks(p.graph, route);
+  if (!error->empty()) return p;
+  p.tasks = build_tasks(p.graph, route);
+  for (const Tensor& t : p.tasks.tensors) p.tensor_ids[t.name] = t.id;
+  p.buffer_tensor.assign(plan.buffers.size(), -1);
+  for (std::size_t b = 0; b < plan.buffers.size(); ++b) {
+    auto it = p.tensor_ids.find(plan.buffers[b].tensor);
+    if (it != p.tensor_ids.end()) p.buffer_tensor[b] = it->second;
+  }
   return p;
 }
 

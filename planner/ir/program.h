@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "planner/ir/graph.h"
@@ -15,6 +16,10 @@ namespace ucplan {
 struct Program {
   Graph graph;
   TaskGraph tasks;
+  // Plan files name tensors ("Y:conv1"); inside, tensors are ids. Per name, its id; per plan
+  // buffer, its tensor's id (-1: a workspace, or a name the tasks do not have).
+  std::unordered_map<std::string, int> tensor_ids;
+  std::vector<int> buffer_tensor;
 };
 
 // The layers in the order of the plan's forward steps, input first. "" in *error when the plan

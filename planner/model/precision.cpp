@@ -60,20 +60,7 @@ const char* storage_name(Storage s) {
 
 bool low_precision_storage(Precision p) { return storage_of(p) != Storage::F32; }
 
-const char* math_name(Precision p) {
-  switch (p) {
-    case Precision::FP32:
-      return "fp32";
-    case Precision::TF32:
-      return "tf32";
-    case Precision::BF16:
-      return "bf16";
-    case Precision::FP16:
-    case Precision::PseudoFP16:
-      return "fp16";
-  }
-  return "?";
-}
+const char* math_name(Precision p) { return p == Precision::PseudoFP16 ? "fp16" : precision_name(p); }
 
 bool needs_loss_scaling(Precision p) { return storage_of(p) == Storage::F16; }
 
