@@ -123,41 +123,12 @@ step run-tight 120 "$bin/ucplan" run "$tight" --device "$device" --iterations 5 
 step run-check-keep-all 120 "$bin/ucplan" run "$keep" --device "$device" --check --iterations 1
 step run-check-tight 120 "$bin/ucplan" run "$tight" --device "$device" --check --iterations 1
 # Today's layer types (MobileNetV3's, EfficientNet's, ConvNeXt's, ShuffleNet's: the kernels of
-# executor/cuda/modern_kernels.cu) in a small network written here (a bundle carries no tests/):
-# profiled, compiled at keep-all and tight, replayed CUDA vs CPU and checked against the reference.
+# executor/cuda/modern_kernels.cu) in the small network of profiler/check_networks.h (the kernel
+# check prints it): profiled, compiled at keep-all and tight, replayed CUDA vs CPU and checked
+# against the reference.
 export modern=$out/modern.json
 export mprofile=$out/profile-modern-b16.json mkeep=$out/plan-modern-b16-keep-all.json mtight=$out/plan-modern-b16-tight.json
-cat > "$modern" <<'JSON'
-{"format": "ucplan-network/1", "name": "modern", "input": {"name": "data", "shape": [3, 16, 16]}, "labels": 10,
- "layers": [
-  {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 16, "kernel": 3, "pad": 1, "bias": false},
-  {"name": "b1", "type": "bn", "inputs": ["c1"]},
-  {"name": "h1", "type": "hardswish", "inputs": ["b1"]},
-  {"name": "sp", "type": "pool", "inputs": ["h1"], "mode": "avg", "global": true},
-  {"name": "sf1", "type": "conv", "inputs": ["sp"], "out_channels": 4, "kernel": 1},
-  {"name": "sr", "type": "relu", "inputs": ["sf1"]},
-  {"name": "sf2", "type": "conv", "inputs": ["sr"], "out_channels": 16, "kernel": 1},
-  {"name": "sg", "type": "hardsigmoid", "inputs": ["sf2"]},
-  {"name": "se", "type": "mul", "inputs": ["h1", "sg"]},
-  {"name": "c2", "type": "conv", "inputs": ["se"], "out_channels": 16, "kernel": 3, "pad": 1, "groups": 16},
-  {"name": "s2", "type": "silu", "inputs": ["c2"]},
-  {"name": "ln", "type": "layer_norm", "inputs": ["s2"], "eps": 1e-6},
-  {"name": "g1", "type": "gelu", "inputs": ["ln"]},
-  {"name": "ls", "type": "scale", "inputs": ["g1"]},
-  {"name": "add1", "type": "add", "inputs": ["ls", "se"]},
-  {"name": "sl1", "type": "slice", "inputs": ["add1"], "begin": 0, "end": 8},
-  {"name": "sl2", "type": "slice", "inputs": ["add1"], "begin": 8, "end": 16},
-  {"name": "c3", "type": "conv", "inputs": ["sl2"], "out_channels": 8, "kernel": 1},
-  {"name": "r6", "type": "clip", "inputs": ["c3"], "min": 0, "max": 6},
-  {"name": "gate", "type": "sigmoid", "inputs": ["r6"]},
-  {"name": "m2", "type": "mul", "inputs": ["c3", "gate"]},
-  {"name": "cat", "type": "concat", "inputs": ["sl1", "m2"]},
-  {"name": "sh", "type": "channel_shuffle", "inputs": ["cat"], "groups": 2},
-  {"name": "p", "type": "pool", "inputs": ["sh"], "mode": "max", "kernel": 2, "stride": 2},
-  {"name": "g2", "type": "gelu", "inputs": ["p"], "approximate": "tanh"},
-  {"name": "fc", "type": "fc", "inputs": ["g2"], "out_features": 10},
-  {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}]}
-JSON
+"$bin/ucplan-gpu-check" --print-network modern > "$modern"
 step profile-modern 300 "$bin/ucplan" profile "$modern" --batch 16 --device "$device" --sizes "$sizes" --repeat "$repeat" -o "$mprofile"
 step compile-modern 120 compile_both "$modern" "$mprofile" "$mkeep" "$mtight"
 gpu_step cuda-check-modern 300 "$bin/ucplan-cuda-check" --require-device "$mkeep" "$mtight"

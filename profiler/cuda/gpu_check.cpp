@@ -25,6 +25,7 @@
 #include "planner/model/errors.h"
 #include "planner/ir/graph.h"
 #include "planner/model/network.h"
+#include "profiler/check_networks.h"
 #include "profiler/cuda/cuda_runner.h"
 
 namespace {
@@ -709,42 +710,6 @@ const char* kNet = R"({
  ]
 })";
 
-// Every layer type of today's CNNs (as tests/test_nets.h's kModern): hardswish, a
-// squeeze-and-excitation gate (hardsigmoid, mul per channel), SiLU, layer norm, GELU (erf and
-// tanh), layer scale, slices, clip, sigmoid, an element-wise mul and a channel shuffle.
-const char* kModernNet = R"({
- "format": "ucplan-network/1", "name": "gpu_check_modern", "input": {"name": "data", "shape": [3, 16, 16]}, "labels": 10,
- "layers": [
-  {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 16, "kernel": 3, "pad": 1, "bias": false},
-  {"name": "b1", "type": "bn", "inputs": ["c1"]},
-  {"name": "h1", "type": "hardswish", "inputs": ["b1"]},
-  {"name": "sp", "type": "pool", "inputs": ["h1"], "mode": "avg", "global": true},
-  {"name": "sf1", "type": "conv", "inputs": ["sp"], "out_channels": 4, "kernel": 1},
-  {"name": "sr", "type": "relu", "inputs": ["sf1"]},
-  {"name": "sf2", "type": "conv", "inputs": ["sr"], "out_channels": 16, "kernel": 1},
-  {"name": "sg", "type": "hardsigmoid", "inputs": ["sf2"]},
-  {"name": "se", "type": "mul", "inputs": ["h1", "sg"]},
-  {"name": "c2", "type": "conv", "inputs": ["se"], "out_channels": 16, "kernel": 3, "pad": 1, "groups": 16},
-  {"name": "s2", "type": "silu", "inputs": ["c2"]},
-  {"name": "ln", "type": "layer_norm", "inputs": ["s2"], "eps": 1e-6},
-  {"name": "g1", "type": "gelu", "inputs": ["ln"]},
-  {"name": "ls", "type": "scale", "inputs": ["g1"]},
-  {"name": "add1", "type": "add", "inputs": ["ls", "se"]},
-  {"name": "sl1", "type": "slice", "inputs": ["add1"], "begin": 0, "end": 8},
-  {"name": "sl2", "type": "slice", "inputs": ["add1"], "begin": 8, "end": 16},
-  {"name": "c3", "type": "conv", "inputs": ["sl2"], "out_channels": 8, "kernel": 1},
-  {"name": "r6", "type": "clip", "inputs": ["c3"], "min": 0, "max": 6},
-  {"name": "gate", "type": "sigmoid", "inputs": ["r6"]},
-  {"name": "m2", "type": "mul", "inputs": ["c3", "gate"]},
-  {"name": "cat", "type": "concat", "inputs": ["sl1", "m2"]},
-  {"name": "sh", "type": "channel_shuffle", "inputs": ["cat"], "groups": 2},
-  {"name": "p", "type": "pool", "inputs": ["sh"], "mode": "max", "kernel": 2, "stride": 2},
-  {"name": "g2", "type": "gelu", "inputs": ["p"], "approximate": "tanh"},
-  {"name": "fc", "type": "fc", "inputs": ["g2"], "out_features": 10},
-  {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}
- ]
-})";
-
 // Every op of every layer of g measured (a failure or an op with no measurement fails the check).
 void measure_every_op(Runner& runner, const Graph& g) {
   for (int li = 1; li < static_cast<int>(g.layers.size()); ++li) {
@@ -777,8 +742,7 @@ void check_runner() {
               static_cast<double>(d.memory_bytes) / (1 << 30), d.peak_flops * 1e-12);
   for (const auto& [k, v] : d.versions) std::printf("  %s: %s\n", k.c_str(), v.c_str());
   measure_every_op(*runner, g);
-  measure_every_op(*runner,
-                   build_graph(parse_network_text(kModernNet, "gpu_check_modern.json"), "gpu_check_modern.json"));
+  measure_every_op(*runner, build_graph(parse_network_text(kModernNetwork, "modern.json"), "modern.json"));
   // An impossible allocation is out_of_memory, not a failure (a 1x1 conv on a huge batch).
   Measurement big = runner->measure(g, 1, "forward", "implicit_gemm", std::int64_t{1} << 26, 1);
   if (big.status != "out_of_memory" && big.status != "unsupported") fail("runner huge batch: " + big.status);
@@ -805,8 +769,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--require-device") == 0) {
       required = true;
+    } else if (std::strcmp(argv[i], "--print-network") == 0 && i + 1 < argc &&
+               std::strcmp(argv[i + 1], "modern") == 0) {
+      std::printf("%s\n", kModernNetwork);  // the network scripts/gpu-validate.sh replays (no GPU needed)
+      return 0;
     } else {
-      std::fprintf(stderr, "usage: ucplan-gpu-check [--require-device]\n");
+      std::fprintf(stderr, "usage: ucplan-gpu-check [--require-device] | --print-network modern\n");
       return 2;
     }
   }
