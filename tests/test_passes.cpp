@@ -389,7 +389,60 @@ TEST_SUITE("plan quality") {
         }
         REQUIRE(ours.ok);
         CHECK(ours.round_ns <= brute + ideal / 100);
+        // Exact mode is at least as good as the best table (it also runs the MILP's plan stage by stage).
+        CompileInput exact = input_for(tiny.net, tiny.prof, in.budget_bytes, "ucplan", "64");
+        exact.solver = "exact";
+        const Plan p = make_plan(exact).plan;
+        CHECK(find_plan_error(p) == "");
+        CHECK(p.summary.round_ns <= brute);
       }
+    }
+  }
+
+  // A plan read back stage by stage (what is on the device when each task starts, what it
+  // recomputes) is a solution of the MILP, so CBC starts from the default's plan; replayed stage
+  // by stage it runs exactly as simulated.
+  TEST_CASE("a simulated plan is the MILP's first incumbent, and a staged replay reproduces it") {
+    for (const char* device : {"h100", "k40"}) {
+      const Tiny tiny(device);
+      ScheduleInput in = tiny.input(std::int64_t{1} << 40);
+      const std::int64_t peak =
+          simulate_schedule(in, *make_baseline_strategy("keep-all", tiny.g, tiny.tg, tiny.ct)).arena_bytes;
+      int started = 0;
+      for (int share : {100, 85, 70, 55}) {
+        in.budget_bytes = peak * share / 100;
+        in.offload = false;
+        CAPTURE(std::string(device));
+        CAPTURE(share);
+        std::vector<Residency> table;
+        const ScheduleResult best = schedule_ucplan(in, &table);
+        if (!best.ok) continue;
+        ScheduleInput rec = in;
+        rec.record_stages = true;
+        const ScheduleResult recorded =
+            simulate_schedule(rec, *make_table_strategy("t", table, PrefetchMode::Eq4, true, true, false));
+        REQUIRE(recorded.ok);
+        CHECK(recorded.offload_bytes == 0);
+        const RematMilpResult m = solve_remat_milp(tiny.g, tiny.tg, tiny.ct, in.budget_bytes, 0, &recorded);
+        REQUIRE(m.status == RematMilpResult::Status::optimal);
+        started += m.started_from_plan;
+        // The staged replay of the recording itself.
+        StagedPlan staged;
+        staged.table = table;
+        staged.keep.assign(recorded.on_device_at.size(), std::vector<char>(tiny.tg.tensors.size(), 0));
+        for (std::size_t p = 0; p < recorded.on_device_at.size(); ++p)
+          for (int t : recorded.on_device_at[p]) staged.keep[p][t] = 1;
+        const ScheduleResult again = simulate_staged(in, staged, false);
+        REQUIRE(again.ok);
+        CHECK(again.round_ns == recorded.round_ns);
+        CHECK(again.recompute_steps == recorded.recompute_steps);
+        // The MILP's own solution, staged: verified, recompute-only, and no faster than the bound.
+        const ScheduleResult milp = simulate_staged(in, m.staged, false);
+        REQUIRE(milp.ok);
+        CHECK(milp.offload_bytes == 0);
+        CHECK(milp.round_ns >= m.bound_round_ns);
+      }
+      CHECK(started > 0);
     }
   }
 
@@ -462,6 +515,45 @@ TEST_SUITE("plan quality") {
         }
       }
       CHECK(compared > 0);
+    }
+  }
+
+  // Monotone in offload: the search with offload also runs without, so allowing it never loses.
+  TEST_CASE("--offload never keeps activations on the device, and allowing offload is never slower") {
+    for (const char* text : {kChain, kResidual, kConcat, kModern}) {
+      const Network net = parse_network_text(text, "test");
+      const Profile prof = model_profile(net, 16, "h100");
+      const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);
+      int both = 0;
+      for (int k = 0; k <= 8; ++k) {
+        const std::int64_t budget = lb + (peak - lb) * k / 8;
+        CAPTURE(net.name);
+        CAPTURE(budget);
+        CompileInput never = input_for(net, prof, budget, "ucplan", "any");
+        never.offload = "never";
+        Plan allowed;
+        try {
+          allowed = make_plan(input_for(net, prof, budget, "ucplan", "any")).plan;
+        } catch (const UserError&) {
+          CHECK_THROWS_AS(make_plan(never), UserError);  // never finds no plan where allowed finds none
+          continue;
+        }
+        CHECK(find_plan_error(allowed) == "");
+        Plan kept;
+        try {
+          kept = make_plan(never).plan;
+        } catch (const UserError&) {
+          continue;  // no recompute-only plan at this budget: offload is what makes one
+        }
+        ++both;
+        CHECK(find_plan_error(kept) == "");
+        CHECK(kept.offload == "never");
+        for (const PlanStep& st : kept.steps) CHECK(st.op != StepOp::Offload);
+        CHECK(kept.summary.offload_bytes == 0);
+        CHECK(kept.summary.prefetch_bytes == kept.summary.input_bytes);
+        CHECK(allowed.summary.predicted_ns <= kept.summary.predicted_ns);
+      }
+      CHECK(both > 0);
     }
   }
 

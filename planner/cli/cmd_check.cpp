@@ -77,6 +77,7 @@ int run_check(const CheckOptions& o) {
       in.micro_batches = plan.micro_batches;
       in.solver = plan.solver;
       in.solver_time_limit_s = static_cast<double>(plan.solver_time_limit_ms) / 1000.0;
+      in.offload = plan.offload;
       in.precision = plan.precision;
       in.loss_scale = plan.loss_scale;
       const std::string again = plan_to_json_text(make_plan(in).plan);

@@ -344,6 +344,7 @@ int run_compile(const CompileOptions& o) {
   in.micro_batches = o.micro_batches;
   in.dump_after = o.dump_after;
   in.solver = o.solver;
+  in.offload = o.offload;
   in.precision = precision;
   in.loss_scale = o.loss_scale;
   if (!o.time_limit.empty()) {
@@ -373,9 +374,12 @@ int run_compile(const CompileOptions& o) {
     for (const auto& c : r.candidates)
       if (c.milp)
         fmt::print(
-            "  exact mode    sub-batch {}: MILP of {} variables and {} rows {} in {} ({} nodes){}\n", c.sub_batch,
-            c.milp_result.variables, c.milp_result.rows, remat_milp_status_name(c.milp_result.status),
+            "  exact mode    sub-batch {}: MILP of {} variables and {} rows {} in {} ({} nodes, first incumbent: "
+            "{}){}\n",
+            c.sub_batch, c.milp_result.variables, c.milp_result.rows, remat_milp_status_name(c.milp_result.status),
             format_seconds(c.milp_result.seconds), c.milp_result.nodes,
+            c.milp_result.started_from_plan ? "the default search's best plan without offload"
+                                            : "recompute every input in every stage",
             c.milp_result.table.empty()
                 ? std::string()
                 : fmt::format("; lower bound on a recompute-only round {}, its own solution {}",
@@ -396,6 +400,8 @@ int run_compile(const CompileOptions& o) {
       CompileInput any = in;
       any.sub_batch = "any";
       any.dump_after.clear();
+      any.solver = "default";  // a hint, not another exact solve
+      any.solver_time_limit_s = 0;
       try {
         const Plan split = make_plan(any).plan;
         if (split.summary.predicted_ns < r.plan.summary.predicted_ns)

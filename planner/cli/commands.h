@@ -44,12 +44,13 @@ struct CompileOptions {
   bool conv_only = false;  // conv configuration report only (no memory plan)
   std::string pareto;      // kernel name: print its Pareto front
   bool quiet = false;
-  bool json = false;               // --conv-only: JSON report
-  bool verbose = false;            // the ucplan search's candidates
-  std::string solver = "default";  // default | exact
-  std::string time_limit;          // exact: "60s", "2min", "" for none
-  std::string precision = "fp32";  // must be the profile's
-  std::string loss_scale;          // "" for the precision's default
+  bool json = false;                // --conv-only: JSON report
+  bool verbose = false;             // the ucplan search's candidates
+  std::string solver = "default";   // default | exact
+  std::string offload = "allowed";  // allowed | never
+  std::string time_limit;           // exact: "60s", "2min", "" for none
+  std::string precision = "fp32";   // must be the profile's
+  std::string loss_scale;           // "" for the precision's default
 };
 int run_compile(const CompileOptions& o);
 

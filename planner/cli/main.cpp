@@ -138,6 +138,9 @@ int main(int argc, char** argv) {
   c_compile->add_option("--time-limit", compile.time_limit,
                         "with --solver exact: CBC's wall-clock limit, e.g. 60s or 2min (default: none, solve to "
                         "optimality); a plan made within a limit CBC reached may not be reproducible");
+  c_compile->add_option("--offload", compile.offload,
+                        "allowed (default: the ucplan search may copy activations to host memory and back) | never "
+                        "(keep and recompute only; no plan is slower with allowed)");
   c_compile->add_option("--precision", compile.precision,
                         "fp32 (default) | tf32 | bf16 | fp16 | pseudo-fp16; must be the profile's (ucplan profile "
                         "--precision)");

@@ -100,7 +100,8 @@ std::string plan_to_json_text(const Plan& p) {
     j["options"]["solver"] = p.solver;
     j["options"]["solver_time_limit_ms"] = p.solver_time_limit_ms;
   }
-  if (p.precision != Precision::FP32) {  // absent at fp32, so FP32 plans stay as they were
+  if (p.offload != "allowed") j["options"]["offload"] = p.offload;  // absent when allowed, as before the option
+  if (p.precision != Precision::FP32) {                             // absent at fp32, so FP32 plans stay as they were
     j["options"]["precision"] = precision_name(p.precision);
     j["options"]["loss_scale"] = p.loss_scale;
   }
@@ -175,7 +176,7 @@ Plan load_plan(const std::string& path) {
   p.device = in.at("device").string();
   auto o = r.at("options");
   o.allow_only({"batch", "budget_bytes", "strategy", "sub_batch", "workspace", "micro_batches", "solver",
-                "solver_time_limit_ms", "precision", "loss_scale"});
+                "solver_time_limit_ms", "offload", "precision", "loss_scale"});
   p.batch = o.at("batch").integer(1, kMaxBatch);
   p.budget_bytes = o.at("budget_bytes").integer(1, INT64_MAX);
   p.strategy = o.at("strategy").string();
@@ -187,6 +188,11 @@ Plan load_plan(const std::string& path) {
     if (p.solver != "default" && p.solver != "exact")
       o.at("solver").fail("expected \"default\" or \"exact\", got \"" + p.solver + "\"");
     p.solver_time_limit_ms = o.has("solver_time_limit_ms") ? o.at("solver_time_limit_ms").integer(0, INT64_MAX) : 0;
+  }
+  if (o.has("offload")) {
+    p.offload = o.at("offload").string();
+    if (p.offload != "allowed" && p.offload != "never")
+      o.at("offload").fail("expected \"allowed\" or \"never\", got \"" + p.offload + "\"");
   }
   if (o.has("precision") && !parse_precision(o.at("precision").string(), &p.precision))
     o.at("precision").fail(fmt::format("must be {}, got \"{}\"", precision_choices(), o.at("precision").string()));

@@ -127,6 +127,7 @@ struct Plan {
   std::string micro_batches;              // micro-batch sizes conv kernels may use: all | powerOfTwo | undivided
   std::string solver = "default";         // default | exact (the rematerialisation MILP seeds the search)
   std::int64_t solver_time_limit_ms = 0;  // exact: CBC's time limit, 0 for none
+  std::string offload = "allowed";        // allowed | never (activations stay on the device)
   Precision precision = Precision::FP32;  // the profile's (precision.h)
   // Loss scaling (fp16 storage): "none", "static:S" (a fixed scale S) or "dynamic" (GradScaler:
   // start at 2^16, halve and skip the step on an inf/NaN gradient, double after 2000 good steps).

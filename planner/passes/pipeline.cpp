@@ -153,6 +153,7 @@ struct PlanOptions {
   std::int64_t batch = 0;
   WorkspaceOption workspace;
   bool exact = false;
+  bool offload = true;     // --offload allowed
   std::string loss_scale;  // the plan's: --loss-scale, or the precision's default
 };
 
@@ -189,6 +190,11 @@ PlanOptions parse_plan_options(const CompileInput& in) {
   }
   opt.workspace = ws;
   opt.exact = in.solver == "exact";
+  if (in.offload != "allowed" && in.offload != "never")
+    throw UserError("", "--offload", fmt::format("expected allowed or never, got \"{}\"", in.offload));
+  if (in.offload == "never" && in.strategy != "ucplan")
+    throw UserError("", "--offload", fmt::format("never is a choice of the ucplan strategy, not of {}", in.strategy));
+  opt.offload = in.offload == "allowed";
   return opt;
 }
 
@@ -250,10 +256,12 @@ void build_costs(Pipeline& x) {
   x.modnn_b = modnn_sub_batch(x.tg, cand_tables, in.budget_bytes);
 }
 
-// One sub-batch candidate's schedule: the strategy's, or exact mode's (the default search first;
-// its table is the MILP's first incumbent; the MILP's solution then leads the seeds of a second
-// search with ten times the local-search work; the faster plan is kept, so exact mode is never
-// slower than the default).
+// One sub-batch candidate's schedule: the strategy's, or exact mode's. Exact mode runs the default
+// search, reads its best plan without offload back stage by stage as the MILP's first incumbent,
+// and then simulates the MILP's solution twice: stage by stage (what it keeps into each stage, the
+// rest recomputed where needed), and as a table leading the seeds of a second search with ten
+// times the local-search work. The fastest of the three plans is kept, so exact mode is never
+// slower than the default.
 ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, CandidateOutcome& o) {
   const CompileInput& in = x.in;
   ScheduleInput si;
@@ -263,24 +271,46 @@ ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, Candid
   si.budget_bytes = in.budget_bytes;
   si.batch = x.opt.batch;
   si.fixed_config = fixed_configs(x.opt.workspace, x.g, x.tg, ct);
+  si.offload = x.opt.offload;
   if (in.strategy != "ucplan") {
     auto strategy = make_baseline_strategy(in.strategy, x.g, x.tg, ct);
     return simulate_schedule(si, *strategy);
   }
   if (!x.opt.exact) return schedule_ucplan(si);
-  std::vector<Residency> table;
-  ScheduleResult r = schedule_ucplan(si, &table);
+  ScheduleResult best = schedule_ucplan(si);
+  auto consider = [&](ScheduleResult r, const std::string& what) {
+    if (!r.ok || (best.ok && r.round_ns >= best.round_ns)) {
+      best.search_log.push_back({"exact mode: " + what, r.ok ? r.round_ns : 0, r.ok ? "" : r.failure});
+      return;
+    }
+    r.search_log.insert(r.search_log.begin(), best.search_log.begin(), best.search_log.end());
+    r.search_log.push_back({"exact mode: " + what + " (wins)", r.round_ns, ""});
+    best = std::move(r);
+  };
+  ScheduleInput kept_in = si;
+  kept_in.offload = false;
+  std::vector<Residency> kept_table;
+  const ScheduleResult kept = schedule_ucplan(kept_in, &kept_table);
+  ScheduleResult recorded;
+  if (kept.ok) {
+    kept_in.record_stages = true;
+    auto strategy = make_table_strategy("ucplan", kept_table, PrefetchMode::Eq4, true, true, false);
+    recorded = simulate_schedule(kept_in, *strategy);
+  }
   o.milp = true;
   o.milp_result =
-      solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, in.solver_time_limit_s, r.ok ? table : std::vector<Residency>{});
-  if (o.milp_result.table.empty()) return r;
+      solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, in.solver_time_limit_s, recorded.ok ? &recorded : nullptr);
+  if (o.milp_result.table.empty()) return best;
+  // On-demand offload can rescue a staged plan the arena's fragmentation defeats, but it also
+  // copies out what the MILP meant to keep: both are simulated.
+  consider(simulate_staged(si, o.milp_result.staged, false), "the MILP's solution stage by stage");
+  if (si.offload)
+    consider(simulate_staged(si, o.milp_result.staged, true),
+             "the MILP's solution stage by stage, offloading on demand");
   si.extra_seeds.push_back(o.milp_result.table);
   si.local_search_budget *= 10;
-  ScheduleResult seeded = schedule_ucplan(si);
-  if (!seeded.ok || (r.ok && seeded.round_ns >= r.round_ns)) return r;
-  seeded.search_log.insert(seeded.search_log.begin(),
-                           {"(the default search alone: " + format_ns(r.round_ns) + " per round)", r.round_ns, ""});
-  return seeded;
+  consider(schedule_ucplan(si), "the search seeded with the MILP's solution");
+  return best;
 }
 
 // 6. The sub-batch: every candidate scheduled (those that cannot fit or cannot beat the best
@@ -364,6 +394,7 @@ void assemble_plan(Pipeline& x) {
   p.precision = in.precision;
   p.loss_scale = x.opt.loss_scale;
   p.solver_time_limit_ms = std::llround(in.solver_time_limit_s * 1000);
+  p.offload = in.offload;
   p.sub_batch = x.best_b;
   p.rounds = batch / x.best_b;
   p.modnn_sub_batch = x.modnn_b;

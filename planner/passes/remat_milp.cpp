@@ -30,7 +30,7 @@ std::int64_t aligned(std::int64_t b) { return (b + kAlign - 1) / kAlign * kAlign
 }  // namespace
 
 RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
-                                 double max_seconds, const std::vector<Residency>& start) {
+                                 double max_seconds, const ScheduleResult* start) {
   const auto start_time = std::chrono::steady_clock::now();
   RematMilpResult res;
   const int nt = static_cast<int>(tg.tensors.size());
@@ -192,38 +192,20 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
         if (decided[in]) stack.push_back(in);
     }
   }
-  // Better, if it fits the rows: the given table as the scheduler would run it. A value to be
-  // recomputed stays until its last forward use, is dropped, and comes back at its first
-  // backward need (inputs first), staying to its last use; everything else stays throughout.
-  if (!start.empty()) {
+  // Better, if it fits the rows: the given plan as the simulator ran it, stage by stage.
+  if (start && start->on_device_at.size() == static_cast<std::size_t>(n) &&
+      start->recomputed_at.size() == static_cast<std::size_t>(n)) {
     std::vector<std::int64_t> x(nv, 0);
-    std::vector<int> last_fwd(nt, -1);
-    for (int s = 0; s < bwd_start; ++s)
-      for (int r : tg.tasks[order[s]].reads)
-        if (decided[r]) last_fwd[r] = s;
-    std::vector<char> back(nt, 0);  // recomputed in the backward pass already
-    for (int i = 0; i < nt; ++i) {
-      if (base[i] < 0) continue;
-      const bool redo = start[i] == Residency::Recompute;
-      for (int t = born[i] + 1; t <= last[i]; ++t)
-        if (!redo || t <= std::max(last_fwd[i], born[i]) || t < bwd_start) x[S(i, t)] = 1;
+    for (int s = 0; s < n; ++s) {
+      for (int i : start->on_device_at[s])
+        if (in_span(i, s)) x[S(i, s)] = 1;
+      for (int i : start->recomputed_at[s])
+        if (in_span(i, s)) x[R(i, s)] = 1;
     }
-    for (int s = bwd_start; s < n; ++s) {
-      std::vector<int> stack;
-      for (int r : tg.tasks[order[s]].reads)
-        if (decided[r]) stack.push_back(r);
-      while (!stack.empty()) {
-        const int v = stack.back();
-        stack.pop_back();
-        if (x[S(v, s)] || x[R(v, s)]) continue;
-        x[R(v, s)] = 1;
-        back[v] = 1;
-        for (int t = s + 1; t <= last[v]; ++t) x[S(v, t)] = 1;
-        for (int in : tg.tasks[costs.forward_task[tg.tensors[v].layer]].reads)
-          if (decided[in]) stack.push_back(in);
-      }
+    if (find_ilp_violation(ilp, x).empty()) {
+      ilp.start = std::move(x);
+      res.started_from_plan = true;
     }
-    if (find_ilp_violation(ilp, x).empty()) ilp.start = std::move(x);
   }
   ilp.max_seconds = max_seconds;
   res.variables = nv;
@@ -248,11 +230,19 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   }
   res.bound_round_ns = tasks_ns + std::max<std::int64_t>(r.bound, 0);
   res.solution_round_ns = tasks_ns + r.objective;
+  // As a table (a seed for the search): recomputed in the backward pass. Stage by stage: what
+  // is recomputed anywhere may be dropped, and S says when.
   res.table.assign(nt, Residency::Keep);
-  for (int i = 0; i < nt; ++i)
-    if (base[i] >= 0)
-      for (int t = std::max(born[i] + 1, bwd_start); t <= last[i]; ++t)
-        if (r.x[R(i, t)]) res.table[i] = Residency::Recompute;
+  res.staged.table.assign(nt, Residency::Keep);
+  res.staged.keep.assign(n, std::vector<char>(nt, 1));
+  for (int i = 0; i < nt; ++i) {
+    if (base[i] < 0) continue;
+    for (int t = born[i] + 1; t <= last[i]; ++t) {
+      if (r.x[R(i, t)]) (t >= bwd_start ? res.table[i] : res.staged.table[i]) = Residency::Recompute;
+      res.staged.keep[t][i] = r.x[S(i, t)] ? 1 : 0;
+    }
+    if (res.table[i] == Residency::Recompute) res.staged.table[i] = Residency::Recompute;
+  }
   return res;
 }
 

@@ -19,9 +19,12 @@
 // plan whose tasks run in route order at their fastest configurations. Offload is not modelled: a
 // plan that offloads may beat the bound.
 //   minimise Σ_{t,i} time_i R[t,i]    (time_i: the fastest configuration of i's forward task)
-// The solution, read as a residency table (recompute what the solution recomputes in the
-// backward pass, keep the rest), seeds the ucplan search, whose plan is then simulated and
-// verified like every other.
+// The solution is run stage by stage (StagedPlan: what is kept into each stage; the simulator
+// recomputes the rest when a task needs it), and read as a residency table (recompute what the
+// solution recomputes anywhere, keep the rest) it seeds the ucplan search; both plans are
+// simulated and verified like every other. The MILP's first incumbent is a plan read back from
+// the simulator stage by stage (the default search's best without offload), so CBC starts where
+// the default ends.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +42,8 @@ struct RematMilpResult {
   std::int64_t bound_round_ns = 0;     // lower bound on a recompute-only round (tasks + recomputation)
   std::int64_t solution_round_ns = 0;  // the MILP's own round time of its solution (same model)
   std::vector<Residency> table;        // per tensor: Keep or Recompute (empty without a solution)
+  StagedPlan staged;                   // the solution stage by stage (empty without a solution)
+  bool started_from_plan = false;      // the given start satisfied the rows and was CBC's first incumbent
   int variables = 0, rows = 0;
   std::int64_t nodes = 0;
   double seconds = 0;
@@ -46,10 +51,10 @@ struct RematMilpResult {
 const char* remat_milp_status_name(RematMilpResult::Status s);
 
 // max_seconds <= 0: no time limit (the solve ends when CBC proves optimality). `start`, if not
-// empty, is a residency table (the default search's) read as the MILP's first incumbent: what it
-// recomputes is dropped after the forward pass and recomputed at its first backward need, as
-// the scheduler does; it is used only if it satisfies the MILP's rows.
+// null, is a simulated plan recorded stage by stage (ScheduleInput::record_stages) read as the
+// MILP's first incumbent: S from what is on the device when each stage starts, R from what it
+// recomputes; it is used only if it satisfies the MILP's rows.
 RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
-                                 double max_seconds, const std::vector<Residency>& start = {});
+                                 double max_seconds, const ScheduleResult* start = nullptr);
 
 }  // namespace ucplan

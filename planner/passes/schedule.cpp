@@ -178,6 +178,7 @@ class Scheduler {
   std::vector<char> kernel_seen_;
   std::vector<int> resident_buffer_;  // per tensor: plan buffer of a resident tensor
   bool in_defrag_retry_ = false;
+  bool staged_ = false;               // the strategy gives a per-stage plan (Strategy::keep_into)
   int step_limit_ = 0;                // steps a round may take before it counts as a runaway
   std::int64_t recompute_limit_ = 0;  // recomputations a round may take likewise
   bool runaway_ = false;
@@ -478,7 +479,7 @@ BlockView Scheduler::view(const Arena::Block& blk) const {
   b.owner = blk.owner;
   if (blk.owner < 0) {
     b.ready_end = blk.ready_end;
-  } else if (evictable(blk.owner)) {
+  } else if (evictable(blk.owner) && (strategy_.may_offload() || clean(blk.owner))) {
     const TState& s = st_[blk.owner];
     b.ready_end = s.access_end;
     if (s.host_valid && s.host_writer >= 0) b.ready_end = std::max(b.ready_end, s.host_writer_end);
@@ -676,6 +677,7 @@ bool Scheduler::recompute(int layer) {
     if (ws >= 0) arena_.release(buffers_[ws].offset, ReadySet{id, -1, -1}, timeline_.step(id).end);
     res_.recompute_ns += a.duration;
     res_.recompute_steps += 1;
+    if (in_.record_stages) res_.recomputed_at[pos_].push_back(y);
     st_[y].dropped = false;
     st_[y].fresh = true;
   }
@@ -685,12 +687,15 @@ bool Scheduler::recompute(int layer) {
 }
 
 // Everything not resident leaves the device (offloaded if its value is not elsewhere), and the
-// current task starts again in an empty dynamic region, where it fits by the lower bound.
+// current task starts again in an empty dynamic region, where it fits by the lower bound. A
+// strategy that may not offload keeps what only a copy could save, and may still not fit.
 void Scheduler::defragment() {
   res_.defragmentations += 1;
   std::vector<int> on;
   for (const auto& blk : arena_.blocks())
-    if (blk.owner >= 0 && blk.owner < kWorkspaceOwner && !tg_.tensors[blk.owner].resident()) on.push_back(blk.owner);
+    if (blk.owner >= 0 && blk.owner < kWorkspaceOwner && !tg_.tensors[blk.owner].resident() &&
+        (strategy_.may_offload() || clean(blk.owner)))
+      on.push_back(blk.owner);
   for (int t : on) {
     st_[t].lock = 0;
     evict(t);
@@ -908,13 +913,27 @@ bool Scheduler::run_task(int pos) {
   for (int d : touched) st_[d].fresh = false;
   // Planned offloads start as soon as the value exists, overlapping the following tasks.
   for (int d : t.writes)
-    if (st_[d].decision == Residency::Offload && !uses_[d].empty() && uses_[d].back() >= bwd_start_) offload(d);
+    if (strategy_.may_offload() && st_[d].decision == Residency::Offload && !uses_[d].empty() &&
+        uses_[d].back() >= bwd_start_)
+      offload(d);
   for (int d : t.accumulates) st_[d].host_valid = false;  // the host copy, if any, is stale
   lock(touched, -1);
   return true;
 }
 
 void Scheduler::finish_position(int pos) {
+  // A staged plan says, per position, which recomputable values stay: the others go now, used
+  // here or not (what is used again later comes back by recomputation).
+  if (staged_) {
+    for (int d = 0; d < static_cast<int>(st_.size()); ++d) {
+      TState& s = st_[d];
+      if (s.decision != Residency::Recompute || !s.on_device || !s.produced || s.lock > 0) continue;
+      if (s.next_use >= uses_[d].size() || pos + 1 >= static_cast<int>(order_.size())) continue;
+      if (strategy_.keep_into(d, pos + 1).value_or(true)) continue;
+      s.dropped = true;
+      release_device_copy(d, false);
+    }
+  }
   for (int d : users_at_[pos]) {
     TState& s = st_[d];
     while (s.next_use < uses_[d].size() && uses_[d][s.next_use] <= pos) ++s.next_use;
@@ -925,7 +944,7 @@ void Scheduler::finish_position(int pos) {
     }
     const int next = uses_[d][s.next_use];
     const bool crossing = pos < bwd_start_ && next >= bwd_start_;
-    if (!crossing || !s.on_device) continue;
+    if (!crossing || !s.on_device || staged_) continue;
     if (s.decision == Residency::Offload && s.host_valid) {
       release_device_copy(d, true);
     } else if (s.decision == Residency::Recompute && tg_.tensors[d].kind == TensorKind::Activation &&
@@ -945,6 +964,8 @@ ScheduleResult Scheduler::run() {
   }
   res_.evicted_dirty.assign(nt, 0);
   res_.stall_by_tensor.assign(nt, 0);
+  staged_ = false;
+  for (int t = 0; t < nt && !staged_; ++t) staged_ = strategy_.keep_into(t, 0).has_value();
   kernel_seen_.assign(tg_.tasks.size(), 0);
   compute_uses();
 
@@ -973,7 +994,14 @@ ScheduleResult Scheduler::run() {
   std::vector<std::int64_t> rest_ns(order_.size() + 1, 0);
   for (std::size_t p = order_.size(); p-- > 0;) rest_ns[p] = rest_ns[p + 1] + task_time(order_[p]);
   std::int64_t steps_seen = 0;
+  if (in_.record_stages) {
+    res_.on_device_at.assign(order_.size(), {});
+    res_.recomputed_at.assign(order_.size(), {});
+  }
   for (pos_ = 0; pos_ < static_cast<int>(order_.size()); ++pos_) {
+    if (in_.record_stages)
+      for (int t = 0; t < nt; ++t)
+        if (st_[t].on_device && st_[t].produced && !tg_.tensors[t].resident()) res_.on_device_at[pos_].push_back(t);
     bool ok = run_task(pos_);
     // Defragmentation is moDNN's: strategies that never offload on demand fail as their
     // systems would (out of memory) instead of being rescued by it.
@@ -1045,6 +1073,7 @@ ScheduleResult Scheduler::run() {
       b.last_step = last;
     }
   drop_unused_buffers();
+  for (auto& r : res_.recomputed_at) std::sort(r.begin(), r.end());
   res_.steps = std::move(meta_);
   res_.buffers = std::move(buffers_);
   res_.arena_bytes = arena_.high_water();
@@ -1056,12 +1085,23 @@ ScheduleResult Scheduler::run() {
 
 class TableStrategy : public Strategy {
  public:
-  TableStrategy(std::string name, std::vector<Residency> table, PrefetchMode prefetch, bool evict, bool by_gain)
-      : name_(std::move(name)), table_(std::move(table)), prefetch_(prefetch), evict_(evict), by_gain_(by_gain) {}
+  TableStrategy(std::string name, std::vector<Residency> table, PrefetchMode prefetch, bool evict, bool by_gain,
+                bool may_offload)
+      : name_(std::move(name)),
+        table_(std::move(table)),
+        prefetch_(prefetch),
+        evict_(evict),
+        by_gain_(by_gain),
+        may_offload_(may_offload) {
+    if (!may_offload_)
+      for (Residency& r : table_)
+        if (r == Residency::Offload) r = Residency::Keep;
+  }
   std::string name() const override { return name_; }
   Residency residency(int tensor) const override { return table_[tensor]; }
   PrefetchMode prefetch_mode() const override { return prefetch_; }
   bool evict_on_demand() const override { return evict_; }
+  bool may_offload() const override { return may_offload_; }
   std::size_t choose_config(const ConfigContext& ctx) override {
     return by_gain_ ? choose_config_by_gain(ctx) : choose_fastest_fitting(ctx);
   }
@@ -1070,7 +1110,20 @@ class TableStrategy : public Strategy {
   std::string name_;
   std::vector<Residency> table_;
   PrefetchMode prefetch_;
-  bool evict_, by_gain_;
+  bool evict_, by_gain_, may_offload_;
+};
+
+class StagedStrategy : public TableStrategy {
+ public:
+  StagedStrategy(const StagedPlan& plan, bool may_offload)
+      : TableStrategy("staged", plan.table, PrefetchMode::Eq4, true, true, may_offload), keep_(plan.keep) {}
+  std::optional<bool> keep_into(int tensor, int pos) const override {
+    if (pos < 0 || pos >= static_cast<int>(keep_.size())) return true;
+    return keep_[pos][tensor] != 0;
+  }
+
+ private:
+  const std::vector<std::vector<char>>& keep_;
 };
 
 // Tensors read by some backward task: the only ones worth offloading or recomputing.
@@ -1140,8 +1193,14 @@ std::vector<std::string> strategy_names() {
 }
 
 std::unique_ptr<Strategy> make_table_strategy(std::string name, std::vector<Residency> table, PrefetchMode prefetch,
-                                              bool evict_on_demand, bool by_gain) {
-  return std::make_unique<TableStrategy>(std::move(name), std::move(table), prefetch, evict_on_demand, by_gain);
+                                              bool evict_on_demand, bool by_gain, bool may_offload) {
+  return std::make_unique<TableStrategy>(std::move(name), std::move(table), prefetch, evict_on_demand, by_gain,
+                                         may_offload);
+}
+
+ScheduleResult simulate_staged(const ScheduleInput& in, const StagedPlan& plan, bool may_offload) {
+  StagedStrategy strategy(plan, may_offload);
+  return simulate_schedule(in, strategy);
 }
 
 namespace {
@@ -1227,7 +1286,7 @@ bool better(const ScheduleResult& a, const ScheduleResult& b) {
 // abandoned as soon as it cannot beat `best` (branch and bound).
 ScheduleResult simulate_ucplan_table(const ScheduleInput& in, const std::vector<Residency>& table, bool best_fit,
                                      const ScheduleResult& best) {
-  auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true);
+  auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, in.offload);
   ScheduleInput bounded = in;
   bounded.best_fit = best_fit;
   if (best.ok) bounded.abandon_after_ns = best.round_ns;
@@ -1310,10 +1369,11 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
         moves.push_back({t, Residency::Keep, 0, redo});
       } else if (need[t]) {
         moves.push_back({t, Residency::Recompute, 3, bytes / redo});
-        moves.push_back({t, Residency::Offload, 3, bytes / redo * 1e-3});  // a copy costs more than its bytes suggest
+        if (in.offload)
+          moves.push_back({t, Residency::Offload, 3, bytes / redo * 1e-3});  // a copy costs more than its bytes suggest
       }
       if (r == Residency::Offload) moves.push_back({t, Residency::Recompute, 1, bytes / redo});
-      if (r == Residency::Recompute && need[t]) moves.push_back({t, Residency::Offload, 2, bytes / redo});
+      if (r == Residency::Recompute && need[t] && in.offload) moves.push_back({t, Residency::Offload, 2, bytes / redo});
     }
     std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
       return a.tier != b.tier ? a.tier < b.tier : a.priority > b.priority;
@@ -1338,9 +1398,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
   }
 }
 
-}  // namespace
-
-ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out) {
+ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
   const CostTable& costs = *in.costs;
@@ -1386,6 +1444,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
                                       "checkpoint-sqrt decisions",
                                       "superneurons, checkpoints offloaded early",
                                       "recompute what is cheaper than a copy"};
+  if (!in.offload) seed_names.erase(seed_names.begin() + 4);
   std::vector<ScheduleResult::Candidate> log;
   seeds.push_back(std::vector<Residency>(nt, Residency::Keep));
   for (const char* b : {"vdnn-conv", "superneurons", "checkpoint-sqrt"}) seeds.push_back(baseline_table(b, g, tg));
@@ -1399,7 +1458,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   }
   close_segments(cheap);
   bound_segments(g, tg, sn_offload);
-  seeds.push_back(sn_offload);
+  if (in.offload) seeds.push_back(sn_offload);
   seeds.push_back(cheap);
   // Chen et al.'s segments at finer spacings than sqrt(N): every articulation point (a residual
   // block's output) kept, or every second or third, the rest recomputed. At tight budgets on a
@@ -1424,7 +1483,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       bool improved = false;
       std::vector<Residency> early = table;
       bool changed = false;
-      for (int t = 0; t < nt; ++t) {
+      for (int t = 0; t < nt && in.offload; ++t) {
         if (!result.evicted_dirty[t] || early[t] != Residency::Keep) continue;
         const TensorKind k = tg.tensors[t].kind;
         if ((k == TensorKind::Activation || k == TensorKind::Aux) && need[t]) {
@@ -1482,6 +1541,8 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     }
   };
   for (const char* name : {"keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"}) {
+    const std::string n = name;
+    if (!in.offload && n != "keep-all" && n != "checkpoint-sqrt") continue;  // these offload
     auto strategy = make_baseline_strategy(name, g, tg, costs);
     ScheduleResult r = simulate_schedule(in, *strategy);
     log.push_back({std::string(name) + " (its own schedule)", r.ok ? r.round_ns : 0, r.failure});
@@ -1490,6 +1551,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   // The winning baseline's decisions, run with moDNN's mechanisms and improved, come first.
   std::vector<std::size_t> order{
       0, 1, 4, 5, 2, 3, 6, 7, 8};  // moDNN, vdnn-conv, the cost-aware ones, SuperNeurons, sqrt, finer segments
+  if (!in.offload) order = {0, 1, 4, 2, 3, 5, 6, 7};  // without the early-offload seed
   if (best.ok) {
     seeds.push_back(best_table);
     seed_names.push_back("best baseline's decisions");
@@ -1499,9 +1561,11 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     std::vector<Residency> table = extra;
     bound_segments(g, tg, table);
     seeds.push_back(std::move(table));
-    seed_names.push_back("the MILP's decisions");
+    seed_names.push_back(in.extra_seed_name);
     order.insert(order.begin(), seeds.size() - 1);
   }
+  if (!in.offload)
+    for (auto& seed : seeds) std::replace(seed.begin(), seed.end(), Residency::Offload, Residency::Keep);
   int skipped = 0;
   for (std::size_t i : order) {
     if (work > kWorkBudget) {
@@ -1537,6 +1601,35 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   best.search_log = std::move(log);
   if (table_out) *table_out = best_table;
   return best;
+}
+
+}  // namespace
+
+// Allowing offload never gives a slower plan than forbidding it: the search without offload
+// runs too, on its own (as a seed or a bound it would steer the search with offload elsewhere,
+// not always to better plans), and the faster of the two plans wins.
+ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out) {
+  ScheduleInput no_offload = in;
+  no_offload.offload = false;
+  std::vector<Residency> kept_table;
+  ScheduleResult kept = search_ucplan(no_offload, &kept_table);
+  for (auto& c : kept.search_log) c.name = "no offload: " + c.name;
+  if (!in.offload) {
+    if (table_out) *table_out = std::move(kept_table);
+    return kept;
+  }
+  std::vector<Residency> table;
+  ScheduleResult r = search_ucplan(in, &table);
+  if (better(kept, r)) {
+    kept.search_log.insert(kept.search_log.end(), r.search_log.begin(), r.search_log.end());
+    kept.candidates_skipped += r.candidates_skipped;
+    if (table_out) *table_out = std::move(kept_table);
+    return kept;
+  }
+  r.search_log.insert(r.search_log.begin(), kept.search_log.begin(), kept.search_log.end());
+  r.candidates_skipped += kept.candidates_skipped;
+  if (table_out) *table_out = std::move(table);
+  return r;
 }
 
 }  // namespace ucplan

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,13 @@ class Strategy {
   virtual bool evict_on_demand() const = 0;
   // Index into ctx.cost->front.
   virtual std::size_t choose_config(const ConfigContext& ctx) = 0;
+  // Whether activations may go to host memory at all (planned or on demand). Without it, only
+  // values that cost no copy are evicted: recomputable ones, and those never produced.
+  virtual bool may_offload() const { return true; }
+  // A per-stage plan (exact mode's MILP, Checkmate's S matrix): whether a tensor planned for
+  // recomputation stays on the device into round position `pos`. Without one (nullopt) it is
+  // dropped once, after its last forward use, and kept from its recomputation to its last use.
+  virtual std::optional<bool> keep_into(int /*tensor*/, int /*pos*/) const { return std::nullopt; }
 };
 
 // moDNN Eq. (5): gain = T_base - T_alg - T_off,alg - T_pre,alg; the maximum wins (ties: smaller
@@ -75,9 +83,16 @@ struct ScheduleInput {
   // The ucplan search: more residency tables to start from (exact mode's MILP solution), and the
   // work budget of its local search (simulated steps x 10 + arena blocks looked at).
   std::vector<std::vector<Residency>> extra_seeds;
+  std::string extra_seed_name = "the MILP's decisions";
   std::int64_t local_search_budget = 2'500'000;
   // A search abandons a candidate whose round already takes longer than this (the best found).
   std::int64_t abandon_after_ns = std::numeric_limits<std::int64_t>::max();
+  // The ucplan search: may it move activations to host memory (--offload)? Without, its plans
+  // only keep and recompute.
+  bool offload = true;
+  // Record, per round position, what is on the device when it starts and what it recomputes
+  // (ScheduleResult::on_device_at, recomputed_at): exact mode reads a plan back as a MILP start.
+  bool record_stages = false;
 };
 
 struct ScheduleResult {
@@ -106,6 +121,9 @@ struct ScheduleResult {
   // For the ucplan strategy's search: per tensor, what happened.
   std::vector<char> evicted_dirty;            // offloaded on demand (not planned)
   std::vector<std::int64_t> stall_by_tensor;  // compute time lost waiting for its prefetch
+  // With ScheduleInput::record_stages, per round position: the non-resident tensors holding a
+  // value on the device when it starts, and the tensors it recomputes (sorted).
+  std::vector<std::vector<int>> on_device_at, recomputed_at;
 };
 
 ScheduleResult simulate_schedule(const ScheduleInput& in, Strategy& strategy);
@@ -118,7 +136,17 @@ std::unique_ptr<Strategy> make_baseline_strategy(const std::string& name, const 
                                                  const CostTable& costs);
 // A strategy given by an explicit per-tensor table (the ucplan search builds these).
 std::unique_ptr<Strategy> make_table_strategy(std::string name, std::vector<Residency> table, PrefetchMode prefetch,
-                                              bool evict_on_demand, bool by_gain);
+                                              bool evict_on_demand, bool by_gain, bool may_offload = true);
+
+// A per-stage plan: per round position, the tensors planned for recomputation that stay on the
+// device into it (Checkmate's S[t, i]); a tensor recomputed anywhere is Recompute in `table`.
+struct StagedPlan {
+  std::vector<Residency> table;
+  std::vector<std::vector<char>> keep;  // [position][tensor]
+};
+// Runs a staged plan with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain); on-demand offload
+// only if `may_offload`.
+ScheduleResult simulate_staged(const ScheduleInput& in, const StagedPlan& plan, bool may_offload);
 
 // The ucplan strategy: moDNN scheduling (Eq. 4 prefetch, Eq. 5 gain, offload on demand) plus a
 // search over per-tensor residency decisions (keep / offload early / recompute) judged by the
