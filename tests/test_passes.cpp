@@ -70,6 +70,24 @@ TEST_SUITE("simulator") {
 }
 
 TEST_SUITE("conv configuration choice") {
+  TEST_CASE("two-ended placement: from the top, aligned, below what is taken; the bottom unaffected") {
+    Arena a(0, 10'000);
+    ReadySet w = kNoneReady;
+    const auto top = a.allocate(1000, 1, &w, true);
+    REQUIRE(top);
+    CHECK(*top == (10'000 - 1000) / kAlignment * kAlignment);  // 8960: the end, aligned down
+    CHECK(*top + 1000 <= 10'000);
+    const auto top2 = a.allocate(512, 2, &w, true);
+    REQUIRE(top2);
+    CHECK(*top2 + 512 <= *top);
+    CHECK(*top2 % kAlignment == 0);
+    const auto low = a.allocate(256, 3, &w);
+    REQUIRE(low);
+    CHECK(*low == 0);
+    CHECK_FALSE(a.allocate(9000, 4, &w, true));  // no run holds it
+    CHECK(a.high_water() == *top + 1000);
+  }
+
   TEST_CASE("moDNN Eq. (5): the greatest gain wins, ties keep the smaller workspace") {
     TaskCost cost;
     cost.conv = true;
@@ -432,10 +450,14 @@ TEST_SUITE("plan quality") {
         staged.keep.assign(recorded.on_device_at.size(), std::vector<char>(tiny.tg.tensors.size(), 0));
         for (std::size_t p = 0; p < recorded.on_device_at.size(); ++p)
           for (int t : recorded.on_device_at[p]) staged.keep[p][t] = 1;
+        // Same recomputations; the replay drops what is not kept before the task's outputs are
+        // placed (the recording may have dropped it while placing them), so placement and with it
+        // the timing may differ a little.
         const ScheduleResult again = simulate_staged(in, staged, false);
         REQUIRE(again.ok);
-        CHECK(again.round_ns == recorded.round_ns);
         CHECK(again.recompute_steps == recorded.recompute_steps);
+        CHECK(again.recompute_ns == recorded.recompute_ns);
+        CHECK(again.round_ns * 100 <= recorded.round_ns * 101);
         // The MILP's own solution, staged: verified, recompute-only, and no faster than the bound.
         const ScheduleResult milp = simulate_staged(in, m.staged, false);
         REQUIRE(milp.ok);

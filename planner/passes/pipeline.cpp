@@ -1,6 +1,7 @@
 #include "pipeline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -272,6 +273,7 @@ ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, Candid
   si.batch = x.opt.batch;
   si.fixed_config = fixed_configs(x.opt.workspace, x.g, x.tg, ct);
   si.offload = x.opt.offload;
+  si.quick = in.quick;
   if (in.strategy != "ucplan") {
     auto strategy = make_baseline_strategy(in.strategy, x.g, x.tg, ct);
     return simulate_schedule(si, *strategy);
@@ -433,14 +435,14 @@ void assemble_plan(Pipeline& x) {
     const RematMilpResult& m = o.milp_result;
     if (m.status == RematMilpResult::Status::optimal || m.status == RematMilpResult::Status::feasible) {
       const std::int64_t bound = p.rounds * m.bound_round_ns + best.final_ns;
-      p.notes.push_back(
-          fmt::format("exact mode: the rematerialisation MILP ({} variables, {} rows) is {}; no recompute-only plan in "
-                      "route order can "
-                      "take less than {} ({} over the ideal); this plan is {} over that bound{}",
-                      m.variables, m.rows, remat_milp_status_name(m.status), format_ns(bound),
-                      format_percent(static_cast<double>(bound - s.ideal_ns) / static_cast<double>(s.ideal_ns)),
-                      format_percent(static_cast<double>(s.predicted_ns - bound) / static_cast<double>(bound)),
-                      s.offload_bytes > 0 ? " (it also offloads, which the MILP does not model)" : ""));
+      const double gap = static_cast<double>(s.predicted_ns - bound) / static_cast<double>(bound);
+      p.notes.push_back(fmt::format(
+          "exact mode: the rematerialisation MILP ({} variables, {} rows) is {}; no recompute-only plan in route order "
+          "can take less than {} ({} over the ideal); this plan is {} {} that bound{}",
+          m.variables, m.rows, remat_milp_status_name(m.status), format_ns(bound),
+          format_percent(static_cast<double>(bound - s.ideal_ns) / static_cast<double>(s.ideal_ns)),
+          fmt::format("{:.1f} %", std::fabs(gap) * 100.0), gap < 0 ? "under" : "over",
+          s.offload_bytes > 0 ? " (it also offloads, which the MILP does not model)" : ""));
     } else {
       p.notes.push_back(fmt::format("exact mode: the rematerialisation MILP ({} variables, {} rows) found {}",
                                     m.variables, m.rows, remat_milp_status_name(m.status)));

@@ -36,6 +36,7 @@ struct CompileInput {
   std::string solver = "default";     // default | exact (ucplan strategy only)
   double solver_time_limit_s = 0;     // exact: CBC's wall-clock limit, 0 for none
   std::string offload = "allowed";    // allowed | never (the ucplan strategy only)
+  bool quick = false;                 // one search branch instead of all (ScheduleInput::quick): for hints
   // --precision: must be the profile's (a profile is measured at one precision).
   Precision precision = Precision::FP32;
   std::string loss_scale;  // "" for the precision's default (precision.h)

@@ -1,6 +1,10 @@
 #include "schedule.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <deque>
 #include <functional>
@@ -153,6 +157,7 @@ class Scheduler {
   void look_ahead(int pos, std::int64_t task_ns);
   void copies_needed(int t, int depth, std::vector<int>* out) const;
   void finish_position(int pos);
+  void drop_unkept(int pos);
   std::int64_t task_time(int task) const;
   std::vector<int> round_inputs(const Task& t) const;  // reads + accumulates
   void lock(const std::vector<int>& ts, int delta);
@@ -598,9 +603,11 @@ bool Scheduler::allocate_tensor(int t, bool may_evict) {
   UCPLAN_CHECK(!s.on_device, "allocation of a tensor already on the device");
   const std::int64_t size = align_up(std::max<std::int64_t>(1, tg_.tensors[t].bytes(costs_.sub_batch)));
   ReadySet waits = kNoneReady;
-  auto at = arena_.allocate(size, t, &waits);
+  const bool top = in_.two_ended && pos_ < bwd_start_ && s.decision == Residency::Keep && !uses_[t].empty() &&
+                   uses_[t].back() >= bwd_start_;
+  auto at = arena_.allocate(size, t, &waits, top);
   if (!at && may_evict && (strategy_.evict_on_demand() || in_defrag_retry_)) {
-    if (make_room(size)) at = arena_.allocate(size, t, &waits);
+    if (make_room(size)) at = arena_.allocate(size, t, &waits, top);
   }
   if (!at) return false;
   s.on_device = true;
@@ -871,6 +878,7 @@ bool Scheduler::run_task(int pos) {
   lock(touched, +1);
   bool ok = true;
   for (int d : round_inputs(t)) ok = ok && ensure_resident(d);
+  if (ok && staged_) drop_unkept(pos);
   for (int d : t.writes)
     if (!tg_.tensors[d].resident()) ok = ok && allocate_tensor(d, true);
   std::size_t idx = 0;
@@ -921,19 +929,24 @@ bool Scheduler::run_task(int pos) {
   return true;
 }
 
-void Scheduler::finish_position(int pos) {
-  // A staged plan says, per position, which recomputable values stay: the others go now, used
-  // here or not (what is used again later comes back by recomputation).
-  if (staged_) {
-    for (int d = 0; d < static_cast<int>(st_.size()); ++d) {
-      TState& s = st_[d];
-      if (s.decision != Residency::Recompute || !s.on_device || !s.produced || s.lock > 0) continue;
-      if (s.next_use >= uses_[d].size() || pos + 1 >= static_cast<int>(order_.size())) continue;
-      if (strategy_.keep_into(d, pos + 1).value_or(true)) continue;
-      s.dropped = true;
-      release_device_copy(d, false);
-    }
+// A staged plan says, per position, which recomputable values stay into the next: the others go
+// (what is used again later comes back by recomputation). Called when the task's inputs are on
+// the device, so that values recomputed only to make them do not share memory with the task
+// (the MILP's memory row counts the task's tensors and what is kept), and after the task.
+void Scheduler::drop_unkept(int pos) {
+  if (pos + 1 >= static_cast<int>(order_.size())) return;
+  for (int d = 0; d < static_cast<int>(st_.size()); ++d) {
+    TState& s = st_[d];
+    if (s.decision != Residency::Recompute || !s.on_device || !s.produced || s.lock > 0) continue;
+    if (s.next_use >= uses_[d].size()) continue;
+    if (strategy_.keep_into(d, pos + 1).value_or(true)) continue;
+    s.dropped = true;
+    release_device_copy(d, false);
   }
+}
+
+void Scheduler::finish_position(int pos) {
+  if (staged_) drop_unkept(pos);
   for (int d : users_at_[pos]) {
     TState& s = st_[d];
     while (s.next_use < uses_[d].size() && uses_[d][s.next_use] <= pos) ++s.next_use;
@@ -1282,13 +1295,21 @@ bool better(const ScheduleResult& a, const ScheduleResult& b) {
   return key(a) < key(b);
 }
 
+// Arena placement, part of the search: moDNN's first fit, best fit, or two-ended (first fit, what
+// the backward pass needs from the top down).
+struct Placement {
+  bool best_fit = false;
+  bool two_ended = false;
+};
+
 // A residency table run with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain, offload on demand),
 // abandoned as soon as it cannot beat `best` (branch and bound).
-ScheduleResult simulate_ucplan_table(const ScheduleInput& in, const std::vector<Residency>& table, bool best_fit,
+ScheduleResult simulate_ucplan_table(const ScheduleInput& in, const std::vector<Residency>& table, Placement placement,
                                      const ScheduleResult& best) {
   auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, in.offload);
   ScheduleInput bounded = in;
-  bounded.best_fit = best_fit;
+  bounded.best_fit = placement.best_fit;
+  bounded.two_ended = placement.two_ended;
   if (best.ok) bounded.abandon_after_ns = best.round_ns;
   return simulate_schedule(bounded, *strategy);
 }
@@ -1309,7 +1330,7 @@ std::int64_t forward_ns(const TaskGraph& tg, const CostTable& costs, int t) {
 // improves or the work budget (simulated steps plus arena blocks looked at: deterministic,
 // unlike a time limit) is spent.
 void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::vector<Residency>& best_table,
-                            bool best_fit, std::vector<ScheduleResult::Candidate>& log) {
+                            Placement placement, std::vector<ScheduleResult::Candidate>& log) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
   const CostTable& costs = *in.costs;
@@ -1320,7 +1341,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
   std::int64_t spent = 0, last_cost = std::max<std::int64_t>(best.work, 1);
   int tried = 0, accepted = 0;
   auto run = [&](const std::vector<Residency>& table) {
-    ScheduleResult r = simulate_ucplan_table(in, table, best_fit, best);
+    ScheduleResult r = simulate_ucplan_table(in, table, placement, best);
     spent += r.work;
     last_cost = std::max<std::int64_t>(r.work, 1);
     ++tried;
@@ -1407,8 +1428,8 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
   constexpr std::int64_t kWorkBudget = 200'000'000;
   ScheduleResult best;
   std::vector<Residency> best_table;
-  bool best_fit = false;  // the best was found with best-fit placement
-  auto run = [&](const std::vector<Residency>& table) { return simulate_ucplan_table(in, table, best_fit, best); };
+  Placement placement{false, in.two_ended};  // the one the best was found with
+  auto run = [&](const std::vector<Residency>& table) { return simulate_ucplan_table(in, table, placement, best); };
   // Every activation but the input and the loss may be recomputed, convolutions included: on a
   // fast device re-running a conv (microseconds) beats copying its output back over PCIe
   // (tens of microseconds a MiB). SuperNeurons §3.4 keeps conv outputs as checkpoints; the
@@ -1583,8 +1604,10 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
   }
   // Placement is part of the search too: the best decisions again with best-fit placement
   // (fewer, larger holes), improved from there.
-  if (best.ok && work <= kWorkBudget) {
-    best_fit = true;  // run() places best-fit from here on
+  for (const Placement other : {Placement{true, in.two_ended}}) {
+    if (!best.ok || work > kWorkBudget) break;
+    const Placement was = placement;
+    placement = other;  // run() places so from here on
     ScheduleResult first = run(best_table);
     work += first.work;
     std::vector<Residency> table;
@@ -1593,10 +1616,10 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
       best = std::move(r);
       best_table = std::move(table);
     } else {
-      best_fit = false;  // the best was placed first-fit: keep placing so
+      placement = was;  // keep placing as the best was placed
     }
   }
-  if (best.ok) refine_by_local_search(in, best, best_table, best_fit, log);
+  if (best.ok) refine_by_local_search(in, best, best_table, placement, log);
   best.candidates_skipped = skipped;
   best.search_log = std::move(log);
   if (table_out) *table_out = best_table;
@@ -1605,31 +1628,70 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
 
 }  // namespace
 
-// Allowing offload never gives a slower plan than forbidding it: the search without offload
-// runs too, on its own (as a seed or a bound it would steer the search with offload elsewhere,
-// not always to better plans), and the faster of the two plans wins.
+// Independent branches, the fastest plan wins: without offload and (if allowed) with, so allowing
+// offload never gives a slower plan than forbidding it; each with moDNN's placement and with
+// two-ended placement. Each branch searches on its own: a branch's plan used as another's seed
+// or bound steers that search elsewhere, not always to better plans.
 ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out) {
-  ScheduleInput no_offload = in;
-  no_offload.offload = false;
-  std::vector<Residency> kept_table;
-  ScheduleResult kept = search_ucplan(no_offload, &kept_table);
-  for (auto& c : kept.search_log) c.name = "no offload: " + c.name;
-  if (!in.offload) {
-    if (table_out) *table_out = std::move(kept_table);
-    return kept;
+  struct Branch {
+    ScheduleInput in;
+    std::string name;
+    ScheduleResult result;
+    std::vector<Residency> table;
+  };
+  std::vector<Branch> branches;
+  for (const bool offload : {false, true}) {
+    if (offload != in.offload && (in.quick || offload)) continue;
+    for (const bool two_ended : {false, true}) {
+      if (two_ended && in.quick) continue;
+      Branch b{in,
+               fmt::format("{}{}: ", offload ? "offload" : "no offload", two_ended ? ", two-ended placement" : ""),
+               {},
+               {}};
+      b.in.offload = offload;
+      b.in.two_ended = two_ended;
+      branches.push_back(std::move(b));
+    }
   }
-  std::vector<Residency> table;
-  ScheduleResult r = search_ucplan(in, &table);
-  if (better(kept, r)) {
-    kept.search_log.insert(kept.search_log.end(), r.search_log.begin(), r.search_log.end());
-    kept.candidates_skipped += r.candidates_skipped;
-    if (table_out) *table_out = std::move(kept_table);
-    return kept;
+  // The branches share nothing but const inputs: they run on as many threads as there are cores,
+  // and are merged in a fixed order, so the result does not depend on the threads.
+  auto search = [](Branch& b) { b.result = search_ucplan(b.in, &b.table); };
+  const std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, branches.size());
+  std::vector<std::thread> pool;
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  for (std::size_t k = 0; k + 1 < threads; ++k)
+    pool.emplace_back([&] {
+      for (std::size_t i; (i = next++) < branches.size();) {
+        try {
+          search(branches[i]);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+        }
+      }
+    });
+  for (std::size_t i; (i = next++) < branches.size();) search(branches[i]);
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+
+  ScheduleResult best;
+  std::vector<Residency> best_table;
+  std::vector<ScheduleResult::Candidate> log;
+  int skipped = 0;
+  for (Branch& b : branches) {
+    for (auto& c : b.result.search_log) log.push_back({b.name + c.name, c.round_ns, c.why});
+    skipped += b.result.candidates_skipped;
+    if (better(b.result, best)) {
+      best = std::move(b.result);
+      best_table = std::move(b.table);
+    }
   }
-  r.search_log.insert(r.search_log.begin(), kept.search_log.begin(), kept.search_log.end());
-  r.candidates_skipped += kept.candidates_skipped;
-  if (table_out) *table_out = std::move(table);
-  return r;
+  best.search_log = std::move(log);
+  best.candidates_skipped = skipped;
+  if (table_out) *table_out = std::move(best_table);
+  return best;
 }
 
 }  // namespace ucplan

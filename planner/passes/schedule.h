@@ -80,6 +80,9 @@ struct ScheduleInput {
   std::vector<int> fixed_config;  // per task: WR/WD choice (index into its front) or -1
   int lookahead = 24;             // Eq. (4) look-ahead window, in tasks
   bool best_fit = false;          // arena placement: moDNN's first fit, or best fit
+  // Two-ended placement: what the forward pass keeps for the backward pass is placed from the
+  // top of the arena down, everything else from the bottom up.
+  bool two_ended = false;
   // The ucplan search: more residency tables to start from (exact mode's MILP solution), and the
   // work budget of its local search (simulated steps x 10 + arena blocks looked at).
   std::vector<std::vector<Residency>> extra_seeds;
@@ -93,6 +96,9 @@ struct ScheduleInput {
   // Record, per round position, what is on the device when it starts and what it recomputes
   // (ScheduleResult::on_device_at, recomputed_at): exact mode reads a plan back as a MILP start.
   bool record_stages = false;
+  // One search branch (offload as allowed, moDNN's placement) instead of all four: a quarter of
+  // the work, for estimates that a full search can only improve on (the compile report's hints).
+  bool quick = false;
 };
 
 struct ScheduleResult {

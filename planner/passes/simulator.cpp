@@ -89,7 +89,25 @@ void Arena::allocate_at(std::int64_t offset, std::int64_t size, int owner, Ready
   high_water_ = std::max(high_water_, need_end);
 }
 
-std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadySet* waits) {
+std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadySet* waits, bool from_top) {
+  if (from_top) {
+    std::int64_t run_end = -1;
+    for (std::size_t i = blocks_.size(); i-- > 0;) {
+      const Block& b = blocks_[i];
+      if (b.owner >= 0) {
+        run_end = -1;
+        continue;
+      }
+      if (run_end < 0) run_end = b.offset + b.size;
+      if (run_end - size < b.offset) continue;
+      const std::int64_t at = (run_end - size) / kAlignment * kAlignment;
+      if (at >= b.offset) {
+        allocate_at(at, size, owner, waits);
+        return at;
+      }
+    }
+    return std::nullopt;
+  }
   // Over runs of adjacent free blocks: first fit takes the first run that holds the request,
   // best fit the smallest (ties: the lowest address).
   std::int64_t best_start = -1, best_size = 0, run_start = -1, run_size = 0;

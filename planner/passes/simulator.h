@@ -64,7 +64,9 @@ class Arena {
   Arena(std::int64_t begin, std::int64_t end, Fit fit = Fit::First);
   // On success returns the offset; `waits` receives the ready sets of the free space taken.
   // nullopt when no run of free blocks is large enough (fragmentation or full).
-  std::optional<std::int64_t> allocate(std::int64_t size, int owner, ReadySet* waits);
+  // `from_top`: the highest run that holds the request, filled from its end (long-lived tensors
+  // there keep the short-lived ones below from fragmenting the space between them).
+  std::optional<std::int64_t> allocate(std::int64_t size, int owner, ReadySet* waits, bool from_top = false);
   // Allocates exactly at `offset` (which must lie in one free block).
   void allocate_at(std::int64_t offset, std::int64_t size, int owner, ReadySet* waits);
   void release(std::int64_t offset, const ReadySet& ready, std::int64_t ready_end);

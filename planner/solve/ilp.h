@@ -49,6 +49,10 @@ struct Ilp {
   // Wall-clock limit in seconds (not deterministic: the answer may depend on the machine's
   // speed unless the solve ends before it); <= 0: no limit.
   double max_seconds = 0;
+  // CBC's full default strategy (as its command line runs it: preprocessing, cut generators,
+  // primal heuristics) instead of plain branch and bound with two heuristics. For large MILPs
+  // whose LP bound is weak (the rematerialisation MILP); plain is faster on small ones (WD).
+  bool full_strategy = false;
 };
 
 enum class IlpStatus {
