@@ -579,6 +579,31 @@ TEST_SUITE("plan quality") {
     }
   }
 
+  TEST_CASE("a larger budget never gives a slower plan (grid of budgets, four networks, two devices)") {
+    for (const char* device : {"h100", "k40"})
+      for (const char* text : {kChain, kResidual, kConcat, kModern}) {
+        const Network net = parse_network_text(text, "test");
+        const Profile prof = model_profile(net, 16, device);
+        const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);
+        std::int64_t previous = 0;
+        for (int k = 0; k <= 12; ++k) {
+          const std::int64_t budget = lb + (peak - lb) * k / 12;
+          CAPTURE(std::string(device));
+          CAPTURE(net.name);
+          CAPTURE(budget);
+          std::int64_t t = 0;
+          try {
+            t = make_plan(input_for(net, prof, budget, "ucplan", "any")).plan.summary.predicted_ns;
+          } catch (const UserError&) {
+            CHECK(previous == 0);  // no plan: nor at any smaller budget
+            continue;
+          }
+          if (previous > 0) CHECK(t <= previous);
+          previous = t;
+        }
+      }
+  }
+
   TEST_CASE("exact mode is never slower than the default, reproducible, and verified") {
     for (const char* text : {kChain, kResidual, kConcat, kModern}) {
       const Network net = parse_network_text(text, "test");

@@ -296,6 +296,8 @@ ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, Candid
   ScheduleResult recorded;
   if (kept.ok) {
     kept_in.record_stages = true;
+    kept_in.best_fit = kept.best_fit;  // as the search placed it
+    kept_in.two_ended = kept.two_ended;
     auto strategy = make_table_strategy("ucplan", kept_table, PrefetchMode::Eq4, true, true, false);
     recorded = simulate_schedule(kept_in, *strategy);
   }
@@ -303,12 +305,18 @@ ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, Candid
   o.milp_result =
       solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, in.solver_time_limit_s, recorded.ok ? &recorded : nullptr);
   if (o.milp_result.table.empty()) return best;
-  // On-demand offload can rescue a staged plan the arena's fragmentation defeats, but it also
-  // copies out what the MILP meant to keep: both are simulated.
-  consider(simulate_staged(si, o.milp_result.staged, false), "the MILP's solution stage by stage");
-  if (si.offload)
-    consider(simulate_staged(si, o.milp_result.staged, true),
-             "the MILP's solution stage by stage, offloading on demand");
+  // The MILP counts bytes, not where they go: the arena's fragmentation can defeat its solution,
+  // so it is placed both ways (moDNN's first fit, two-ended). On-demand offload can rescue it too,
+  // but it also copies out what the MILP meant to keep: both are simulated.
+  for (const bool two_ended : {false, true}) {
+    ScheduleInput staged = si;
+    staged.two_ended = two_ended;
+    const std::string how = two_ended ? ", two-ended placement" : "";
+    consider(simulate_staged(staged, o.milp_result.staged, false), "the MILP's solution stage by stage" + how);
+    if (si.offload)
+      consider(simulate_staged(staged, o.milp_result.staged, true),
+               "the MILP's solution stage by stage, offloading on demand" + how);
+  }
   si.extra_seeds.push_back(o.milp_result.table);
   si.local_search_budget *= 10;
   consider(schedule_ucplan(si), "the search seeded with the MILP's solution");

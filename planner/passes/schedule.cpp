@@ -603,8 +603,12 @@ bool Scheduler::allocate_tensor(int t, bool may_evict) {
   UCPLAN_CHECK(!s.on_device, "allocation of a tensor already on the device");
   const std::int64_t size = align_up(std::max<std::int64_t>(1, tg_.tensors[t].bytes(costs_.sub_batch)));
   ReadySet waits = kNoneReady;
-  const bool top = in_.two_ended && pos_ < bwd_start_ && s.decision == Residency::Keep && !uses_[t].empty() &&
-                   uses_[t].back() >= bwd_start_;
+  // Two-ended: what is kept for the backward pass (by the table, or by a staged plan into its
+  // first backward stage) goes at the top.
+  const bool kept_across =
+      s.decision == Residency::Keep || (staged_ && strategy_.keep_into(t, bwd_start_).value_or(false));
+  const bool top =
+      in_.two_ended && pos_ < bwd_start_ && kept_across && !uses_[t].empty() && uses_[t].back() >= bwd_start_;
   auto at = arena_.allocate(size, t, &waits, top);
   if (!at && may_evict && (strategy_.evict_on_demand() || in_defrag_retry_)) {
     if (make_room(size)) at = arena_.allocate(size, t, &waits, top);
@@ -1621,6 +1625,8 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
   }
   if (best.ok) refine_by_local_search(in, best, best_table, placement, log);
   best.candidates_skipped = skipped;
+  best.best_fit = placement.best_fit;
+  best.two_ended = placement.two_ended;
   best.search_log = std::move(log);
   if (table_out) *table_out = best_table;
   return best;

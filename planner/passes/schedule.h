@@ -130,6 +130,8 @@ struct ScheduleResult {
   // With ScheduleInput::record_stages, per round position: the non-resident tensors holding a
   // value on the device when it starts, and the tensors it recomputes (sorted).
   std::vector<std::vector<int>> on_device_at, recomputed_at;
+  // The ucplan search: the placement its plan was made with (to run its table again).
+  bool best_fit = false, two_ended = false;
 };
 
 ScheduleResult simulate_schedule(const ScheduleInput& in, Strategy& strategy);
