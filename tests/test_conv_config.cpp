@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -554,20 +555,41 @@ TEST_CASE("solve_ilp equals brute force on small random ILPs (0-1 and bounded in
       if (j == n) break;
     }
     CAPTURE(seed);
-    const IlpResult r = solve_ilp(ilp);
-    if (!truth) {
-      CHECK(r.status == IlpStatus::infeasible);
-      ++infeasible;
-      continue;
+    for (const bool full : {false, true}) {  // plain branch and bound, and CBC's full strategy
+      CAPTURE(full);
+      ilp.full_strategy = full;
+      const IlpResult r = solve_ilp(ilp);
+      if (!truth) {
+        CHECK(r.status == IlpStatus::infeasible);
+        infeasible += full;
+        continue;
+      }
+      REQUIRE(r.status == IlpStatus::optimal);
+      CHECK(r.objective == *truth);
+      CHECK(find_ilp_violation(ilp, r.x) == "");
+      CHECK(r.tightenings == 0);
+      optimal += full;
     }
-    REQUIRE(r.status == IlpStatus::optimal);
-    CHECK(r.objective == *truth);
-    CHECK(find_ilp_violation(ilp, r.x) == "");
-    CHECK(r.tightenings == 0);
-    ++optimal;
   }
   CHECK(optimal > 100);
   CHECK(infeasible > 10);
+
+  // CBC's full strategy runs in a child process: if it dies, plain branch and bound answers.
+  {
+    Ilp knap;
+    knap.objective = {-5, -4, -3};
+    knap.rows = {{{{0, 2}, {1, 3}, {2, 1}}, IlpSense::le, 5}};
+    knap.full_strategy = true;
+    ::setenv("UCPLAN_TEST_CBC_CHILD_CRASH", "1", 1);
+    const IlpResult crashed = solve_ilp(knap);
+    ::unsetenv("UCPLAN_TEST_CBC_CHILD_CRASH");
+    CHECK(crashed.full_strategy_failures == 1);
+    REQUIRE(crashed.status == IlpStatus::optimal);
+    CHECK(crashed.objective == -9);  // a and b: 2 + 3 <= 5, worth 5 + 4
+    const IlpResult fine = solve_ilp(knap);
+    CHECK(fine.full_strategy_failures == 0);
+    CHECK(fine.objective == crashed.objective);
+  }
 
   // A model CBC 2.10 used to abort on (an assertion in markHotStart, for fewer than 3 rows).
   Ilp tiny;

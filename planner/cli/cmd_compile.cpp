@@ -7,6 +7,8 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <exception>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -376,11 +378,12 @@ int run_compile(const CompileOptions& o) {
       if (c.milp)
         fmt::print(
             "  exact mode    sub-batch {}: MILP of {} variables and {} rows {} in {} ({} nodes, first incumbent: "
-            "{}){}\n",
+            "{}{}){}\n",
             c.sub_batch, c.milp_result.variables, c.milp_result.rows, remat_milp_status_name(c.milp_result.status),
             format_seconds(c.milp_result.seconds), c.milp_result.nodes,
             c.milp_result.started_from_plan ? "the default search's best plan without offload"
                                             : "recompute every input in every stage",
+            c.milp_result.plain_fallback ? "; CBC's full strategy crashed, plain branch and bound finished" : "",
             c.milp_result.table.empty()
                 ? std::string()
                 : fmt::format("; lower bound on a recompute-only round {}, its own solution {}",
@@ -403,22 +406,35 @@ int run_compile(const CompileOptions& o) {
       // On very deep networks that would cost more than the compile itself (the 10^4-layer ResNet:
       // 25 s for a 9 s compile), so there is no hint there.
       constexpr std::size_t kHintLayers = 2000;
-      std::optional<Plan> split;
-      for (const std::int64_t n : {r.plan.batch / 2, r.plan.batch / 4}) {
-        if (r.plan.network.layers.size() > kHintLayers) break;
-        if (n < 1 || r.plan.batch % n != 0) continue;
+      // Both estimates at once, each on its own thread (each compile's search is single-threaded
+      // when quick); a sub-batch without a plan gives none.
+      std::vector<std::optional<Plan>> estimates(2);
+      std::vector<std::exception_ptr> failed(2);
+      std::vector<std::thread> threads;
+      for (std::size_t k = 0; k < estimates.size(); ++k) {
+        const std::int64_t n = r.plan.batch >> (k + 1);
+        if (r.plan.network.layers.size() > kHintLayers || n < 1 || r.plan.batch % n != 0) continue;
         CompileInput at = in;
         at.sub_batch = std::to_string(n);
         at.dump_after.clear();
         at.solver = "default";  // a hint, not another exact solve
         at.solver_time_limit_s = 0;
         at.quick = true;
-        try {
-          Plan p = make_plan(at).plan;
-          if (!split || p.summary.predicted_ns < split->summary.predicted_ns) split = std::move(p);
-        } catch (const UserError&) {
-        }
+        threads.emplace_back([at, &slot = estimates[k], &failure = failed[k]] {
+          try {
+            slot = make_plan(at).plan;
+          } catch (const UserError&) {
+          } catch (...) {
+            failure = std::current_exception();  // a bug, not bad input: reported as the compile's own would be
+          }
+        });
       }
+      for (auto& t : threads) t.join();
+      for (auto& f : failed)
+        if (f) std::rethrow_exception(f);
+      std::optional<Plan> split;
+      for (auto& p : estimates)
+        if (p && (!split || p->summary.predicted_ns < split->summary.predicted_ns)) split = std::move(p);
       if (split && split->summary.predicted_ns < r.plan.summary.predicted_ns)
         fmt::print(
             "  would help    --sub-batch {}: {} or less, in {} rounds ({} over the ideal), with batch-norm statistics "

@@ -209,7 +209,7 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   }
   ilp.max_seconds = max_seconds;
   // Plain branch and bound proves little here (12,000 binaries for ResNet-20, a weak LP bound at
-  // tight budgets): CBC's full strategy (preprocessing, cuts, heuristics) gives both better bounds
+  // tight budgets): CBC's full strategy (cuts, heuristics) gives both better bounds
   // and better solutions (resnet20 b64, model:h100, 30 s: at 85 % of the peak bound +3.4 % and
   // solution +4.6 % instead of +2.4 % and +5.4 %; at 70 % proven optimal in 20 s).
   ilp.full_strategy = true;
@@ -218,6 +218,7 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
 
   const IlpResult r = solve_ilp(ilp);
   res.nodes = r.nodes;
+  res.plain_fallback = r.full_strategy_failures > 0;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   switch (r.status) {
     case IlpStatus::optimal:

@@ -44,6 +44,7 @@ struct RematMilpResult {
   std::vector<Residency> table;        // per tensor: Keep or Recompute (empty without a solution)
   StagedPlan staged;                   // the solution stage by stage (empty without a solution)
   bool started_from_plan = false;      // the given start satisfied the rows and was CBC's first incumbent
+  bool plain_fallback = false;         // CBC's full strategy failed (IlpResult::full_strategy_failures)
   int variables = 0, rows = 0;
   std::int64_t nodes = 0;
   double seconds = 0;

@@ -159,7 +159,10 @@ ScheduleResult simulate_staged(const ScheduleInput& in, const StagedPlan& plan, 
 // The ucplan strategy: moDNN scheduling (Eq. 4 prefetch, Eq. 5 gain, offload on demand) plus a
 // search over per-tensor residency decisions (keep / offload early / recompute) judged by the
 // simulator itself, seeded with the baselines' decisions, so its predicted time is never worse
-// than theirs. Returns the best result found (and its decisions in `table`).
+// than theirs. Four independent branches, on as many threads as there are cores: without and
+// (if in.offload) with offload, each with moDNN's placement and with two-ended placement
+// (ScheduleInput::two_ended); the fastest plan wins (in.quick: only the branch with offload as
+// allowed and moDNN's placement). Returns the best result found (and its decisions in `table`).
 ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table = nullptr);
 
 }  // namespace ucplan

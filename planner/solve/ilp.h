@@ -49,9 +49,10 @@ struct Ilp {
   // Wall-clock limit in seconds (not deterministic: the answer may depend on the machine's
   // speed unless the solve ends before it); <= 0: no limit.
   double max_seconds = 0;
-  // CBC's full default strategy (as its command line runs it: preprocessing, cut generators,
-  // primal heuristics) instead of plain branch and bound with two heuristics. For large MILPs
-  // whose LP bound is weak (the rematerialisation MILP); plain is faster on small ones (WD).
+  // CBC's default strategy as its command line runs it (cut generators, primal heuristics;
+  // preprocessing off, see ilp_cbc.cpp) instead of plain branch and bound with two heuristics. For
+  // large MILPs whose LP bound is weak (the rematerialisation MILP); plain is faster on small ones
+  // (WD).
   bool full_strategy = false;
 };
 
@@ -74,6 +75,9 @@ struct IlpResult {
   // to integers, violated that row in exact arithmetic (a floating-point tolerance artefact). After
   // a tightening the answer is at most `feasible`, never claimed optimal.
   int tightenings = 0;
+  // Times CBC's full strategy (Ilp::full_strategy) died or gave no answer, and plain branch and
+  // bound solved instead.
+  int full_strategy_failures = 0;
 };
 
 IlpResult solve_ilp(const Ilp& ilp);

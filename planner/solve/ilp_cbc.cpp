@@ -9,12 +9,22 @@
 #include <CoinPackedVector.hpp>
 #include <OsiClpSolverInterface.hpp>
 
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cerrno>
+#include <csignal>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <cstdint>
 #include <numeric>
+#include <optional>
+#include <string>
 
 #include "ilp.h"
 #include "planner/model/errors.h"
@@ -71,7 +81,7 @@ struct CbcAnswer {
   double bound = -COIN_DBL_MAX;  // in the ILP's own (unscaled) objective units
 };
 
-CbcAnswer run_cbc(const Ilp& ilp) {
+CbcAnswer run_cbc(const Ilp& ilp, bool full_strategy) {
   const int n = int(ilp.objective.size());
   const double inf = COIN_DBL_MAX;
 
@@ -141,7 +151,7 @@ CbcAnswer run_cbc(const Ilp& ilp) {
     std::vector<double> start(ilp.start.begin(), ilp.start.end());
     model.setBestSolution(start.data(), n, COIN_DBL_MAX, true);  // kept only if feasible
   }
-  if (ilp.full_strategy) {
+  if (full_strategy) {
     std::vector<std::pair<std::string, double>> start;
     if (!ilp.start.empty()) {
       for (int j = 0; j < n; ++j) {
@@ -204,6 +214,74 @@ CbcAnswer run_cbc(const Ilp& ilp) {
   return a;
 }
 
+// CBC 2.10's full strategy can crash (seen: a segfault in CbcNode::chooseDynamicBranch on the
+// rematerialisation MILP of resnet20 b64, model:v100, at 85 % of its peak; CglPreProcess in
+// ClpPresolve on a small one). It runs in a child process, which sends its answer back through a
+// pipe; if the child dies or sends no complete answer, nullopt, and the caller solves in-process
+// with plain branch and bound instead. The child has one thread (fork copies only the caller's),
+// which is all CBC needs here.
+bool write_all(int fd, const void* data, std::size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t w = ::write(fd, p, size);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    size -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+std::optional<CbcAnswer> run_cbc_isolated(const Ilp& ilp) {
+  int fds[2];
+  if (::pipe(fds) != 0) return std::nullopt;
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return std::nullopt;
+  }
+  if (pid == 0) {  // the child: solve, send, and leave without running the parent's exit handlers
+    ::close(fds[0]);
+    if (std::getenv("UCPLAN_TEST_CBC_CHILD_CRASH")) ::raise(SIGKILL);  // fault injection for the fallback test
+    const CbcAnswer a = run_cbc(ilp, true);
+    const std::int64_t head[4] = {a.infeasible, a.proven_optimal, a.nodes, static_cast<std::int64_t>(a.x.size())};
+    const bool ok = write_all(fds[1], head, sizeof head) && write_all(fds[1], &a.bound, sizeof a.bound) &&
+                    write_all(fds[1], a.x.data(), a.x.size() * sizeof(std::int64_t));
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string bytes;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t r = ::read(fds[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    bytes.append(buf, static_cast<std::size_t>(r));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  std::int64_t head[4];
+  double bound = 0;
+  if (bytes.size() < sizeof head + sizeof bound) return std::nullopt;
+  std::memcpy(head, bytes.data(), sizeof head);
+  std::memcpy(&bound, bytes.data() + sizeof head, sizeof bound);
+  const std::size_t nx = static_cast<std::size_t>(head[3]);
+  if (head[3] < 0 || bytes.size() != sizeof head + sizeof bound + nx * sizeof(std::int64_t)) return std::nullopt;
+  CbcAnswer a;
+  a.infeasible = head[0] != 0;
+  a.proven_optimal = head[1] != 0;
+  a.nodes = head[2];
+  a.bound = bound;
+  a.x.resize(nx);
+  if (nx > 0) std::memcpy(a.x.data(), bytes.data() + sizeof head + sizeof bound, nx * sizeof(std::int64_t));
+  return a;
+}
+
 }  // namespace
 
 std::string find_ilp_violation(const Ilp& ilp, const std::vector<std::int64_t>& x) {
@@ -238,7 +316,20 @@ IlpResult solve_ilp(const Ilp& ilp) {
           ilp.max_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       if (model.max_seconds <= 0) break;
     }
-    CbcAnswer a = run_cbc(model);
+    std::optional<CbcAnswer> full;
+    if (model.full_strategy) {
+      full = run_cbc_isolated(model);
+      if (!full) {  // the full strategy failed: plain branch and bound from here on, in the time left
+        model.full_strategy = false;
+        ++res.full_strategy_failures;
+        if (ilp.max_seconds > 0) {
+          model.max_seconds =
+              ilp.max_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+          if (model.max_seconds <= 0) break;
+        }
+      }
+    }
+    CbcAnswer a = full ? std::move(*full) : run_cbc(model, false);
     res.nodes += a.nodes;
     // The bound of the first solve holds for the original rows (tightened ones only cut off
     // points); rounded down, with a tolerance for the LP's round-off.
