@@ -1,13 +1,13 @@
 // `ucplan compile`: the planner pipeline (passes/pipeline.h) and its report; `--conv-only`
 // reports just the convolution configuration pass (mu-cuDNN §III) for one or more workspace
 // settings and micro-batch policies side by side.
-#include <charconv>
 #include <algorithm>
-#include <optional>
+#include <charconv>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <exception>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>

@@ -259,10 +259,11 @@ void build_costs(Pipeline& x) {
 
 // One sub-batch candidate's schedule: the strategy's, or exact mode's. Exact mode runs the default
 // search, reads its best plan without offload back stage by stage as the MILP's first incumbent,
-// and then simulates the MILP's solution twice: stage by stage (what it keeps into each stage, the
-// rest recomputed where needed), and as a table leading the seeds of a second search with ten
-// times the local-search work. The fastest of the three plans is kept, so exact mode is never
-// slower than the default.
+// and then simulates the MILP's solution stage by stage (what it keeps into each stage stays, the
+// rest is recomputed where a task needs it; placed first-fit and two-ended, with and without
+// on-demand offload) and as a table leading the seeds of a second search with ten times the
+// local-search work. The fastest plan of all is kept, so exact mode is never slower than the
+// default.
 ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, CandidateOutcome& o) {
   const CompileInput& in = x.in;
   ScheduleInput si;

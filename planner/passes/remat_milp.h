@@ -21,7 +21,7 @@
 //   minimise Σ_{t,i} time_i R[t,i]    (time_i: the fastest configuration of i's forward task)
 // The solution is run stage by stage (StagedPlan: what is kept into each stage; the simulator
 // recomputes the rest when a task needs it), and read as a residency table (recompute what the
-// solution recomputes anywhere, keep the rest) it seeds the ucplan search; both plans are
+// solution recomputes in the backward pass, keep the rest) it seeds the ucplan search; both are
 // simulated and verified like every other. The MILP's first incumbent is a plan read back from
 // the simulator stage by stage (the default search's best without offload), so CBC starts where
 // the default ends.

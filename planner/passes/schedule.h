@@ -86,7 +86,6 @@ struct ScheduleInput {
   // The ucplan search: more residency tables to start from (exact mode's MILP solution), and the
   // work budget of its local search (simulated steps x 10 + arena blocks looked at).
   std::vector<std::vector<Residency>> extra_seeds;
-  std::string extra_seed_name = "the MILP's decisions";
   std::int64_t local_search_budget = 2'500'000;
   // A search abandons a candidate whose round already takes longer than this (the best found).
   std::int64_t abandon_after_ns = std::numeric_limits<std::int64_t>::max();
