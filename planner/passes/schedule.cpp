@@ -1654,11 +1654,6 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
                {}};
       b.in.offload = offload;
       b.in.two_ended = two_ended;
-      // The branches without offload rarely win on large networks: they get half the local-search
-      // work (ResNet-152 b256 on the h100 model at 12, 24 and 40 GiB: the same plans, compiled in
-      // 0.74 / 0.78 / 1.16 s instead of 0.85 / 1.04 / 1.34 s). They get it with --offload never
-      // too, so that a plan with offload allowed is never slower than one without.
-      if (!offload) b.in.local_search_budget /= 2;
       branches.push_back(std::move(b));
     }
   }
