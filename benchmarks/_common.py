@@ -147,6 +147,16 @@ def table(header, rows, align=None):
     return "\n".join(out)
 
 
+def by_filter_table(res):
+    """Speedups grouped by filter size (rows with "filter" and "sp"): layers, min, mean, max; most layers first."""
+    groups = {}
+    for r in res:
+        groups.setdefault(r["filter"], []).append(r["sp"])
+    rows = [[f, len(v), f"{min(v):.2f}x", f"{sum(v) / len(v):.2f}x", f"{max(v):.2f}x"]
+            for f, v in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    return table(["filter HxW", "layers", "min", "mean", "max"], rows)
+
+
 def write_section(name, text):
     """Writes results/NAME and regenerates RESULTS.md from every section present."""
     os.makedirs(RESULTS_DIR, exist_ok=True)

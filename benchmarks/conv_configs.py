@@ -25,8 +25,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (Cli, MiB, GiB, REPO, fmt_bytes, fmt_config, fmt_ms, machine_note, median, rel,  # noqa: E402
-                     table, work_dir, write_section, load_average)
+from _common import (Cli, MiB, GiB, REPO, by_filter_table, fmt_bytes, fmt_config, fmt_ms, machine_note,  # noqa: E402
+                     median, rel, table, work_dir, write_section, load_average)
 
 POLICIES = ["undivided", "powerOfTwo", "all"]
 
@@ -228,13 +228,8 @@ def part_deepbench(cli, w, cache, out):
             for lo, hi, label in bins]
     s.append("**Distribution** (number of layers per speedup range):\n")
     s.append(table(["speedup", "layers", ""], rows, "lrl"))
-    groups = {}
-    for r in res:
-        groups.setdefault(r["filter"], []).append(r["sp"])
-    rows = [[f, len(v), f"{min(v):.2f}x", f"{sum(v) / len(v):.2f}x", f"{max(v):.2f}x"]
-            for f, v in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     s.append("\n**By filter size** (the paper's Fig. 8 groups):\n")
-    s.append(table(["filter HxW", "layers", "min", "mean", "max"], rows))
+    s.append(by_filter_table(res))
     rows = [[f"conv{r['idx']:02d}", r["shape"], r["batch"], f"`{fmt_config(r['u']['config'])}`", fmt_ms(r["u"]["time_ns"], 3),
              f"`{fmt_config(r['p']['config'])}`", fmt_bytes(r["p"]["workspace_bytes"]), fmt_ms(r["p"]["time_ns"], 3),
              f"{r['sp']:.2f}x"] for r in res]

@@ -22,7 +22,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Cli, GiB, fmt_bytes, fmt_config, fmt_ms, median, rel, table, work_dir, write_section  # noqa: E402
+from _common import (Cli, GiB, by_filter_table, fmt_bytes, fmt_config, fmt_ms, median, rel, table,  # noqa: E402
+                     work_dir, write_section)
 from conv_configs import conv_only, deepbench_layers, results_by  # noqa: E402
 
 PRECISIONS = ["fp32", "tf32", "bf16", "fp16", "pseudo-fp16"]
@@ -72,13 +73,8 @@ def part_deepbench(cli, w, cache):
          "workspaces (up to 437.73 MiB, 64.6 MiB on average, §V-A) and its slower new implementations that "
          "PSEUDO_HALF avoided. So the modelled table is a lower estimate; only measurements on a V100 can "
          "check the paper's figure (`ucplan profile --device cuda --precision fp16`, not run yet).\n"]
-    groups = {}
-    for r in res:
-        groups.setdefault(r["filter"], []).append(r["sp"])
-    rows = [[f, len(v), f"{min(v):.2f}x", f"{sum(v) / len(v):.2f}x", f"{max(v):.2f}x"]
-            for f, v in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     s.append("**By filter size**:\n")
-    s.append(table(["filter HxW", "layers", "min", "mean", "max"], rows))
+    s.append(by_filter_table(res))
     rows = [[f"conv{r['idx']:02d}", r["shape"], r["batch"], f"`{fmt_config(r['base']['config'])}`",
              fmt_ms(r["base"]["time_ns"], 3), r["prec"], f"`{fmt_config(r['mu']['config'])}`",
              fmt_bytes(r["mu"]["workspace_bytes"]), fmt_ms(r["mu"]["time_ns"], 3), f"{r['sp']:.2f}x"] for r in res]

@@ -71,4 +71,16 @@ inline void remove_step(Plan& p, int id) {
   retime(p);
 }
 
+// Declares an activation that is read again later dead right after the compute step that writes
+// it (the first such buffer). Returns whether there was one.
+inline bool free_an_activation_early(Plan& p) {
+  for (auto& b : p.buffers) {
+    if (b.resident || b.tensor.rfind("Y:", 0) != 0 || b.last_step <= b.first_step + 1) continue;
+    if (p.steps[b.first_step].stream != Stream::Compute) continue;
+    b.last_step = b.first_step;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace ucplan::test

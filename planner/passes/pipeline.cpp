@@ -280,7 +280,9 @@ ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, Candid
     return simulate_schedule(si, *strategy);
   }
   if (!x.opt.exact) return schedule_ucplan(si);
-  ScheduleResult best = schedule_ucplan(si);
+  ScheduleResult kept;  // the default's best plan without offload: the MILP's first incumbent
+  std::vector<Residency> kept_table;
+  ScheduleResult best = schedule_ucplan(si, nullptr, &kept, &kept_table);
   auto consider = [&](ScheduleResult r, const std::string& what) {
     if (!r.ok || (best.ok && r.round_ns >= best.round_ns)) {
       best.search_log.push_back({"exact mode: " + what, r.ok ? r.round_ns : 0, r.ok ? "" : r.failure});
@@ -292,8 +294,6 @@ ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, Candid
   };
   ScheduleInput kept_in = si;
   kept_in.offload = false;
-  std::vector<Residency> kept_table;
-  const ScheduleResult kept = schedule_ucplan(kept_in, &kept_table);
   ScheduleResult recorded;
   if (kept.ok) {
     kept_in.record_stages = true;

@@ -1636,7 +1636,9 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
 // offload never gives a slower plan than forbidding it; each with moDNN's placement and with
 // two-ended placement. Each branch searches on its own: a branch's plan used as another's seed
 // or bound steers that search elsewhere, not always to better plans.
-ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out) {
+ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out, ScheduleResult* kept,
+                               std::vector<Residency>* kept_table) {
+  if (kept) *kept = ScheduleResult{};
   struct Branch {
     ScheduleInput in;
     std::string name;
@@ -1687,6 +1689,10 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   for (Branch& b : branches) {
     for (auto& c : b.result.search_log) log.push_back({b.name + c.name, c.round_ns, c.why});
     skipped += b.result.candidates_skipped;
+    if (kept && !b.in.offload && better(b.result, *kept)) {
+      *kept = b.result;
+      if (kept_table) *kept_table = b.table;
+    }
     if (better(b.result, best)) {
       best = std::move(b.result);
       best_table = std::move(b.table);

@@ -161,7 +161,10 @@ ScheduleResult simulate_staged(const ScheduleInput& in, const StagedPlan& plan, 
 // than theirs. Four independent branches, on as many threads as there are cores: without and
 // (if in.offload) with offload, each with moDNN's placement and with two-ended placement
 // (ScheduleInput::two_ended); the fastest plan wins (in.quick: only the branch with offload as
-// allowed and moDNN's placement). Returns the best result found (and its decisions in `table`).
-ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table = nullptr);
+// allowed and moDNN's placement). Returns the best result found (and its decisions in `table`);
+// `kept`, if given, receives the best of the branches without offload (and `kept_table` its
+// decisions), which exact mode reads back as the MILP's first incumbent.
+ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table = nullptr,
+                               ScheduleResult* kept = nullptr, std::vector<Residency>* kept_table = nullptr);
 
 }  // namespace ucplan
