@@ -15,7 +15,8 @@
 #include "planner/model/sha256.h"
 #include "planner/model/units.h"
 #include "planner/ir/route.h"
-#include "schedule.h"
+#include "search.h"
+#include "strategies.h"
 #include "sub_batch.h"
 #include "planner/check/verify.h"
 

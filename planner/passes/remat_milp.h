@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "costs.h"
-#include "schedule.h"
+#include "strategies.h"
 
 namespace ucplan {
 

@@ -135,36 +135,4 @@ struct ScheduleResult {
 
 ScheduleResult simulate_schedule(const ScheduleInput& in, Strategy& strategy);
 
-// The strategies of the same scheduler (names as on the command line).
-std::vector<std::string> strategy_names();
-// keep-all, vdnn-all, vdnn-conv, superneurons, checkpoint-sqrt, each as its paper describes it;
-// under --workspace wr:/wd: the configurations come from ScheduleInput::fixed_config instead.
-std::unique_ptr<Strategy> make_baseline_strategy(const std::string& name, const Graph& g, const TaskGraph& tg,
-                                                 const CostTable& costs);
-// A strategy given by an explicit per-tensor table (the ucplan search builds these).
-std::unique_ptr<Strategy> make_table_strategy(std::string name, std::vector<Residency> table, PrefetchMode prefetch,
-                                              bool evict_on_demand, bool by_gain, bool may_offload = true);
-
-// A per-stage plan: per round position, the tensors planned for recomputation that stay on the
-// device into it (Checkmate's S[t, i]); a tensor recomputed anywhere is Recompute in `table`.
-struct StagedPlan {
-  std::vector<Residency> table;
-  std::vector<std::vector<char>> keep;  // [position][tensor]
-};
-// Runs a staged plan with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain); on-demand offload
-// only if `may_offload`.
-ScheduleResult simulate_staged(const ScheduleInput& in, const StagedPlan& plan, bool may_offload);
-
-// The ucplan strategy: moDNN scheduling (Eq. 4 prefetch, Eq. 5 gain, offload on demand) plus a
-// search over per-tensor residency decisions (keep / offload early / recompute) judged by the
-// simulator itself, seeded with the baselines' decisions, so its predicted time is never worse
-// than theirs. Four independent branches, on as many threads as there are cores: without and
-// (if in.offload) with offload, each with moDNN's placement and with two-ended placement
-// (ScheduleInput::two_ended); the fastest plan wins (in.quick: only the branch with offload as
-// allowed and moDNN's placement). Returns the best result found (and its decisions in `table`);
-// `kept`, if given, receives the best of the branches without offload (and `kept_table` its
-// decisions), which exact mode reads back as the MILP's first incumbent.
-ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table = nullptr,
-                               ScheduleResult* kept = nullptr, std::vector<Residency>* kept_table = nullptr);
-
 }  // namespace ucplan

@@ -1,0 +1,436 @@
+#include "search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "strategies.h"
+
+namespace ucplan {
+namespace {
+
+bool better(const ScheduleResult& a, const ScheduleResult& b) {
+  if (!b.ok) return a.ok;
+  if (!a.ok) return false;
+  auto key = [](const ScheduleResult& r) {
+    return std::make_tuple(r.round_ns, r.offload_bytes + r.prefetch_bytes, r.recompute_ns, r.arena_bytes);
+  };
+  return key(a) < key(b);
+}
+
+// Arena placement, part of the search: moDNN's first fit, best fit, or two-ended (first fit, what
+// the backward pass needs from the top down).
+struct Placement {
+  bool best_fit = false;
+  bool two_ended = false;
+};
+
+// A residency table run with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain, offload on demand),
+// abandoned as soon as it cannot beat `best` (branch and bound).
+ScheduleResult simulate_ucplan_table(const ScheduleInput& in, const std::vector<Residency>& table, Placement placement,
+                                     const ScheduleResult& best) {
+  auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, in.offload);
+  ScheduleInput bounded = in;
+  bounded.best_fit = placement.best_fit;
+  bounded.two_ended = placement.two_ended;
+  if (best.ok) bounded.abandon_after_ns = best.round_ns;
+  return simulate_schedule(bounded, *strategy);
+}
+
+// Recomputing activation t re-runs its forward task (at its fastest configuration).
+std::int64_t forward_ns(const TaskGraph& tg, const CostTable& costs, int t) {
+  return costs.tasks[costs.forward_task[tg.tensors[t].layer]].time_ns;
+}
+
+// Local search over the residency table with moves in both directions, each judged by the
+// simulator and kept only if it makes the round faster. The seeds above only ever move tensors
+// off the device; here a recomputed or offloaded tensor is brought back to keep when the budget
+// has room for it (most expensive to redo first), and a kept one is recomputed or offloaded
+// when that frees memory the rest of the schedule can use (most bytes per nanosecond of
+// recomputation first). Moves are tried in groups, split in halves when a group as a whole does
+// not help (as delta debugging does), so a large network with few simulations to spare still
+// gets every move considered; a small one gets them one by one. Passes repeat until none
+// improves or the work budget (simulated steps plus arena blocks looked at: deterministic,
+// unlike a time limit) is spent.
+void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::vector<Residency>& best_table,
+                            Placement placement, std::vector<ScheduleResult::Candidate>& log) {
+  const Graph& g = *in.graph;
+  const TaskGraph& tg = *in.tasks;
+  const CostTable& costs = *in.costs;
+  const int nt = static_cast<int>(tg.tensors.size());
+  const std::vector<char> need = backward_needed(tg);
+  constexpr int kMaxPasses = 4;
+  const std::int64_t budget = in.local_search_budget;  // default: about 0.5 s of simulation on one core
+  std::int64_t spent = 0, last_cost = std::max<std::int64_t>(best.work, 1);
+  int tried = 0, accepted = 0;
+  auto run = [&](const std::vector<Residency>& table) {
+    ScheduleResult r = simulate_ucplan_table(in, table, placement, best);
+    spent += r.work;
+    last_cost = std::max<std::int64_t>(r.work, 1);
+    ++tried;
+    return r;
+  };
+  auto redo_ns = [&](int t) { return forward_ns(tg, costs, t); };
+  // Tried in tiers: back to keep (the most expensive recomputation first), offloaded to
+  // recomputed, recomputed to offloaded, then kept to recomputed or offloaded (most bytes freed
+  // per nanosecond of recomputation first; an offload ranks as if it freed a thousandth).
+  struct Move {
+    int tensor;
+    Residency to;
+    int tier;         // smaller first
+    double priority;  // within a tier, larger first
+  };
+  // Applies moves [lo, hi) together; if that does not help, each half on its own.
+  std::function<void(const std::vector<Move>&, std::size_t, std::size_t)> try_moves =
+      [&](const std::vector<Move>& moves, std::size_t lo, std::size_t hi) {
+        if (spent > budget) return;
+        std::vector<Residency> table = best_table;
+        for (std::size_t i = lo; i < hi; ++i) table[moves[i].tensor] = moves[i].to;
+        bound_segments(g, tg, table);
+        if (table == best_table) return;
+        ScheduleResult r = run(table);
+        if (better(r, best)) {
+          best = std::move(r);
+          best_table = std::move(table);
+          accepted += static_cast<int>(hi - lo);
+          return;
+        }
+        if (hi - lo == 1) return;
+        const std::size_t mid = lo + (hi - lo) / 2;
+        try_moves(moves, lo, mid);
+        try_moves(moves, mid, hi);
+      };
+  for (int pass = 0; pass < kMaxPasses && spent <= budget; ++pass) {
+    std::vector<Move> moves;
+    for (int t = 0; t < nt; ++t) {
+      const Tensor& x = tg.tensors[t];
+      if (x.kind != TensorKind::Activation || x.layer == 0 || x.host_input) continue;
+      if (g.layers[x.layer].type() == LayerType::SoftmaxLoss) continue;
+      const Residency r = best_table[t];
+      const double bytes = static_cast<double>(x.bytes(costs.sub_batch));
+      const double redo = static_cast<double>(std::max<std::int64_t>(redo_ns(t), 1));
+      if (r != Residency::Keep) {
+        moves.push_back({t, Residency::Keep, 0, redo});
+      } else if (need[t]) {
+        moves.push_back({t, Residency::Recompute, 3, bytes / redo});
+        if (in.offload)
+          moves.push_back({t, Residency::Offload, 3, bytes / redo * 1e-3});  // a copy costs more than its bytes suggest
+      }
+      if (r == Residency::Offload) moves.push_back({t, Residency::Recompute, 1, bytes / redo});
+      if (r == Residency::Recompute && need[t] && in.offload) moves.push_back({t, Residency::Offload, 2, bytes / redo});
+    }
+    std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
+      return a.tier != b.tier ? a.tier < b.tier : a.priority > b.priority;
+    });
+    // Two moves of one tensor never share a group: the later would overwrite the earlier.
+    std::vector<Move> first, second;
+    std::vector<char> seen(nt, 0);
+    for (const Move& m : moves) (seen[m.tensor]++ ? second : first).push_back(m);
+    const int accepted_before = accepted;
+    for (const std::vector<Move>* list : {&first, &second}) {
+      if (list->empty()) continue;
+      // Groups as small as the budget left allows (every move alone when it allows that).
+      const std::int64_t affordable = std::max<std::int64_t>((budget - spent) / last_cost / 2, 1);
+      const std::size_t group = std::max<std::size_t>(1, (list->size() + affordable - 1) / affordable);
+      for (std::size_t lo = 0; lo < list->size(); lo += group) try_moves(*list, lo, std::min(list->size(), lo + group));
+    }
+    log.push_back({fmt::format("local search pass {}: {} simulations, {} moves kept", pass + 1, tried,
+                               accepted - accepted_before),
+                   best.round_ns, ""});
+    tried = 0;
+    if (accepted == accepted_before) break;
+  }
+}
+
+ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out) {
+  const Graph& g = *in.graph;
+  const TaskGraph& tg = *in.tasks;
+  const CostTable& costs = *in.costs;
+  const int nt = static_cast<int>(tg.tensors.size());
+  const std::vector<char> need = backward_needed(tg);
+  constexpr std::int64_t kWorkBudget = 200'000'000;
+  ScheduleResult best;
+  std::vector<Residency> best_table;
+  Placement placement{false, in.two_ended};  // the one the best was found with
+  auto run = [&](const std::vector<Residency>& table) { return simulate_ucplan_table(in, table, placement, best); };
+  // Every activation but the input and the loss may be recomputed, convolutions included: on a
+  // fast device re-running a conv (microseconds) beats copying its output back over PCIe
+  // (tens of microseconds a MiB). SuperNeurons §3.4 keeps conv outputs as checkpoints; the
+  // segment bound (bound_segments) keeps chains through them from growing without bound.
+  auto recomputable = [&](int t) {
+    const Tensor& x = tg.tensors[t];
+    if (x.kind != TensorKind::Activation || x.layer == 0 || x.host_input) return false;
+    return g.layers[x.layer].type() != LayerType::SoftmaxLoss;
+  };
+  auto redo_ns = [&](int t) { return forward_ns(tg, costs, t); };
+  auto copy_back_ns = [&](int t) { return costs.h2d_ns(tg.tensors[t].bytes(costs.sub_batch)); };
+  // Recomputing y needs its producer's inputs later; an input that nothing else needs then
+  // (no backward task reads it) would be kept alive only for that: recompute it too when that
+  // is cheaper than copying it back, back to the nearest checkpoint (reverse route order).
+  auto close_segments = [&](std::vector<Residency>& table) {
+    for (auto it = tg.route.rbegin(); it != tg.route.rend(); ++it) {
+      const int y = tg.y_of[*it];
+      if (*it == 0 || table[y] != Residency::Recompute) continue;
+      for (int x : tg.tasks[costs.forward_task[*it]].reads)
+        if (!need[x] && recomputable(x) && table[x] == Residency::Keep && redo_ns(x) < copy_back_ns(x))
+          table[x] = Residency::Recompute;
+    }
+    bound_segments(g, tg, table);
+  };
+  // Seeds, all run with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain, offload on demand):
+  // moDNN itself (everything kept, offloaded when memory runs out), the baselines' decisions,
+  // SuperNeurons with its checkpoints offloaded early instead of cached, and a cost-aware
+  // table that recomputes whatever is cheaper to redo than to copy back.
+  std::vector<std::vector<Residency>> seeds;
+  std::vector<std::string> seed_names{"moDNN",
+                                      "vdnn-conv decisions",
+                                      "superneurons decisions",
+                                      "checkpoint-sqrt decisions",
+                                      "superneurons, checkpoints offloaded early",
+                                      "recompute what is cheaper than a copy"};
+  if (!in.offload) seed_names.erase(seed_names.begin() + 4);
+  std::vector<ScheduleResult::Candidate> log;
+  seeds.push_back(std::vector<Residency>(nt, Residency::Keep));
+  for (const char* b : {"vdnn-conv", "superneurons", "checkpoint-sqrt"}) seeds.push_back(baseline_table(b, g, tg));
+  std::vector<Residency> sn_offload = baseline_table("superneurons", g, tg);
+  std::vector<Residency> cheap(nt, Residency::Keep);
+  for (int t = 0; t < nt; ++t) {
+    const Tensor& x = tg.tensors[t];
+    if (x.kind == TensorKind::Activation && need[t] && sn_offload[t] == Residency::Keep && x.layer != 0)
+      sn_offload[t] = Residency::Offload;
+    if (recomputable(t) && need[t] && redo_ns(t) < copy_back_ns(t)) cheap[t] = Residency::Recompute;
+  }
+  close_segments(cheap);
+  bound_segments(g, tg, sn_offload);
+  if (in.offload) seeds.push_back(sn_offload);
+  seeds.push_back(cheap);
+  // Chen et al.'s segments at finer spacings than sqrt(N): every articulation point (a residual
+  // block's output) kept, or every second or third, the rest recomputed. At tight budgets on a
+  // fast device these beat offloading, and the local search starts near them.
+  for (int stride : {1, 2, 3}) {
+    const std::vector<char> keep = sqrt_checkpoints(g, tg, stride);
+    std::vector<Residency> table(nt, Residency::Keep);
+    for (int t = 0; t < nt; ++t)
+      if (recomputable(t) && !keep[t]) table[t] = Residency::Recompute;
+    bound_segments(g, tg, table);
+    seeds.push_back(std::move(table));
+    seed_names.push_back(fmt::format("checkpoint every {} articulation point(s)", stride));
+  }
+
+  // Improvement from a table: what the simulation had to offload on demand is offloaded early
+  // instead (the copy then overlaps compute); what is cheaper to recompute than to copy back,
+  // or stalled compute longer than recomputing it would take, is recomputed.
+  auto improve = [&](const std::string& name, std::vector<Residency> table, ScheduleResult result,
+                     std::vector<Residency>* out_table, std::int64_t* spent) {
+    log.push_back({name, result.ok ? result.round_ns : 0, result.failure});
+    for (int iteration = 0; iteration < 3 && result.ok && *spent <= kWorkBudget; ++iteration) {
+      bool improved = false;
+      std::vector<Residency> early = table;
+      bool changed = false;
+      for (int t = 0; t < nt && in.offload; ++t) {
+        if (!result.evicted_dirty[t] || early[t] != Residency::Keep) continue;
+        const TensorKind k = tg.tensors[t].kind;
+        if ((k == TensorKind::Activation || k == TensorKind::Aux) && need[t]) {
+          early[t] = Residency::Offload;
+          changed = true;
+        }
+      }
+      if (changed) {
+        ScheduleResult r = run(early);
+        *spent += r.work;
+        log.push_back({name + " + early offload", r.ok ? r.round_ns : 0, r.failure});
+        if (better(r, result)) {
+          result = std::move(r);
+          table = std::move(early);
+          improved = true;
+        }
+      }
+      std::vector<Residency> redo = table;
+      changed = false;
+      for (int t = 0; t < nt; ++t) {
+        if (!recomputable(t) || redo[t] == Residency::Recompute) continue;
+        const bool moved = redo[t] == Residency::Offload || result.evicted_dirty[t];
+        if (moved && (redo_ns(t) < copy_back_ns(t) || result.stall_by_tensor[t] > redo_ns(t))) {
+          redo[t] = Residency::Recompute;
+          changed = true;
+        }
+      }
+      if (changed) {
+        close_segments(redo);
+        ScheduleResult r = run(redo);
+        *spent += r.work;
+        log.push_back({name + " + recompute", r.ok ? r.round_ns : 0, r.failure});
+        if (better(r, result)) {
+          result = std::move(r);
+          table = std::move(redo);
+          improved = true;
+        }
+      }
+      if (!improved) break;
+    }
+    *out_table = std::move(table);
+    return result;
+  };
+
+  // Simulating costs time roughly in proportion to the arena blocks looked at while evicting;
+  // past a budget of that work (deterministic, unlike a time limit) no further candidate is
+  // started. The baselines' own schedules and moDNN's come first, so the result is never worse
+  // than any baseline; the recompute-heavy candidates, the most expensive, come last.
+  std::int64_t work = 0;
+  auto consider = [&](ScheduleResult r, std::vector<Residency> table) {
+    work += r.work;
+    if (better(r, best)) {
+      best = std::move(r);
+      best_table = std::move(table);
+    }
+  };
+  for (const char* name : {"keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"}) {
+    const std::string n = name;
+    if (!in.offload && n != "keep-all" && n != "checkpoint-sqrt") continue;  // these offload
+    auto strategy = make_baseline_strategy(name, g, tg, costs);
+    ScheduleResult r = simulate_schedule(in, *strategy);
+    log.push_back({std::string(name) + " (its own schedule)", r.ok ? r.round_ns : 0, r.failure});
+    consider(std::move(r), baseline_table(name, g, tg));
+  }
+  // The winning baseline's decisions, run with moDNN's mechanisms and improved, come first.
+  std::vector<std::size_t> order{
+      0, 1, 4, 5, 2, 3, 6, 7, 8};  // moDNN, vdnn-conv, the cost-aware ones, SuperNeurons, sqrt, finer segments
+  if (!in.offload) order = {0, 1, 4, 2, 3, 5, 6, 7};  // without the early-offload seed
+  if (best.ok) {
+    seeds.push_back(best_table);
+    seed_names.push_back("best baseline's decisions");
+    order.insert(order.begin(), seeds.size() - 1);
+  }
+  for (const std::vector<Residency>& extra : in.extra_seeds) {  // exact mode: the MILP's table first
+    std::vector<Residency> table = extra;
+    bound_segments(g, tg, table);
+    seeds.push_back(std::move(table));
+    seed_names.push_back("the MILP's decisions");
+    order.insert(order.begin(), seeds.size() - 1);
+  }
+  if (!in.offload)
+    for (auto& seed : seeds) std::replace(seed.begin(), seed.end(), Residency::Offload, Residency::Keep);
+  int skipped = 0;
+  for (std::size_t i : order) {
+    if (work > kWorkBudget) {
+      ++skipped;
+      continue;
+    }
+    std::vector<Residency> table;
+    ScheduleResult first = run(seeds[i]);
+    work += first.work;
+    ScheduleResult r = improve(seed_names[i], seeds[i], std::move(first), &table, &work);
+    if (better(r, best)) {
+      best = std::move(r);
+      best_table = std::move(table);
+    }
+  }
+  // Placement is part of the search too: the best decisions again with best-fit placement
+  // (fewer, larger holes), improved from there.
+  if (best.ok && work <= kWorkBudget) {
+    const Placement was = placement;
+    placement.best_fit = true;  // run() places best-fit from here on
+    ScheduleResult first = run(best_table);
+    work += first.work;
+    std::vector<Residency> table;
+    ScheduleResult r = improve("best decisions, best-fit placement", best_table, std::move(first), &table, &work);
+    if (better(r, best)) {
+      best = std::move(r);
+      best_table = std::move(table);
+    } else {
+      placement = was;  // keep placing as the best was placed
+    }
+  }
+  if (best.ok) refine_by_local_search(in, best, best_table, placement, log);
+  best.candidates_skipped = skipped;
+  best.best_fit = placement.best_fit;
+  best.two_ended = placement.two_ended;
+  best.search_log = std::move(log);
+  if (table_out) *table_out = best_table;
+  return best;
+}
+
+}  // namespace
+
+// Independent branches, the fastest plan wins: without offload and (if allowed) with, so allowing
+// offload never gives a slower plan than forbidding it; each with moDNN's placement and with
+// two-ended placement. Each branch searches on its own: a branch's plan used as another's seed
+// or bound steers that search elsewhere, not always to better plans.
+ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out, ScheduleResult* kept,
+                               std::vector<Residency>* kept_table) {
+  if (kept) *kept = ScheduleResult{};
+  struct Branch {
+    ScheduleInput in;
+    std::string name;
+    ScheduleResult result;
+    std::vector<Residency> table;
+  };
+  std::vector<Branch> branches;
+  for (const bool offload : {false, true}) {
+    if (offload != in.offload && (in.quick || offload)) continue;
+    for (const bool two_ended : {false, true}) {
+      if (two_ended && in.quick) continue;
+      Branch b{in,
+               fmt::format("{}{}: ", offload ? "offload" : "no offload", two_ended ? ", two-ended placement" : ""),
+               {},
+               {}};
+      b.in.offload = offload;
+      b.in.two_ended = two_ended;
+      branches.push_back(std::move(b));
+    }
+  }
+  // The branches share nothing but const inputs: they run on as many threads as there are cores,
+  // and are merged in a fixed order, so the result does not depend on the threads.
+  auto search = [](Branch& b) { b.result = search_ucplan(b.in, &b.table); };
+  const std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, branches.size());
+  std::vector<std::thread> pool;
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  // Every thread, this one too, records the first failure and stops taking branches, so the pool
+  // is always joined before the failure is rethrown.
+  auto work = [&] {
+    for (std::size_t i; (i = next++) < branches.size();) {
+      try {
+        search(branches[i]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next = branches.size();
+      }
+    }
+  };
+  for (std::size_t k = 0; k + 1 < threads; ++k) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+
+  ScheduleResult best;
+  std::vector<Residency> best_table;
+  std::vector<ScheduleResult::Candidate> log;
+  int skipped = 0;
+  for (Branch& b : branches) {
+    for (auto& c : b.result.search_log) log.push_back({b.name + c.name, c.round_ns, c.why});
+    skipped += b.result.candidates_skipped;
+    if (kept && !b.in.offload && better(b.result, *kept)) {
+      *kept = b.result;
+      if (kept_table) *kept_table = b.table;
+    }
+    if (better(b.result, best)) {
+      best = std::move(b.result);
+      best_table = std::move(b.table);
+    }
+  }
+  best.search_log = std::move(log);
+  best.candidates_skipped = skipped;
+  if (table_out) *table_out = std::move(best_table);
+  return best;
+}
+
+}  // namespace ucplan
