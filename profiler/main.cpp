@@ -102,9 +102,12 @@ int main(int argc, char** argv) {
     if (!ucplan::parse_precision(precision, &o.precision))
       throw ucplan::UserError("", "--precision",
                               fmt::format("expected {}, got \"{}\"", ucplan::precision_choices(), precision));
+    if (auto policy = ucplan::parse_sizes_policy(sizes))
+      o.sizes = *policy;
+    else
+      throw ucplan::UserError("", "--sizes", fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", sizes));
     auto runner = make_runner(device, o.precision);
     o.batch = batch;
-    o.sizes = sizes;
     o.repeat = repeat;
     o.cache_dir = cache;
     o.progress = ::isatty(2);
@@ -114,9 +117,9 @@ int main(int argc, char** argv) {
     for (const auto& s : p.signatures) n += s.costs.size();
     fmt::print(
         "{}: {} signatures, {} costs, batch {} ({}, {}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> {}\n",
-        p.network, p.signatures.size(), n, p.batch, p.sizes_policy, ucplan::precision_name(p.precision),
-        p.measured() ? "measured" : "MODELLED (" + p.source + ")", p.device.name, p.h2d.bytes_per_second / 1e9,
-        p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
+        p.network, p.signatures.size(), n, p.batch, ucplan::sizes_policy_name(p.sizes_policy),
+        ucplan::precision_name(p.precision), p.measured() ? "measured" : "MODELLED (" + p.source + ")", p.device.name,
+        p.h2d.bytes_per_second / 1e9, p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan profile: error: %s\n", e.what());
     return 2;

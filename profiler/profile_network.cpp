@@ -39,8 +39,6 @@ struct Job {
 }  // namespace
 
 Profile profile_network(const Network& net, const std::string& file, Runner& runner, const ProfileOptions& o) {
-  if (!valid_sizes_policy(o.sizes))
-    throw UserError("", "--sizes", fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", o.sizes));
   const Graph g = build_graph(net, file, o.precision);
   std::vector<int> order = g.topo_order;
   const TaskGraph tg = build_tasks(g, order);

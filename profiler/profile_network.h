@@ -19,7 +19,7 @@ namespace ucplan {
 
 struct ProfileOptions {
   std::int64_t batch = 0;
-  std::string sizes = "powerOfTwo";
+  SizesPolicy sizes = SizesPolicy::PowerOfTwo;
   int repeat = 5;
   std::string cache_dir;                  // "" for none
   bool progress = false;                  // progress with an estimate of the time left on stderr

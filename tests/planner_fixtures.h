@@ -54,7 +54,7 @@ inline Profile model_profile(const Network& net, std::int64_t batch, const std::
   auto runner = make_model_runner(device);
   ProfileOptions o;
   o.batch = batch;
-  o.sizes = "powerOfTwo";
+  o.sizes = SizesPolicy::PowerOfTwo;
   o.repeat = 1;
   return profile_network(net, "test", *runner, o);
 }
@@ -68,8 +68,8 @@ inline CompileInput input_for(const Network& net, const Profile& prof, std::int6
   in.profile_path = "test-profile.json";
   in.profile_sha256 = "0";
   in.budget_bytes = budget;
-  in.strategy = strategy;
-  in.sub_batch = sub_batch;
+  in.options.strategy = strategy;
+  in.options.sub_batch = parse_sub_batch_option(sub_batch);
   in.precision = prof.precision;  // a plan at the profile's precision
   return in;
 }

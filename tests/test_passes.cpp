@@ -242,16 +242,64 @@ TEST_SUITE("memory planner") {
     const Network net = parse_network_text(kResidual, "test");
     const Profile prof = model_profile(net, 8, "p100");
     CompileInput in = input_for(net, prof, std::int64_t{1} << 32);
-    in.workspace = "wr:64KiB";
+    in.options.workspace = parse_workspace_option("wr:64KiB");
     const Plan wr = make_plan(in).plan;
     for (const auto& k : wr.kernels) CHECK(k.workspace_bytes <= 64 * 1024);
-    in.workspace = "wd:256KiB";
+    in.options.workspace = parse_workspace_option("wd:256KiB");
     const Plan wd = make_plan(in).plan;
     std::int64_t total = 0;
     for (const auto& k : wd.kernels) total += k.workspace_bytes;
     CHECK(total <= 256 * 1024);
     CHECK(find_plan_error(wr) == "");
     CHECK(find_plan_error(wd) == "");
+  }
+
+  TEST_CASE("options: each wrong one is named, and a plan's record of them parses back to the same options") {
+    auto fails_on = [](PlanOptionText t, const char* option) {
+      CAPTURE(option);
+      CHECK_THROWS_WITH_AS(parse_plan_options(t), doctest::Contains(option), UserError);
+    };
+    PlanOptionText t;
+    t.strategy = "fastest";
+    fails_on(t, "--strategy");
+    t = {};
+    t.sub_batch = "0";
+    fails_on(t, "--sub-batch");
+    t = {};
+    t.workspace = "wr:lots";
+    fails_on(t, "--workspace");
+    t = {};
+    t.micro_batches = "some";
+    fails_on(t, "--micro-batches");
+    t = {};
+    t.time_limit = "10s";  // without --solver exact
+    fails_on(t, "--time-limit");
+    t = {};
+    t.offload = "never";
+    t.strategy = "vdnn-all";
+    fails_on(t, "--offload");
+    t = {};
+    t.dump_after = "nowhere";
+    fails_on(t, "--dump-after");
+
+    // Options away from every default, compiled, then read back from the plan as check does.
+    const Network net = parse_network_text(kResidual, "test");
+    const Profile prof = model_profile(net, 8, "p100");
+    CompileInput in = input_for(net, prof, std::int64_t{1} << 32);
+    in.options = parse_plan_options({"ucplan", "4", "wd:256KiB", "powerOfTwo", "exact", "1500ms", "never", "", ""});
+    const Plan p = make_plan(in).plan;
+    const PlanOptions back =
+        parse_plan_options({p.strategy, p.sub_batch_option, p.workspace_option, p.micro_batches, p.solver,
+                            fmt::format("{}ms", p.solver_time_limit_ms), p.offload, p.loss_scale, ""});
+    CHECK(back.strategy == "ucplan");
+    CHECK(back.sub_batch.kind == SubBatchOption::Kind::Size);
+    CHECK(back.sub_batch.size == 4);
+    CHECK(back.workspace.kind == WorkspaceOption::Kind::WD);
+    CHECK(back.workspace.bytes == 256 * 1024);
+    CHECK(back.micro_batches == SizesPolicy::PowerOfTwo);
+    CHECK(back.exact);
+    CHECK(back.time_limit_s == 1.5);
+    CHECK(!back.offload);
   }
 
   TEST_CASE("the same inputs give a byte-identical plan, which reads back unchanged") {
@@ -410,7 +458,7 @@ TEST_SUITE("plan quality") {
         CHECK(ours.round_ns <= brute + ideal / 100);
         // Exact mode is at least as good as the best table (it also runs the MILP's plan stage by stage).
         CompileInput exact = input_for(tiny.net, tiny.prof, in.budget_bytes, "ucplan", "64");
-        exact.solver = "exact";
+        exact.options.exact = true;
         const Plan p = make_plan(exact).plan;
         CHECK(find_plan_error(p) == "");
         CHECK(p.summary.round_ns <= brute);
@@ -553,7 +601,7 @@ TEST_SUITE("plan quality") {
         CAPTURE(net.name);
         CAPTURE(budget);
         CompileInput never = input_for(net, prof, budget, "ucplan", "any");
-        never.offload = "never";
+        never.options.offload = false;
         Plan allowed;
         try {
           allowed = make_plan(input_for(net, prof, budget, "ucplan", "any")).plan;
@@ -615,7 +663,7 @@ TEST_SUITE("plan quality") {
         CAPTURE(net.name);
         CAPTURE(budget);
         CompileInput exact = input_for(net, prof, budget, "ucplan", "auto");
-        exact.solver = "exact";
+        exact.options.exact = true;
         Plan ours, theirs;
         try {
           theirs = make_plan(input_for(net, prof, budget, "ucplan", "auto")).plan;

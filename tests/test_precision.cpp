@@ -140,7 +140,7 @@ Profile cpu_profile(const Network& net, std::int64_t batch, Precision p) {
 Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy = "ucplan",
              const std::string& sub_batch = "any", const std::string& loss_scale = "") {
   CompileInput in = input_for(net, prof, budget, strategy, sub_batch);
-  in.loss_scale = loss_scale;
+  in.options.loss_scale = loss_scale;
   return make_plan(in).plan;
 }
 

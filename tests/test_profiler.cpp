@@ -663,10 +663,11 @@ TEST_SUITE("profile") {
   }
 
   TEST_CASE("micro-batch size policies (mu-cuDNN §III-B)") {
-    CHECK(ucplan::micro_batch_sizes("undivided", 48) == std::vector<std::int64_t>{48});
-    CHECK(ucplan::micro_batch_sizes("powerOfTwo", 48) == std::vector<std::int64_t>{1, 2, 4, 8, 16, 32, 48});
-    CHECK(ucplan::micro_batch_sizes("powerOfTwo", 32) == std::vector<std::int64_t>{1, 2, 4, 8, 16, 32});
-    CHECK(ucplan::micro_batch_sizes("all", 5) == std::vector<std::int64_t>{1, 2, 3, 4, 5});
+    using ucplan::SizesPolicy;
+    CHECK(ucplan::micro_batch_sizes(SizesPolicy::Undivided, 48) == std::vector<std::int64_t>{48});
+    CHECK(ucplan::micro_batch_sizes(SizesPolicy::PowerOfTwo, 48) == std::vector<std::int64_t>{1, 2, 4, 8, 16, 32, 48});
+    CHECK(ucplan::micro_batch_sizes(SizesPolicy::PowerOfTwo, 32) == std::vector<std::int64_t>{1, 2, 4, 8, 16, 32});
+    CHECK(ucplan::micro_batch_sizes(SizesPolicy::All, 5) == std::vector<std::int64_t>{1, 2, 3, 4, 5});
   }
 
   TEST_CASE("a measured CPU profile covers every op at every size, reads back, and is reused from the cache") {

@@ -71,15 +71,12 @@ int run_check(const CheckOptions& o) {
       in.profile_sha256 = plan.profile_sha256;
       in.batch = plan.batch;
       in.budget_bytes = plan.budget_bytes;
-      in.strategy = plan.strategy;
-      in.sub_batch = plan.sub_batch_option;
-      in.workspace = plan.workspace_option;
-      in.micro_batches = plan.micro_batches;
-      in.solver = plan.solver;
-      in.solver_time_limit_s = static_cast<double>(plan.solver_time_limit_ms) / 1000.0;
-      in.offload = plan.offload;
       in.precision = plan.precision;
-      in.loss_scale = plan.loss_scale;
+      // The options as the plan records them, parsed as the command line's are.
+      in.options = parse_plan_options(
+          {plan.strategy, plan.sub_batch_option, plan.workspace_option, plan.micro_batches, plan.solver,
+           plan.solver_time_limit_ms > 0 ? fmt::format("{}ms", plan.solver_time_limit_ms) : std::string(), plan.offload,
+           plan.loss_scale, ""});
       const std::string again = plan_to_json_text(make_plan(in).plan);
       if (again != text) {
         fmt::print("FAIL {}: recompiling gives a different plan ({})\n", path, first_difference(text, again));

@@ -36,31 +36,6 @@ std::string read_bytes(const std::string& path) {
 
 namespace {
 
-// "60s", "1.5min", "90" (seconds) -> seconds; UserError naming --time-limit otherwise.
-double parse_time_limit(const std::string& text) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const std::string unit = used ? text.substr(used) : "";
-  double scale = 0;
-  if (unit.empty() || unit == "s")
-    scale = 1;
-  else if (unit == "ms")
-    scale = 1e-3;
-  else if (unit == "min")
-    scale = 60;
-  else if (unit == "h")
-    scale = 3600;
-  if (!used || scale == 0 || !(v > 0) || v * scale > 1e6)
-    throw UserError("", "--time-limit",
-                    fmt::format("\"{}\" is not a positive time such as 60s, 1.5min or 1h (at most 10^6 s)", text));
-  return v * scale;
-}
-
 struct KernelChoice {
   std::string label;
   std::vector<MicroStep> config;
@@ -68,7 +43,8 @@ struct KernelChoice {
 };
 
 struct SettingResult {
-  std::string setting, policy;
+  std::string setting;
+  SizesPolicy policy = SizesPolicy::Undivided;
   bool ok = false;
   std::string why;
   std::vector<KernelChoice> kernels;
@@ -80,7 +56,7 @@ struct SettingResult {
 
 // One workspace setting under one micro-batch policy: every conv kernel's choice.
 SettingResult choose(const Graph& g, const TaskGraph& tg, const CostTable& ct, const WorkspaceOption& w,
-                     const std::string& setting, const std::string& policy) {
+                     const std::string& setting, SizesPolicy policy) {
   SettingResult r;
   r.setting = setting;
   r.policy = policy;
@@ -137,15 +113,16 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
   const std::int64_t batch = o.batch > 0 ? o.batch : prof.batch;
   std::vector<std::string> settings = o.workspace.empty() ? std::vector<std::string>{"dynamic"} : o.workspace;
   // The policies the profile's sizes allow, coarsest first: undivided is cuDNN alone.
-  std::vector<std::string> policies{"undivided"};
-  if (prof.sizes_policy != "undivided") policies.push_back("powerOfTwo");
-  if (prof.sizes_policy == "all") policies.push_back("all");
+  std::vector<SizesPolicy> policies{SizesPolicy::Undivided};
+  if (prof.sizes_policy != SizesPolicy::Undivided) policies.push_back(SizesPolicy::PowerOfTwo);
+  if (prof.sizes_policy == SizesPolicy::All) policies.push_back(SizesPolicy::All);
   std::vector<SettingResult> results;
   std::map<std::string, double> dp_ms;
-  for (const auto& policy : policies) {
+  for (const SizesPolicy policy : policies) {
     auto start = std::chrono::steady_clock::now();
     const CostTable ct = build_cost_table(g, tg, prof, o.profile, batch, policy);
-    dp_ms[policy] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    dp_ms[sizes_policy_name(policy)] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     for (const auto& s : settings) results.push_back(choose(g, tg, ct, parse_workspace_option(s), s, policy));
     if (!o.pareto.empty() && policy == policies.back()) {
       bool found = false;
@@ -160,7 +137,7 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
           tab.add({format_bytes(c.workspace_bytes), format_ns(c.time_ns), config_text(ms)});
         }
         fmt::print("Pareto front of {} at batch {} ({} policy, {} configurations; mu-cuDNN Fig. 6):\n{}\n", o.pareto,
-                   batch, policy, ct.tasks[t.id].front.size(), tab.str());
+                   batch, sizes_policy_name(policy), ct.tasks[t.id].front.size(), tab.str());
       }
       if (!found)
         throw UserError(
@@ -170,7 +147,7 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
   }
   auto undivided_of = [&](const std::string& setting) -> const SettingResult* {
     for (const auto& r : results)
-      if (r.setting == setting && r.policy == "undivided") return &r;
+      if (r.setting == setting && r.policy == SizesPolicy::Undivided) return &r;
     return nullptr;
   };
   if (o.json) {
@@ -192,10 +169,13 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
         if (u && u->ok) kj["undivided_time_ns"] = u->kernels[k].time_ns;
         ks.push_back(std::move(kj));
       }
-      OrderedJson rj = {
-          {"setting", r.setting},  {"policy", r.policy},          {"ok", r.ok},
-          {"why", r.why},          {"total_time_ns", r.total_ns}, {"total_workspace_bytes", r.total_workspace},
-          {"solve_ms", r.solve_ms}};
+      OrderedJson rj = {{"setting", r.setting},
+                        {"policy", sizes_policy_name(r.policy)},
+                        {"ok", r.ok},
+                        {"why", r.why},
+                        {"total_time_ns", r.total_ns},
+                        {"total_workspace_bytes", r.total_workspace},
+                        {"solve_ms", r.solve_ms}};
       if (r.setting.rfind("wd:", 0) == 0) {
         rj["ilp_optimal"] = r.optimal;
         rj["ilp_configurations"] = r.configurations;
@@ -211,17 +191,17 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
              results.empty() ? 0 : results.front().kernels.size(), prof.measured() ? "measured" : "MODELLED",
              prof.source);
   std::vector<std::string> header{"setting"};
-  for (const auto& p : policies) header.push_back(p);
+  for (const SizesPolicy p : policies) header.push_back(sizes_policy_name(p));
   Table totals(header, std::vector<bool>(header.size(), true));
   for (const auto& s : settings) {
     std::vector<std::string> row{s};
     const SettingResult* u = undivided_of(s);
-    for (const auto& p : policies)
+    for (const SizesPolicy p : policies)
       for (const auto& r : results)
         if (r.setting == s && r.policy == p) {
           if (!r.ok)
             row.push_back("infeasible");
-          else if (p == "undivided" || !u || !u->ok)
+          else if (p == SizesPolicy::Undivided || !u || !u->ok)
             row.push_back(format_ns(r.total_ns));
           else
             row.push_back(fmt::format(
@@ -235,12 +215,12 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
   std::string dp;
   for (const auto& [p, ms] : dp_ms) dp += fmt::format("{}{} {:.1f} ms", dp.empty() ? "" : ", ", p, ms);
   fmt::print("Pareto-front DP time: {}\n", dp);
-  const std::string finest = policies.back();
+  const SizesPolicy finest = policies.back();
   for (const auto& r : results) {
     if (r.policy != finest) continue;
     const SettingResult* u = undivided_of(r.setting);
     fmt::print(
-        "\n{} with {} micro-batches{}:\n", r.setting, finest,
+        "\n{} with {} micro-batches{}:\n", r.setting, sizes_policy_name(finest),
         r.setting.rfind("wd:", 0) == 0
             ? fmt::format(
                   " (ILP over {} configurations solved in {:.1f} ms, {}; the division of the total is the workspace "
@@ -276,6 +256,10 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
 }  // namespace
 
 int run_compile(const CompileOptions& o) {
+  // The plan's options, parsed once (a wrong one costs no loading); the stages read only these.
+  const PlanOptions options =
+      parse_plan_options({o.strategy, o.sub_batch, o.workspace.empty() ? "dynamic" : o.workspace.front(),
+                          o.micro_batches, o.solver, o.time_limit, o.offload, o.loss_scale, o.dump_after});
   const std::string net_path = resolve_network_path(o.network);
   const Network net = load_network(net_path);
   const Profile prof = load_profile(o.profile);
@@ -341,19 +325,8 @@ int run_compile(const CompileOptions& o) {
   in.profile_sha256 = sha256_hex(read_bytes(o.profile));
   in.batch = o.batch;
   in.budget_bytes = *budget - reserve;  // the plan's budget: the arena's
-  in.strategy = o.strategy;
-  in.sub_batch = o.sub_batch;
-  in.workspace = o.workspace.empty() ? "dynamic" : o.workspace.front();
-  in.micro_batches = o.micro_batches;
-  in.dump_after = o.dump_after;
-  in.solver = o.solver;
-  in.offload = o.offload;
   in.precision = precision;
-  in.loss_scale = o.loss_scale;
-  if (!o.time_limit.empty()) {
-    if (o.solver != "exact") throw UserError("", "--time-limit", "only with --solver exact");
-    in.solver_time_limit_s = parse_time_limit(o.time_limit);
-  }
+  in.options = options;
   auto start = std::chrono::steady_clock::now();
   CompileResult r = make_plan(in);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -397,7 +370,7 @@ int run_compile(const CompileOptions& o) {
     // plan loses more than 5 % and splitting would be faster, say so (statistics then change).
     const double overhead =
         static_cast<double>(r.plan.summary.predicted_ns) / static_cast<double>(r.plan.summary.ideal_ns) - 1;
-    if (o.sub_batch == "auto" &&
+    if (options.sub_batch.kind == SubBatchOption::Kind::Auto &&
         std::any_of(r.plan.network.layers.begin(), r.plan.network.layers.end(),
                     [](const Layer& l) { return l.type == LayerType::BatchNorm; }) &&
         overhead > 0.05) {
@@ -415,11 +388,11 @@ int run_compile(const CompileOptions& o) {
         const std::int64_t n = r.plan.batch >> (k + 1);
         if (r.plan.network.layers.size() > kHintLayers || n < 1 || r.plan.batch % n != 0) continue;
         CompileInput at = in;
-        at.sub_batch = std::to_string(n);
-        at.dump_after.clear();
-        at.solver = "default";  // a hint, not another exact solve
-        at.solver_time_limit_s = 0;
-        at.quick = true;
+        at.options.sub_batch = {SubBatchOption::Kind::Size, n};
+        at.options.dump_after.clear();
+        at.options.exact = false;  // a hint, not another exact solve
+        at.options.time_limit_s = 0;
+        at.options.quick = true;
         threads.emplace_back([at, &slot = estimates[k], &failure = failed[k]] {
           try {
             slot = make_plan(at).plan;

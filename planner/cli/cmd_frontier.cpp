@@ -87,6 +87,10 @@ std::string frontier_svg(const std::string& title, const std::vector<Point>& pts
 int run_frontier(const FrontierOptions& o) {
   if (o.points < 2 || o.points > 200)
     throw UserError("", "--points", fmt::format("{} is out of range (2 to 200)", o.points));
+  PlanOptionText text;
+  text.strategy = o.strategy;
+  text.sub_batch = o.sub_batch;
+  const PlanOptions options = parse_plan_options(text);
   const std::string net_path = resolve_network_path(o.network);
   CompileInput in;
   in.network = load_network(net_path);
@@ -96,13 +100,12 @@ int run_frontier(const FrontierOptions& o) {
   in.profile_sha256 = sha256_hex(read_bytes(o.profile));
   in.precision = in.profile.precision;  // the frontier of the profile's precision
   in.batch = o.batch;
-  in.strategy = o.strategy;
-  in.sub_batch = o.sub_batch;
+  in.options = options;
 
   // The ends: the peak of keeping everything, and the lower bound every plan reports.
   in.budget_bytes = std::int64_t{1} << 50;
   CompileInput keep = in;
-  keep.strategy = "keep-all";
+  keep.options.strategy = "keep-all";
   const Plan top = make_plan(keep).plan;
   const std::int64_t hi = top.summary.peak_bytes;
   // The lower end: moDNN's bound, or, where no plan exists there (a batch-norm network is not

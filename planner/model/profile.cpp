@@ -23,18 +23,37 @@ const SignatureCosts* Profile::find(const std::string& signature) const {
   return nullptr;
 }
 
-bool valid_sizes_policy(const std::string& p) { return p == "all" || p == "powerOfTwo" || p == "undivided"; }
+const char* sizes_policy_name(SizesPolicy p) {
+  switch (p) {
+    case SizesPolicy::All:
+      return "all";
+    case SizesPolicy::PowerOfTwo:
+      return "powerOfTwo";
+    case SizesPolicy::Undivided:
+      return "undivided";
+  }
+  return "?";
+}
 
-std::vector<std::int64_t> micro_batch_sizes(const std::string& policy, std::int64_t batch) {
+std::optional<SizesPolicy> parse_sizes_policy(const std::string& text) {
+  for (SizesPolicy p : {SizesPolicy::All, SizesPolicy::PowerOfTwo, SizesPolicy::Undivided})
+    if (text == sizes_policy_name(p)) return p;
+  return std::nullopt;
+}
+
+std::vector<std::int64_t> micro_batch_sizes(SizesPolicy policy, std::int64_t batch) {
   std::vector<std::int64_t> s;
-  if (policy == "all") {
-    for (std::int64_t b = 1; b <= batch; ++b) s.push_back(b);
-  } else if (policy == "powerOfTwo") {
-    for (std::int64_t b = 1; b <= batch; b *= 2) s.push_back(b);
-    if (s.back() != batch) s.push_back(batch);  // the undivided batch is always measured
-  } else {
-    UCPLAN_CHECK(policy == "undivided", "unknown sizes policy " + policy);
-    s.push_back(batch);
+  switch (policy) {
+    case SizesPolicy::All:
+      for (std::int64_t b = 1; b <= batch; ++b) s.push_back(b);
+      break;
+    case SizesPolicy::PowerOfTwo:
+      for (std::int64_t b = 1; b <= batch; b *= 2) s.push_back(b);
+      if (s.back() != batch) s.push_back(batch);  // the undivided batch is always measured
+      break;
+    case SizesPolicy::Undivided:
+      s.push_back(batch);
+      break;
   }
   return s;
 }
@@ -124,9 +143,11 @@ Profile load_profile(const std::string& path) {
   p.batch = r.at("batch").integer(1, kMaxBatch);
   if (r.has("precision") && !parse_precision(r.at("precision").string(), &p.precision))
     r.at("precision").fail(fmt::format("must be {}, got \"{}\"", precision_choices(), r.at("precision").string()));
-  p.sizes_policy = r.at("sizes_policy").string();
-  if (!valid_sizes_policy(p.sizes_policy))
-    r.at("sizes_policy").fail(fmt::format("must be all, powerOfTwo or undivided, got \"{}\"", p.sizes_policy));
+  const std::string policy = r.at("sizes_policy").string();
+  if (auto parsed = parse_sizes_policy(policy))
+    p.sizes_policy = *parsed;
+  else
+    r.at("sizes_policy").fail(fmt::format("must be all, powerOfTwo or undivided, got \"{}\"", policy));
   for (const auto& s : r.at("sizes").array(1, 1 << 24)) p.sizes.push_back(s.integer(1, p.batch));
   p.repeat = static_cast<int>(r.integer_or("repeat", 1, 1, 1 << 20));
   auto t = r.at("transfer");
@@ -184,7 +205,7 @@ std::string profile_to_json_text(const Profile& p) {
   j["batch"] = p.batch;
   // Absent at fp32, so profiles made before precisions existed stay as they were.
   if (p.precision != Precision::FP32) j["precision"] = precision_name(p.precision);
-  j["sizes_policy"] = p.sizes_policy;
+  j["sizes_policy"] = sizes_policy_name(p.sizes_policy);
   j["sizes"] = p.sizes;
   j["repeat"] = p.repeat;
   j["transfer"] = {{"h2d", transfer_json(p.h2d)}, {"d2h", transfer_json(p.d2h)}, {"duplex", p.duplex}};

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,16 @@ struct DeviceInfo {
   std::map<std::string, std::string> versions;  // ucplan, openblas, cuda, cudnn, driver ...
 };
 
+// mu-cuDNN §III-B micro-batch size policies: which sizes a profile measures, and which a plan's
+// conv kernels may split their sub-batch into.
+enum class SizesPolicy {
+  All,         // 1, 2, ..., batch
+  PowerOfTwo,  // 1, 2, 4, ..., and the batch itself
+  Undivided,   // the batch only
+};
+const char* sizes_policy_name(SizesPolicy p);  // all | powerOfTwo | undivided, the files' vocabulary
+std::optional<SizesPolicy> parse_sizes_policy(const std::string& text);
+
 struct Profile {
   std::string source;  // "measured" | "model:NAME"
   std::string date;    // measured profiles: UTC date; empty for models (reproducible)
@@ -62,8 +73,8 @@ struct Profile {
   std::string network_sha256;  // of the canonical network text
   std::int64_t batch = 0;
   Precision precision = Precision::FP32;  // of every kernel measured ("precision", absent for fp32)
-  std::string sizes_policy;               // all | powerOfTwo | undivided
-  std::vector<std::int64_t> sizes;        // micro-batch sizes measured
+  SizesPolicy sizes_policy = SizesPolicy::PowerOfTwo;
+  std::vector<std::int64_t> sizes;  // micro-batch sizes measured
   int repeat = 0;
   TransferCosts h2d, d2h;
   bool duplex = false;  // host->device and device->host copies overlap
@@ -73,9 +84,8 @@ struct Profile {
   const SignatureCosts* find(const std::string& signature) const;
 };
 
-// mu-cuDNN §III-B micro-batch size policies.
-std::vector<std::int64_t> micro_batch_sizes(const std::string& policy, std::int64_t batch);
-bool valid_sizes_policy(const std::string& policy);
+// The sizes a profile at `batch` measures under the policy.
+std::vector<std::int64_t> micro_batch_sizes(SizesPolicy policy, std::int64_t batch);
 
 Profile load_profile(const std::string& path);
 std::string profile_to_json_text(const Profile& p);

@@ -26,17 +26,16 @@ std::vector<std::int64_t> costable_sub_batches(const Profile& p, std::int64_t ba
 
 namespace {
 
-bool micro_size_allowed(const std::string& policy, std::int64_t size, std::int64_t sub_batch) {
-  if (policy.empty() || policy == "all") return true;
-  if (policy == "undivided") return size == sub_batch;
-  UCPLAN_CHECK(policy == "powerOfTwo", "unknown micro-batch policy " + policy);
+bool micro_size_allowed(SizesPolicy policy, std::int64_t size, std::int64_t sub_batch) {
+  if (policy == SizesPolicy::All) return true;
+  if (policy == SizesPolicy::Undivided) return size == sub_batch;
   return size == sub_batch || (size & (size - 1)) == 0;
 }
 
 }  // namespace
 
 CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p, const std::string& file,
-                           std::int64_t sub_batch, const std::string& policy) {
+                           std::int64_t sub_batch, SizesPolicy policy) {
   CostTable ct;
   ct.sub_batch = sub_batch;
   ct.h2d = p.h2d;

@@ -36,10 +36,10 @@ struct CostTable {
 };
 
 // Throws UserError naming the profile file and the missing signature/op/size. `policy`
-// restricts the micro-batch sizes conv kernels may use (mu-cuDNN §III-B): "" or "all" for every
-// measured size, "powerOfTwo", or "undivided" (the sub-batch itself: cuDNN alone).
+// restricts the micro-batch sizes conv kernels may use (mu-cuDNN §III-B): every measured size,
+// powers of two, or undivided (the sub-batch itself: cuDNN alone).
 CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p, const std::string& profile_file,
-                           std::int64_t sub_batch, const std::string& policy = "");
+                           std::int64_t sub_batch, SizesPolicy policy = SizesPolicy::All);
 
 // Sub-batch sizes the profile can cost: divisors of `batch` that are measured sizes.
 std::vector<std::int64_t> costable_sub_batches(const Profile& p, std::int64_t batch);

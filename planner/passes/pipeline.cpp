@@ -35,6 +35,7 @@ WorkspaceOption parse_workspace_option(const std::string& text) {
                     fmt::format("\"{}\" is not a size with a unit (e.g. 64MiB)", text.substr(colon + 1)));
   w.kind = kind == "wr" ? WorkspaceOption::Kind::WR : WorkspaceOption::Kind::WD;
   w.bytes = *bytes;
+  w.text = text;
   return w;
 }
 
@@ -150,60 +151,23 @@ OrderedJson graph_json(const Graph& g, const TaskGraph& tg) {
 
 namespace {
 
-// The options, checked once; the stages read only these.
-struct PlanOptions {
-  std::int64_t batch = 0;
-  WorkspaceOption workspace;
-  bool exact = false;
-  bool offload = true;     // --offload allowed
-  std::string loss_scale;  // the plan's: --loss-scale, or the precision's default
-};
-
-PlanOptions parse_plan_options(const CompileInput& in) {
-  PlanOptions opt;
-  opt.batch = in.batch > 0 ? in.batch : in.profile.batch;
-  const auto names = strategy_names();
-  if (std::find(names.begin(), names.end(), in.strategy) == names.end())
-    throw UserError("", "--strategy", fmt::format("unknown strategy \"{}\" ({})", in.strategy, fmt::join(names, ", ")));
-  if (in.solver != "default" && in.solver != "exact")
-    throw UserError("", "--solver", fmt::format("expected default or exact, got \"{}\"", in.solver));
-  if (in.solver == "exact" && in.strategy != "ucplan")
-    throw UserError("", "--solver", fmt::format("exact mode plans with the ucplan strategy, not {}", in.strategy));
-  if (!(in.solver_time_limit_s >= 0) || in.solver_time_limit_s > 1e6)
-    throw UserError("", "--time-limit",
-                    fmt::format("{} s is not a time limit (0 for none, at most 10^6 s)", in.solver_time_limit_s));
-  const WorkspaceOption ws = parse_workspace_option(in.workspace);
+// What the options must agree with in the profile, checked before the first stage.
+void check_against_profile(const CompileInput& in) {
   if (in.precision != in.profile.precision)
     throw UserError(in.profile_path, "precision",
                     fmt::format("the profile is at {}, the plan asked for --precision {}: profile the network at {} "
                                 "(ucplan profile ... --precision {})",
                                 precision_name(in.profile.precision), precision_name(in.precision),
                                 precision_name(in.precision), precision_name(in.precision)));
-  opt.loss_scale = in.loss_scale.empty() ? default_loss_scale(in.precision) : in.loss_scale;
-  if (const std::string why = loss_scale_error(opt.loss_scale); !why.empty()) throw UserError("", "--loss-scale", why);
-  if (!valid_sizes_policy(in.micro_batches))
-    throw UserError("", "--micro-batches",
-                    fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", in.micro_batches));
-  if (!in.dump_after.empty()) {
-    auto stages = dump_stage_names();
-    if (std::find(stages.begin(), stages.end(), in.dump_after) == stages.end())
-      throw UserError("", "--dump-after",
-                      fmt::format("unknown stage \"{}\" ({})", in.dump_after, fmt::join(stages, ", ")));
-  }
-  opt.workspace = ws;
-  opt.exact = in.solver == "exact";
-  if (in.offload != "allowed" && in.offload != "never")
-    throw UserError("", "--offload", fmt::format("expected allowed or never, got \"{}\"", in.offload));
-  if (in.offload == "never" && in.strategy != "ucplan")
-    throw UserError("", "--offload", fmt::format("never is a choice of the ucplan strategy, not of {}", in.strategy));
-  opt.offload = in.offload == "allowed";
-  return opt;
 }
 
 // What the stages hand on to each other.
 struct Pipeline {
+  explicit Pipeline(const CompileInput& input)
+      : in(input), opt(input.options), batch(input.batch > 0 ? input.batch : input.profile.batch) {}
   const CompileInput& in;
-  PlanOptions opt;
+  const PlanOptions& opt;
+  const std::int64_t batch;  // the whole batch: the command line's or the profile's
   CompileResult out;
   Graph g;
   TaskGraph tg;
@@ -223,7 +187,7 @@ void build_ir(Pipeline& x) {
 }
 
 // 3. Liveness (SuperNeurons §3.2).
-void run_liveness(Pipeline& x) { x.lv = compute_liveness(x.tg, x.opt.batch); }
+void run_liveness(Pipeline& x) { x.lv = compute_liveness(x.tg, x.batch); }
 
 // 4. Lower bound (moDNN Eq. 2): below it no plan exists.
 void run_lower_bound(Pipeline& x) {
@@ -245,14 +209,14 @@ void run_lower_bound(Pipeline& x) {
 // sub-batch candidates and moDNN's Eq. (3).
 void build_costs(Pipeline& x) {
   const CompileInput& in = x.in;
-  const std::int64_t batch = x.opt.batch;
+  const std::int64_t batch = x.batch;
   x.costable = costable_sub_batches(in.profile, batch);
   if (x.costable.empty())
     throw UserError(in.profile_path, "sizes",
                     fmt::format("no measured micro-batch size divides the batch {} (profile at this batch)", batch));
-  x.cands = sub_batch_candidates({in.sub_batch, x.g.has_batch_norm()}, x.costable, batch);
+  x.cands = sub_batch_candidates(x.opt.sub_batch, x.g.has_batch_norm(), x.costable, batch);
   for (auto b : x.costable)
-    x.tables.emplace(b, build_cost_table(x.g, x.tg, in.profile, in.profile_path, b, in.micro_batches));
+    x.tables.emplace(b, build_cost_table(x.g, x.tg, in.profile, in.profile_path, b, x.opt.micro_batches));
   std::map<std::int64_t, CostTable> cand_tables;
   for (auto b : x.cands) cand_tables.emplace(b, x.tables.at(b));
   x.modnn_b = modnn_sub_batch(x.tg, cand_tables, in.budget_bytes);
@@ -272,12 +236,12 @@ ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, Candid
   si.tasks = &x.tg;
   si.costs = &ct;
   si.budget_bytes = in.budget_bytes;
-  si.batch = x.opt.batch;
+  si.batch = x.batch;
   si.fixed_config = fixed_configs(x.opt.workspace, x.g, x.tg, ct);
   si.offload = x.opt.offload;
-  si.quick = in.quick;
-  if (in.strategy != "ucplan") {
-    auto strategy = make_baseline_strategy(in.strategy, x.g, x.tg, ct);
+  si.quick = x.opt.quick;
+  if (x.opt.strategy != "ucplan") {
+    auto strategy = make_baseline_strategy(x.opt.strategy, x.g, x.tg, ct);
     return simulate_schedule(si, *strategy);
   }
   if (!x.opt.exact) return schedule_ucplan(si);
@@ -305,7 +269,7 @@ ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, Candid
   }
   o.milp = true;
   o.milp_result =
-      solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, in.solver_time_limit_s, recorded.ok ? &recorded : nullptr);
+      solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, x.opt.time_limit_s, recorded.ok ? &recorded : nullptr);
   if (o.milp_result.table.empty()) return best;
   // The MILP counts bytes, not where they go: the arena's fragmentation can defeat its solution,
   // so it is placed both ways (moDNN's first fit, two-ended). On-demand offload can rescue it too,
@@ -331,7 +295,7 @@ void choose_sub_batch(Pipeline& x) {
   const CompileInput& in = x.in;
   const Graph& g = x.g;
   const TaskGraph& tg = x.tg;
-  const std::int64_t batch = x.opt.batch;
+  const std::int64_t batch = x.batch;
   std::int64_t best_total = 0;
   std::string last_failure;
   for (auto b : x.cands) {
@@ -371,21 +335,21 @@ void choose_sub_batch(Pipeline& x) {
   }
   if (x.best.ok) return;
   std::string hint;
-  if (g.has_batch_norm() && in.sub_batch == "auto" && x.costable.size() > 1)
+  if (g.has_batch_norm() && x.opt.sub_batch.kind == SubBatchOption::Kind::Auto && x.costable.size() > 1)
     hint = " (the network has batch-norm, so it is not split into sub-batches unless you pass --sub-batch any or N)";
   const CandidateOutcome& last = x.out.candidates.back();
   const std::string why =
       last_failure.empty() ? fmt::format("at sub-batch {}: {}", last.sub_batch, last.why) : last_failure;
   throw UserError("", "--budget",
-                  fmt::format("strategy {} finds no plan for {} at batch {} within {}: {}{}", in.strategy, g.net.name,
-                              batch, format_bytes(in.budget_bytes), why, hint));
+                  fmt::format("strategy {} finds no plan for {} at batch {} within {}: {}{}", x.opt.strategy,
+                              g.net.name, batch, format_bytes(in.budget_bytes), why, hint));
 }
 
 // 7. The plan: the winner's buffers and steps, the options, the summary and the notes.
 void assemble_plan(Pipeline& x) {
   const CompileInput& in = x.in;
   const Profile& profile = in.profile;
-  const std::int64_t batch = x.opt.batch;
+  const std::int64_t batch = x.batch;
   const Graph& g = x.g;
   ScheduleResult& best = x.best;
   Plan& p = x.out.plan;
@@ -398,20 +362,20 @@ void assemble_plan(Pipeline& x) {
   p.device = profile.device.name;
   p.batch = batch;
   p.budget_bytes = in.budget_bytes;
-  p.strategy = in.strategy;
-  p.sub_batch_option = in.sub_batch;
-  p.workspace_option = in.workspace;
-  p.micro_batches = in.micro_batches;
-  p.solver = in.solver;
+  p.strategy = x.opt.strategy;
+  p.sub_batch_option = sub_batch_option_text(x.opt.sub_batch);
+  p.workspace_option = x.opt.workspace.text;
+  p.micro_batches = sizes_policy_name(x.opt.micro_batches);
+  p.solver = x.opt.exact ? "exact" : "default";
   p.precision = in.precision;
-  p.loss_scale = x.opt.loss_scale;
-  p.solver_time_limit_ms = std::llround(in.solver_time_limit_s * 1000);
-  p.offload = in.offload;
+  p.loss_scale = x.opt.loss_scale.empty() ? default_loss_scale(in.precision) : x.opt.loss_scale;
+  p.solver_time_limit_ms = std::llround(x.opt.time_limit_s * 1000);
+  p.offload = x.opt.offload ? "allowed" : "never";
   p.sub_batch = x.best_b;
   p.rounds = batch / x.best_b;
   p.modnn_sub_batch = x.modnn_b;
   p.sub_batch_changes_statistics = g.has_batch_norm() && p.rounds > 1;
-  p.workspace_policy = workspace_policy_text(x.opt.workspace, in.strategy);
+  p.workspace_policy = workspace_policy_text(x.opt.workspace, x.opt.strategy);
   p.arena_bytes = best.arena_bytes;
   p.buffers = std::move(best.buffers);
   p.host_buffers = std::move(best.host_buffers);
@@ -468,7 +432,7 @@ std::string dump_graph(const Pipeline& x) { return dump_json(graph_json(x.g, x.t
 
 std::string dump_liveness(const Pipeline& x) {
   return dump_json(OrderedJson{{"stage", "liveness"},
-                               {"batch", x.opt.batch},
+                               {"batch", x.batch},
                                {"baseline_peak_bytes", x.lv.baseline_peak},
                                {"liveness_peak_bytes", x.lv.liveness_peak},
                                {"peak_step", x.lv.peak_step},
@@ -538,11 +502,81 @@ std::vector<std::string> dump_stage_names() {
   return names;
 }
 
+namespace {
+
+// "60s", "1.5min", "90" (seconds) -> seconds; UserError naming --time-limit otherwise.
+double parse_time_limit(const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = used ? text.substr(used) : "";
+  double scale = 0;
+  if (unit.empty() || unit == "s")
+    scale = 1;
+  else if (unit == "ms")
+    scale = 1e-3;
+  else if (unit == "min")
+    scale = 60;
+  else if (unit == "h")
+    scale = 3600;
+  if (!used || scale == 0 || !(v > 0) || v * scale > 1e6)
+    throw UserError("", "--time-limit",
+                    fmt::format("\"{}\" is not a positive time such as 60s, 1.5min or 1h (at most 10^6 s)", text));
+  return v * scale;
+}
+
+}  // namespace
+
+PlanOptions parse_plan_options(const PlanOptionText& t) {
+  PlanOptions o;
+  const auto names = strategy_names();
+  if (std::find(names.begin(), names.end(), t.strategy) == names.end())
+    throw UserError("", "--strategy", fmt::format("unknown strategy \"{}\" ({})", t.strategy, fmt::join(names, ", ")));
+  o.strategy = t.strategy;
+  o.sub_batch = parse_sub_batch_option(t.sub_batch);
+  o.workspace = parse_workspace_option(t.workspace);
+  if (auto policy = parse_sizes_policy(t.micro_batches))
+    o.micro_batches = *policy;
+  else
+    throw UserError("", "--micro-batches",
+                    fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", t.micro_batches));
+  if (t.solver != "default" && t.solver != "exact")
+    throw UserError("", "--solver", fmt::format("expected default or exact, got \"{}\"", t.solver));
+  o.exact = t.solver == "exact";
+  if (o.exact && o.strategy != "ucplan")
+    throw UserError("", "--solver", fmt::format("exact mode plans with the ucplan strategy, not {}", o.strategy));
+  if (!t.time_limit.empty()) {
+    if (!o.exact) throw UserError("", "--time-limit", "only with --solver exact");
+    o.time_limit_s = parse_time_limit(t.time_limit);
+  }
+  if (t.offload != "allowed" && t.offload != "never")
+    throw UserError("", "--offload", fmt::format("expected allowed or never, got \"{}\"", t.offload));
+  o.offload = t.offload == "allowed";
+  if (!o.offload && o.strategy != "ucplan")
+    throw UserError("", "--offload", fmt::format("never is a choice of the ucplan strategy, not of {}", o.strategy));
+  if (!t.loss_scale.empty())
+    if (const std::string why = loss_scale_error(t.loss_scale); !why.empty()) throw UserError("", "--loss-scale", why);
+  o.loss_scale = t.loss_scale;
+  if (!t.dump_after.empty()) {
+    const auto stages = dump_stage_names();
+    if (std::find(stages.begin(), stages.end(), t.dump_after) == stages.end())
+      throw UserError("", "--dump-after",
+                      fmt::format("unknown stage \"{}\" ({})", t.dump_after, fmt::join(stages, ", ")));
+  }
+  o.dump_after = t.dump_after;
+  return o;
+}
+
 CompileResult make_plan(const CompileInput& in) {
-  Pipeline x{in, parse_plan_options(in), {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, 0};
+  check_against_profile(in);
+  Pipeline x(in);
   for (const StageRow& stage : kStages) {
     stage.run(x);
-    if (in.dump_after == stage.name) x.out.dump = stage.dump(x);
+    if (x.opt.dump_after == stage.name) x.out.dump = stage.dump(x);
   }
   // 8. Verify (independent re-simulation). A failure here is a planner bug, not a user error.
   const std::string error = find_plan_error(x.out.plan);

@@ -4,8 +4,9 @@
 //   Pareto fronts at every sub-batch; candidates, Eq. 3) -> sub-batch (per candidate: workspace
 //   policy dynamic | WR | WD, schedule by the strategy; the fastest wins) -> schedule (the plan)
 //   -> verify.
-// The options are checked once, before the first stage. `dump_after` names a stage whose JSON is
-// returned in CompileResult::dump (the same names, dump_stage_names()).
+// The options arrive typed (PlanOptions, parsed once by the caller); what they must agree with in
+// the profile (its precision, its sizes) is checked before the first stage or by the stage that
+// uses it. `dump_after` names a stage whose JSON is returned in CompileResult::dump.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +18,40 @@
 #include "planner/model/profile.h"
 #include "remat_milp.h"
 #include "schedule.h"
+#include "sub_batch.h"
 
 namespace ucplan {
+
+// --workspace: dynamic, wr:SIZE or wd:SIZE (mu-cuDNN §III-C).
+struct WorkspaceOption {
+  enum class Kind { Dynamic, WR, WD } kind = Kind::Dynamic;
+  std::int64_t bytes = 0;
+  std::string text = "dynamic";  // as given: the plan records it
+};
+WorkspaceOption parse_workspace_option(const std::string& text);  // throws UserError
+
+// The options of a compile, typed. The CLI parses the command line into them once
+// (parse_plan_options), `check --recompile` a plan's record of them; the stages read only these.
+struct PlanOptions {
+  std::string strategy = "ucplan";  // one of strategy_names()
+  SubBatchOption sub_batch;         // sub_batch.h
+  WorkspaceOption workspace;
+  SizesPolicy micro_batches = SizesPolicy::All;  // the sizes conv kernels may split into (mu-cuDNN §III-B)
+  bool exact = false;                            // --solver exact (the ucplan strategy only)
+  double time_limit_s = 0;                       // exact: CBC's wall-clock limit, 0 for none
+  bool offload = true;                           // --offload allowed (never: the ucplan strategy only)
+  std::string loss_scale;                        // "" for the precision's default (precision.h)
+  std::string dump_after;                        // "" or one of dump_stage_names()
+  bool quick = false;                            // one search branch (ScheduleInput::quick): for hints
+};
+
+// The same options as text: the command line's, or a plan's record of them (plan.h).
+struct PlanOptionText {
+  std::string strategy = "ucplan", sub_batch = "auto", workspace = "dynamic", micro_batches = "all", solver = "default",
+              time_limit, offload = "allowed", loss_scale, dump_after;
+};
+// Throws UserError naming the option that is wrong.
+PlanOptions parse_plan_options(const PlanOptionText& text);
 
 struct CompileInput {
   Network network;
@@ -28,18 +61,9 @@ struct CompileInput {
   std::string profile_sha256;
   std::int64_t batch = 0;  // 0: the profile's
   std::int64_t budget_bytes = 0;
-  std::string strategy = "ucplan";
-  std::string sub_batch = "auto";
-  std::string workspace = "dynamic";
-  std::string micro_batches = "all";  // all | powerOfTwo | undivided (mu-cuDNN §III-B policies)
-  std::string dump_after;             // "" or a stage name (see dump_stage_names())
-  std::string solver = "default";     // default | exact (ucplan strategy only)
-  double solver_time_limit_s = 0;     // exact: CBC's wall-clock limit, 0 for none
-  std::string offload = "allowed";    // allowed | never (the ucplan strategy only)
-  bool quick = false;                 // one search branch instead of all (ScheduleInput::quick): for hints
   // --precision: must be the profile's (a profile is measured at one precision).
   Precision precision = Precision::FP32;
-  std::string loss_scale;  // "" for the precision's default (precision.h)
+  PlanOptions options;
 };
 
 struct CandidateOutcome {
@@ -62,12 +86,5 @@ std::vector<std::string> dump_stage_names();
 
 // Throws UserError on bad options, a budget below the bound, or no strategy result that fits.
 CompileResult make_plan(const CompileInput& in);
-
-// Parses --workspace: "dynamic", "wr:SIZE" or "wd:SIZE" (SIZE with a unit). Throws UserError.
-struct WorkspaceOption {
-  enum class Kind { Dynamic, WR, WD } kind = Kind::Dynamic;
-  std::int64_t bytes = 0;
-};
-WorkspaceOption parse_workspace_option(const std::string& text);
 
 }  // namespace ucplan

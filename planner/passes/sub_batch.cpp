@@ -10,18 +10,36 @@
 
 namespace ucplan {
 
-std::vector<std::int64_t> sub_batch_candidates(const SubBatchOptions& o, const std::vector<std::int64_t>& costable,
-                                               std::int64_t batch) {
+SubBatchOption parse_sub_batch_option(const std::string& text) {
+  if (text == "auto") return {SubBatchOption::Kind::Auto, 0};
+  if (text == "any") return {SubBatchOption::Kind::Any, 0};
+  std::int64_t n = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || ptr != text.data() + text.size() || n < 1)
+    throw UserError("", "--sub-batch", fmt::format("expected auto, any or a number of samples, got \"{}\"", text));
+  return {SubBatchOption::Kind::Size, n};
+}
+
+std::string sub_batch_option_text(const SubBatchOption& o) {
+  switch (o.kind) {
+    case SubBatchOption::Kind::Auto:
+      return "auto";
+    case SubBatchOption::Kind::Any:
+      return "any";
+    case SubBatchOption::Kind::Size:
+      return std::to_string(o.size);
+  }
+  return "?";
+}
+
+std::vector<std::int64_t> sub_batch_candidates(const SubBatchOption& o, bool has_batch_norm,
+                                               const std::vector<std::int64_t>& costable, std::int64_t batch) {
   std::vector<std::int64_t> out;
-  if (o.option == "auto" || o.option == "any") {
+  if (o.kind != SubBatchOption::Kind::Size) {
     for (auto b : costable)
-      if (o.option == "any" || !o.has_batch_norm || b == batch) out.push_back(b);
+      if (o.kind == SubBatchOption::Kind::Any || !has_batch_norm || b == batch) out.push_back(b);
   } else {
-    std::int64_t n = 0;
-    auto [ptr, ec] = std::from_chars(o.option.data(), o.option.data() + o.option.size(), n);
-    if (ec != std::errc() || ptr != o.option.data() + o.option.size() || n < 1)
-      throw UserError("", "--sub-batch",
-                      fmt::format("expected auto, any or a number of samples, got \"{}\"", o.option));
+    const std::int64_t n = o.size;
     if (batch % n != 0) throw UserError("", "--sub-batch", fmt::format("{} does not divide the batch {}", n, batch));
     if (std::find(costable.begin(), costable.end(), n) == costable.end())
       throw UserError(

@@ -17,16 +17,18 @@
 
 namespace ucplan {
 
-struct SubBatchOptions {
-  std::string option = "auto";  // auto | any | N
-  bool has_batch_norm = false;
+// --sub-batch: auto (any size, but the whole batch for a batch-norm network), any, or a size.
+struct SubBatchOption {
+  enum class Kind { Auto, Any, Size } kind = Kind::Auto;
+  std::int64_t size = 0;  // Kind::Size
 };
+SubBatchOption parse_sub_batch_option(const std::string& text);  // throws UserError
+std::string sub_batch_option_text(const SubBatchOption& o);      // auto | any | N
 
 // Candidate sub-batch sizes: divisors of the batch the profile can cost, filtered by the
-// option (auto keeps only the whole batch for batch-norm networks). Descending.
-// Throws UserError for an N that is not a costable divisor.
-std::vector<std::int64_t> sub_batch_candidates(const SubBatchOptions& o, const std::vector<std::int64_t>& costable,
-                                               std::int64_t batch);
+// option. Descending. Throws UserError for a size that is not a costable divisor.
+std::vector<std::int64_t> sub_batch_candidates(const SubBatchOption& o, bool has_batch_norm,
+                                               const std::vector<std::int64_t>& costable, std::int64_t batch);
 
 // Eq. (1) with the fastest configuration's workspace, maximised over tasks: the most memory
 // one task needs at this sub-batch (weights excluded).
