@@ -54,21 +54,21 @@ class CpuRunner : public Runner {
   }
   std::string source() const override { return "measured"; }
 
-  std::vector<std::string> algorithms(const Graph& g, int layer, const std::string& op) override {
-    if (op == "update") return {"sgd"};
+  std::vector<std::string> algorithms(const Graph& g, int layer, TaskKind op) override {
+    if (op == TaskKind::Update) return {"sgd"};
     if (g.layers[layer].type() == LayerType::Conv) return conv_algorithms_cpu();
     return {"default"};
   }
 
-  Measurement measure(const Graph& g, int layer, const std::string& op_name, const std::string& algo,
-                      std::int64_t batch, int repeats) override {
+  Measurement measure(const Graph& g, int layer, TaskKind kind, const std::string& algo, std::int64_t batch,
+                      int repeats) override {
     const GraphLayer& l = g.layers[layer];
     Measurement m;
-    StepOp op;
-    if (!parse_step_op(op_name, &op) || is_copy(op) || op == StepOp::Recompute) {
-      m.status = "failed: no layer op \"" + op_name + "\"";
+    if (!layer_has_task(l, kind)) {
+      m.status = fmt::format("failed: a {} layer has no op \"{}\"", layer_type_name(l.type()), task_kind_name(kind));
       return m;
     }
+    const StepOp op = step_op_of(kind);
     const std::int64_t n = std::max<std::int64_t>(batch, 1);
     if (!layer_op_supported_cpu(l, op, algo, n)) {
       m.status = "unsupported";

@@ -446,12 +446,12 @@ const std::vector<std::string>& conv_algorithms(ConvOp op) {
   return fwd;
 }
 
-bool parse_conv_op(const std::string& op, ConvOp* out) {
-  if (op == "forward")
+bool conv_op_of(TaskKind op, ConvOp* out) {
+  if (op == TaskKind::Forward)
     *out = ConvOp::Forward;
-  else if (op == "backward_data")
+  else if (op == TaskKind::BackwardData)
     *out = ConvOp::BackwardData;
-  else if (op == "backward_filter")
+  else if (op == TaskKind::BackwardFilter)
     *out = ConvOp::BackwardFilter;
   else
     return false;
@@ -462,11 +462,11 @@ bool parse_conv_op(const std::string& op, ConvOp* out) {
 // Other layers.
 
 // Memory-bound kernels of non-conv layers; false when the layer has no such op.
-bool other_kernels(const GraphLayer& l, const std::string& op, double b, double eb, std::vector<Kernel>* out) {
+bool other_kernels(const GraphLayer& l, TaskKind op, double b, double eb, std::vector<Kernel>* out) {
   double in = 0;
   for (const Shape& s : l.in_shapes) in += b * static_cast<double>(s.elems());
   const double y = b * static_cast<double>(l.out.elems());
-  const bool fwd = op == "forward", bwd = op == "backward";
+  const bool fwd = op == TaskKind::Forward, bwd = op == TaskKind::Backward;
   if (!fwd && !bwd) return false;
   const double flops = b * (fwd ? l.forward_flops : l.backward_data_flops);
   Kernel k{.flops = flops};
@@ -524,19 +524,19 @@ bool other_kernels(const GraphLayer& l, const std::string& op, double b, double 
 }
 
 // fc as an SGEMM (a 1x1 convolution over a 1x1 image).
-bool fc_kernels(const GraphLayer& l, const std::string& op, double b, double eb, std::vector<Kernel>* out) {
+bool fc_kernels(const GraphLayer& l, TaskKind op, double b, double eb, std::vector<Kernel>* out) {
   const double in_f = static_cast<double>(l.in_shapes.at(0).elems()), out_f = static_cast<double>(l.out.elems());
   const double x = b * in_f, y = b * out_f, w = static_cast<double>(l.weight_elems);
   Kernel k{.bytes = eb * (x + y + w), .e_algo = kExplicitSgemm, .tensor = true};
-  if (op == "forward") {
+  if (op == TaskKind::Forward) {
     k.flops = b * l.forward_flops;
     k.work = y;
     k.depth = in_f;
-  } else if (op == "backward_data") {
+  } else if (op == TaskKind::BackwardData) {
     k.flops = b * l.backward_data_flops;
     k.work = x;
     k.depth = out_f;
-  } else if (op == "backward_filter") {
+  } else if (op == TaskKind::BackwardFilter) {
     k.flops = b * l.backward_filter_flops;
     k.work = std::max(w, y);
   } else {
@@ -568,29 +568,30 @@ class ModelRunner final : public Runner {
 
   std::string source() const override { return "model:" + spec_.name; }
 
-  std::vector<std::string> algorithms(const Graph& g, int layer, const std::string& op) override {
+  std::vector<std::string> algorithms(const Graph& g, int layer, TaskKind op) override {
     if (layer < 0 || layer >= static_cast<int>(g.layers.size())) return {};
     const GraphLayer& l = g.layers[layer];
-    if (op == "update") return l.has_weights() ? std::vector<std::string>{"sgd"} : std::vector<std::string>{};
+    if (op == TaskKind::Update) return l.has_weights() ? std::vector<std::string>{"sgd"} : std::vector<std::string>{};
     ConvOp cop;
     switch (l.type()) {
       case LayerType::Input:
         return {};
       case LayerType::Conv:
-        return parse_conv_op(op, &cop) ? conv_algorithms(cop) : std::vector<std::string>{};
+        return conv_op_of(op, &cop) ? conv_algorithms(cop) : std::vector<std::string>{};
       case LayerType::Fc:
-        return parse_conv_op(op, &cop) ? std::vector<std::string>{"default"} : std::vector<std::string>{};
+        return conv_op_of(op, &cop) ? std::vector<std::string>{"default"} : std::vector<std::string>{};
       default:
-        return op == "forward" || op == "backward" ? std::vector<std::string>{"default"} : std::vector<std::string>{};
+        return op == TaskKind::Forward || op == TaskKind::Backward ? std::vector<std::string>{"default"}
+                                                                   : std::vector<std::string>{};
     }
   }
 
-  Measurement measure(const Graph& g, int layer, const std::string& op, const std::string& algo, std::int64_t batch,
+  Measurement measure(const Graph& g, int layer, TaskKind op, const std::string& algo, std::int64_t batch,
                       int /*repeats*/) override {
     if (layer < 0 || layer >= static_cast<int>(g.layers.size())) return failed(fmt::format("no layer {}", layer));
     const GraphLayer& l = g.layers[layer];
     const char* type = layer_type_name(l.type());
-    if (op == "update") {
+    if (op == TaskKind::Update) {
       if (algo != "sgd") return failed(fmt::format("unknown algorithm \"{}\" for update", algo));
       if (!l.has_weights()) return failed(fmt::format("a {} layer has no weights to update", type));
       // Read the weight and its gradient, write the weight.
@@ -604,10 +605,10 @@ class ModelRunner final : public Runner {
     std::vector<Kernel> kernels;
     if (l.type() == LayerType::Conv) {
       ConvOp cop;
-      if (!parse_conv_op(op, &cop)) return failed(fmt::format("a conv layer has no op \"{}\"", op));
+      if (!conv_op_of(op, &cop)) return failed(fmt::format("a conv layer has no op \"{}\"", task_kind_name(op)));
       bool known = false;
       ConvCost c = conv_cost(l, cop, algo, b, g.precision, &known);
-      if (!known) return failed(fmt::format("unknown algorithm \"{}\" for conv {}", algo, op));
+      if (!known) return failed(fmt::format("unknown algorithm \"{}\" for conv {}", algo, task_kind_name(op)));
       if (!c.supported) {
         Measurement m;
         m.status = "unsupported";
@@ -623,11 +624,12 @@ class ModelRunner final : public Runner {
       }
       return m;
     }
-    if (algo != "default") return failed(fmt::format("unknown algorithm \"{}\" for {} {}", algo, type, op));
+    if (algo != "default")
+      return failed(fmt::format("unknown algorithm \"{}\" for {} {}", algo, type, task_kind_name(op)));
     const double eb = storage_bytes(storage_of(g.precision));
     const bool has_op =
         l.type() == LayerType::Fc ? fc_kernels(l, op, b, eb, &kernels) : other_kernels(l, op, b, eb, &kernels);
-    if (!has_op) return failed(fmt::format("a {} layer has no op \"{}\"", type, op));
+    if (!has_op) return failed(fmt::format("a {} layer has no op \"{}\"", type, task_kind_name(op)));
     return ok(kernels, 0, g.precision);
   }
 

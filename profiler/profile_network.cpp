@@ -31,7 +31,9 @@ std::string today_utc() {
 
 struct Job {
   int layer;
-  std::string signature, op, algo;
+  std::string signature;
+  TaskKind op;
+  std::string algo;
   std::int64_t batch;
   double work;  // expected cost, for the time-left estimate
 };
@@ -68,11 +70,11 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
     }
     const std::string& name = g.layers[t.layer].name();
     if (std::find(sc.layers.begin(), sc.layers.end(), name) == sc.layers.end()) sc.layers.push_back(name);
-    const std::string op = task_kind_name(t.kind);
-    if (!seen.insert({sig, op}).second) continue;
+    const TaskKind op = t.kind;
+    if (!seen.insert({sig, task_kind_name(op)}).second) continue;
     const GraphLayer& l = g.layers[t.layer];
     const double per_sample = std::max(1.0, l.forward_flops + 4.0 * static_cast<double>(l.out.elems()));
-    std::vector<std::int64_t> sizes = op == "update" ? std::vector<std::int64_t>{0} : p.sizes;
+    std::vector<std::int64_t> sizes = op == TaskKind::Update ? std::vector<std::int64_t>{0} : p.sizes;
     for (auto b : sizes)
       for (const auto& algo : runner.algorithms(g, t.layer, op))
         jobs.push_back({t.layer, sig, op, algo, b, per_sample * static_cast<double>(std::max<std::int64_t>(b, 1))});
@@ -85,7 +87,8 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
   std::size_t measured = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     const Job& j = jobs[i];
-    const std::string key = fmt::format("{}|{}|{}|{}|r{}", j.signature, j.op, j.algo, j.batch, o.repeat);
+    const std::string key =
+        fmt::format("{}|{}|{}|{}|r{}", j.signature, task_kind_name(j.op), j.algo, j.batch, o.repeat);
     OpCost c;
     if (const OpCost* hit = cache.find(key)) {
       c = *hit;
@@ -95,12 +98,12 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
         std::string eta =
             done_work > 0 && elapsed > 0.5 ? format_seconds(elapsed * (total_work - done_work) / done_work) : "?";
         std::fprintf(stderr, "\r\033[K[%zu/%zu] %s %s b=%lld %s  (time left ~%s)", i + 1, jobs.size(),
-                     g.layers[j.layer].name().c_str(), j.op.c_str(), static_cast<long long>(j.batch), j.algo.c_str(),
-                     eta.c_str());
+                     g.layers[j.layer].name().c_str(), task_kind_name(j.op), static_cast<long long>(j.batch),
+                     j.algo.c_str(), eta.c_str());
         std::fflush(stderr);
       }
       Measurement m = runner.measure(g, j.layer, j.op, j.algo, j.batch, o.repeat);
-      c.op = j.op;
+      c.op = task_kind_name(j.op);
       c.algo = j.algo;
       c.batch = j.batch;
       c.status = m.status;

@@ -3,7 +3,7 @@
 // is "model:NAME"). profile_network() (profile_network.h) drives a Runner over every
 // signature x op x micro-batch size x algorithm; a Runner only knows how to cost one op.
 //
-// Ops, by layer type (what a profile's `op` field holds):
+// Ops are task kinds (planner/ir/tasks.h; a profile's `op` field holds their names), by layer type:
 //   conv, fc:  forward, backward_data, backward_filter   (+ update, batch 0, algo "sgd")
 //   bn:        forward, backward                         (+ update)
 //   others:    forward, backward
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "planner/ir/graph.h"
+#include "planner/ir/tasks.h"
 #include "planner/model/profile.h"
 
 namespace ucplan {
@@ -51,12 +52,12 @@ class Runner {
   virtual std::string source() const = 0;
   // Algorithms to try for (layer, op): conv: the backend's list; others: {"default"};
   // update: {"sgd"}.
-  virtual std::vector<std::string> algorithms(const Graph& g, int layer, const std::string& op) = 0;
+  virtual std::vector<std::string> algorithms(const Graph& g, int layer, TaskKind op) = 0;
   // Cost of one op of `layer` on a micro-batch of `batch` samples (batch 0 for update):
   // warm-up runs, then `repeats` timed samples. Failures come back as a status; only a failure
   // that leaves the device unusable throws (DeviceFailure).
-  virtual Measurement measure(const Graph& g, int layer, const std::string& op, const std::string& algo,
-                              std::int64_t batch, int repeats) = 0;
+  virtual Measurement measure(const Graph& g, int layer, TaskKind op, const std::string& algo, std::int64_t batch,
+                              int repeats) = 0;
   // Pinned host<->device copies at the given sizes, and whether both directions overlap.
   virtual std::vector<TransferPoint> measure_transfers(bool host_to_device, const std::vector<std::int64_t>& sizes) = 0;
   virtual bool measure_duplex() = 0;

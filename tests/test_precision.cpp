@@ -309,7 +309,7 @@ TEST_SUITE("precision: model") {
     auto seconds = [&](const char* device, Precision p) {
       auto runner = make_model_runner(device);
       const Graph g = build_graph(net, "test", p);
-      return runner->measure(g, g.index_of("c2"), "forward", "implicit_precomp_gemm", 256, 1).seconds;
+      return runner->measure(g, g.index_of("c2"), TaskKind::Forward, "implicit_precomp_gemm", 256, 1).seconds;
     };
     CHECK(seconds("h100", Precision::BF16) < seconds("h100", Precision::FP32));
     CHECK(seconds("h100", Precision::TF32) < seconds("h100", Precision::FP32));
@@ -319,8 +319,8 @@ TEST_SUITE("precision: model") {
     // True half has no FFT (mu-cuDNN Table I); pseudo-half does.
     auto runner = make_model_runner("v100");
     const Graph g16 = build_graph(net, "test", Precision::FP16), gp = build_graph(net, "test", Precision::PseudoFP16);
-    CHECK(runner->measure(g16, g16.index_of("c2"), "forward", "fft", 8, 1).status == "unsupported");
-    CHECK(runner->measure(gp, gp.index_of("c2"), "forward", "fft", 8, 1).status == "ok");
+    CHECK(runner->measure(g16, g16.index_of("c2"), TaskKind::Forward, "fft", 8, 1).status == "unsupported");
+    CHECK(runner->measure(gp, gp.index_of("c2"), TaskKind::Forward, "fft", 8, 1).status == "ok");
   }
 }
 

@@ -143,7 +143,7 @@ Graph resnet50() {
 
 // The ops one training iteration runs for a layer (the profile's op names; runner.h). The first
 // layer's input needs no gradient, so its backward_data is skipped, as frameworks do.
-std::vector<std::string> training_ops(const Graph& g, int layer) {
+std::vector<TaskKind> training_ops(const Graph& g, int layer) {
   const GraphLayer& l = g.layers[layer];
   const bool reads_input = std::find(l.inputs.begin(), l.inputs.end(), 0) != l.inputs.end();
   switch (l.type()) {
@@ -151,12 +151,12 @@ std::vector<std::string> training_ops(const Graph& g, int layer) {
       return {};
     case LayerType::Conv:
     case LayerType::Fc:
-      if (reads_input) return {"forward", "backward_filter", "update"};
-      return {"forward", "backward_data", "backward_filter", "update"};
+      if (reads_input) return {TaskKind::Forward, TaskKind::BackwardFilter, TaskKind::Update};
+      return {TaskKind::Forward, TaskKind::BackwardData, TaskKind::BackwardFilter, TaskKind::Update};
     case LayerType::BatchNorm:
-      return {"forward", "backward", "update"};
+      return {TaskKind::Forward, TaskKind::Backward, TaskKind::Update};
     default:
-      return {"forward", "backward"};
+      return {TaskKind::Forward, TaskKind::Backward};
   }
 }
 
@@ -166,10 +166,10 @@ struct Best {
   double seconds = std::numeric_limits<double>::infinity();
   std::int64_t workspace = 0;
 };
-Best fastest(Runner& r, const Graph& g, int layer, const std::string& op, std::int64_t b, std::int64_t limit) {
+Best fastest(Runner& r, const Graph& g, int layer, TaskKind op, std::int64_t b, std::int64_t limit) {
   Best best;
   for (const auto& a : r.algorithms(g, layer, op)) {
-    Measurement m = r.measure(g, layer, op, a, op == "update" ? 0 : b, 1);
+    Measurement m = r.measure(g, layer, op, a, op == TaskKind::Update ? 0 : b, 1);
     if (m.status != "ok" || (limit >= 0 && m.workspace_bytes > limit)) continue;
     if (m.seconds < best.seconds) best = {a, m.seconds, m.workspace_bytes};
   }
@@ -184,7 +184,7 @@ double iteration_seconds(Runner& r, const Graph& g, std::int64_t batch, std::int
   for (int i = 1; i < static_cast<int>(g.layers.size()); ++i)
     for (const auto& op : training_ops(g, i)) {
       Best b = fastest(r, g, i, op, batch, limit);
-      REQUIRE_MESSAGE(std::isfinite(b.seconds), g.layers[i].name(), " ", op, " has no algorithm");
+      REQUIRE_MESSAGE(std::isfinite(b.seconds), g.layers[i].name(), " ", task_kind_name(op), " has no algorithm");
       t += b.seconds;
     }
   return t;
@@ -206,14 +206,14 @@ std::vector<int> distinct_layers(const Graph& g) {
   return out;
 }
 
-Measurement measure(Runner& r, const Graph& g, const std::string& layer, const std::string& op, const std::string& algo,
+Measurement measure(Runner& r, const Graph& g, const std::string& layer, TaskKind op, const std::string& algo,
                     std::int64_t b) {
   int i = g.index_of(layer);
   REQUIRE(i > 0);
   return r.measure(g, i, op, algo, b, 5);
 }
 
-const std::vector<std::string> kConvOps = {"forward", "backward_data", "backward_filter"};
+const std::vector<TaskKind> kConvOps = {TaskKind::Forward, TaskKind::BackwardData, TaskKind::BackwardFilter};
 
 // Direct-convolution FLOPs (2 per multiply-add) of one conv op per sample: the reference of the
 // speed bound; bias excluded so it never exceeds what the algorithms compute.
@@ -308,42 +308,42 @@ TEST_SUITE("model_device") {
     Graph g = alexnet();
     auto r = make_model_runner("p100");
     const int conv2 = g.index_of("conv2");
-    CHECK(r->algorithms(g, conv2, "forward") == std::vector<std::string>{"implicit_gemm", "implicit_precomp_gemm",
-                                                                         "gemm", "direct", "fft", "fft_tiling",
-                                                                         "winograd", "winograd_nonfused"});
-    CHECK(r->algorithms(g, conv2, "backward_data") ==
+    CHECK(r->algorithms(g, conv2, TaskKind::Forward) ==
+          std::vector<std::string>{"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling",
+                                   "winograd", "winograd_nonfused"});
+    CHECK(r->algorithms(g, conv2, TaskKind::BackwardData) ==
           std::vector<std::string>{"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"});
-    CHECK(r->algorithms(g, conv2, "backward_filter") ==
+    CHECK(r->algorithms(g, conv2, TaskKind::BackwardFilter) ==
           std::vector<std::string>{"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"});
-    CHECK(r->algorithms(g, conv2, "update") == std::vector<std::string>{"sgd"});
-    CHECK(r->algorithms(g, g.index_of("relu2"), "forward") == std::vector<std::string>{"default"});
-    CHECK(r->algorithms(g, g.index_of("relu2"), "update").empty());
-    CHECK(r->algorithms(g, g.index_of("fc6"), "backward_filter") == std::vector<std::string>{"default"});
-    CHECK(r->algorithms(g, g.index_of("relu2"), "backward_data").empty());
-    CHECK(r->algorithms(g, g.index_of("fc6"), "backward").empty());
-    CHECK(r->algorithms(g, conv2, "backward").empty());
-    CHECK(r->algorithms(g, 0, "forward").empty());
+    CHECK(r->algorithms(g, conv2, TaskKind::Update) == std::vector<std::string>{"sgd"});
+    CHECK(r->algorithms(g, g.index_of("relu2"), TaskKind::Forward) == std::vector<std::string>{"default"});
+    CHECK(r->algorithms(g, g.index_of("relu2"), TaskKind::Update).empty());
+    CHECK(r->algorithms(g, g.index_of("fc6"), TaskKind::BackwardFilter) == std::vector<std::string>{"default"});
+    CHECK(r->algorithms(g, g.index_of("relu2"), TaskKind::BackwardData).empty());
+    CHECK(r->algorithms(g, g.index_of("fc6"), TaskKind::Backward).empty());
+    CHECK(r->algorithms(g, conv2, TaskKind::Backward).empty());
+    CHECK(r->algorithms(g, 0, TaskKind::Forward).empty());
   }
 
   TEST_CASE("results are deterministic and failures come back as a status") {
     Graph g = alexnet();
     auto r = make_model_runner("v100");
-    Measurement a = measure(*r, g, "conv3", "forward", "winograd", 64);
-    Measurement b = measure(*r, g, "conv3", "forward", "winograd", 64);
+    Measurement a = measure(*r, g, "conv3", TaskKind::Forward, "winograd", 64);
+    Measurement b = measure(*r, g, "conv3", TaskKind::Forward, "winograd", 64);
     CHECK(a.status == "ok");
     CHECK(a.seconds == b.seconds);  // bit for bit
     CHECK(a.spread == 0);
-    CHECK(measure(*r, g, "conv3", "forward", "algo_0", 64).status.starts_with("failed: unknown algorithm"));
-    CHECK(measure(*r, g, "conv3", "backward", "algo_0", 64).status.starts_with("failed:"));
-    CHECK(measure(*r, g, "conv3", "forward", "winograd", 0).status.starts_with("failed:"));
-    CHECK(measure(*r, g, "relu3", "forward", "fft", 8).status.starts_with("failed:"));
-    CHECK(measure(*r, g, "relu3", "backward_data", "default", 8).status.starts_with("failed:"));
-    CHECK(measure(*r, g, "relu3", "update", "sgd", 0).status.starts_with("failed:"));
-    CHECK(r->measure(g, 0, "forward", "default", 8, 1).status.starts_with("failed:"));
-    CHECK(r->measure(g, 999, "forward", "default", 8, 1).status.starts_with("failed:"));
+    CHECK(measure(*r, g, "conv3", TaskKind::Forward, "algo_0", 64).status.starts_with("failed: unknown algorithm"));
+    CHECK(measure(*r, g, "conv3", TaskKind::Backward, "algo_0", 64).status.starts_with("failed:"));
+    CHECK(measure(*r, g, "conv3", TaskKind::Forward, "winograd", 0).status.starts_with("failed:"));
+    CHECK(measure(*r, g, "relu3", TaskKind::Forward, "fft", 8).status.starts_with("failed:"));
+    CHECK(measure(*r, g, "relu3", TaskKind::BackwardData, "default", 8).status.starts_with("failed:"));
+    CHECK(measure(*r, g, "relu3", TaskKind::Update, "sgd", 0).status.starts_with("failed:"));
+    CHECK(r->measure(g, 0, TaskKind::Forward, "default", 8, 1).status.starts_with("failed:"));
+    CHECK(r->measure(g, 999, TaskKind::Forward, "default", 8, 1).status.starts_with("failed:"));
     // update: 3 x parameter bytes at e_mem * bandwidth, + one launch.
     // conv3: 384*256*9 + 384 = 885,120 params -> 10.6 MB -> 13.9 us at 0.85 * 900 GB/s, + 4 us.
-    Measurement u = measure(*r, g, "conv3", "update", "sgd", 0);
+    Measurement u = measure(*r, g, "conv3", TaskKind::Update, "sgd", 0);
     CHECK(u.status == "ok");
     CHECK(u.seconds == doctest::Approx(3.0 * 885120 * 4 / (0.85 * 900e9) + 4e-6));
   }
@@ -352,20 +352,20 @@ TEST_SUITE("model_device") {
     Graph g = alexnet();
     auto r = make_model_runner("p100");
     // cuDNN has no DIRECT implementation.
-    CHECK(measure(*r, g, "conv2", "forward", "direct", 8).status == "unsupported");
+    CHECK(measure(*r, g, "conv2", TaskKind::Forward, "direct", 8).status == "unsupported");
     // conv1 is 11x11 stride 4: no FFT, no Winograd.
     for (const char* a : {"fft", "fft_tiling", "winograd", "winograd_nonfused"}) {
       CAPTURE(a);
-      CHECK(measure(*r, g, "conv1", "forward", a, 8).status == "unsupported");
+      CHECK(measure(*r, g, "conv1", TaskKind::Forward, a, 8).status == "unsupported");
     }
-    CHECK(measure(*r, g, "conv1", "forward", "gemm", 8).status == "ok");
-    CHECK(measure(*r, g, "conv1", "backward_filter", "fft", 8).status == "unsupported");
+    CHECK(measure(*r, g, "conv1", TaskKind::Forward, "gemm", 8).status == "ok");
+    CHECK(measure(*r, g, "conv1", TaskKind::BackwardFilter, "fft", 8).status == "unsupported");
     // conv2 is 5x5: fused Winograd is 3x3 only, the non-fused one takes 5x5 (F(2x2,5x5)).
-    CHECK(measure(*r, g, "conv2", "forward", "winograd", 8).status == "unsupported");
-    CHECK(measure(*r, g, "conv2", "backward_data", "winograd", 8).status == "unsupported");
-    CHECK(measure(*r, g, "conv2", "forward", "winograd_nonfused", 8).status == "ok");
-    CHECK(measure(*r, g, "conv2", "backward_filter", "winograd_nonfused", 8).status == "ok");
-    CHECK(measure(*r, g, "conv3", "backward_data", "winograd", 8).status == "ok");
+    CHECK(measure(*r, g, "conv2", TaskKind::Forward, "winograd", 8).status == "unsupported");
+    CHECK(measure(*r, g, "conv2", TaskKind::BackwardData, "winograd", 8).status == "unsupported");
+    CHECK(measure(*r, g, "conv2", TaskKind::Forward, "winograd_nonfused", 8).status == "ok");
+    CHECK(measure(*r, g, "conv2", TaskKind::BackwardFilter, "winograd_nonfused", 8).status == "ok");
+    CHECK(measure(*r, g, "conv3", TaskKind::BackwardData, "winograd", 8).status == "ok");
 
     // Images above 256 (padded) defeat FFT but not FFT_TILING; dilation defeats both Winograds.
     NetBuilder n("big", 16, 300, 300, 10);
@@ -374,13 +374,13 @@ TEST_SUITE("model_device") {
     auto dilated = n.conv("d", x, 16, 3, 1, 2, 1, true, 2);
     n.loss("loss", n.fc("fc", n.pool("gp", dilated, PoolMode::Avg, 1, 1, 0, true), 10));
     Graph big = n.build();
-    CHECK(measure(*r, big, "c3", "forward", "fft", 4).status == "unsupported");
-    CHECK(measure(*r, big, "c3", "forward", "fft_tiling", 4).status == "ok");
-    CHECK(measure(*r, big, "c7", "forward", "winograd_nonfused", 4).status == "unsupported");
-    CHECK(measure(*r, big, "d", "forward", "winograd", 4).status == "unsupported");
-    CHECK(measure(*r, big, "d", "forward", "winograd_nonfused", 4).status == "unsupported");
-    CHECK(measure(*r, big, "d", "forward", "fft_tiling", 4).status == "unsupported");
-    CHECK(measure(*r, big, "d", "forward", "implicit_gemm", 4).status == "ok");
+    CHECK(measure(*r, big, "c3", TaskKind::Forward, "fft", 4).status == "unsupported");
+    CHECK(measure(*r, big, "c3", TaskKind::Forward, "fft_tiling", 4).status == "ok");
+    CHECK(measure(*r, big, "c7", TaskKind::Forward, "winograd_nonfused", 4).status == "unsupported");
+    CHECK(measure(*r, big, "d", TaskKind::Forward, "winograd", 4).status == "unsupported");
+    CHECK(measure(*r, big, "d", TaskKind::Forward, "winograd_nonfused", 4).status == "unsupported");
+    CHECK(measure(*r, big, "d", TaskKind::Forward, "fft_tiling", 4).status == "unsupported");
+    CHECK(measure(*r, big, "d", TaskKind::Forward, "implicit_gemm", 4).status == "ok");
   }
 
   TEST_CASE("AlexNet conv2 workspaces are those of mu-cuDNN Figs. 1 and 10 (P100, batch 256)") {
@@ -390,33 +390,33 @@ TEST_SUITE("model_device") {
     // FFT: 27 + 2*2 = 31 -> N = 32, S = 32 * 17 = 544 complex points (8 bytes) per plane:
     //   b 256: (256*48 + 256*128 + 128*48) * 544 * 8 = 222,822,400 B = 212.5 MiB (paper: 213 MiB)
     //   b 32:  (32*48 + 32*128 + 128*48) * 544 * 8 = 51,249,152 B = 48.9 MiB (paper: 48.9 MiB)
-    CHECK(measure(*r, g, "conv2", "forward", "fft", 256).workspace_bytes == 222822400);
-    CHECK(measure(*r, g, "conv2", "forward", "fft", 32).workspace_bytes == 51249152);
+    CHECK(measure(*r, g, "conv2", TaskKind::Forward, "fft", 256).workspace_bytes == 222822400);
+    CHECK(measure(*r, g, "conv2", TaskKind::Forward, "fft", 32).workspace_bytes == 51249152);
     // implicit_precomp_gemm: an index buffer of 48*5*5 ints = 4.7 KiB (paper: 4.3 KiB); none for
     // implicit_gemm.
-    CHECK(measure(*r, g, "conv2", "forward", "implicit_precomp_gemm", 256).workspace_bytes == 4800);
-    CHECK(measure(*r, g, "conv2", "forward", "implicit_gemm", 256).workspace_bytes == 0);
+    CHECK(measure(*r, g, "conv2", TaskKind::Forward, "implicit_precomp_gemm", 256).workspace_bytes == 4800);
+    CHECK(measure(*r, g, "conv2", TaskKind::Forward, "implicit_gemm", 256).workspace_bytes == 0);
 
     // With Caffe2's 64 MiB per-kernel limit, FFT only fits micro-batched: 64 does not fit (72.3 MiB),
     // 32 does -- and 8 x FFT(32) beats the best undivided algorithm (mu-cuDNN's powerOfTwo result).
     const std::int64_t limit = 64 * kMiB;
-    CHECK(measure(*r, g, "conv2", "forward", "fft", 64).workspace_bytes > limit);
-    Best undivided = fastest(*r, g, g.index_of("conv2"), "forward", 256, limit);
+    CHECK(measure(*r, g, "conv2", TaskKind::Forward, "fft", 64).workspace_bytes > limit);
+    Best undivided = fastest(*r, g, g.index_of("conv2"), TaskKind::Forward, 256, limit);
     CHECK(undivided.algo == "implicit_precomp_gemm");
-    Measurement fft32 = measure(*r, g, "conv2", "forward", "fft", 32);
+    Measurement fft32 = measure(*r, g, "conv2", TaskKind::Forward, "fft", 32);
     CHECK(8 * fft32.seconds < undivided.seconds);
     // Best micro-batch size of a powerOfTwo split within 64 MiB: at least 1.5x faster than undivided
     // (mu-cuDNN Fig. 10: 2.33x with the "all" policy; FFT in micro-batches of 32 with powerOfTwo).
     double best_split = undivided.seconds;
     for (std::int64_t b = 1; b <= 256; b *= 2)
-      best_split = std::min(
-          best_split, static_cast<double>(256 / b) * fastest(*r, g, g.index_of("conv2"), "forward", b, limit).seconds);
+      best_split = std::min(best_split, static_cast<double>(256 / b) *
+                                            fastest(*r, g, g.index_of("conv2"), TaskKind::Forward, b, limit).seconds);
     CHECK(best_split * 1.5 < undivided.seconds);
     // Non-fused Winograd (F(2x2,5x5)) needs ~5 MB per sample: only small micro-batches fit.
-    CHECK(measure(*r, g, "conv2", "forward", "winograd_nonfused", 16).workspace_bytes > limit);
-    CHECK(measure(*r, g, "conv2", "forward", "winograd_nonfused", 8).workspace_bytes <= limit);
+    CHECK(measure(*r, g, "conv2", TaskKind::Forward, "winograd_nonfused", 16).workspace_bytes > limit);
+    CHECK(measure(*r, g, "conv2", TaskKind::Forward, "winograd_nonfused", 8).workspace_bytes <= limit);
     // Unlimited workspace, undivided: the fastest algorithm needs far more than 64 MiB.
-    Best unlimited = fastest(*r, g, g.index_of("conv2"), "forward", 256, -1);
+    Best unlimited = fastest(*r, g, g.index_of("conv2"), TaskKind::Forward, 256, -1);
     CHECK(unlimited.workspace > limit);
   }
 
@@ -427,20 +427,20 @@ TEST_SUITE("model_device") {
       for (int i : conv_layers(g)) {
         const std::string& name = g.layers[i].name();
         CAPTURE(name);
-        CHECK(r->measure(g, i, "forward", "implicit_gemm", 17, 1).workspace_bytes == 0);
-        CHECK(r->measure(g, i, "backward_data", "algo_0", 17, 1).workspace_bytes == 0);
-        CHECK(r->measure(g, i, "backward_filter", "algo_0", 17, 1).workspace_bytes == 0);
+        CHECK(r->measure(g, i, TaskKind::Forward, "implicit_gemm", 17, 1).workspace_bytes == 0);
+        CHECK(r->measure(g, i, TaskKind::BackwardData, "algo_0", 17, 1).workspace_bytes == 0);
+        CHECK(r->measure(g, i, TaskKind::BackwardFilter, "algo_0", 17, 1).workspace_bytes == 0);
         // gemm: the lowered matrix, exactly b times that of one sample.
-        auto ws = [&](const std::string& op, const std::string& a, std::int64_t b) {
+        auto ws = [&](TaskKind op, const std::string& a, std::int64_t b) {
           return r->measure(g, i, op, a, b, 1).workspace_bytes;
         };
-        CHECK(ws("forward", "gemm", 1) > 0);
-        CHECK(ws("forward", "gemm", 24) == 24 * ws("forward", "gemm", 1));
+        CHECK(ws(TaskKind::Forward, "gemm", 1) > 0);
+        CHECK(ws(TaskKind::Forward, "gemm", 24) == 24 * ws(TaskKind::Forward, "gemm", 1));
         // fft, fft_tiling, winograd_nonfused: ws(b) = intercept + b * slope, slope > 0 (the
         // intercept is the transformed filter, which does not depend on the micro-batch).
         for (const auto& op : kConvOps)
           for (const char* a : {"fft", "fft_tiling", "winograd_nonfused"}) {
-            CAPTURE(op);
+            CAPTURE(task_kind_name(op));
             CAPTURE(a);
             if (r->measure(g, i, op, a, 1, 1).status != "ok") continue;
             const std::int64_t w1 = ws(op, a, 1), w2 = ws(op, a, 2), w10 = ws(op, a, 10);
@@ -451,7 +451,7 @@ TEST_SUITE("model_device") {
         // fft_tiling never needs more than fft, and less once the padded image exceeds a tile.
         for (const auto& op : kConvOps) {
           if (r->measure(g, i, op, "fft", 1, 1).status != "ok") continue;
-          CAPTURE(op);
+          CAPTURE(task_kind_name(op));
           CHECK(ws(op, "fft_tiling", 64) <= ws(op, "fft", 64));
           const auto& in = g.layers[i].in_shapes[0];
           if (in.h + 2 * g.layers[i].spec.conv.pad[0] > 32) CHECK(ws(op, "fft_tiling", 64) < ws(op, "fft", 64));
@@ -478,7 +478,7 @@ TEST_SUITE("model_device") {
                                      (peak * reduction_bound(g.layers[i], a));
                 CAPTURE(name);
                 CAPTURE(g.layers[i].name());
-                CAPTURE(op);
+                CAPTURE(task_kind_name(op));
                 CAPTURE(a);
                 CAPTURE(b);
                 CHECK(m.seconds >= bound);
@@ -495,7 +495,7 @@ TEST_SUITE("model_device") {
         auto r = make_model_runner(name);
         for (int i : distinct_layers(g))
           for (const auto& op : training_ops(g, i)) {
-            if (op == "update") continue;
+            if (op == TaskKind::Update) continue;
             for (const auto& a : r->algorithms(g, i, op)) {
               double prev = 0;
               for (std::int64_t b = 1; b <= 256; b = b < 16 ? b + 1 : b * 2) {
@@ -505,8 +505,8 @@ TEST_SUITE("model_device") {
                   const double prev_b = static_cast<double>(b < 17 ? b - 1 : b / 2);
                   if (!(m.seconds >= prev * (1 - 1e-12)) ||
                       !(m.seconds / static_cast<double>(b) <= prev / prev_b * (1 + 1e-12))) {
-                    FAIL_CHECK(fmt::format("{} {} {} {} at b={}: {} s after {} s at b={}", name, g.layers[i].name(), op,
-                                           a, b, m.seconds, prev, prev_b));
+                    FAIL_CHECK(fmt::format("{} {} {} {} at b={}: {} s after {} s at b={}", name, g.layers[i].name(),
+                                           task_kind_name(op), a, b, m.seconds, prev, prev_b));
                   }
                   ++compared;
                 }
@@ -520,8 +520,8 @@ TEST_SUITE("model_device") {
     // half the per-sample speed it reaches at 64.
     Graph g = resnet50();
     auto r = make_model_runner("v100");
-    const double t1 = measure(*r, g, "layer4.1.conv2", "forward", "implicit_precomp_gemm", 1).seconds;
-    const double t64 = measure(*r, g, "layer4.1.conv2", "forward", "implicit_precomp_gemm", 64).seconds;
+    const double t1 = measure(*r, g, "layer4.1.conv2", TaskKind::Forward, "implicit_precomp_gemm", 1).seconds;
+    const double t64 = measure(*r, g, "layer4.1.conv2", TaskKind::Forward, "implicit_precomp_gemm", 64).seconds;
     CHECK(t1 > 2 * t64 / 64);
   }
 
@@ -530,11 +530,12 @@ TEST_SUITE("model_device") {
     auto r = make_model_runner("k40");
     // conv1_2 (64 -> 64, 3x3 at 224x224), F(4x4,3x3): 56*56 tiles of 6x6 per plane;
     // (256*64*3136 + 256*64*3136 + 64*64) * 36 * 4 B = 14.8 GB > 12 GiB.
-    Measurement m = measure(*r, g, "conv1_2", "forward", "winograd_nonfused", 256);
+    Measurement m = measure(*r, g, "conv1_2", TaskKind::Forward, "winograd_nonfused", 256);
     CHECK(m.status == "out_of_memory");
     CHECK(m.workspace_bytes > 12 * 1024 * kMiB);
-    CHECK(measure(*r, g, "conv1_2", "forward", "winograd_nonfused", 16).status == "ok");
-    CHECK(measure(*make_model_runner("h200"), g, "conv1_2", "forward", "winograd_nonfused", 256).status == "ok");
+    CHECK(measure(*r, g, "conv1_2", TaskKind::Forward, "winograd_nonfused", 16).status == "ok");
+    CHECK(measure(*make_model_runner("h200"), g, "conv1_2", TaskKind::Forward, "winograd_nonfused", 256).status ==
+          "ok");
   }
 
   // Sanity bands: the model is not a simulator of any one GPU, but a whole iteration must land
@@ -618,7 +619,7 @@ TEST_SUITE("model_device") {
     fmt::print("AlexNet (bvlc) batch 256 on model:p100, per conv op and algorithm: time, workspace\n");
     for (int i : conv_layers(g))
       for (const auto& op : kConvOps) {
-        fmt::print("{:6} {:16}", g.layers[i].name(), op);
+        fmt::print("{:6} {:16}", g.layers[i].name(), task_kind_name(op));
         for (const auto& a : r->algorithms(g, i, op)) {
           Measurement m = r->measure(g, i, op, a, 256, 1);
           if (m.status == "ok")
@@ -739,14 +740,14 @@ class BreakingRunner : public ucplan::Runner {
   explicit BreakingRunner(int fail_at) : model_(ucplan::make_model_runner("h100")), fail_at_(fail_at) {}
   ucplan::DeviceInfo device() override { return model_->device(); }
   std::string source() const override { return model_->source(); }
-  std::vector<std::string> algorithms(const ucplan::Graph& g, int layer, const std::string& op) override {
+  std::vector<std::string> algorithms(const ucplan::Graph& g, int layer, TaskKind op) override {
     return model_->algorithms(g, layer, op);
   }
-  ucplan::Measurement measure(const ucplan::Graph& g, int layer, const std::string& op, const std::string& algo,
+  ucplan::Measurement measure(const ucplan::Graph& g, int layer, TaskKind op, const std::string& algo,
                               std::int64_t batch, int repeats) override {
     if (++calls == fail_at_)
-      throw ucplan::DeviceFailure(
-          fmt::format("{} {} {} b={}: cudaErrorIllegalAddress", g.layers[layer].name(), op, algo, batch));
+      throw ucplan::DeviceFailure(fmt::format("{} {} {} b={}: cudaErrorIllegalAddress", g.layers[layer].name(),
+                                              ucplan::task_kind_name(op), algo, batch));
     return model_->measure(g, layer, op, algo, batch, repeats);
   }
   std::vector<ucplan::TransferPoint> measure_transfers(bool h2d, const std::vector<std::int64_t>& sizes) override {

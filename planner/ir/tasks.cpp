@@ -58,6 +58,23 @@ StepOp step_op_of(TaskKind k) {
   return StepOp::Forward;
 }
 
+bool layer_has_task(const GraphLayer& l, TaskKind k) {
+  if (l.type() == LayerType::Input) return false;
+  const bool split = l.type() == LayerType::Conv || l.type() == LayerType::Fc;
+  switch (k) {
+    case TaskKind::Forward:
+      return true;
+    case TaskKind::Backward:
+      return !split;
+    case TaskKind::BackwardData:
+    case TaskKind::BackwardFilter:
+      return split;
+    case TaskKind::Update:
+      return l.has_weights();
+  }
+  return false;
+}
+
 std::int64_t TaskGraph::resident_bytes() const {
   std::int64_t n = 0;
   for (const auto& t : tensors)

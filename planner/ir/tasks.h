@@ -69,6 +69,9 @@ struct TaskGraph {
 
 // The plan step op that runs a task.
 StepOp step_op_of(TaskKind k);
+// Whether a layer has tasks of this kind (what a profiler costs): conv and fc split their backward
+// into data and filter, every other layer but the input has one backward, update needs weights.
+bool layer_has_task(const GraphLayer& l, TaskKind k);
 
 // `route` must be a topological order of g's layers starting with the input (route.h makes one;
 // any other valid order works too). Throws a CHECK failure on an invalid order (a bug).

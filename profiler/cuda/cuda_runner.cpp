@@ -46,12 +46,12 @@ cuda::FcDims fc_dims(const GraphLayer& l, std::int64_t batch) {
   return {batch, l.in_shapes.at(0).elems(), l.spec.fc.out_features, l.spec.fc.bias};
 }
 
-bool parse_conv_op(const std::string& op, cuda::ConvOp* out) {
-  if (op == "forward")
+bool conv_op_of(TaskKind op, cuda::ConvOp* out) {
+  if (op == TaskKind::Forward)
     *out = cuda::ConvOp::Forward;
-  else if (op == "backward_data")
+  else if (op == TaskKind::BackwardData)
     *out = cuda::ConvOp::BackwardData;
-  else if (op == "backward_filter")
+  else if (op == TaskKind::BackwardFilter)
     *out = cuda::ConvOp::BackwardFilter;
   else
     return false;
@@ -146,26 +146,26 @@ class CudaRunner final : public Runner {
 
   std::string source() const override { return "measured"; }
 
-  std::vector<std::string> algorithms(const Graph& g, int layer, const std::string& op) override {
+  std::vector<std::string> algorithms(const Graph& g, int layer, TaskKind op) override {
     if (layer < 0 || layer >= static_cast<int>(g.layers.size())) return {};
     const GraphLayer& l = g.layers[layer];
-    if (op == "update") return l.has_weights() ? std::vector<std::string>{"sgd"} : std::vector<std::string>{};
+    if (op == TaskKind::Update) return l.has_weights() ? std::vector<std::string>{"sgd"} : std::vector<std::string>{};
     if (l.type() == LayerType::Input) return {};
     if (l.type() != LayerType::Conv) return {"default"};
     cuda::ConvOp cop;
-    if (!parse_conv_op(op, &cop)) return {};
+    if (!conv_op_of(op, &cop)) return {};
     std::vector<std::string> names;
     for (ConvAlgo a : cuda::conv_algorithms(cop)) names.push_back(cuda::conv_algo_name(a));
     return names;
   }
 
-  Measurement measure(const Graph& g, int layer, const std::string& op, const std::string& algo, std::int64_t batch,
+  Measurement measure(const Graph& g, int layer, TaskKind op, const std::string& algo, std::int64_t batch,
                       int repeats) override {
     Measurement m;
     auto what = [&] {
       return fmt::format("{} {} {} micro-batch {}",
-                         layer >= 0 && layer < static_cast<int>(g.layers.size()) ? g.layers[layer].name() : "?", op,
-                         algo, batch);
+                         layer >= 0 && layer < static_cast<int>(g.layers.size()) ? g.layers[layer].name() : "?",
+                         task_kind_name(op), algo, batch);
     };
     try {
       device_.select();
@@ -354,13 +354,13 @@ class CudaRunner final : public Runner {
 
   // Allocates and fills the op's buffers (running the forward op where the backward reads its
   // results) and returns the op to time. Throws Unsupported, Failed or CudaError.
-  std::function<void()> prepare(const Graph& g, int layer, const std::string& op, const std::string& algo,
-                                std::int64_t batch, Buffers& b, Measurement* m) {
+  std::function<void()> prepare(const Graph& g, int layer, TaskKind op, const std::string& algo, std::int64_t batch,
+                                Buffers& b, Measurement* m) {
     if (layer < 0 || layer >= static_cast<int>(g.layers.size())) throw Failed(fmt::format("no layer {}", layer));
     const GraphLayer& l = g.layers[layer];
     const char* type = layer_type_name(l.type());
     Context& ctx = ctx_;
-    if (op == "update") {
+    if (op == TaskKind::Update) {
       if (algo != "sgd") throw Failed(fmt::format("unknown algorithm \"{}\" for update", algo));
       if (!l.has_weights()) throw Failed(fmt::format("a {} layer has no weights to update", type));
       const std::int64_t count = l.params();
@@ -384,7 +384,7 @@ class CudaRunner final : public Runner {
       const std::int64_t out_count = batch * l.out.elems();
       std::int64_t in_count = 0;
       for (const Shape& sh : l.in_shapes) in_count += batch * sh.elems();
-      const bool fwd = op == "forward";
+      const bool fwd = op == TaskKind::Forward;
       const bool loss = l.type() == LayerType::SoftmaxLoss;
       const std::int64_t widen = fwd ? in_count : in_count + out_count + (loss ? 0 : out_count);
       const std::int64_t narrow = fwd ? (loss ? 0 : out_count) : in_count;
@@ -403,17 +403,18 @@ class CudaRunner final : public Runner {
   }
 
   // The op on the FP32 context (fc on the 16-bit one at bf16/fp16).
-  std::function<void()> prepare_fp32(const Graph& g, int layer, const std::string& op, const std::string& algo,
+  std::function<void()> prepare_fp32(const Graph& g, int layer, TaskKind op, const std::string& algo,
                                      std::int64_t batch, Buffers& b, Measurement* m) {
     (void)m;
     const GraphLayer& l = g.layers[layer];
     const char* type = layer_type_name(l.type());
     Context& ctx = ctx_;
-    if (algo != "default") throw Failed(fmt::format("unknown algorithm \"{}\" for {} {}", algo, type, op));
-    const bool forward = op == "forward";
+    if (algo != "default")
+      throw Failed(fmt::format("unknown algorithm \"{}\" for {} {}", algo, type, task_kind_name(op)));
+    const bool forward = op == TaskKind::Forward;
     const bool fc = l.type() == LayerType::Fc;
-    if (!forward && op != (fc ? "backward_data" : "backward") && !(fc && op == "backward_filter"))
-      throw Failed(fmt::format("a {} layer has no op \"{}\"", type, op));
+    if (!forward && op != (fc ? TaskKind::BackwardData : TaskKind::Backward) && !(fc && op == TaskKind::BackwardFilter))
+      throw Failed(fmt::format("a {} layer has no op \"{}\"", type, task_kind_name(op)));
     const std::int64_t in_count = batch * (l.in_shapes.empty() ? 0 : l.in_shapes[0].elems());
     const std::int64_t out_count = batch * l.out.elems();
 
@@ -433,7 +434,7 @@ class CudaRunner final : public Runner {
           return [&fctx, d, x, w, bias, y] { cuda::fc_forward(fctx, d, x, w, bias, y); };
         }
         const float* dy = b.floats(out_count);
-        if (op == "backward_data") {
+        if (op == TaskKind::BackwardData) {
           float* dx = b.floats(in_count);
           return [&fctx, d, dy, w, dx] { cuda::fc_backward_data(fctx, d, dy, w, dx, false); };
         }
@@ -651,16 +652,16 @@ class CudaRunner final : public Runner {
         };
       }
     }
-    throw Failed(fmt::format("a {} layer has no op \"{}\"", type, op));
+    throw Failed(fmt::format("a {} layer has no op \"{}\"", type, task_kind_name(op)));
   }
 
-  std::function<void()> prepare_conv(const GraphLayer& l, const std::string& op, const std::string& algo,
-                                     std::int64_t batch, Buffers& b, Measurement* m) {
+  std::function<void()> prepare_conv(const GraphLayer& l, TaskKind op, const std::string& algo, std::int64_t batch,
+                                     Buffers& b, Measurement* m) {
     cuda::ConvOp cop;
-    if (!parse_conv_op(op, &cop)) throw Failed(fmt::format("a conv layer has no op \"{}\"", op));
+    if (!conv_op_of(op, &cop)) throw Failed(fmt::format("a conv layer has no op \"{}\"", task_kind_name(op)));
     ConvAlgo a;
     if (!cuda::parse_conv_algo(cop, algo, &a))
-      throw Failed(fmt::format("unknown algorithm \"{}\" for conv {}", algo, op));
+      throw Failed(fmt::format("unknown algorithm \"{}\" for conv {}", algo, task_kind_name(op)));
     const cuda::ConvDims d = conv_dims(l, batch);
     Context& ctx = half_ ? *half_ctx_ : ctx_;  // 16-bit tensors at bf16/fp16 (PSEUDO_HALF)
     const std::int64_t eb = half_ ? 2 : 4;
@@ -673,7 +674,7 @@ class CudaRunner final : public Runner {
     // error would show in the measurement itself).
     try {
       if (const std::optional<bool> det = cuda::conv_deterministic(ctx, d, a); det && !*det)
-        nondeterministic_.insert(op + ":" + algo);
+        nondeterministic_.insert(std::string(task_kind_name(op)) + ":" + algo);
     } catch (const CudaError&) {
     }
     const std::int64_t nx = batch * d.c * d.h * d.w;

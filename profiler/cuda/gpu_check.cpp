@@ -714,22 +714,21 @@ const char* kNet = R"({
 void measure_every_op(Runner& runner, const Graph& g) {
   for (int li = 1; li < static_cast<int>(g.layers.size()); ++li) {
     const GraphLayer& l = g.layers[li];
-    std::vector<std::string> ops = l.type() == LayerType::Conv || l.type() == LayerType::Fc
-                                       ? std::vector<std::string>{"forward", "backward_data", "backward_filter"}
-                                       : std::vector<std::string>{"forward", "backward"};
-    if (l.has_weights()) ops.push_back("update");
-    for (const auto& op : ops) {
+    for (const TaskKind op :
+         {TaskKind::Forward, TaskKind::Backward, TaskKind::BackwardData, TaskKind::BackwardFilter, TaskKind::Update}) {
+      if (!layer_has_task(l, op)) continue;
+      const std::string name = task_kind_name(op);
       int ok = 0;
       for (const auto& algo : runner.algorithms(g, li, op)) {
-        Measurement m = runner.measure(g, li, op, algo, op == "update" ? 0 : 4, 5);
+        Measurement m = runner.measure(g, li, op, algo, op == TaskKind::Update ? 0 : 4, 5);
         if (m.status == "ok") ++ok;
         if (g_verbose || m.status.starts_with("failed"))
-          std::printf("  %-6s %-16s %-22s %-14s %9.2f us  spread %.2f  ws %lld\n", l.name().c_str(), op.c_str(),
+          std::printf("  %-6s %-16s %-22s %-14s %9.2f us  spread %.2f  ws %lld\n", l.name().c_str(), name.c_str(),
                       algo.c_str(), m.status.c_str(), m.seconds * 1e6, m.spread,
                       static_cast<long long>(m.workspace_bytes));
-        if (m.status.starts_with("failed")) fail("runner " + l.name() + " " + op + " " + algo + ": " + m.status);
+        if (m.status.starts_with("failed")) fail("runner " + l.name() + " " + name + " " + algo + ": " + m.status);
       }
-      if (ok == 0) fail("runner " + l.name() + " " + op + ": no algorithm measured");
+      if (ok == 0) fail("runner " + l.name() + " " + name + ": no algorithm measured");
     }
   }
 }
@@ -744,7 +743,7 @@ void check_runner() {
   measure_every_op(*runner, g);
   measure_every_op(*runner, build_graph(parse_network_text(kModernNetwork, "modern.json"), "modern.json"));
   // An impossible allocation is out_of_memory, not a failure (a 1x1 conv on a huge batch).
-  Measurement big = runner->measure(g, 1, "forward", "implicit_gemm", std::int64_t{1} << 26, 1);
+  Measurement big = runner->measure(g, 1, TaskKind::Forward, "implicit_gemm", std::int64_t{1} << 26, 1);
   if (big.status != "out_of_memory" && big.status != "unsupported") fail("runner huge batch: " + big.status);
   std::printf("runner huge batch: %s\n", big.status.c_str());
   for (bool h2d : {true, false}) {
