@@ -24,7 +24,8 @@ MeasurementCache::MeasurementCache(std::string dir, const DeviceInfo& device, co
   if (r.at("format").string() != "ucplan-cache/1") r.at("format").fail("expected \"ucplan-cache/1\"");
   for (const auto& e : r.at("entries").array()) {
     OpCost c;
-    c.op = e.at("op").string();
+    const std::string op = e.at("op").string();
+    if (!parse_step_op(op, &c.op)) e.at("op").fail(fmt::format("unknown op \"{}\"", op));
     c.algo = e.at("algo").string();
     c.batch = e.at("batch").integer(0, INT64_MAX);
     c.status = e.at("status").string();
@@ -51,7 +52,7 @@ void MeasurementCache::save() const {
   OrderedJson es = OrderedJson::array();
   for (const auto& [k, c] : entries_)
     es.push_back({{"key", k},
-                  {"op", c.op},
+                  {"op", step_op_name(c.op)},
                   {"algo", c.algo},
                   {"batch", c.batch},
                   {"status", c.status},

@@ -103,7 +103,7 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
         std::fflush(stderr);
       }
       Measurement m = runner.measure(g, j.layer, j.op, j.algo, j.batch, o.repeat);
-      c.op = task_kind_name(j.op);
+      c.op = step_op_of(j.op);
       c.algo = j.algo;
       c.batch = j.batch;
       c.status = m.status;

@@ -38,7 +38,7 @@ inline Profile deterministic_cpu_profile(const Network& net, std::int64_t batch,
   for (SignatureCosts& s : p.signatures)
     for (OpCost& c : s.costs) {
       std::uint64_t h = 0;
-      for (char ch : s.signature + c.op + c.algo) h = profile_mix(h ^ static_cast<unsigned char>(ch));
+      for (char ch : s.signature + step_op_name(c.op) + c.algo) h = profile_mix(h ^ static_cast<unsigned char>(ch));
       h = profile_mix(h ^ static_cast<std::uint64_t>(c.batch));
       c.seconds =
           1e-5 * static_cast<double>(std::max<std::int64_t>(c.batch, 1)) * (1.0 + static_cast<double>(h % 64) / 16.0);

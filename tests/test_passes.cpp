@@ -362,7 +362,7 @@ TEST_SUITE("simulator") {
     for (const PlanKernel& k : r.kernels) {
       const int task = [&] {
         for (const Task& t : tg.tasks)
-          if (t.conv_kernel && g.layers[t.layer].name() == k.layer && task_kind_name(t.kind) == k.op) return t.id;
+          if (t.conv_kernel && g.layers[t.layer].name() == k.layer && step_op_of(t.kind) == k.op) return t.id;
         return -1;
       }();
       REQUIRE(task >= 0);

@@ -702,7 +702,7 @@ TEST_SUITE("profile") {
     REQUIRE(c2);
     int unsupported = 0, ok = 0;
     for (const auto& c : c2->costs) {
-      if (c.op == "update") continue;
+      if (c.op == ucplan::StepOp::Update) continue;
       (c.ok() ? ok : unsupported) += 1;
       if (c.ok()) CHECK(c.seconds > 0);
     }

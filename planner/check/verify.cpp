@@ -42,13 +42,13 @@ const std::set<std::string>& cpu_algorithms() {
   static const std::set<std::string> a = {"direct", "gemm", "gemm_lift"};
   return a;
 }
-const std::set<std::string>& cuda_algorithms(const std::string& op) {
-  static const std::map<std::string, std::set<std::string>> a = {
-      {"forward",
+const std::set<std::string>& cuda_algorithms(StepOp op) {
+  static const std::map<StepOp, std::set<std::string>> a = {
+      {StepOp::Forward,
        {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd",
         "winograd_nonfused"}},
-      {"backward_data", {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
-      {"backward_filter", {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"}}};
+      {StepOp::BackwardData, {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"}},
+      {StepOp::BackwardFilter, {"algo_0", "algo_1", "fft", "algo_3", "winograd_nonfused", "fft_tiling"}}};
   static const std::set<std::string> none;
   auto it = a.find(op);
   return it == a.end() ? none : it->second;
@@ -142,8 +142,8 @@ class Checker {
   std::vector<int> cur_;  // per tensor: current version
   std::map<std::int64_t, Segment> occupants_;
   int first_final_ = 0;
-  bool cpu_family_ = false;                                       // the plan's algorithms are the CPU's
-  std::map<std::pair<std::string, std::string>, int> kernel_of_;  // (layer, op) -> kernels index
+  bool cpu_family_ = false;                                  // the plan's algorithms are the CPU's
+  std::map<std::pair<std::string, StepOp>, int> kernel_of_;  // (layer, op) -> kernels index
   std::vector<char> kernel_used_;
 };
 
@@ -252,10 +252,10 @@ void Checker::check_kernels() {
     const int l = g_.index_of(k.layer);
     if (l <= 0 || g_.layers[l].type() != LayerType::Conv)
       invalid(fmt::format("kernels[{}]: \"{}\" is not a convolution layer", i, k.layer));
-    if (k.op != "forward" && k.op != "backward_data" && k.op != "backward_filter")
-      invalid(fmt::format("kernels[{}]: unknown convolution op \"{}\"", i, k.op));
+    if (k.op != StepOp::Forward && k.op != StepOp::BackwardData && k.op != StepOp::BackwardFilter)
+      invalid(fmt::format("kernels[{}]: {} is not a convolution op", i, step_op_name(k.op)));
     if (!kernel_of_.emplace(std::make_pair(k.layer, k.op), static_cast<int>(i)).second)
-      invalid(fmt::format("kernels[{}]: a second entry for {} of {}", i, k.op, k.layer));
+      invalid(fmt::format("kernels[{}]: a second entry for {} of {}", i, step_op_name(k.op), k.layer));
     if (k.workspace_bytes < 0) invalid(fmt::format("kernels[{}]: a negative workspace", i));
   }
   kernel_used_.assign(p_.kernels.size(), 0);
@@ -405,7 +405,8 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   }
   if (s.config.empty()) invalid(fmt::format("{}: a convolution without a configuration", step_name(s)));
   const GraphLayer& gl = g_.layers[layer];
-  const std::string op = step_op_name(s.op == StepOp::Recompute ? StepOp::Forward : s.op);
+  const StepOp kernel_op = s.op == StepOp::Recompute ? StepOp::Forward : s.op;
+  const std::string op = step_op_name(kernel_op);
   std::int64_t total = 0, need = 0;
   for (const auto& m : s.config) {
     if (m.batch < 1 || m.batch > p_.sub_batch)
@@ -428,7 +429,7 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
     if (cpu_family_ && !cpu_algorithms().count(m.algo)) {
       invalid(fmt::format("{}: \"{}\" is not a {} algorithm of this CPU plan (direct, gemm, gemm_lift)", step_name(s),
                           m.algo, op));
-    } else if (!cpu_family_ && !cuda_algorithms(op).count(m.algo)) {
+    } else if (!cpu_family_ && !cuda_algorithms(kernel_op).count(m.algo)) {
       invalid(fmt::format("{}: \"{}\" is not a {} algorithm of {} (a plan uses the algorithms of one device)",
                           step_name(s), m.algo, op, p_.profile_source == "measured" ? "this plan's device" : "cuDNN"));
     }
@@ -436,7 +437,7 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   if (total != p_.sub_batch)
     invalid(
         fmt::format("{}: micro-batches add up to {} samples, the sub-batch is {}", step_name(s), total, p_.sub_batch));
-  auto k = kernel_of_.find({gl.name(), op});
+  auto k = kernel_of_.find({gl.name(), kernel_op});
   if (k == kernel_of_.end())
     invalid(fmt::format("{}: the plan's kernels list has no entry for {} of {}", step_name(s), op, gl.name()));
   const PlanKernel& pk = p_.kernels[k->second];

@@ -160,11 +160,11 @@ std::string plan_decisions(const Plan& p) {
   for (const auto& k : p.kernels) {
     Row& r = rows[k.layer];
     std::string text = fmt::format("{} {} ({})",
-                                   k.op == "forward"         ? ""
-                                   : k.op == "backward_data" ? "data:"
-                                                             : "filter:",
+                                   k.op == StepOp::Forward        ? ""
+                                   : k.op == StepOp::BackwardData ? "data:"
+                                                                  : "filter:",
                                    config_text(k.config), format_bytes(k.workspace_bytes));
-    if (k.op == "forward")
+    if (k.op == StepOp::Forward)
       r.forward = config_text(k.config) + " (" + format_bytes(k.workspace_bytes) + ")";
     else
       r.backward += (r.backward.empty() ? "" : "; ") + text;

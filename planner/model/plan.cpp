@@ -9,33 +9,6 @@
 namespace ucplan {
 
 namespace {
-constexpr const char* kStreamNames[] = {"compute", "h2d", "d2h"};
-constexpr const char* kStepOpNames[] = {"forward",         "recompute", "backward", "backward_data",
-                                        "backward_filter", "update",    "offload",  "prefetch"};
-}  // namespace
-
-const char* stream_name(Stream s) { return kStreamNames[static_cast<int>(s)]; }
-const char* step_op_name(StepOp o) { return kStepOpNames[static_cast<int>(o)]; }
-
-bool parse_stream(const std::string& name, Stream* out) {
-  for (int i = 0; i < kStreams; ++i)
-    if (name == kStreamNames[i]) {
-      *out = static_cast<Stream>(i);
-      return true;
-    }
-  return false;
-}
-
-bool parse_step_op(const std::string& name, StepOp* out) {
-  for (int i = 0; i < static_cast<int>(std::size(kStepOpNames)); ++i)
-    if (name == kStepOpNames[i]) {
-      *out = static_cast<StepOp>(i);
-      return true;
-    }
-  return false;
-}
-
-namespace {
 
 OrderedJson micro_json(const std::vector<MicroStep>& config) {
   OrderedJson a = OrderedJson::array();
@@ -128,7 +101,7 @@ std::string plan_to_json_text(const Plan& p) {
   OrderedJson kernels = OrderedJson::array();
   for (const auto& k : p.kernels)
     kernels.push_back({{"layer", k.layer},
-                       {"op", k.op},
+                       {"op", step_op_name(k.op)},
                        {"config", micro_json(k.config)},
                        {"workspace_bytes", k.workspace_bytes},
                        {"time_ns", k.time_ns},
@@ -226,7 +199,10 @@ Plan load_plan(const std::string& path) {
     k.allow_only({"layer", "op", "config", "workspace_bytes", "time_ns", "undivided_ns", "baseline_ns"});
     PlanKernel pk;
     pk.layer = k.at("layer").string();
-    pk.op = k.at("op").string();
+    const std::string op = k.at("op").string();
+    if (!parse_step_op(op, &pk.op) ||
+        (pk.op != StepOp::Forward && pk.op != StepOp::BackwardData && pk.op != StepOp::BackwardFilter))
+      k.at("op").fail(fmt::format("\"{}\" is not a convolution op (forward, backward_data, backward_filter)", op));
     pk.config = read_micro(k.at("config"));
     pk.workspace_bytes = k.at("workspace_bytes").integer(0, INT64_MAX);
     pk.time_ns = k.at("time_ns").integer(0, INT64_MAX);

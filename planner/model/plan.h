@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "network.h"
+#include "ops.h"
 #include "precision.h"
 
 namespace ucplan {
@@ -52,17 +53,6 @@ struct PlanHostBuffer {
   bool operator==(const PlanHostBuffer&) const = default;
 };
 
-// A step's stream and op: enums inside the program, names only in plan files (and messages).
-enum class Stream { Compute, H2D, D2H };
-enum class StepOp { Forward, Recompute, Backward, BackwardData, BackwardFilter, Update, Offload, Prefetch };
-constexpr int kStreams = 3;
-const char* stream_name(Stream s);   // "compute", "h2d", "d2h"
-const char* step_op_name(StepOp o);  // "forward", "recompute", ..., "prefetch"
-bool parse_stream(const std::string& name, Stream* out);
-bool parse_step_op(const std::string& name, StepOp* out);
-// Copies move a tensor between the arena and a host buffer; every other op is a compute kernel.
-inline bool is_copy(StepOp o) { return o == StepOp::Offload || o == StepOp::Prefetch; }
-
 struct PlanStep {
   int id = -1;
   Stream stream = Stream::Compute;
@@ -85,7 +75,7 @@ struct PlanStep {
 // mu-cuDNN Fig. 10-style summary of one convolution kernel's choice in the forward/backward pass.
 struct PlanKernel {
   std::string layer;
-  std::string op;  // forward | backward_data | backward_filter
+  StepOp op = StepOp::Forward;  // Forward, BackwardData or BackwardFilter
   std::vector<MicroStep> config;
   std::int64_t workspace_bytes = 0;
   std::int64_t time_ns = 0;

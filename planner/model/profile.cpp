@@ -60,10 +60,12 @@ std::vector<std::int64_t> micro_batch_sizes(SizesPolicy policy, std::int64_t bat
 
 namespace {
 
-int op_rank(const std::string& op) {
-  static const char* order[] = {"forward", "backward", "backward_data", "backward_filter", "update"};
+// The canonical order of a signature's costs (the ops a profile can hold; 5 for the others).
+int op_rank(StepOp op) {
+  constexpr StepOp kOrder[] = {StepOp::Forward, StepOp::Backward, StepOp::BackwardData, StepOp::BackwardFilter,
+                               StepOp::Update};
   for (int i = 0; i < 5; ++i)
-    if (op == order[i]) return i;
+    if (op == kOrder[i]) return i;
   return 5;
 }
 
@@ -164,8 +166,10 @@ Profile load_profile(const std::string& path) {
     for (const auto& cr : sr.at("costs").array()) {
       cr.allow_only({"op", "algo", "batch", "status", "seconds", "spread", "workspace_bytes"});
       OpCost c;
-      c.op = cr.at("op").string();
-      if (op_rank(c.op) == 5) cr.at("op").fail(fmt::format("unknown op \"{}\"", c.op));
+      const std::string op = cr.at("op").string();
+      if (!parse_step_op(op, &c.op) || op_rank(c.op) == 5)
+        cr.at("op").fail(
+            fmt::format("unknown op \"{}\" (forward, backward, backward_data, backward_filter, update)", op));
       c.algo = cr.at("algo").string();
       c.batch = cr.at("batch").integer(0, p.batch);
       c.status = cr.string_or("status", "ok");
@@ -218,7 +222,7 @@ std::string profile_to_json_text(const Profile& p) {
     OrderedJson costs = OrderedJson::array();
     for (const auto& c : s.costs) {
       OrderedJson cj;
-      cj["op"] = c.op;
+      cj["op"] = step_op_name(c.op);
       cj["algo"] = c.algo;
       cj["batch"] = c.batch;
       cj["status"] = c.status;

@@ -13,17 +13,18 @@
 #include <string>
 #include <vector>
 
+#include "ops.h"
 #include "precision.h"
 
 namespace ucplan {
 
 struct OpCost {
-  std::string op;             // forward | backward | backward_data | backward_filter | update
-  std::string algo;           // conv: algorithm name; others: "default"
-  std::int64_t batch = 0;     // micro-batch size; 0 for update (independent of the batch)
-  std::string status = "ok";  // ok | unsupported | out_of_memory | failed: REASON
-  double seconds = 0;         // median over repeats (status ok only)
-  double spread = 0;          // (max - min) / median over repeats
+  StepOp op = StepOp::Forward;  // Forward, Backward, BackwardData, BackwardFilter or Update
+  std::string algo;             // conv: algorithm name; others: "default"
+  std::int64_t batch = 0;       // micro-batch size; 0 for update (independent of the batch)
+  std::string status = "ok";    // ok | unsupported | out_of_memory | failed: REASON
+  double seconds = 0;           // median over repeats (status ok only)
+  double spread = 0;            // (max - min) / median over repeats
   std::int64_t workspace_bytes = 0;
   bool ok() const { return status == "ok"; }
 };

@@ -44,11 +44,11 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
   ct.tasks.resize(tg.tasks.size());
   ct.forward_task.assign(g.layers.size(), -1);
   // Costs are shared by every task with the same signature and op: compute each once.
-  std::map<std::pair<std::string, std::string>, TaskCost> memo;
+  std::map<std::pair<std::string, StepOp>, TaskCost> memo;
   for (const Task& t : tg.tasks) {
     if (t.kind == TaskKind::Forward) ct.forward_task[t.layer] = t.id;
     const std::string sig = layer_signature(g, t.layer);
-    const std::string op = task_kind_name(t.kind);  // profile ops are named as tasks are
+    const StepOp op = step_op_of(t.kind);  // a profile costs each task kind's op
     auto key = std::make_pair(sig, op);
     auto it = memo.find(key);
     if (it != memo.end()) {
@@ -74,7 +74,7 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
       tc.front = pareto_front(options, sub_batch);
       if (tc.front.empty())
         throw UserError(
-            file, fmt::format("layer {} ({})", layer, op),
+            file, fmt::format("layer {} ({})", layer, step_op_name(op)),
             fmt::format("no working algorithm measured whose micro-batches can make up {} samples", sub_batch));
       tc.time_ns = tc.front.back().time_ns;
       tc.baseline_ns = tc.front.front().time_ns;
@@ -90,7 +90,7 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
         if (c.op == op && c.ok() && c.batch == want && (!best || c.seconds < best->seconds)) best = &c;
       if (!best)
         throw UserError(
-            file, fmt::format("layer {} ({})", layer, op),
+            file, fmt::format("layer {} ({})", layer, step_op_name(op)),
             want == 0 ? std::string("no update cost in the profile")
                       : fmt::format("no successful measurement at batch {} (sizes measured: see \"sizes\")", want));
       tc.time_ns = seconds_to_ns(best->seconds);

@@ -906,7 +906,7 @@ bool Scheduler::run_task(int pos) {
     const TaskCost& c = costs_.tasks[task];
     PlanKernel k;
     k.layer = a.layer;
-    k.op = step_op_name(a.op);
+    k.op = a.op;
     k.config = a.config;
     k.workspace_bytes = c.front[idx].workspace_bytes;
     k.time_ns = c.front[idx].time_ns;

@@ -135,7 +135,7 @@ class Mutator {
     return out;
   }
   PlanKernel* kernel_for(Plan& p, const PlanStep& s) {
-    const std::string op = step_op_name(s.op == StepOp::Recompute ? StepOp::Forward : s.op);
+    const StepOp op = s.op == StepOp::Recompute ? StepOp::Forward : s.op;
     for (auto& k : p.kernels)
       if (k.layer == s.layer && k.op == op) return &k;
     return nullptr;
