@@ -80,7 +80,22 @@ cpu::ActivationDims activation_dims(const GraphLayer& l) {
     case LayerType::Gelu:
       d.f = l.spec.gelu.tanh ? cpu::Activation::GeluTanh : cpu::Activation::Gelu;
       break;
-    default:
+    case LayerType::Input:
+    case LayerType::Conv:
+    case LayerType::Relu:
+    case LayerType::Pool:
+    case LayerType::BatchNorm:
+    case LayerType::Lrn:
+    case LayerType::Fc:
+    case LayerType::Dropout:
+    case LayerType::Add:
+    case LayerType::Concat:
+    case LayerType::SoftmaxLoss:
+    case LayerType::Mul:
+    case LayerType::Scale:
+    case LayerType::LayerNorm:
+    case LayerType::ChannelShuffle:
+    case LayerType::Slice:
       UCPLAN_CHECK(false, std::string("not a point-wise activation: ") + layer_type_name(l.type()));
   }
   return d;

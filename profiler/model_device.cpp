@@ -516,7 +516,9 @@ bool other_kernels(const GraphLayer& l, TaskKind op, double b, double eb, std::v
       k.bytes = eb * (fwd ? 2 * in + y : 3 * in + 2 * y);
       k.launches = 2;
       break;
-    default:
+    case LayerType::Input:
+    case LayerType::Conv:
+    case LayerType::Fc:
       return false;
   }
   out->push_back(k);
@@ -571,19 +573,11 @@ class ModelRunner final : public Runner {
   std::vector<std::string> algorithms(const Graph& g, int layer, TaskKind op) override {
     if (layer < 0 || layer >= static_cast<int>(g.layers.size())) return {};
     const GraphLayer& l = g.layers[layer];
-    if (op == TaskKind::Update) return l.has_weights() ? std::vector<std::string>{"sgd"} : std::vector<std::string>{};
+    if (!layer_has_task(l, op)) return {};
+    if (op == TaskKind::Update) return {"sgd"};
     ConvOp cop;
-    switch (l.type()) {
-      case LayerType::Input:
-        return {};
-      case LayerType::Conv:
-        return conv_op_of(op, &cop) ? conv_algorithms(cop) : std::vector<std::string>{};
-      case LayerType::Fc:
-        return conv_op_of(op, &cop) ? std::vector<std::string>{"default"} : std::vector<std::string>{};
-      default:
-        return op == TaskKind::Forward || op == TaskKind::Backward ? std::vector<std::string>{"default"}
-                                                                   : std::vector<std::string>{};
-    }
+    if (l.type() == LayerType::Conv && conv_op_of(op, &cop)) return conv_algorithms(cop);
+    return {"default"};
   }
 
   Measurement measure(const Graph& g, int layer, TaskKind op, const std::string& algo, std::int64_t batch,

@@ -85,9 +85,27 @@ std::pair<double, double> pointwise_flops(LayerType t) {
       return {2, 3};
     case LayerType::Gelu:
       return {8, 12};
-    default:
+    case LayerType::Relu:
       return {1, 1};
+    // Not point-wise: their FLOPs are counted by shape inference.
+    case LayerType::Input:
+    case LayerType::Conv:
+    case LayerType::Pool:
+    case LayerType::BatchNorm:
+    case LayerType::Lrn:
+    case LayerType::Fc:
+    case LayerType::Dropout:
+    case LayerType::Add:
+    case LayerType::Concat:
+    case LayerType::SoftmaxLoss:
+    case LayerType::Mul:
+    case LayerType::Scale:
+    case LayerType::LayerNorm:
+    case LayerType::ChannelShuffle:
+    case LayerType::Slice:
+      break;
   }
+  return {1, 1};
 }
 
 class ShapeInference {
@@ -444,7 +462,16 @@ std::string layer_signature(const Graph& g, int layer) {
     case LayerType::Slice:
       params = fmt::format("c{}:{}", s.slice.begin, s.slice.end);
       break;
-    default:
+    case LayerType::Input:
+    case LayerType::Relu:
+    case LayerType::Add:
+    case LayerType::Concat:
+    case LayerType::SoftmaxLoss:
+    case LayerType::Sigmoid:
+    case LayerType::HardSwish:
+    case LayerType::Silu:
+    case LayerType::Mul:
+    case LayerType::Scale:
       break;
   }
   std::string sig = fmt::format("{} {}", layer_type_name(l.type()), in);

@@ -252,7 +252,22 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
         grad_out(t, gl.inputs[0]);
         break;
       }
-      default: {
+      case LayerType::Input:
+      case LayerType::Relu:
+      case LayerType::Pool:
+      case LayerType::Lrn:
+      case LayerType::Dropout:
+      case LayerType::Add:
+      case LayerType::Concat:
+      case LayerType::Sigmoid:
+      case LayerType::HardSigmoid:
+      case LayerType::HardSwish:
+      case LayerType::Silu:
+      case LayerType::Clip:
+      case LayerType::Gelu:
+      case LayerType::Mul:
+      case LayerType::ChannelShuffle:
+      case LayerType::Slice: {
         Task& t = new_task(TaskKind::Backward, l);
         switch (gl.type()) {
           case LayerType::Relu:
@@ -294,7 +309,13 @@ TaskGraph build_tasks(const Graph& g, const std::vector<int>& route) {
           case LayerType::Slice:
             t.reads = {dy};
             break;
-          default:
+          case LayerType::Input:
+          case LayerType::Conv:
+          case LayerType::BatchNorm:
+          case LayerType::Fc:
+          case LayerType::SoftmaxLoss:
+          case LayerType::Scale:
+          case LayerType::LayerNorm:
             UCPLAN_CHECK(false, fmt::format("no backward for a {} layer", layer_type_name(gl.type())));
         }
         for (int in : gl.inputs) grad_out(t, in);

@@ -169,7 +169,16 @@ Layer read_layer(const JsonReader& at_index) {
       if (l.slice.end <= l.slice.begin) r.at("end").fail(fmt::format("must be greater than begin {}", l.slice.begin));
       break;
     }
-    default:
+    case LayerType::Input:
+    case LayerType::Relu:
+    case LayerType::Add:
+    case LayerType::Concat:
+    case LayerType::SoftmaxLoss:
+    case LayerType::Sigmoid:
+    case LayerType::HardSwish:
+    case LayerType::Silu:
+    case LayerType::Mul:
+    case LayerType::Scale:
       r.allow_only({"name", "type", "inputs"});
       break;
   }
@@ -297,7 +306,16 @@ OrderedJson network_to_json(const Network& net) {
         lj["begin"] = l.slice.begin;
         lj["end"] = l.slice.end;
         break;
-      default:
+      case LayerType::Input:
+      case LayerType::Relu:
+      case LayerType::Add:
+      case LayerType::Concat:
+      case LayerType::SoftmaxLoss:
+      case LayerType::Sigmoid:
+      case LayerType::HardSwish:
+      case LayerType::Silu:
+      case LayerType::Mul:
+      case LayerType::Scale:
         break;
     }
     layers.push_back(std::move(lj));
