@@ -58,8 +58,8 @@ std::int64_t forward_ns(const TaskGraph& tg, const CostTable& costs, int t) {
 // gets every move considered; a small one gets them one by one. Passes repeat until none
 // improves or the work budget (simulated steps plus arena blocks looked at: deterministic,
 // unlike a time limit) is spent.
-void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::vector<Residency>& best_table,
-                            Placement placement, std::vector<ScheduleResult::Candidate>& log) {
+void descend(const ScheduleInput& in, ScheduleResult& best, std::vector<Residency>& best_table, Placement placement,
+             std::vector<ScheduleResult::Candidate>& log, std::int64_t& spent, const std::string& name) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
   const CostTable& costs = *in.costs;
@@ -67,7 +67,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
   const std::vector<char> need = backward_needed(tg);
   constexpr int kMaxPasses = 4;
   const std::int64_t budget = in.local_search_budget;  // default: about 0.5 s of simulation on one core
-  std::int64_t spent = 0, last_cost = std::max<std::int64_t>(best.work, 1);
+  std::int64_t last_cost = std::max<std::int64_t>(best.work, 1);
   int tried = 0, accepted = 0;
   auto run = [&](const std::vector<Residency>& table) {
     ScheduleResult r = simulate_ucplan_table(in, table, placement, best);
@@ -140,12 +140,73 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
       const std::size_t group = std::max<std::size_t>(1, (list->size() + affordable - 1) / affordable);
       for (std::size_t lo = 0; lo < list->size(); lo += group) try_moves(*list, lo, std::min(list->size(), lo + group));
     }
-    log.push_back({fmt::format("local search pass {}: {} simulations, {} moves kept", pass + 1, tried,
-                               accepted - accepted_before),
-                   best.round_ns, ""});
+    log.push_back(
+        {fmt::format("{} pass {}: {} simulations, {} moves kept", name, pass + 1, tried, accepted - accepted_before),
+         best.round_ns, ""});
     tried = 0;
     if (accepted == accepted_before) break;
   }
+}
+
+// Iterated local search (Lourenco, Martin and Stuetzle, "Iterated Local Search", 2003): once the
+// descent above finds no move that helps, a few decisions of the best table are changed at random
+// (a kick: kept to recomputed or offloaded, recomputed or offloaded back to kept) and the descent
+// starts again from there; the better local optimum is kept. The generator is seeded, so the plan
+// stays deterministic. Kicks go on while the work budget lasts, and for at most a few times the
+// work of the first descent: a small network, whose descent ends early, gets many; a large one,
+// whose descent spends the budget, none.
+void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::vector<Residency>& best_table,
+                            Placement placement, std::vector<ScheduleResult::Candidate>& log) {
+  const Graph& g = *in.graph;
+  const TaskGraph& tg = *in.tasks;
+  std::int64_t spent = 0;
+  descend(in, best, best_table, placement, log, spent, "local search");
+  const std::vector<char> need = backward_needed(tg);
+  std::vector<int> movable;
+  for (int t = 0; t < static_cast<int>(tg.tensors.size()); ++t) {
+    const Tensor& x = tg.tensors[t];
+    if (x.kind == TensorKind::Activation && x.layer != 0 && !x.host_input && need[t] &&
+        g.layers[x.layer].type() != LayerType::SoftmaxLoss)
+      movable.push_back(t);
+  }
+  if (movable.size() < 2) return;
+  std::uint64_t state = 0x2545F4914F6CDD1DULL;
+  auto next = [&state](std::uint64_t n) {  // SplitMix64 (Steele, Lea and Flood 2014), uniform enough for kicks
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return (z ^ (z >> 31)) % n;
+  };
+  // At most kKickShare times the work of the first descent, so kicks cost in proportion to it.
+  constexpr int kMaxKicks = 64;
+  constexpr std::int64_t kKickShare = 8;
+  const std::int64_t kick_budget = std::min(in.local_search_budget, spent * (1 + kKickShare));
+  int kicks = 0, kept = 0;
+  for (; kicks < kMaxKicks && spent <= kick_budget; ++kicks) {
+    std::vector<Residency> table = best_table;
+    const std::uint64_t changes = 2 + next(3);
+    for (std::uint64_t c = 0; c < changes; ++c) {
+      const int t = movable[next(movable.size())];
+      if (table[t] != Residency::Keep)
+        table[t] = Residency::Keep;
+      else
+        table[t] = in.offload && next(2) ? Residency::Offload : Residency::Recompute;
+    }
+    bound_segments(g, tg, table);
+    if (table == best_table) continue;
+    ScheduleResult start = simulate_ucplan_table(in, table, placement, ScheduleResult{});
+    spent += start.work;
+    if (!start.ok) continue;
+    std::vector<ScheduleResult::Candidate> unlogged;
+    descend(in, start, table, placement, unlogged, spent, "kick");
+    if (better(start, best)) {
+      best = std::move(start);
+      best_table = std::move(table);
+      ++kept;
+    }
+  }
+  if (kicks > 0)
+    log.push_back({fmt::format("iterated local search: {} kicks, {} kept", kicks, kept), best.round_ns, ""});
 }
 
 ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out) {
