@@ -253,8 +253,7 @@ class CudaBackend : public Backend {
                                                        : cuda::DataType::Float,
              /*tensor_op_math=*/g.precision != Precision::PseudoFP16),
         loss_(sizeof(double)),
-        half_(low_precision_storage(g.precision)),
-        half_kind_(storage_of(g.precision) == Storage::BF16 ? 0 : 1) {
+        half_(low_precision_storage(g.precision)) {
     description_ = fmt::format(
         "cuda:{} ({}, cuDNN {}, {})", index_, device_.name(), cuda::library_versions().cudnn,
         g.precision == Precision::TF32 ? "TF32 tensor-op math"
@@ -606,7 +605,7 @@ class CudaBackend : public Backend {
           UCPLAN_CUDA(cudaMemsetAsync(dw16, 0, static_cast<std::size_t>(params) * 2, compute_.get()));
           cuda::conv_backward_filter(ctx_, d, m.algo, at(a.x.at(0), done * in_bytes), at(a.dy, done * out_bytes), dw16,
                                      l.bias_elems ? at(dw16, l.weight_elems * 2) : nullptr, a.workspace, ws);
-          cuda::detail::launch_accumulate_widened(compute_.get(), half_kind_, params, dw16, a.dw);
+          cuda::detail::launch_accumulate_widened(compute_.get(), ctx_.data_type(), params, dw16, a.dw);
           break;
       }
       done += m.batch;
@@ -642,7 +641,7 @@ class CudaBackend : public Backend {
     const std::int64_t params = l.params();
     if (op == StepOp::Update) {
       run(a);
-      if (gemm_layer) cuda::detail::launch_narrow(st, half_kind_, params, a.w, const_cast<float*>(a.w) + params);
+      if (gemm_layer) cuda::detail::launch_narrow(st, ctx_.data_type(), params, a.w, const_cast<float*>(a.w) + params);
       return;
     }
     const bool fwd = op == StepOp::Forward || op == StepOp::Recompute;
@@ -650,7 +649,7 @@ class CudaBackend : public Backend {
     std::size_t slot = 0;
     auto widen = [&](const float* src, std::int64_t count) {
       float* d = scratch(slot++, count);
-      cuda::detail::launch_widen(st, half_kind_, count, src, d);
+      cuda::detail::launch_widen(st, ctx_.data_type(), count, src, d);
       return d;
     };
     LayerArgs b = a;
@@ -666,10 +665,10 @@ class CudaBackend : public Backend {
       }
     if (a.w && gemm_layer) b.w = widen(a.w + params, params);
     run(b);
-    if (fwd && a.y && !y_fp32) cuda::detail::launch_narrow(st, half_kind_, out, b.y, a.y);
+    if (fwd && a.y && !y_fp32) cuda::detail::launch_narrow(st, ctx_.data_type(), out, b.y, a.y);
     if (!fwd)
       for (std::size_t i = 0; i < a.dx.size(); ++i)
-        if (a.dx[i]) cuda::detail::launch_narrow(st, half_kind_, in_elems(l, i) * n, b.dx[i], a.dx[i]);
+        if (a.dx[i]) cuda::detail::launch_narrow(st, ctx_.data_type(), in_elems(l, i) * n, b.dx[i], a.dx[i]);
   }
 
   // Device scratch slot `i` of at least `count` floats (growing it synchronizes: warm-up only).
@@ -773,7 +772,6 @@ class CudaBackend : public Backend {
   cuda::Context ctx_;        // cuDNN + cuBLAS handles on the compute stream, no TF32
   cuda::DeviceBuffer loss_;  // the softmax loss (one double), kept on the device
   const bool half_;          // bf16 / fp16 storage: run_widened
-  const int half_kind_;      // launch_widen's kind: 0 bfloat16, 1 half
   std::vector<cuda::DeviceBuffer> scratch_;
   cuda::Event begin_;
   std::string description_;

@@ -610,7 +610,7 @@ detail::PoolShape pool_shape(const PoolDims& d) {
 void pool_forward(Context& ctx, const PoolDims& d, const float* x, float* y) {
   if (d.n == 0) return;
   PoolEntry& e = pool_entry(ctx, d);
-  if (!e.use_cudnn) return detail::launch_pool_forward(ctx.stream(), pool_shape(d), x, y);
+  if (!e.use_cudnn) return detail::launch_pool_forward(ctx.stream(), DataType::Float, pool_shape(d), x, y);
   UCPLAN_CUDA(cudnnPoolingForward(ctx.cudnn(), e.desc.get(), &kOne, e.x.get(), x, &kZero, e.y.get(), y));
 }
 
@@ -618,7 +618,8 @@ void pool_backward(Context& ctx, const PoolDims& d, const float* x, const float*
                    bool accumulate) {
   if (d.n == 0) return;
   PoolEntry& e = pool_entry(ctx, d);
-  if (!e.use_cudnn) return detail::launch_pool_backward(ctx.stream(), pool_shape(d), x, y, dy, dx, accumulate);
+  if (!e.use_cudnn)
+    return detail::launch_pool_backward(ctx.stream(), DataType::Float, pool_shape(d), x, y, dy, dx, accumulate);
   // Average pooling reads neither x nor y, which the caller may have freed (liveness: avg-pool's
   // backward reads nothing); cuDNN still wants non-null pointers of the right shapes.
   const float* ys = y ? y : dy;
@@ -681,7 +682,7 @@ void bn_forward_training(Context& ctx, const BnDims& d, const float* x, const fl
 
 void bn_forward_saved(Context& ctx, const BnDims& d, const float* x, const float* gamma, const float* beta,
                       const float* saved, float* y) {
-  detail::launch_bn_forward_saved(ctx.stream(), d.n, d.c, d.h * d.w, x, gamma, beta, saved, y);
+  detail::launch_bn_forward_saved(ctx.stream(), DataType::Float, d.n, d.c, d.h * d.w, x, gamma, beta, saved, y);
 }
 
 void bn_backward(Context& ctx, const BnDims& d, const float* x, const float* gamma, const float* saved, const float* dy,
@@ -730,7 +731,7 @@ detail::LrnShape lrn_shape(const LrnDims& d) {
 
 void lrn_forward(Context& ctx, const LrnDims& d, const float* x, float* y) {
   if (d.n == 0) return;
-  if (!lrn_cudnn_matches(d)) return detail::launch_lrn_forward(ctx.stream(), lrn_shape(d), x, y);
+  if (!lrn_cudnn_matches(d)) return detail::launch_lrn_forward(ctx.stream(), DataType::Float, lrn_shape(d), x, y);
   cudnnLRNDescriptor_t l = lrn_desc(ctx, d);
   const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
   UCPLAN_CUDA(
@@ -740,7 +741,8 @@ void lrn_forward(Context& ctx, const LrnDims& d, const float* x, float* y) {
 void lrn_backward(Context& ctx, const LrnDims& d, const float* x, const float* y, const float* dy, float* dx,
                   bool accumulate) {
   if (d.n == 0) return;
-  if (!lrn_cudnn_matches(d)) return detail::launch_lrn_backward(ctx.stream(), lrn_shape(d), x, y, dy, dx, accumulate);
+  if (!lrn_cudnn_matches(d))
+    return detail::launch_lrn_backward(ctx.stream(), DataType::Float, lrn_shape(d), x, y, dy, dx, accumulate);
   cudnnLRNDescriptor_t l = lrn_desc(ctx, d);
   const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
   UCPLAN_CUDA(cudnnLRNCrossChannelBackward(ctx.cudnn(), l, CUDNN_LRN_CROSS_CHANNEL_DIM1, &kOne, t.get(), y, t.get(), dy,
@@ -802,7 +804,7 @@ void fc_backward_filter(Context& ctx, const FcDims& d, const float* x, const flo
       auto* ones32 = static_cast<float*>(ctx.scratch(static_cast<std::size_t>(d.n) * 6));
       void* ones16 = ones32 + d.n;
       detail::launch_fill_uniform(ctx.stream(), d.n, 0, 1.0f, 1.0f, ones32);
-      detail::launch_narrow(ctx.stream(), ctx.data_type() == DataType::BFloat16 ? 0 : 1, d.n, ones32, ones16);
+      detail::launch_narrow(ctx.stream(), ctx.data_type(), d.n, ones32, ones16);
       gemm_ex(ctx, CUBLAS_OP_N, CUBLAS_OP_N, out, 1, n, dy, out, ones16, n, &kOne, dbias, CUDA_R_32F, out);
     }
     return;
@@ -826,17 +828,18 @@ std::uint64_t dropout_keep_hash(std::uint64_t seed, std::uint64_t index) { retur
 
 void dropout_forward(Context& ctx, std::int64_t n, std::int64_t per_sample, std::int64_t first_sample, double ratio,
                      std::uint64_t seed, const float* x, float* y, std::uint8_t* mask) {
-  detail::launch_dropout_forward(ctx.stream(), n * per_sample, static_cast<std::uint64_t>(first_sample * per_sample),
-                                 seed, ratio, dropout_scale(ratio), x, y, mask);
+  detail::launch_dropout_forward(ctx.stream(), DataType::Float, n * per_sample,
+                                 static_cast<std::uint64_t>(first_sample * per_sample), seed, ratio,
+                                 dropout_scale(ratio), x, y, mask);
 }
 
 void dropout_apply(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* x, float* y) {
-  detail::launch_dropout_apply(ctx.stream(), count, dropout_scale(ratio), mask, x, y, false);
+  detail::launch_dropout_apply(ctx.stream(), DataType::Float, count, dropout_scale(ratio), mask, x, y, false);
 }
 
 void dropout_backward(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* dy,
                       float* dx, bool accumulate) {
-  detail::launch_dropout_apply(ctx.stream(), count, dropout_scale(ratio), mask, dy, dx, accumulate);
+  detail::launch_dropout_apply(ctx.stream(), DataType::Float, count, dropout_scale(ratio), mask, dy, dx, accumulate);
 }
 
 // ---- add, concat ----
@@ -848,14 +851,14 @@ void add_forward(Context& ctx, std::int64_t count, const std::vector<const float
     detail::SumInputs in{};
     in.count = static_cast<int>(std::min<std::size_t>(detail::kMaxSumInputs, xs.size() - first));
     for (int j = 0; j < in.count; ++j) in.p[j] = xs[first + j];
-    detail::launch_sum(ctx.stream(), count, in, first > 0, y);
+    detail::launch_sum(ctx.stream(), DataType::Float, DataType::Float, count, in, first > 0, y);
   }
 }
 
 void add_backward(Context& ctx, std::int64_t count, const float* dy, float* dx, bool accumulate) {
   if (count <= 0) return;
   if (accumulate)
-    detail::launch_add_inplace(ctx.stream(), count, dy, dx);
+    detail::launch_add_inplace(ctx.stream(), DataType::Float, count, dy, dx);
   else
     UCPLAN_CUDA(cudaMemcpyAsync(dx, dy, count * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
 }
@@ -886,7 +889,7 @@ void concat_backward(Context& ctx, std::int64_t n, std::int64_t hw, const std::v
   const std::int64_t width = cs[i] * hw;
   if (n <= 0 || width <= 0) return;
   if (accumulate)
-    detail::launch_copy_rows(ctx.stream(), n, width, dy + offset * hw, total * hw, dx, width, true);
+    detail::launch_copy_rows(ctx.stream(), DataType::Float, n, width, dy + offset * hw, total * hw, dx, width, true);
   else
     UCPLAN_CUDA(cudaMemcpy2DAsync(dx, width * sizeof(float), dy + offset * hw, total * hw * sizeof(float),
                                   width * sizeof(float), n, cudaMemcpyDeviceToDevice, ctx.stream()));
@@ -903,7 +906,7 @@ void softmax_loss(Context& ctx, std::int64_t n, std::int64_t k, const float* x, 
     UCPLAN_CUDA(cudnnSoftmaxForward(ctx.cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, t.get(), x,
                                     &kZero, t.get(), prob));
   }
-  detail::launch_softmax_loss_sum(ctx.stream(), n, k, x, labels, per_sample, loss_device);
+  detail::launch_softmax_loss_sum(ctx.stream(), DataType::Float, n, k, x, labels, per_sample, loss_device, nullptr);
 }
 }  // namespace
 
@@ -925,7 +928,7 @@ double softmax_loss_forward(Context& ctx, std::int64_t n, std::int64_t k, const 
 
 void softmax_loss_backward(Context& ctx, std::int64_t n, std::int64_t k, const float* prob, const std::int32_t* labels,
                            double scale, float* dx, bool accumulate) {
-  detail::launch_softmax_loss_backward(ctx.stream(), n, k, prob, labels, scale, dx, accumulate);
+  detail::launch_softmax_loss_backward(ctx.stream(), DataType::Float, n, k, prob, labels, scale, dx, accumulate);
 }
 
 // ---- update, fills ----

@@ -35,6 +35,7 @@
 
 #include "executor/cpu/kernels.h"
 #include "executor/cuda/cuda_check.h"
+#include "executor/cuda/storage_type.h"
 
 namespace ucplan::cuda {
 
@@ -64,13 +65,13 @@ const char* conv_op_name(ConvOp op);  // "forward" | "backward_data" | "backward
 std::int64_t conv_out_h(const ConvDims& d);
 std::int64_t conv_out_w(const ConvDims& d);
 
-// Element type of the data a context's convolutions and fc read and write (precision.h storage):
+// Element type (DataType, storage_type.h) of the data a context's convolutions and fc read and write
+// (precision.h storage):
 // FP32, or 16-bit with an FP32 compute type (cuDNN's PSEUDO_HALF configuration; cuBLAS GemmEx with
 // CUBLAS_COMPUTE_32F). In a 16-bit context, conv x, w, bias, y, dx, dy and conv dw, dbias point to
 // 16-bit elements (cuDNN requires the filter gradient in the data's type: callers accumulate it
 // into their FP32 gradient), and fc x, w, bias, y, dx, dy too, while fc dw and dbias stay FP32
 // (GemmEx writes them in FP32 directly). Every other op of the context stays FP32.
-enum class DataType { Float, Half, BFloat16 };
 
 // Handles bound to one stream, the math mode, and the descriptor cache: descriptors are made
 // once per op shape (dims + micro-batch size) and reused, so replaying a plan creates none after

@@ -107,11 +107,8 @@ class CudaRunner final : public Runner {
         device_(device_index),
         ctx_(stream_.get(), options.allow_tf32),
         half_(options.storage != Storage::F32),
-        half_kind_(options.storage == Storage::BF16 ? 0 : 1) {
-    if (half_)
-      half_ctx_ = std::make_unique<Context>(
-          stream_.get(), false, options.storage == Storage::BF16 ? cuda::DataType::BFloat16 : cuda::DataType::Half,
-          !options.pseudo_half);
+        half_type_(options.storage == Storage::BF16 ? cuda::DataType::BFloat16 : cuda::DataType::Half) {
+    if (half_) half_ctx_ = std::make_unique<Context>(stream_.get(), false, half_type_, !options.pseudo_half);
     uuid_ = device_.uuid();  // NVML's, when it answers, replaces it (the same text)
     note_overhead();
     sample_conditions(true);
@@ -367,7 +364,7 @@ class CudaRunner final : public Runner {
       float* w = b.floats(2 * count);  // room for the 16-bit copy after the master
       const float* dw = b.floats(count);
       const bool copy = half_ && (l.type() == LayerType::Conv || l.type() == LayerType::Fc);
-      const int kind = half_kind_;
+      const cuda::DataType kind = half_type_;
       cudaStream_t st = stream_.get();
       return [&ctx, count, w, dw, copy, kind, st] {
         cuda::sgd_update(ctx, count, 0.01, dw, w);
@@ -391,7 +388,7 @@ class CudaRunner final : public Runner {
       float* scratch = b.floats(std::max(widen, narrow));
       const void* src16 = b.raw(std::max<std::int64_t>(widen, 1) * 2);
       void* dst16 = b.raw(std::max<std::int64_t>(narrow, 1) * 2);
-      const int kind = half_kind_;
+      const cuda::DataType kind = half_type_;
       cudaStream_t st = stream_.get();
       return [op_run, widen, narrow, scratch, src16, dst16, kind, st] {
         cuda::detail::launch_widen(st, kind, widen, src16, scratch);
@@ -713,7 +710,7 @@ class CudaRunner final : public Runner {
           void* dw16 = b.raw(params * 2);
           float* dw32 = b.floats(params);
           float* db16 = d.bias ? reinterpret_cast<float*>(static_cast<char*>(dw16) + nw * 2) : nullptr;
-          const int kind = half_kind_;
+          const cuda::DataType kind = half_type_;
           cudaStream_t st = stream_.get();
           return [&ctx, d, a, x, dy, dw16, db16, dw32, params, kind, st, work, ws] {
             UCPLAN_CUDA(cudaMemsetAsync(dw16, 0, static_cast<std::size_t>(params) * 2, st));
@@ -809,7 +806,7 @@ class CudaRunner final : public Runner {
   Stream stream_;
   Context ctx_;
   const bool half_;                    // bf16 / fp16 storage (options_.storage)
-  const int half_kind_;                // launch_widen's kind: 0 bfloat16, 1 half
+  const cuda::DataType half_type_;     // the 16-bit storage type (when half_)
   std::unique_ptr<Context> half_ctx_;  // conv and fc at bf16 / fp16
   std::int64_t overhead_ = 0;
   std::string nvml_why_ = "NVML not queried", driver_version_, uuid_ = "unknown";
