@@ -613,7 +613,7 @@ void check_modern_layers(Context& ctx) {
     const auto dg = download<float>(ctx, DG, c);
     check("scale backward dgamma (accumulated)", dg_ref, dg, 1e-5);
     std::vector<float> dg_emu = dg0;
-    cuda::host::scale_backward(n, c, plane, x.data(), nullptr, dy.data(), nullptr, false, dg_emu.data());
+    cuda::host::scale_backward<float>(n, c, plane, x.data(), nullptr, dy.data(), nullptr, false, dg_emu.data());
     check("scale backward dgamma = host emulation (bitwise)", dg_emu, dg, 0);
     auto DG2 = upload(dg0);  // no dx: gamma is not given
     cuda::scale_backward(ctx, n, c, plane, X.as<float>(), nullptr, DY.as<float>(), nullptr, false, DG2.as<float>());
@@ -644,7 +644,7 @@ void check_modern_layers(Context& ctx) {
     check(label + " backward dgamma, dbeta (accumulated)", dgb_ref, dgb, 1e-5);
     std::vector<float> dgb_emu = dgb0;
     const auto s_gpu = download<float>(ctx, S, stats);
-    cuda::host::ln_backward(d, x.data(), gb.data(), s_gpu.data(), dy.data(), nullptr, dgb_emu.data(), true);
+    cuda::host::ln_backward<float>(d, x.data(), gb.data(), s_gpu.data(), dy.data(), nullptr, dgb_emu.data(), true);
     check(label + " backward dgamma, dbeta = host emulation (bitwise)", dgb_emu, dgb, 0);
     auto DGB2 = upload(dgb0);  // no dx
     cuda::ln_backward(ctx, d, X.as<float>(), GB.as<float>(), S.as<float>(), DY.as<float>(), nullptr, DGB2.as<float>(),
