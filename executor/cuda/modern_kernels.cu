@@ -372,10 +372,8 @@ __global__ void slice_backward_kernel(i64 count, i64 c, i64 plane, i64 begin, i6
 
 void check_launch() { UCPLAN_CUDA(cudaGetLastError()); }
 
-// The public functions' float pointers to activations and gradients point to elements of this
-// type (modern_kernels.h); FP32 until the CUDA backend hands its 16-bit operands over unconverted.
-DataType elements(const Context&) { return DataType::Float; }
-
+// The public functions' float pointers to activations and gradients point to elements of the
+// context's data type (kernels_cuda.h): each launcher runs the instantiation of that type.
 template <typename T>
 const T* as(const float* p) {
   return reinterpret_cast<const T*>(p);
@@ -391,7 +389,7 @@ T* as(float* p) {
 
 void activation_forward(Context& ctx, const ActivationDims& d, std::int64_t count, const float* x, float* y) {
   if (count <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     activation_forward_kernel<<<blocks_for(count), kThreads, 0, ctx.stream()>>>(d, count, as<T>(x), as<T>(y));
   });
@@ -401,7 +399,7 @@ void activation_forward(Context& ctx, const ActivationDims& d, std::int64_t coun
 void activation_backward(Context& ctx, const ActivationDims& d, std::int64_t count, const float* v, const float* dy,
                          float* dx, bool accumulate) {
   if (count <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     activation_backward_kernel<<<blocks_for(count), kThreads, 0, ctx.stream()>>>(d, count, as<T>(v), as<T>(dy),
                                                                                  as<T>(dx), accumulate);
@@ -412,7 +410,7 @@ void activation_backward(Context& ctx, const ActivationDims& d, std::int64_t cou
 void mul_forward(Context& ctx, const MulDims& d, const float* x, const float* s, float* y) {
   const i64 count = d.n * d.c * d.plane;
   if (count <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     mul_forward_kernel<<<blocks_for(count), kThreads, 0, ctx.stream()>>>(d, as<T>(x), as<T>(s), as<T>(y));
   });
@@ -423,7 +421,7 @@ void mul_backward(Context& ctx, const MulDims& d, const float* x, const float* s
                   bool accumulate_dx, float* ds, bool accumulate_ds) {
   const i64 count = d.n * d.c * d.plane;
   if (count <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     if (dx) {
       mul_dx_kernel<<<blocks_for(count), kThreads, 0, ctx.stream()>>>(d, as<T>(s), as<T>(dy), as<T>(dx), accumulate_dx);
@@ -444,7 +442,7 @@ void scale_forward(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t pl
                    float* y) {
   const i64 count = n * c * plane;
   if (count <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     scale_forward_kernel<<<blocks_for(count), kThreads, 0, ctx.stream()>>>(count, c, plane, as<T>(x), gamma, as<T>(y));
   });
@@ -459,7 +457,7 @@ void scale_backward(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t p
                     const float* gamma, const float* dy, float* dx, bool accumulate, float* dgamma) {
   const i64 count = n * c * plane;
   if (count <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     if (dgamma) {
       auto* part = static_cast<double*>(ctx.scratch(scale_backward_scratch_bytes(n, c)));
@@ -479,7 +477,7 @@ void ln_forward_training(Context& ctx, const LnDims& d, const float* x, const fl
                          float* saved) {
   const i64 pixels = d.n * d.h * d.w;
   if (pixels <= 0 || d.c <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     ln_stats_kernel<<<blocks_for(pixels), kThreads, 0, ctx.stream()>>>(d, as<T>(x), saved);
   });
@@ -492,7 +490,7 @@ void ln_forward_saved(Context& ctx, const LnDims& d, const float* x, const float
                       const float* saved, float* y) {
   const i64 count = d.n * d.c * d.h * d.w;
   if (count <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     ln_forward_saved_kernel<<<blocks_for(count), kThreads, 0, ctx.stream()>>>(d, as<T>(x), gamma, beta, saved,
                                                                               as<T>(y));
@@ -506,7 +504,7 @@ void ln_backward(Context& ctx, const LnDims& d, const float* x, const float* gam
                  float* dx, float* dgamma_dbeta, bool accumulate) {
   const i64 pixels = d.n * d.h * d.w;
   if (pixels <= 0 || d.c <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     if (dgamma_dbeta) {
       auto* part = static_cast<double*>(ctx.scratch(ln_backward_scratch_bytes(d)));
@@ -526,7 +524,7 @@ void channel_shuffle_forward(Context& ctx, std::int64_t n, std::int64_t c, std::
                              const float* x, float* y) {
   const i64 count = n * c * plane;
   if (count <= 0 || groups <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     shuffle_forward_kernel<<<blocks_for(count), kThreads, 0, ctx.stream()>>>(count, c, plane, groups, as<T>(x),
                                                                              as<T>(y));
@@ -538,7 +536,7 @@ void channel_shuffle_backward(Context& ctx, std::int64_t n, std::int64_t c, std:
                               const float* dy, float* dx, bool accumulate) {
   const i64 count = n * c * plane;
   if (count <= 0 || groups <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     shuffle_backward_kernel<<<blocks_for(count), kThreads, 0, ctx.stream()>>>(count, c, plane, groups, as<T>(dy),
                                                                               as<T>(dx), accumulate);
@@ -550,7 +548,7 @@ void slice_forward(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t pl
                    std::int64_t end, const float* x, float* y) {
   const i64 width = (end - begin) * plane;
   if (n * width <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     slice_forward_kernel<<<blocks_for(n * width), kThreads, 0, ctx.stream()>>>(n * width, c, plane, begin, width,
                                                                                as<T>(x), as<T>(y));
@@ -562,7 +560,7 @@ void slice_backward(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t p
                     std::int64_t end, const float* dy, float* dx, bool accumulate) {
   const i64 count = n * c * plane;
   if (count <= 0) return;
-  with_element_type(elements(ctx), [&](auto e) {
+  with_element_type(ctx.data_type(), [&](auto e) {
     using T = typename decltype(e)::type;
     slice_backward_kernel<<<blocks_for(count), kThreads, 0, ctx.stream()>>>(count, c, plane, begin, end, as<T>(dy),
                                                                             as<T>(dx), accumulate);

@@ -6,6 +6,12 @@
 // scale's and layer norm's dx) may be null here too, and then nothing reads what only they need
 // (scale's gamma without dx, mul's s without dx or x without ds). NaN passes on as on the CPU.
 //
+// Storage: activations and gradients (x, s, y, v, dy, dx, ds) are elements of the Context's data
+// type (kernels_cuda.h), FP32 or 16-bit; gamma, beta, layer norm's saved statistics and dgamma,
+// dgamma_dbeta are FP32 at every precision. A 16-bit element is loaded exactly, the FP32 kernel's
+// arithmetic runs on it, and what is stored is rounded to nearest even once (storage_type.h): the
+// CPU emulation's bits wherever the FP32 kernel gives the CPU's.
+//
 // All are custom kernels (modern_kernels.cu; cuDNN has none of these as a training op). They
 // enqueue on the Context's stream and never synchronize, except that scale_backward and
 // ln_backward use the Context's scratch (scratch_bytes below), whose first growth synchronizes the

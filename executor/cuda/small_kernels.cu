@@ -151,11 +151,6 @@ __global__ void sgd_kernel(std::int64_t n, float lr, const float* dw, float* w) 
 }
 
 template <typename T>
-__global__ void widen_kernel(std::int64_t n, const T* src, float* dst) {
-  UCPLAN_GRID_LOOP(i, n) dst[i] = to_float(src[i]);
-}
-
-template <typename T>
 __global__ void narrow_kernel(std::int64_t n, const float* src, T* dst) {
   UCPLAN_GRID_LOOP(i, n) dst[i] = from_float<T>(src[i]);
 }
@@ -462,15 +457,6 @@ void launch_softmax_loss_backward(cudaStream_t s, DataType t, std::int64_t n, st
 void launch_sgd(cudaStream_t s, std::int64_t n, float lr, const float* dw, float* w) {
   if (n <= 0) return;
   sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, lr, dw, w);
-  UCPLAN_CUDA(cudaGetLastError());
-}
-
-void launch_widen(cudaStream_t s, DataType t, std::int64_t n, const void* src, float* dst) {
-  if (n <= 0) return;
-  with_element_type(t, [&](auto e) {
-    using T = typename decltype(e)::type;
-    widen_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, as<T>(src), dst);
-  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 

@@ -80,9 +80,9 @@ void launch_softmax_loss_backward(cudaStream_t s, DataType t, std::int64_t n, st
 // w -= lr * dw (no FMA contraction: the CPU's bits)
 void launch_sgd(cudaStream_t s, std::int64_t n, float lr, const float* dw, float* w);
 
-// 16-bit storage (t is Half or BFloat16): widen is exact; narrow rounds to nearest even
-// (__float2bfloat16_rn, __float2half_rn), as the CPU's executor/cpu/half.h.
-void launch_widen(cudaStream_t s, DataType t, std::int64_t n, const void* src, float* dst);
+// 16-bit storage (t is Half or BFloat16): dst = src rounded to nearest even (__float2bfloat16_rn,
+// __float2half_rn), as the CPU's executor/cpu/half.h: the weights' 16-bit copy, fc's ones, the
+// FP32 partial sums of a long add.
 void launch_narrow(cudaStream_t s, DataType t, std::int64_t n, const float* src, void* dst);
 // dst[i] += widen(src[i]): a 16-bit gradient added into an FP32 one.
 void launch_accumulate_widened(cudaStream_t s, DataType t, std::int64_t n, const void* src, float* dst);

@@ -132,7 +132,7 @@ class CudaRunner final : public Runner {
     d.versions["math"] =
         half_ ? fmt::format(
                     "{} storage: conv {} data with FLOAT compute ({}), fc cublasGemmEx CUBLAS_COMPUTE_32F; "
-                    "other layers FP32 kernels, their operand conversions timed with them",
+                    "other layers on 16-bit operands with FP32 compute",
                     storage_name(options_.storage), options_.storage == Storage::BF16 ? "BFLOAT16" : "HALF",
                     options_.pseudo_half ? "CUDNN_DEFAULT_MATH" : "CUDNN_TENSOR_OP_MATH")
         : options_.allow_tf32 ? "fp32 with tf32 tensor cores"
@@ -373,39 +373,18 @@ class CudaRunner final : public Runner {
     }
     if (batch < 1) throw Failed(fmt::format("micro-batch {} (must be at least 1)", batch));
     if (l.type() == LayerType::Conv) return prepare_conv(l, op, algo, batch, b, m);
-    if (half_ && l.type() != LayerType::Fc) {
-      // What the backend's run_widened does around the FP32 kernel: widen what the op reads,
-      // narrow what it writes (the loss's output stays FP32). Reads are counted as every input
-      // (and dY, and for a backward the output too): at most what the backend converts.
-      std::function<void()> op_run = prepare_fp32(g, layer, op, algo, batch, b, m);
-      const std::int64_t out_count = batch * l.out.elems();
-      std::int64_t in_count = 0;
-      for (const Shape& sh : l.in_shapes) in_count += batch * sh.elems();
-      const bool fwd = op == "forward";
-      const bool loss = l.type() == LayerType::SoftmaxLoss;
-      const std::int64_t widen = fwd ? in_count : in_count + out_count + (loss ? 0 : out_count);
-      const std::int64_t narrow = fwd ? (loss ? 0 : out_count) : in_count;
-      float* scratch = b.floats(std::max(widen, narrow));
-      const void* src16 = b.raw(std::max<std::int64_t>(widen, 1) * 2);
-      void* dst16 = b.raw(std::max<std::int64_t>(narrow, 1) * 2);
-      const cuda::DataType kind = half_type_;
-      cudaStream_t st = stream_.get();
-      return [op_run, widen, narrow, scratch, src16, dst16, kind, st] {
-        cuda::detail::launch_widen(st, kind, widen, src16, scratch);
-        op_run();
-        cuda::detail::launch_narrow(st, kind, narrow, scratch, dst16);
-      };
-    }
-    return prepare_fp32(g, layer, op, algo, batch, b, m);
+    return prepare_layer(g, layer, op, algo, batch, b);
   }
 
-  // The op on the FP32 context (fc on the 16-bit one at bf16/fp16).
-  std::function<void()> prepare_fp32(const Graph& g, int layer, const std::string& op, const std::string& algo,
-                                     std::int64_t batch, Buffers& b, Measurement* m) {
-    (void)m;
+  // A layer's op other than a convolution's, on the context of the storage type, as the backend
+  // runs it: at bf16/fp16 the 16-bit one, whose ops read and write their activations and gradients
+  // in 16 bits (kernels_cuda.h; the buffers, filled as floats, hold other values then, not other
+  // work), FP32 elsewhere.
+  std::function<void()> prepare_layer(const Graph& g, int layer, const std::string& op, const std::string& algo,
+                                      std::int64_t batch, Buffers& b) {
     const GraphLayer& l = g.layers[layer];
     const char* type = layer_type_name(l.type());
-    Context& ctx = ctx_;
+    Context& ctx = half_ ? *half_ctx_ : ctx_;
     if (algo != "default") throw Failed(fmt::format("unknown algorithm \"{}\" for {} {}", algo, type, op));
     const bool forward = op == "forward";
     const bool fc = l.type() == LayerType::Fc;
@@ -421,23 +400,23 @@ class CudaRunner final : public Runner {
         break;  // above
       case LayerType::Fc: {
         const cuda::FcDims d = fc_dims(l, batch);
-        Context& fctx = half_ ? *half_ctx_ : ctx_;  // 16-bit x, w, y, dx, dy; FP32 dw, db
+        // At bf16/fp16: 16-bit x, w, bias, y, dx, dy; FP32 dw, db.
         const float* w = b.floats(d.in * d.out);
         if (forward) {
           const float* x = b.floats(in_count);
           const float* bias = b.floats(d.out);
           float* y = b.floats(out_count);
-          return [&fctx, d, x, w, bias, y] { cuda::fc_forward(fctx, d, x, w, bias, y); };
+          return [&ctx, d, x, w, bias, y] { cuda::fc_forward(ctx, d, x, w, bias, y); };
         }
         const float* dy = b.floats(out_count);
         if (op == "backward_data") {
           float* dx = b.floats(in_count);
-          return [&fctx, d, dy, w, dx] { cuda::fc_backward_data(fctx, d, dy, w, dx, false); };
+          return [&ctx, d, dy, w, dx] { cuda::fc_backward_data(ctx, d, dy, w, dx, false); };
         }
         const float* x = b.floats(in_count);
         float* dw = b.floats(d.in * d.out);
         float* db = b.floats(d.out);
-        return [&fctx, d, x, dy, dw, db] { cuda::fc_backward_filter(fctx, d, x, dy, dw, db); };
+        return [&ctx, d, x, dy, dw, db] { cuda::fc_backward_filter(ctx, d, x, dy, dw, db); };
       }
       case LayerType::Relu: {
         const float* x = b.floats(in_count);
@@ -807,7 +786,7 @@ class CudaRunner final : public Runner {
   Context ctx_;
   const bool half_;                    // bf16 / fp16 storage (options_.storage)
   const cuda::DataType half_type_;     // the 16-bit storage type (when half_)
-  std::unique_ptr<Context> half_ctx_;  // conv and fc at bf16 / fp16
+  std::unique_ptr<Context> half_ctx_;  // every layer's ops at bf16 / fp16
   std::int64_t overhead_ = 0;
   std::string nvml_why_ = "NVML not queried", driver_version_, uuid_ = "unknown";
   std::map<std::string, std::string> static_facts_;
