@@ -824,24 +824,6 @@ void check_conversions(Context& ctx) {
 
 // ---- the runner ----
 
-const char* kNet = R"({
- "format": "ucplan-network/1", "name": "gpu_check", "input": {"name": "data", "shape": [3, 15, 15]}, "labels": 10,
- "layers": [
-  {"name": "conv1", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1, "bias": true},
-  {"name": "bn1", "type": "bn", "inputs": ["conv1"]},
-  {"name": "relu1", "type": "relu", "inputs": ["bn1"]},
-  {"name": "norm1", "type": "lrn", "inputs": ["relu1"], "size": 5},
-  {"name": "pool1", "type": "pool", "inputs": ["norm1"], "mode": "max", "kernel": 3, "stride": 2, "ceil_mode": true},
-  {"name": "conv2", "type": "conv", "inputs": ["pool1"], "out_channels": 8, "kernel": 3, "pad": 1, "groups": 2},
-  {"name": "add", "type": "add", "inputs": ["pool1", "conv2"]},
-  {"name": "cat", "type": "concat", "inputs": ["add", "pool1"]},
-  {"name": "pool2", "type": "pool", "inputs": ["cat"], "mode": "avg", "kernel": 2, "stride": 2, "count_include_pad": false},
-  {"name": "fc", "type": "fc", "inputs": ["pool2"], "out_features": 10},
-  {"name": "drop", "type": "dropout", "inputs": ["fc"], "ratio": 0.5},
-  {"name": "loss", "type": "softmax_loss", "inputs": ["drop"]}
- ]
-})";
-
 // Every op of every layer of g measured (a failure or an op with no measurement fails the check).
 void measure_every_op(Runner& runner, const Graph& g) {
   for (int li = 1; li < static_cast<int>(g.layers.size()); ++li) {
@@ -867,7 +849,7 @@ void measure_every_op(Runner& runner, const Graph& g) {
 }
 
 void check_runner() {
-  Graph g = build_graph(parse_network_text(kNet, "gpu_check.json"), "gpu_check.json");
+  Graph g = build_graph(parse_network_text(kClassicNetwork, "classic.json"), "classic.json");
   auto runner = make_cuda_runner(0);
   DeviceInfo d = runner->device();
   std::printf("device: %s, %.1f GiB, peak %.1f TFLOP/s FP32\n", d.name.c_str(),
@@ -902,11 +884,12 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--require-device") == 0) {
       required = true;
     } else if (std::strcmp(argv[i], "--print-network") == 0 && i + 1 < argc &&
-               std::strcmp(argv[i + 1], "modern") == 0) {
-      std::printf("%s\n", kModernNetwork);  // the network scripts/gpu-validate.sh replays (no GPU needed)
+               (std::strcmp(argv[i + 1], "modern") == 0 || std::strcmp(argv[i + 1], "classic") == 0)) {
+      // The networks scripts/gpu-validate.sh replays (no GPU needed).
+      std::printf("%s\n", std::strcmp(argv[i + 1], "modern") == 0 ? kModernNetwork : kClassicNetwork);
       return 0;
     } else {
-      std::fprintf(stderr, "usage: ucplan-gpu-check [--require-device] | --print-network modern\n");
+      std::fprintf(stderr, "usage: ucplan-gpu-check [--require-device] | --print-network modern|classic\n");
       return 2;
     }
   }
