@@ -1,6 +1,6 @@
 // Small networks the GPU checks replay (profiler/cuda/gpu_check.cpp, and scripts/gpu-validate.sh
-// through `ucplan-gpu-check --print-network modern`) and the tests use too (tests/test_nets.h), so
-// each is written once.
+// through `ucplan-gpu-check --print-network modern|classic`) and the tests use too
+// (tests/test_nets.h), so each is written once.
 #pragma once
 
 namespace ucplan {
@@ -39,5 +39,25 @@ inline constexpr const char* kModernNetwork =
   {"name": "g2", "type": "gelu", "inputs": ["p"], "approximate": "tanh"},
   {"name": "fc", "type": "fc", "inputs": ["g2"], "out_features": 10},
   {"name": "loss", "type": "softmax_loss", "inputs": ["fc"]}]})";
+
+// The layer types of the classic CNNs with every CUDA path they take: conv with bias, batch norm,
+// relu, LRN (AlexNet's size 5), a ceil-mode max pool (a size cuDNN's floor formula does not give:
+// the small kernel), a grouped conv, a residual add, a concat, an average pool without padding in
+// the divisor, fc, dropout and the softmax loss.
+inline constexpr const char* kClassicNetwork =
+    R"({"format": "ucplan-network/1", "name": "classic", "input": {"name": "data", "shape": [3, 15, 15]}, "labels": 10,
+ "layers": [
+  {"name": "conv1", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1, "bias": true},
+  {"name": "bn1", "type": "bn", "inputs": ["conv1"]},
+  {"name": "relu1", "type": "relu", "inputs": ["bn1"]},
+  {"name": "norm1", "type": "lrn", "inputs": ["relu1"], "size": 5},
+  {"name": "pool1", "type": "pool", "inputs": ["norm1"], "mode": "max", "kernel": 3, "stride": 2, "ceil_mode": true},
+  {"name": "conv2", "type": "conv", "inputs": ["pool1"], "out_channels": 8, "kernel": 3, "pad": 1, "groups": 2},
+  {"name": "add", "type": "add", "inputs": ["pool1", "conv2"]},
+  {"name": "cat", "type": "concat", "inputs": ["add", "pool1"]},
+  {"name": "pool2", "type": "pool", "inputs": ["cat"], "mode": "avg", "kernel": 2, "stride": 2, "count_include_pad": false},
+  {"name": "fc", "type": "fc", "inputs": ["pool2"], "out_features": 10},
+  {"name": "drop", "type": "dropout", "inputs": ["fc"], "ratio": 0.5},
+  {"name": "loss", "type": "softmax_loss", "inputs": ["drop"]}]})";
 
 }  // namespace ucplan

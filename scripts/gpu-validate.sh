@@ -13,7 +13,8 @@
 #   *-modern     profile, compile, cuda-check and run-check again on a small network with every
 #                layer type of today's CNNs (hardswish, SE mul, SiLU, layer norm, GELU, scale, slice,
 #                clip, sigmoid, channel shuffle)
-#   precisions   bf16 and fp16: profile on the device, compile, ucplan-cuda-check and run --check
+#   precisions   bf16 and fp16 (the network, the modern one, and a classic one also at fp32): profile
+#                on the device, compile, ucplan-cuda-check; run --check on the network
 # and writes OUT/report.md and OUT/report.json. A GPU is required (UCPLAN_REQUIRE_GPU=1): any
 # step that fails or prints SKIP fails the validation, loudly, with exit code 1.
 # Usage: scripts/gpu-validate.sh OUT [NETWORK (default resnet20)] [BATCH (default 64)]
@@ -134,21 +135,31 @@ step compile-modern 120 compile_both "$modern" "$mprofile" "$mkeep" "$mtight"
 gpu_step cuda-check-modern 300 "$bin/ucplan-cuda-check" --require-device "$mkeep" "$mtight"
 step run-check-modern 120 "$bin/ucplan" run "$mtight" --device "$device" --check --iterations 1
 # Precisions (issue 15): bf16 and fp16 profiles measured on the device, plans replayed there against
-# the CPU's exact emulation.
+# the CPU's exact emulation: the validated network, and the modern and classic networks of
+# profiler/check_networks.h (the classic one also at fp32, which no other step replays: LRN,
+# ceil-mode pooling, dropout), so that ucplan-cuda-check replays every kernel of executor/cuda,
+# templated on the storage type, at fp32, bf16 and fp16.
+export classic=$out/classic.json
+"$bin/ucplan-gpu-check" --print-network classic > "$classic"
 export precision_device=$device
 compile_precisions() {
+  one() {  # NAME NETWORK BATCH PRECISION: profile on the device, compile plan-NAME-bBATCH-PRECISION.json
+    "$bin/ucplan" profile "$2" --batch "$3" --device "$precision_device" --sizes undivided --repeat 1 --precision "$4" \
+      -o "$out/profile-$1-b$3-$4.json" &&
+      "$bin/ucplan" compile "$2" --profile "$out/profile-$1-b$3-$4.json" --precision "$4" --budget 64GiB \
+        -o "$out/plan-$1-b$3-$4.json"
+  }
   local p
   for p in bf16 fp16; do
-    "$bin/ucplan" profile "$net" --batch "$batch" --device "$precision_device" --sizes undivided --repeat 1 \
-      --precision "$p" \
-      -o "$out/profile-$net-b$batch-$p.json" || return 1
-    "$bin/ucplan" compile "$net" --profile "$out/profile-$net-b$batch-$p.json" --precision "$p" --budget 64GiB \
-      -o "$out/plan-$net-b$batch-$p.json" || return 1
+    one "$net" "$net" "$batch" "$p" && one modern "$modern" 16 "$p" && one classic "$classic" 16 "$p" || return 1
   done
+  one classic "$classic" 16 fp32
 }
-step compile-precisions 120 compile_precisions
-gpu_step cuda-check-precisions 300 "$bin/ucplan-cuda-check" --require-device "$out/plan-$net-b$batch-bf16.json" \
-  "$out/plan-$net-b$batch-fp16.json"
+step compile-precisions 240 compile_precisions
+precision_plans=()
+for p in bf16 fp16; do precision_plans+=("$out/plan-$net-b$batch-$p.json" "$out/plan-modern-b16-$p.json"); done
+precision_plans+=("$out/plan-classic-b16-fp32.json" "$out/plan-classic-b16-bf16.json" "$out/plan-classic-b16-fp16.json")
+gpu_step cuda-check-precisions 420 "$bin/ucplan-cuda-check" --require-device "${precision_plans[@]}"
 step run-check-bf16 120 "$bin/ucplan" run "$out/plan-$net-b$batch-bf16.json" --device "$device" --check --iterations 1
 step run-check-fp16 120 "$bin/ucplan" run "$out/plan-$net-b$batch-fp16.json" --device "$device" --check --iterations 1
 total=$(( $(date +%s) - start ))

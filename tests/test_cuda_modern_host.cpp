@@ -108,8 +108,8 @@ TEST_CASE("CUDA mul threads: s per element or per channel, dx and ds each option
         CHECK(same_bits(ds_ref, ds));
       // Only dx (s's producer needs no gradient): x is not given; only ds: s is not given.
       std::vector<float> dx_only = dx0, ds_only = ds0;
-      host::mul_backward(d, nullptr, s.data(), dy.data(), dx_only.data(), acc, nullptr, false);
-      host::mul_backward(d, x.data(), nullptr, dy.data(), nullptr, false, ds_only.data(), !acc);
+      host::mul_backward<float>(d, nullptr, s.data(), dy.data(), dx_only.data(), acc, nullptr, false);
+      host::mul_backward<float>(d, x.data(), nullptr, dy.data(), nullptr, false, ds_only.data(), !acc);
       CHECK(same_bits(dx, dx_only));
       CHECK(same_bits(ds, ds_only));
     }
@@ -134,7 +134,7 @@ TEST_CASE("CUDA scale threads: dgamma accumulates, dx optional without gamma") {
   }
   std::vector<float> dg = dg0, dg_ref = dg0;
   cpu::scale_backward(n, c, plane, x.data(), nullptr, dy.data(), nullptr, false, dg_ref.data());
-  host::scale_backward(n, c, plane, x.data(), nullptr, dy.data(), nullptr, false, dg.data());
+  host::scale_backward<float>(n, c, plane, x.data(), nullptr, dy.data(), nullptr, false, dg.data());
   CHECK(rel_err(dg_ref, dg) <= 1e-5);
 }
 
@@ -162,7 +162,7 @@ TEST_CASE("CUDA layer norm threads: the CPU's statistics and forward to the bit,
     }
     std::vector<float> dgb = dgb0, dgb_ref = dgb0;  // no dx (the input needs no gradient)
     cpu::ln_backward(d, x.data(), gb.data(), s_ref.data(), dy.data(), nullptr, dgb_ref.data(), false);
-    host::ln_backward(d, x.data(), gb.data(), s.data(), dy.data(), nullptr, dgb.data(), false);
+    host::ln_backward<float>(d, x.data(), gb.data(), s.data(), dy.data(), nullptr, dgb.data(), false);
     CHECK(rel_err(dgb_ref, dgb) <= 1e-5);
   }
 }

@@ -12,6 +12,19 @@
 // those of the earlier rounds while the device still runs the current one, end() the rest, so
 // little host work lies between the device's rounds.
 //
+// Storage. At bf16 and fp16 (planner/model/precision.h) the arena holds activations and their
+// gradients in 16 bits and every op reads and writes them there: conv and fc natively (cuDNN and
+// cuBLAS with FP32 compute), every other layer through the Context's 16-bit data type
+// (kernels_cuda.h: the small and modern kernels templated on the storage type, cuDNN's relu,
+// pooling and batch norm on 16-bit descriptors), which gives the CPU backend's emulation
+// (cpu_ops.h run_emulated) step for step. Nothing is widened into scratch. Device memory outside
+// the arena, besides the CUDA context and libraries (the profile's reserve): the loss (one
+// double); the Context's scratch (per-sample losses, 8 bytes a sample; batch norm recompute's
+// statistics, 8 bytes a channel; scale's and layer norm's partial sums, 8 or 16 bytes a (sample,
+// channel); at 16 bits fc's bias-gradient ones, 6 bytes a sample, and the FP32 partial sums of an
+// add of more than 8 inputs, 4 bytes an element); and at 16 bits conv backward-filter's 16-bit
+// filter gradient, 2 bytes a parameter of the largest conv layer (run_conv_half says why).
+//
 // Errors. submit() only enqueues; a failure (a CudaError, or a plan that does not fit this
 // device, e.g. CPU algorithm names) is kept with the step it happened in, later submissions are
 // skipped, and barrier()/end() rethrow it. Faults inside kernels surface at barrier()'s stream
@@ -20,7 +33,6 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -253,15 +265,12 @@ class CudaBackend : public Backend {
                                                        : cuda::DataType::Float,
              /*tensor_op_math=*/g.precision != Precision::PseudoFP16),
         loss_(sizeof(double)),
-        half_(low_precision_storage(g.precision)),
-        half_kind_(storage_of(g.precision) == Storage::BF16 ? 0 : 1) {
-    description_ = fmt::format(
-        "cuda:{} ({}, cuDNN {}, {})", index_, device_.name(), cuda::library_versions().cudnn,
-        g.precision == Precision::TF32 ? "TF32 tensor-op math"
-        : half_
-            ? fmt::format("{}: conv and fc native (FP32 compute{}), other layers FP32 on converted operands",
-                          precision_name(g.precision), g.precision == Precision::PseudoFP16 ? "" : ", tensor-op math")
-            : std::string("no TF32"));
+        half_(low_precision_storage(g.precision)) {
+    description_ = fmt::format("cuda:{} ({}, cuDNN {}, {})", index_, device_.name(), cuda::library_versions().cudnn,
+                               g.precision == Precision::TF32 ? "TF32 tensor-op math"
+                               : half_ ? fmt::format("{}: 16-bit operands, FP32 compute{}", precision_name(g.precision),
+                                                     g.precision == Precision::PseudoFP16 ? "" : ", tensor-op math")
+                                       : std::string("no TF32"));
     note_memory_held();
   }
 
@@ -565,21 +574,25 @@ class CudaBackend : public Backend {
       else
         run_layer_op_cuda(ctx_, l, s.op, b, loss_.as<double>());
     };
+    const bool gemm_layer = l.type() == LayerType::Conv || l.type() == LayerType::Fc;
     if (half_ && s.op != StepOp::Update && l.type() == LayerType::Conv)
       run_conv_half(s, l, a);
     else if (half_ && s.op != StepOp::Update && l.type() == LayerType::Fc)
       run_fc_half(l, s.op, a);
-    else if (half_)
-      run_widened(l, s.op, a, op);
     else
       op(a);
+    // The FP32 master weights changed: their 16-bit copy follows (graph.h), as on the CPU.
+    if (half_ && s.op == StepOp::Update && gemm_layer)
+      cuda::detail::launch_narrow(compute_.get(), ctx_.data_type(), l.params(), a.w,
+                                  const_cast<float*>(a.w) + l.params());
   }
 
   // bf16 / fp16 convolutions natively: cuDNN on the 16-bit tensors with a FLOAT compute type
   // (the context's descriptors), weights and bias from their 16-bit copy after the FP32 master
   // (graph.h), micro-batches on byte offsets along N. Backward-filter writes each micro-batch's
-  // filter (and bias) gradient in 16 bits (cuDNN wants the filter's type) into scratch, which is
-  // then added into the FP32 weight gradient, so micro-batches and rounds accumulate in FP32.
+  // filter (and bias) gradient in 16 bits (cuDNN wants the filter's type) into dw16_, which is
+  // then added into the FP32 weight gradient, so micro-batches and rounds accumulate in FP32 as
+  // on the CPU. dw16_ lies outside the arena: the plan sizes a step's workspace for cuDNN alone.
   void run_conv_half(const ResolvedStep& s, const GraphLayer& l, const LayerArgs& a) {
     const ConvConfig& c = conv_config(s, l, a.n);
     const auto ws = static_cast<std::size_t>(s.workspace < 0 ? 0 : s.workspace_bytes);
@@ -589,7 +602,7 @@ class CudaBackend : public Backend {
     };
     const float* w16 = a.w ? at(a.w, params * 4) : nullptr;  // the copy, after the FP32 master
     const float* bias16 = w16 && l.bias_elems ? at(w16, l.weight_elems * 2) : nullptr;
-    float* dw16 = c.op == cuda::ConvOp::BackwardFilter ? scratch(0, (params + 1) / 2) : nullptr;
+    float* dw16 = c.op == cuda::ConvOp::BackwardFilter ? dw16_buffer(params) : nullptr;
     std::int64_t done = 0;
     for (const cuda::MicroConfig& m : c.micro) {
       const cuda::ConvDims d = conv_dims(l, m.batch);
@@ -606,7 +619,7 @@ class CudaBackend : public Backend {
           UCPLAN_CUDA(cudaMemsetAsync(dw16, 0, static_cast<std::size_t>(params) * 2, compute_.get()));
           cuda::conv_backward_filter(ctx_, d, m.algo, at(a.x.at(0), done * in_bytes), at(a.dy, done * out_bytes), dw16,
                                      l.bias_elems ? at(dw16, l.weight_elems * 2) : nullptr, a.workspace, ws);
-          cuda::detail::launch_accumulate_widened(compute_.get(), half_kind_, params, dw16, a.dw);
+          cuda::detail::launch_accumulate_widened(compute_.get(), ctx_.data_type(), params, dw16, a.dw);
           break;
       }
       done += m.batch;
@@ -629,58 +642,15 @@ class CudaBackend : public Backend {
       cuda::fc_backward_filter(ctx_, d, a.x[0], a.dy, a.dw, l.bias_elems && a.dw ? a.dw + l.weight_elems : nullptr);
   }
 
-  // bf16 / fp16 storage (planner/model/precision.h): the arena holds 16-bit activations and
-  // gradients, and conv and fc weights carry their 16-bit copy after the FP32 master (graph.h).
-  // The FP32 kernels run on FP32 copies in device scratch: the 16-bit operands widened exactly,
-  // conv and fc weights from their copy, and what the op writes rounded to nearest even into the
-  // arena (the CPU backend's emulation, cpu_ops.h run_emulated, step for step). The scratch is
-  // outside the arena. Conv and fc do not come here: they run natively (run_conv_half, run_fc_half).
-  void run_widened(const GraphLayer& l, StepOp op, const LayerArgs& a,
-                   const std::function<void(const LayerArgs&)>& run) {
-    const cudaStream_t st = compute_.get();
-    const bool gemm_layer = l.type() == LayerType::Conv || l.type() == LayerType::Fc;
-    const std::int64_t params = l.params();
-    if (op == StepOp::Update) {
-      run(a);
-      if (gemm_layer) cuda::detail::launch_narrow(st, half_kind_, params, a.w, const_cast<float*>(a.w) + params);
-      return;
-    }
-    const bool fwd = op == StepOp::Forward || op == StepOp::Recompute;
-    const std::int64_t n = a.n, out = out_elems(l) * n;
-    std::size_t slot = 0;
-    auto widen = [&](const float* src, std::int64_t count) {
-      float* d = scratch(slot++, count);
-      cuda::detail::launch_widen(st, half_kind_, count, src, d);
-      return d;
-    };
-    LayerArgs b = a;
-    for (std::size_t i = 0; i < a.x.size(); ++i)
-      if (a.x[i]) b.x[i] = widen(a.x[i], in_elems(l, i) * n);
-    if (a.dy) b.dy = widen(a.dy, out);
-    const bool y_fp32 = l.type() == LayerType::SoftmaxLoss;
-    if (a.y && !y_fp32) b.y = fwd ? scratch(slot++, out) : widen(a.y, out);
-    for (std::size_t i = 0; i < a.dx.size(); ++i)
-      if (a.dx[i]) {
-        const std::int64_t count = in_elems(l, i) * n;
-        b.dx[i] = a.dx_accumulate[i] ? widen(a.dx[i], count) : scratch(slot++, count);
-      }
-    if (a.w && gemm_layer) b.w = widen(a.w + params, params);
-    run(b);
-    if (fwd && a.y && !y_fp32) cuda::detail::launch_narrow(st, half_kind_, out, b.y, a.y);
-    if (!fwd)
-      for (std::size_t i = 0; i < a.dx.size(); ++i)
-        if (a.dx[i]) cuda::detail::launch_narrow(st, half_kind_, in_elems(l, i) * n, b.dx[i], a.dx[i]);
-  }
-
-  // Device scratch slot `i` of at least `count` floats (growing it synchronizes: warm-up only).
-  float* scratch(std::size_t i, std::int64_t count) {
-    if (scratch_.size() <= i) scratch_.resize(i + 1);
-    const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(float);
-    if (scratch_[i].bytes() < bytes) {
+  // Room for `params` 16-bit gradients (growing it synchronizes: warm-up only), as float* like
+  // every 16-bit operand of a Context call.
+  float* dw16_buffer(std::int64_t params) {
+    const auto bytes = static_cast<std::size_t>(std::max<std::int64_t>(params, 1)) * 2;
+    if (dw16_.bytes() < bytes) {
       synchronize_all();
-      scratch_[i] = cuda::DeviceBuffer(bytes);
+      dw16_ = cuda::DeviceBuffer(bytes);
     }
-    return scratch_[i].as<float>();
+    return dw16_.as<float>();
   }
 
   void run_conv(const ResolvedStep& s, const GraphLayer& l, const LayerArgs& a) {
@@ -772,9 +742,8 @@ class CudaBackend : public Backend {
   cuda::Stream compute_, h2d_, d2h_;
   cuda::Context ctx_;        // cuDNN + cuBLAS handles on the compute stream, no TF32
   cuda::DeviceBuffer loss_;  // the softmax loss (one double), kept on the device
-  const bool half_;          // bf16 / fp16 storage: run_widened
-  const int half_kind_;      // launch_widen's kind: 0 bfloat16, 1 half
-  std::vector<cuda::DeviceBuffer> scratch_;
+  const bool half_;          // bf16 / fp16 storage (run_conv_half, run_fc_half)
+  cuda::DeviceBuffer dw16_;  // conv backward-filter's 16-bit filter gradient (run_conv_half)
   cuda::Event begin_;
   std::string description_;
   std::vector<Slot> slots_;    // event pairs, reused from one begin() to the next

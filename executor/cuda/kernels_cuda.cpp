@@ -20,6 +20,15 @@ const float kOne = 1.0f;
 const float kZero = 0.0f;
 const float* beta_of(bool accumulate) { return accumulate ? &kOne : &kZero; }
 
+// p advanced by `elems` elements of the context's data type (the float* of an activation or a
+// gradient points to 16-bit elements in a 16-bit context).
+template <typename P>
+P* at(const Context& ctx, P* p, std::int64_t elems) {
+  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+  return reinterpret_cast<P*>(reinterpret_cast<Byte*>(p) +
+                              elems * static_cast<std::int64_t>(element_bytes(ctx.data_type())));
+}
+
 // cuDNN's legacy descriptors and cuBLAS take int dimensions and strides.
 int to_int(std::int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX)
@@ -399,8 +408,8 @@ void conv_forward_micro(Context& ctx, const ConvDims& whole, const std::vector<M
   const std::int64_t x_sample = whole.c * whole.h * whole.w, y_sample = whole.k * conv_out_h(whole) * conv_out_w(whole);
   std::int64_t first = 0;
   for (const auto& m : config) {
-    conv_forward(ctx, with_n(whole, m.batch), m.algo, x + first * x_sample, w, bias, y + first * y_sample, workspace,
-                 workspace_bytes);
+    conv_forward(ctx, with_n(whole, m.batch), m.algo, at(ctx, x, first * x_sample), w, bias,
+                 at(ctx, y, first * y_sample), workspace, workspace_bytes);
     first += m.batch;
   }
 }
@@ -412,8 +421,8 @@ void conv_backward_data_micro(Context& ctx, const ConvDims& whole, const std::ve
   const std::int64_t x_sample = whole.c * whole.h * whole.w, y_sample = whole.k * conv_out_h(whole) * conv_out_w(whole);
   std::int64_t first = 0;
   for (const auto& m : config) {
-    conv_backward_data(ctx, with_n(whole, m.batch), m.algo, dy + first * y_sample, w, dx + first * x_sample, accumulate,
-                       workspace, workspace_bytes);
+    conv_backward_data(ctx, with_n(whole, m.batch), m.algo, at(ctx, dy, first * y_sample), w,
+                       at(ctx, dx, first * x_sample), accumulate, workspace, workspace_bytes);
     first += m.batch;
   }
 }
@@ -425,8 +434,8 @@ void conv_backward_filter_micro(Context& ctx, const ConvDims& whole, const std::
   const std::int64_t x_sample = whole.c * whole.h * whole.w, y_sample = whole.k * conv_out_h(whole) * conv_out_w(whole);
   std::int64_t first = 0;
   for (const auto& m : config) {
-    conv_backward_filter(ctx, with_n(whole, m.batch), m.algo, x + first * x_sample, dy + first * y_sample, dw, dbias,
-                         workspace, workspace_bytes);
+    conv_backward_filter(ctx, with_n(whole, m.batch), m.algo, at(ctx, x, first * x_sample),
+                         at(ctx, dy, first * y_sample), dw, dbias, workspace, workspace_bytes);
     first += m.batch;
   }
 }
@@ -584,8 +593,10 @@ PoolEntry& pool_entry(Context& ctx, const PoolDims& d) {
   auto it = m.find(key);
   if (it != m.end()) return it->second;
   PoolEntry e;
-  set_tensor(e.x, d.n, d.c, d.h, d.w);
-  set_tensor(e.y, d.n, d.c, d.ho, d.wo);
+  // 16-bit data: cuDNN pools in FP32 (its pooling kernels for __half and __nv_bfloat16 data take a
+  // float compute type) and rounds the result once, as the CPU emulation does.
+  set_tensor(e.x, d.n, d.c, d.h, d.w, cudnn_type(ctx.data_type()));
+  set_tensor(e.y, d.n, d.c, d.ho, d.wo, cudnn_type(ctx.data_type()));
   // Max: the deterministic mode sends each window's gradient to one position (the first maximum),
   // as the CPU reference does.
   cudnnPoolingMode_t mode = d.max                 ? CUDNN_POOLING_MAX_DETERMINISTIC
@@ -610,7 +621,7 @@ detail::PoolShape pool_shape(const PoolDims& d) {
 void pool_forward(Context& ctx, const PoolDims& d, const float* x, float* y) {
   if (d.n == 0) return;
   PoolEntry& e = pool_entry(ctx, d);
-  if (!e.use_cudnn) return detail::launch_pool_forward(ctx.stream(), pool_shape(d), x, y);
+  if (!e.use_cudnn) return detail::launch_pool_forward(ctx.stream(), ctx.data_type(), pool_shape(d), x, y);
   UCPLAN_CUDA(cudnnPoolingForward(ctx.cudnn(), e.desc.get(), &kOne, e.x.get(), x, &kZero, e.y.get(), y));
 }
 
@@ -618,7 +629,8 @@ void pool_backward(Context& ctx, const PoolDims& d, const float* x, const float*
                    bool accumulate) {
   if (d.n == 0) return;
   PoolEntry& e = pool_entry(ctx, d);
-  if (!e.use_cudnn) return detail::launch_pool_backward(ctx.stream(), pool_shape(d), x, y, dy, dx, accumulate);
+  if (!e.use_cudnn)
+    return detail::launch_pool_backward(ctx.stream(), ctx.data_type(), pool_shape(d), x, y, dy, dx, accumulate);
   // Average pooling reads neither x nor y, which the caller may have freed (liveness: avg-pool's
   // backward reads nothing); cuDNN still wants non-null pointers of the right shapes.
   const float* ys = y ? y : dy;
@@ -651,18 +663,20 @@ void in_chunks(std::int64_t count, F&& f) {
 void relu_forward(Context& ctx, std::int64_t count, const float* x, float* y) {
   cudnnActivationDescriptor_t act = relu_desc(ctx);
   in_chunks(count, [&](std::int64_t first, std::int64_t n) {
-    const TensorDesc& t = tensor(ctx, 1, n, 1, 1);
-    UCPLAN_CUDA(cudnnActivationForward(ctx.cudnn(), act, &kOne, t.get(), x + first, &kZero, t.get(), y + first));
+    const TensorDesc& t = tensor(ctx, 1, n, 1, 1, cudnn_type(ctx.data_type()));
+    UCPLAN_CUDA(cudnnActivationForward(ctx.cudnn(), act, &kOne, t.get(), at(ctx, x, first), &kZero, t.get(),
+                                       at(ctx, y, first)));
   });
 }
 
 void relu_backward(Context& ctx, std::int64_t count, const float* y, const float* dy, float* dx, bool accumulate) {
   cudnnActivationDescriptor_t act = relu_desc(ctx);
   in_chunks(count, [&](std::int64_t first, std::int64_t n) {
-    const TensorDesc& t = tensor(ctx, 1, n, 1, 1);
+    const TensorDesc& t = tensor(ctx, 1, n, 1, 1, cudnn_type(ctx.data_type()));
     // The backward reads only y (liveness frees x): y > 0 exactly where x > 0, so y stands in for x.
-    UCPLAN_CUDA(cudnnActivationBackward(ctx.cudnn(), act, &kOne, t.get(), y + first, t.get(), dy + first, t.get(),
-                                        y + first, beta_of(accumulate), t.get(), dx + first));
+    const float* ys = at(ctx, y, first);
+    UCPLAN_CUDA(cudnnActivationBackward(ctx.cudnn(), act, &kOne, t.get(), ys, t.get(), at(ctx, dy, first), t.get(), ys,
+                                        beta_of(accumulate), t.get(), at(ctx, dx, first)));
   });
 }
 
@@ -671,7 +685,10 @@ void relu_backward(Context& ctx, std::int64_t count, const float* y, const float
 void bn_forward_training(Context& ctx, const BnDims& d, const float* x, const float* gamma, const float* beta, float* y,
                          float* saved) {
   if (d.n == 0) return;
-  const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
+  // x and y in the data type, gamma, beta and the statistics FP32 at every precision (cuDNN's
+  // PSEUDO_HALF and PSEUDO_BFLOAT16 configurations: libcudnn_ops 9 has bn_fw_tr_1C11 and
+  // bn_bw_1C11 kernels for __half and __nv_bfloat16 data with float parameters and compute).
+  const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w, cudnn_type(ctx.data_type()));
   const TensorDesc& p = tensor(ctx, 1, d.c, 1, 1);
   // No running averages (null pointers): the planner's runs are training steps only.
   UCPLAN_CUDA(cudnnBatchNormalizationForwardTraining(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, t.get(), x,
@@ -681,13 +698,13 @@ void bn_forward_training(Context& ctx, const BnDims& d, const float* x, const fl
 
 void bn_forward_saved(Context& ctx, const BnDims& d, const float* x, const float* gamma, const float* beta,
                       const float* saved, float* y) {
-  detail::launch_bn_forward_saved(ctx.stream(), d.n, d.c, d.h * d.w, x, gamma, beta, saved, y);
+  detail::launch_bn_forward_saved(ctx.stream(), ctx.data_type(), d.n, d.c, d.h * d.w, x, gamma, beta, saved, y);
 }
 
 void bn_backward(Context& ctx, const BnDims& d, const float* x, const float* gamma, const float* saved, const float* dy,
                  float* dx, float* dgamma_dbeta, bool accumulate) {
   if (d.n == 0) return;
-  const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
+  const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w, cudnn_type(ctx.data_type()));
   const TensorDesc& p = tensor(ctx, 1, d.c, 1, 1);
   UCPLAN_CUDA(cudnnBatchNormalizationBackward(ctx.cudnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, beta_of(accumulate), &kOne,
                                               &kOne, t.get(), x, t.get(), dy, t.get(), dx, p.get(), gamma, dgamma_dbeta,
@@ -699,10 +716,12 @@ void bn_backward(Context& ctx, const BnDims& d, const float* x, const float* gam
 namespace {
 // cuDNN's window is [c - (size-1)/2, c + size/2]; the CPU's (PyTorch's) is [c - size/2,
 // c + (size-1)/2]: the same for odd sizes only. Other sizes and parameters cuDNN rejects go to
-// the small kernels, which compute exactly what the CPU computes.
-bool lrn_cudnn_matches(const LrnDims& d) {
-  return d.size % 2 == 1 && d.size >= CUDNN_LRN_MIN_N && d.size <= CUDNN_LRN_MAX_N && d.k >= CUDNN_LRN_MIN_K &&
-         d.beta >= CUDNN_LRN_MIN_BETA;
+// the small kernels, which compute exactly what the CPU computes; so does 16-bit data, for which
+// cuDNN does not say in what precision LRN computes (the small kernels compute in FP32 and round
+// once, as the CPU emulation does).
+bool lrn_cudnn_matches(const Context& ctx, const LrnDims& d) {
+  return ctx.data_type() == DataType::Float && d.size % 2 == 1 && d.size >= CUDNN_LRN_MIN_N &&
+         d.size <= CUDNN_LRN_MAX_N && d.k >= CUDNN_LRN_MIN_K && d.beta >= CUDNN_LRN_MIN_BETA;
 }
 
 cudnnLRNDescriptor_t lrn_desc(Context& ctx, const LrnDims& d) {
@@ -730,7 +749,7 @@ detail::LrnShape lrn_shape(const LrnDims& d) {
 
 void lrn_forward(Context& ctx, const LrnDims& d, const float* x, float* y) {
   if (d.n == 0) return;
-  if (!lrn_cudnn_matches(d)) return detail::launch_lrn_forward(ctx.stream(), lrn_shape(d), x, y);
+  if (!lrn_cudnn_matches(ctx, d)) return detail::launch_lrn_forward(ctx.stream(), ctx.data_type(), lrn_shape(d), x, y);
   cudnnLRNDescriptor_t l = lrn_desc(ctx, d);
   const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
   UCPLAN_CUDA(
@@ -740,7 +759,8 @@ void lrn_forward(Context& ctx, const LrnDims& d, const float* x, float* y) {
 void lrn_backward(Context& ctx, const LrnDims& d, const float* x, const float* y, const float* dy, float* dx,
                   bool accumulate) {
   if (d.n == 0) return;
-  if (!lrn_cudnn_matches(d)) return detail::launch_lrn_backward(ctx.stream(), lrn_shape(d), x, y, dy, dx, accumulate);
+  if (!lrn_cudnn_matches(ctx, d))
+    return detail::launch_lrn_backward(ctx.stream(), ctx.data_type(), lrn_shape(d), x, y, dy, dx, accumulate);
   cudnnLRNDescriptor_t l = lrn_desc(ctx, d);
   const TensorDesc& t = tensor(ctx, d.n, d.c, d.h, d.w);
   UCPLAN_CUDA(cudnnLRNCrossChannelBackward(ctx.cudnn(), l, CUDNN_LRN_CROSS_CHANNEL_DIM1, &kOne, t.get(), y, t.get(), dy,
@@ -802,7 +822,7 @@ void fc_backward_filter(Context& ctx, const FcDims& d, const float* x, const flo
       auto* ones32 = static_cast<float*>(ctx.scratch(static_cast<std::size_t>(d.n) * 6));
       void* ones16 = ones32 + d.n;
       detail::launch_fill_uniform(ctx.stream(), d.n, 0, 1.0f, 1.0f, ones32);
-      detail::launch_narrow(ctx.stream(), ctx.data_type() == DataType::BFloat16 ? 0 : 1, d.n, ones32, ones16);
+      detail::launch_narrow(ctx.stream(), ctx.data_type(), d.n, ones32, ones16);
       gemm_ex(ctx, CUBLAS_OP_N, CUBLAS_OP_N, out, 1, n, dy, out, ones16, n, &kOne, dbias, CUDA_R_32F, out);
     }
     return;
@@ -826,38 +846,47 @@ std::uint64_t dropout_keep_hash(std::uint64_t seed, std::uint64_t index) { retur
 
 void dropout_forward(Context& ctx, std::int64_t n, std::int64_t per_sample, std::int64_t first_sample, double ratio,
                      std::uint64_t seed, const float* x, float* y, std::uint8_t* mask) {
-  detail::launch_dropout_forward(ctx.stream(), n * per_sample, static_cast<std::uint64_t>(first_sample * per_sample),
-                                 seed, ratio, dropout_scale(ratio), x, y, mask);
+  detail::launch_dropout_forward(ctx.stream(), ctx.data_type(), n * per_sample,
+                                 static_cast<std::uint64_t>(first_sample * per_sample), seed, ratio,
+                                 dropout_scale(ratio), x, y, mask);
 }
 
 void dropout_apply(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* x, float* y) {
-  detail::launch_dropout_apply(ctx.stream(), count, dropout_scale(ratio), mask, x, y, false);
+  detail::launch_dropout_apply(ctx.stream(), ctx.data_type(), count, dropout_scale(ratio), mask, x, y, false);
 }
 
 void dropout_backward(Context& ctx, std::int64_t count, double ratio, const std::uint8_t* mask, const float* dy,
                       float* dx, bool accumulate) {
-  detail::launch_dropout_apply(ctx.stream(), count, dropout_scale(ratio), mask, dy, dx, accumulate);
+  detail::launch_dropout_apply(ctx.stream(), ctx.data_type(), count, dropout_scale(ratio), mask, dy, dx, accumulate);
 }
 
 // ---- add, concat ----
 
 void add_forward(Context& ctx, std::int64_t count, const std::vector<const float*>& xs, float* y) {
-  if (xs.empty() && count > 0) UCPLAN_CUDA(cudaMemsetAsync(y, 0, count * sizeof(float), ctx.stream()));
-  // Inputs in groups of kMaxSumInputs; later groups add onto y, keeping the left-to-right order.
+  const DataType t = ctx.data_type();
+  if (xs.empty() && count > 0) UCPLAN_CUDA(cudaMemsetAsync(y, 0, count * element_bytes(t), ctx.stream()));
+  // Inputs in groups of kMaxSumInputs; later groups add onto the partial sum, keeping the
+  // left-to-right order. In FP32 that is y itself; 16-bit data would round each partial sum, so
+  // more than one group sums into FP32 in the context's scratch (4 bytes per element, outside the
+  // plan's arena; no network of the zoo adds more than 2 inputs), rounded into y once at the end.
+  const bool staged = t != DataType::Float && xs.size() > static_cast<std::size_t>(detail::kMaxSumInputs);
+  void* sum = staged ? ctx.scratch(static_cast<std::size_t>(count) * sizeof(float)) : y;
   for (std::size_t first = 0; first < xs.size(); first += detail::kMaxSumInputs) {
     detail::SumInputs in{};
     in.count = static_cast<int>(std::min<std::size_t>(detail::kMaxSumInputs, xs.size() - first));
     for (int j = 0; j < in.count; ++j) in.p[j] = xs[first + j];
-    detail::launch_sum(ctx.stream(), count, in, first > 0, y);
+    detail::launch_sum(ctx.stream(), t, staged ? DataType::Float : t, count, in, first > 0, sum);
   }
+  if (staged) detail::launch_narrow(ctx.stream(), t, count, static_cast<const float*>(sum), y);
 }
 
 void add_backward(Context& ctx, std::int64_t count, const float* dy, float* dx, bool accumulate) {
   if (count <= 0) return;
   if (accumulate)
-    detail::launch_add_inplace(ctx.stream(), count, dy, dx);
+    detail::launch_add_inplace(ctx.stream(), ctx.data_type(), count, dy, dx);
   else
-    UCPLAN_CUDA(cudaMemcpyAsync(dx, dy, count * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
+    UCPLAN_CUDA(
+        cudaMemcpyAsync(dx, dy, count * element_bytes(ctx.data_type()), cudaMemcpyDeviceToDevice, ctx.stream()));
 }
 
 void concat_forward(Context& ctx, std::int64_t n, std::int64_t hw, const std::vector<std::int64_t>& cs,
@@ -865,11 +894,12 @@ void concat_forward(Context& ctx, std::int64_t n, std::int64_t hw, const std::ve
   if (cs.size() != xs.size()) throw_error("concat: as many channel counts as inputs are needed");
   std::int64_t total = 0;
   for (auto c : cs) total += c;
+  const std::size_t bytes = element_bytes(ctx.data_type());
   std::int64_t offset = 0;
   for (std::size_t i = 0; i < cs.size(); ++i) {
-    const std::size_t width = cs[i] * hw * sizeof(float);
+    const std::size_t width = cs[i] * hw * bytes;
     if (n > 0 && width > 0)
-      UCPLAN_CUDA(cudaMemcpy2DAsync(y + offset * hw, total * hw * sizeof(float), xs[i], width, width, n,
+      UCPLAN_CUDA(cudaMemcpy2DAsync(at(ctx, y, offset * hw), total * hw * bytes, xs[i], width, width, n,
                                     cudaMemcpyDeviceToDevice, ctx.stream()));
     offset += cs[i];
   }
@@ -885,25 +915,33 @@ void concat_backward(Context& ctx, std::int64_t n, std::int64_t hw, const std::v
   }
   const std::int64_t width = cs[i] * hw;
   if (n <= 0 || width <= 0) return;
+  const std::size_t bytes = element_bytes(ctx.data_type());
   if (accumulate)
-    detail::launch_copy_rows(ctx.stream(), n, width, dy + offset * hw, total * hw, dx, width, true);
+    detail::launch_copy_rows(ctx.stream(), ctx.data_type(), n, width, at(ctx, dy, offset * hw), total * hw, dx, width,
+                             true);
   else
-    UCPLAN_CUDA(cudaMemcpy2DAsync(dx, width * sizeof(float), dy + offset * hw, total * hw * sizeof(float),
-                                  width * sizeof(float), n, cudaMemcpyDeviceToDevice, ctx.stream()));
+    UCPLAN_CUDA(cudaMemcpy2DAsync(dx, width * bytes, at(ctx, dy, offset * hw), total * hw * bytes, width * bytes, n,
+                                  cudaMemcpyDeviceToDevice, ctx.stream()));
 }
 
 // ---- softmax loss ----
 
 namespace {
-// prob by cuDNN; the loss from x in double, as the CPU computes it (not from the rounded prob).
+// The loss from x in double, as the CPU computes it (not from the rounded prob). prob (FP32 at
+// every precision) by cuDNN from FP32 x; from 16-bit x by the loss kernel itself, in double as the
+// CPU computes it (cuDNN's softmax wants x and prob in one type).
 void softmax_loss(Context& ctx, std::int64_t n, std::int64_t k, const float* x, const std::int32_t* labels, float* prob,
                   double* per_sample, double* loss_device) {
+  if (ctx.data_type() != DataType::Float) {
+    detail::launch_softmax_loss_sum(ctx.stream(), ctx.data_type(), n, k, x, labels, per_sample, loss_device, prob);
+    return;
+  }
   if (n > 0) {
     const TensorDesc& t = tensor(ctx, n, k, 1, 1);
     UCPLAN_CUDA(cudnnSoftmaxForward(ctx.cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, t.get(), x,
                                     &kZero, t.get(), prob));
   }
-  detail::launch_softmax_loss_sum(ctx.stream(), n, k, x, labels, per_sample, loss_device);
+  detail::launch_softmax_loss_sum(ctx.stream(), DataType::Float, n, k, x, labels, per_sample, loss_device, nullptr);
 }
 }  // namespace
 
@@ -925,7 +963,7 @@ double softmax_loss_forward(Context& ctx, std::int64_t n, std::int64_t k, const 
 
 void softmax_loss_backward(Context& ctx, std::int64_t n, std::int64_t k, const float* prob, const std::int32_t* labels,
                            double scale, float* dx, bool accumulate) {
-  detail::launch_softmax_loss_backward(ctx.stream(), n, k, prob, labels, scale, dx, accumulate);
+  detail::launch_softmax_loss_backward(ctx.stream(), ctx.data_type(), n, k, prob, labels, scale, dx, accumulate);
 }
 
 // ---- update, fills ----

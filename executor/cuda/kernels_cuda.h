@@ -7,16 +7,17 @@
 //     rounds accumulate (mu-cuDNN §II). Callers zero dw/db before the first round.
 //   - fc: cuBLAS sgemm (row-major data, column-major BLAS: see kernels_cuda.cpp).
 //   - pooling, relu, LRN, batch norm (training, spatial), softmax: cuDNN; the rest: small CUDA
-//     kernels (small_kernels.cu).
+//     kernels (small_kernels.cu), templated on the data type (16-bit storage: see DataType below).
 //   - Today's layer types (sigmoid, hardsigmoid, hardswish, SiLU, clip, GELU, mul, scale, layer
 //     norm over channels, channel shuffle, slice): custom CUDA kernels, none cuDNN, declared in
 //     modern_kernels.h (modern_kernels.cu) with the same conventions.
 // `accumulate` means beta = 1 (dx += ...) and false beta = 0 (dx = ...), as on the CPU.
 // NaN: relu, max pooling and dropout pass NaN on as the CPU does (its check mode poisons freed
 // buffers with NaN).
-// Numerics: FP32 throughout and, by default, no TF32 (convolutions use CUDNN_FMA_MATH, cuBLAS
-// its default math), so results are comparable with the CPU within FP32 rounding. A Context made
-// with allow_tf32 = true lets cuDNN and cuBLAS use TF32 tensor cores (10-bit mantissa inputs).
+// Numerics: FP32 compute throughout (16-bit storage: see DataType below) and, by default, no TF32
+// (convolutions use CUDNN_FMA_MATH, cuBLAS its default math), so results are comparable with the
+// CPU within FP32 rounding. A Context made with allow_tf32 = true lets cuDNN and cuBLAS use TF32
+// tensor cores (10-bit mantissa inputs).
 // Determinism: the small kernels use no atomics (the same bits run to run); cuDNN's convolution
 // algorithms are deterministic except those conv_algo_deterministic() reports false for
 // (backward-data algo_0, backward-filter algo_0 and algo_3 use atomics, per cuDNN's enum notes);
@@ -35,6 +36,7 @@
 
 #include "executor/cpu/kernels.h"
 #include "executor/cuda/cuda_check.h"
+#include "executor/cuda/storage_type.h"
 
 namespace ucplan::cuda {
 
@@ -64,14 +66,20 @@ const char* conv_op_name(ConvOp op);  // "forward" | "backward_data" | "backward
 std::int64_t conv_out_h(const ConvDims& d);
 std::int64_t conv_out_w(const ConvDims& d);
 
-// Element type of the data a context's convolutions and fc read and write (precision.h storage):
-// FP32, or 16-bit with an FP32 compute type (cuDNN's PSEUDO_HALF configuration; cuBLAS GemmEx with
-// CUBLAS_COMPUTE_32F). In a 16-bit context, conv x, w, bias, y, dx, dy and conv dw, dbias point to
-// 16-bit elements (cuDNN requires the filter gradient in the data's type: callers accumulate it
-// into their FP32 gradient), and fc x, w, bias, y, dx, dy too, while fc dw and dbias stay FP32
-// (GemmEx writes them in FP32 directly). Every other op of the context stays FP32.
-enum class DataType { Float, Half, BFloat16 };
-
+// The data type of a Context (DataType, storage_type.h) is the element type of the activations
+// and gradients its ops read and write (precision.h storage), behind the same float* signatures at
+// every precision. In a 16-bit context they point to 16-bit elements: conv x, w, bias, y, dx, dy and
+// conv dw, dbias (cuDNN requires the filter gradient in the data's type: callers accumulate it into
+// their FP32 gradient); fc x, w, bias, y, dx, dy; and the x, y, dy, dx (mul's s and ds) of every
+// other op here and in modern_kernels.h. FP32 at every precision: fc dw and dbias (GemmEx writes
+// them in FP32), batch norm's and layer norm's gamma, beta, saved statistics and their gradients,
+// scale's gamma and dgamma, the loss's prob, sgd's w and dw, and the fills. Compute is FP32 (cuDNN's
+// PSEUDO_HALF / PSEUDO_BFLOAT16 configurations, cuBLAS GemmEx with CUBLAS_COMPUTE_32F, the small
+// kernels' float arithmetic) and every 16-bit store rounds to nearest even once, so an op gives the
+// CPU backend's emulation (executor/cpu_ops.h run_emulated): bit for bit where its FP32 kernel gives
+// the CPU's bits (the small and modern kernels, storage_type.h), else within the FP32 differences
+// above and one rounding. cuDNN serves relu, pooling and batch norm at 16 bits; LRN and the
+// softmax's probabilities use the small kernels there.
 // Handles bound to one stream, the math mode, and the descriptor cache: descriptors are made
 // once per op shape (dims + micro-batch size) and reused, so replaying a plan creates none after
 // its first step.
@@ -186,9 +194,9 @@ void bn_forward_saved(Context& ctx, const BnDims& d, const float* x, const float
 void bn_backward(Context& ctx, const BnDims& d, const float* x, const float* gamma, const float* saved, const float* dy,
                  float* dx, float* dgamma_dbeta, bool accumulate);
 
-// Cross-channel LRN, window [c - size/2, c + (size-1)/2] as the CPU (PyTorch): cuDNN for odd
-// sizes up to 16 (where cuDNN's window [c - (size-1)/2, c + size/2] is the same), small kernels
-// otherwise.
+// Cross-channel LRN, window [c - size/2, c + (size-1)/2] as the CPU (PyTorch): cuDNN for FP32 data
+// of odd sizes up to 16 (where cuDNN's window [c - (size-1)/2, c + size/2] is the same), small
+// kernels otherwise.
 void lrn_forward(Context& ctx, const LrnDims& d, const float* x, float* y);
 void lrn_backward(Context& ctx, const LrnDims& d, const float* x, const float* y, const float* dy, float* dx,
                   bool accumulate);
@@ -215,7 +223,8 @@ void concat_forward(Context& ctx, std::int64_t n, std::int64_t hw, const std::ve
 void concat_backward(Context& ctx, std::int64_t n, std::int64_t hw, const std::vector<std::int64_t>& cs, std::size_t i,
                      const float* dy, float* dx, bool accumulate);
 
-// prob = softmax(x) over k classes (cuDNN, ACCURATE, INSTANCE); *loss_device (one double on the
+// prob = softmax(x) over k classes (FP32 x: cuDNN, ACCURATE, INSTANCE; 16-bit x: the small kernel,
+// in double as the CPU); *loss_device (one double on the
 // device) = the summed loss of the n samples, computed from x in double as the CPU does; labels
 // are int32 on the device (one outside [0, k) gives a NaN loss; the CPU aborts). Both forms use
 // the context's scratch; the second also returns the loss on the host (synchronizes the stream).
@@ -227,7 +236,7 @@ double softmax_loss_forward(Context& ctx, std::int64_t n, std::int64_t k, const 
 void softmax_loss_backward(Context& ctx, std::int64_t n, std::int64_t k, const float* prob, const std::int32_t* labels,
                            double scale, float* dx, bool accumulate);
 
-// w -= lr * dw
+// w -= lr * dw, FP32 at every precision (the master weights).
 void sgd_update(Context& ctx, std::int64_t count, double lr, const float* dw, float* w);
 
 // Deterministic pseudo-random fill (tests, profiling inputs): uniform in [lo, hi); labels in [0, k).

@@ -6,6 +6,12 @@
 // scale's and layer norm's dx) may be null here too, and then nothing reads what only they need
 // (scale's gamma without dx, mul's s without dx or x without ds). NaN passes on as on the CPU.
 //
+// Storage: activations and gradients (x, s, y, v, dy, dx, ds) are elements of the Context's data
+// type (kernels_cuda.h), FP32 or 16-bit; gamma, beta, layer norm's saved statistics and dgamma,
+// dgamma_dbeta are FP32 at every precision. A 16-bit element is loaded exactly, the FP32 kernel's
+// arithmetic runs on it, and what is stored is rounded to nearest even once (storage_type.h): the
+// CPU emulation's bits wherever the FP32 kernel gives the CPU's.
+//
 // All are custom kernels (modern_kernels.cu; cuDNN has none of these as a training op). They
 // enqueue on the Context's stream and never synchronize, except that scale_backward and
 // ln_backward use the Context's scratch (scratch_bytes below), whose first growth synchronizes the
@@ -80,32 +86,44 @@ void slice_backward(Context& ctx, std::int64_t n, std::int64_t c, std::int64_t p
 
 // The same per-thread functions, run on the host one thread after another with the warp
 // reductions emulated in the device's order: lets tests without a GPU compare the kernels'
-// index arithmetic, null-pointer handling and reduction order with the CPU reference
-// (tests/test_cuda_host.cpp). Host pointers; same contracts as above.
+// index arithmetic, null-pointer handling, reduction order and 16-bit loads and stores with the
+// CPU reference and its emulation (tests/test_cuda_modern_host.cpp, test_cuda_storage_host.cpp).
+// Host pointers; same contracts as above, with activations and gradients of type T (float,
+// __nv_bfloat16 or __half, instantiated in modern_kernels.cu; the 16-bit conversions are
+// executor/cpu/half.h's, storage_type.h) and gamma, beta, saved statistics and dgamma in FP32.
 namespace host {
-void activation_forward(const ActivationDims& d, std::int64_t count, const float* x, float* y);
-void activation_backward(const ActivationDims& d, std::int64_t count, const float* v, const float* dy, float* dx,
-                         bool accumulate);
-void mul_forward(const MulDims& d, const float* x, const float* s, float* y);
-void mul_backward(const MulDims& d, const float* x, const float* s, const float* dy, float* dx, bool accumulate_dx,
-                  float* ds, bool accumulate_ds);
-void scale_forward(std::int64_t n, std::int64_t c, std::int64_t plane, const float* x, const float* gamma, float* y);
-void scale_backward(std::int64_t n, std::int64_t c, std::int64_t plane, const float* x, const float* gamma,
-                    const float* dy, float* dx, bool accumulate, float* dgamma);
-void ln_forward_training(const LnDims& d, const float* x, const float* gamma, const float* beta, float* y,
-                         float* saved);
-void ln_forward_saved(const LnDims& d, const float* x, const float* gamma, const float* beta, const float* saved,
-                      float* y);
-void ln_backward(const LnDims& d, const float* x, const float* gamma, const float* saved, const float* dy, float* dx,
+template <typename T>
+void activation_forward(const ActivationDims& d, std::int64_t count, const T* x, T* y);
+template <typename T>
+void activation_backward(const ActivationDims& d, std::int64_t count, const T* v, const T* dy, T* dx, bool accumulate);
+template <typename T>
+void mul_forward(const MulDims& d, const T* x, const T* s, T* y);
+template <typename T>
+void mul_backward(const MulDims& d, const T* x, const T* s, const T* dy, T* dx, bool accumulate_dx, T* ds,
+                  bool accumulate_ds);
+template <typename T>
+void scale_forward(std::int64_t n, std::int64_t c, std::int64_t plane, const T* x, const float* gamma, T* y);
+template <typename T>
+void scale_backward(std::int64_t n, std::int64_t c, std::int64_t plane, const T* x, const float* gamma, const T* dy,
+                    T* dx, bool accumulate, float* dgamma);
+template <typename T>
+void ln_forward_training(const LnDims& d, const T* x, const float* gamma, const float* beta, T* y, float* saved);
+template <typename T>
+void ln_forward_saved(const LnDims& d, const T* x, const float* gamma, const float* beta, const float* saved, T* y);
+template <typename T>
+void ln_backward(const LnDims& d, const T* x, const float* gamma, const float* saved, const T* dy, T* dx,
                  float* dgamma_dbeta, bool accumulate);
-void channel_shuffle_forward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t groups, const float* x,
-                             float* y);
-void channel_shuffle_backward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t groups, const float* dy,
-                              float* dx, bool accumulate);
-void slice_forward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t begin, std::int64_t end,
-                   const float* x, float* y);
+template <typename T>
+void channel_shuffle_forward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t groups, const T* x, T* y);
+template <typename T>
+void channel_shuffle_backward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t groups, const T* dy,
+                              T* dx, bool accumulate);
+template <typename T>
+void slice_forward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t begin, std::int64_t end, const T* x,
+                   T* y);
+template <typename T>
 void slice_backward(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t begin, std::int64_t end,
-                    const float* dy, float* dx, bool accumulate);
+                    const T* dy, T* dx, bool accumulate);
 }  // namespace host
 
 }  // namespace ucplan::cuda

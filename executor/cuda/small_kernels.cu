@@ -2,15 +2,17 @@
 // indices; no atomics anywhere, so every result is deterministic run to run. Where the CPU
 // reference does a multiply then an add, __fmul_rn/__fadd_rn keep nvcc from fusing them into an
 // FMA, so element-wise results match the CPU's bit for bit (powf and exp/log may differ by ulps).
+// Kernels on activations and gradients are templates on their element type T (storage_type.h):
+// every load goes through to_float and every store through from_float<T>, around the float
+// arithmetic of the FP32 kernel; none reads back an element it stored (accumulation reads the
+// caller's earlier value, as the CPU's emulation widens it), so the 16-bit instantiations give
+// the emulation's bits wherever the FP32 one gives the CPU's.
 #include "executor/cuda/small_kernels.h"
 
 #include <cfloat>
 #include <climits>
 #include <cmath>
 #include <cstdint>
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include "executor/cuda/cuda_check.h"
 
@@ -29,62 +31,72 @@ unsigned blocks_for(std::int64_t n) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
 
-__global__ void sum_kernel(std::int64_t n, SumInputs in, bool accumulate_into_y, float* y) {
+// y's type Out is T, or float for a partial sum kept exact across launches (launch_sum).
+template <typename T, typename Out>
+__global__ void sum_kernel(std::int64_t n, SumInputs in, bool accumulate_into_y, Out* y) {
+  auto x = [&](int j, std::int64_t i) { return to_float(static_cast<const T*>(in.p[j])[i]); };
   UCPLAN_GRID_LOOP(i, n) {
-    float v = accumulate_into_y ? y[i] + in.p[0][i] : in.p[0][i];
-    for (int j = 1; j < in.count; ++j) v += in.p[j][i];
-    y[i] = v;
+    float v = accumulate_into_y ? to_float(y[i]) + x(0, i) : x(0, i);
+    for (int j = 1; j < in.count; ++j) v += x(j, i);
+    y[i] = from_float<Out>(v);
   }
 }
 
-__global__ void add_inplace_kernel(std::int64_t n, const float* src, float* dst) {
-  UCPLAN_GRID_LOOP(i, n) dst[i] += src[i];
+template <typename T>
+__global__ void add_inplace_kernel(std::int64_t n, const T* src, T* dst) {
+  UCPLAN_GRID_LOOP(i, n) dst[i] = from_float<T>(to_float(dst[i]) + to_float(src[i]));
 }
 
-__global__ void copy_rows_kernel(std::int64_t rows, std::int64_t width, const float* src, std::int64_t src_stride,
-                                 float* dst, std::int64_t dst_stride, bool accumulate) {
+template <typename T>
+__global__ void copy_rows_kernel(std::int64_t rows, std::int64_t width, const T* src, std::int64_t src_stride, T* dst,
+                                 std::int64_t dst_stride, bool accumulate) {
   UCPLAN_GRID_LOOP(i, rows * width) {
     std::int64_t r = i / width, j = i % width;
-    float v = src[r * src_stride + j];
-    float* d = dst + r * dst_stride + j;
-    *d = accumulate ? *d + v : v;
+    const T v = src[r * src_stride + j];
+    T* d = dst + r * dst_stride + j;
+    *d = accumulate ? from_float<T>(to_float(*d) + to_float(v)) : v;
   }
 }
 
+template <typename T>
 __global__ void dropout_forward_kernel(std::int64_t n, std::uint64_t first_index, std::uint64_t seed, double ratio,
-                                       float scale, const float* x, float* y, std::uint8_t* mask) {
+                                       float scale, const T* x, T* y, std::uint8_t* mask) {
   UCPLAN_GRID_LOOP(i, n) {
     bool keep = dropout_keep(seed, first_index + static_cast<std::uint64_t>(i), ratio);
     mask[i] = keep ? 1 : 0;
-    y[i] = x[i] * (keep ? scale : 0.0f);
+    y[i] = from_float<T>(to_float(x[i]) * (keep ? scale : 0.0f));
   }
 }
 
-__global__ void dropout_apply_kernel(std::int64_t n, float scale, const std::uint8_t* mask, const float* x, float* y,
+template <typename T>
+__global__ void dropout_apply_kernel(std::int64_t n, float scale, const std::uint8_t* mask, const T* x, T* y,
                                      bool accumulate) {
   UCPLAN_GRID_LOOP(i, n) {
-    float v = __fmul_rn(x[i], mask[i] ? scale : 0.0f);  // no FMA with the add: the CPU's bits
-    y[i] = accumulate ? y[i] + v : v;
+    float v = __fmul_rn(to_float(x[i]), mask[i] ? scale : 0.0f);  // no FMA with the add: the CPU's bits
+    y[i] = from_float<T>(accumulate ? to_float(y[i]) + v : v);
   }
 }
 
-__global__ void bn_forward_saved_kernel(std::int64_t n, std::int64_t c, std::int64_t hw, const float* x,
-                                        const float* gamma, const float* beta, const float* saved, float* y) {
+template <typename T>
+__global__ void bn_forward_saved_kernel(std::int64_t n, std::int64_t c, std::int64_t hw, const T* x, const float* gamma,
+                                        const float* beta, const float* saved, T* y) {
   UCPLAN_GRID_LOOP(i, n * c * hw) {
     std::int64_t ch = (i / hw) % c;
     float scale = __fmul_rn(gamma[ch], saved[c + ch]);
-    y[i] = __fadd_rn(__fmul_rn(x[i] - saved[ch], scale), beta[ch]);
+    y[i] = from_float<T>(__fadd_rn(__fmul_rn(to_float(x[i]) - saved[ch], scale), beta[ch]));
   }
 }
 
-// One block per sample: max, then the sum of exponentials in double, reduced in a fixed order.
-__global__ void softmax_loss_sample_kernel(std::int64_t k, const float* x, const std::int32_t* labels,
-                                           double* per_sample) {
+// One block per sample: max, then the sum of exponentials in double, reduced in a fixed order;
+// then, where prob is given, the CPU's probabilities from that sum.
+template <typename T>
+__global__ void softmax_loss_sample_kernel(std::int64_t k, const T* x, const std::int32_t* labels, double* per_sample,
+                                           float* prob) {
   __shared__ double part[kThreads];
   const std::int64_t s = blockIdx.x;
-  const float* xs = x + s * k;
+  const T* xs = x + s * k;
   float top = -INFINITY;
-  for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x) top = fmaxf(top, xs[j]);
+  for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x) top = fmaxf(top, to_float(xs[j]));
   part[threadIdx.x] = top;
   __syncthreads();
   for (int half = kThreads / 2; half > 0; half /= 2) {
@@ -94,7 +106,7 @@ __global__ void softmax_loss_sample_kernel(std::int64_t k, const float* x, const
   const double t = part[0];
   __syncthreads();
   double acc = 0;
-  for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x) acc += exp(static_cast<double>(xs[j]) - t);
+  for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x) acc += exp(static_cast<double>(to_float(xs[j])) - t);
   part[threadIdx.x] = acc;
   __syncthreads();
   for (int half = kThreads / 2; half > 0; half /= 2) {
@@ -103,8 +115,11 @@ __global__ void softmax_loss_sample_kernel(std::int64_t k, const float* x, const
   }
   if (threadIdx.x == 0) {
     const std::int32_t l = labels[s];
-    per_sample[s] = (l < 0 || l >= k) ? nan("") : log(part[0]) - (static_cast<double>(xs[l]) - t);
+    per_sample[s] = (l < 0 || l >= k) ? nan("") : log(part[0]) - (static_cast<double>(to_float(xs[l])) - t);
   }
+  if (prob)
+    for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x)
+      prob[s * k + j] = static_cast<float>(exp(static_cast<double>(to_float(xs[j])) - t) / part[0]);
 }
 
 __global__ void sum_doubles_kernel(std::int64_t n, const double* v, double* out) {
@@ -120,36 +135,19 @@ __global__ void sum_doubles_kernel(std::int64_t n, const double* v, double* out)
   if (threadIdx.x == 0) *out = part[0];
 }
 
+template <typename T>
 __global__ void softmax_loss_backward_kernel(std::int64_t n, std::int64_t k, const float* prob,
-                                             const std::int32_t* labels, double scale, float* dx, bool accumulate) {
+                                             const std::int32_t* labels, double scale, T* dx, bool accumulate) {
   UCPLAN_GRID_LOOP(i, n * k) {
     std::int64_t s = i / k, j = i % k;
     double onehot = labels[s] == j ? 1.0 : 0.0;
     float v = static_cast<float>(__dmul_rn(scale, static_cast<double>(prob[i]) - onehot));
-    dx[i] = accumulate ? dx[i] + v : v;
+    dx[i] = from_float<T>(accumulate ? to_float(dx[i]) + v : v);
   }
 }
 
 __global__ void sgd_kernel(std::int64_t n, float lr, const float* dw, float* w) {
   UCPLAN_GRID_LOOP(i, n) w[i] = w[i] - __fmul_rn(lr, dw[i]);
-}
-
-__device__ float to_float(__half h) { return __half2float(h); }
-__device__ float to_float(__nv_bfloat16 h) { return __bfloat162float(h); }
-template <typename T>
-__device__ T from_float(float x);
-template <>
-__device__ __half from_float<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-
-template <typename T>
-__global__ void widen_kernel(std::int64_t n, const T* src, float* dst) {
-  UCPLAN_GRID_LOOP(i, n) dst[i] = to_float(src[i]);
 }
 
 template <typename T>
@@ -220,37 +218,39 @@ __host__ __device__ inline Window pool_window(const PoolShape& p, std::int64_t o
 }
 
 // Output element i (over nc * ho * wo).
-__host__ __device__ inline float pool_forward_at(const PoolShape& p, const float* x, std::int64_t i) {
+template <typename T>
+__host__ __device__ inline float pool_forward_at(const PoolShape& p, const T* x, std::int64_t i) {
   const std::int64_t ow = i % p.wo, oh = (i / p.wo) % p.ho, plane = i / (p.wo * p.ho);
   const Window w = pool_window(p, oh, ow);
-  const float* xp = x + plane * p.h * p.w;
+  const T* xp = x + plane * p.h * p.w;
   if (w.empty()) return 0.0f;  // as the CPU: only possible with inconsistent ceil-mode sizes
   if (p.max) {
     float out = -INFINITY;
     for (std::int64_t ih = w.h0; ih < w.h1; ++ih)
       for (std::int64_t iw = w.w0; iw < w.w1; ++iw) {
-        const float v = xp[ih * p.w + iw];
+        const float v = to_float(xp[ih * p.w + iw]);
         if (v > out || isnan(v)) out = v;
       }
     return out;
   }
   double s = 0;
   for (std::int64_t ih = w.h0; ih < w.h1; ++ih)
-    for (std::int64_t iw = w.w0; iw < w.w1; ++iw) s += xp[ih * p.w + iw];
+    for (std::int64_t iw = w.w0; iw < w.w1; ++iw) s += to_float(xp[ih * p.w + iw]);
   return static_cast<float>(s / w.divisor);
 }
 
 // Input element i (over nc * h * w), gather form (no atomics): dx_in plus the gradients of the
 // windows that contain this element, in output order.
-__host__ __device__ inline float pool_backward_at(const PoolShape& p, const float* x, const float* y, const float* dy,
-                                                  float dx_in, std::int64_t i) {
+template <typename T>
+__host__ __device__ inline float pool_backward_at(const PoolShape& p, const T* x, const T* y, const T* dy, float dx_in,
+                                                  std::int64_t i) {
   const std::int64_t iw = i % p.w, ih = (i / p.w) % p.h, plane = i / (p.w * p.h);
   // Output rows whose window [oh*sh - ph, oh*sh - ph + kh) contains ih, likewise columns.
   const std::int64_t oh0 = ih + p.ph - p.kh < 0 ? 0 : (ih + p.ph - p.kh) / p.sh + 1;
   const std::int64_t oh1 = min64((ih + p.ph) / p.sh, p.ho - 1);
   const std::int64_t ow0 = iw + p.pw - p.kw < 0 ? 0 : (iw + p.pw - p.kw) / p.sw + 1;
   const std::int64_t ow1 = min64((iw + p.pw) / p.sw, p.wo - 1);
-  const float* xp = p.max ? x + plane * p.h * p.w : nullptr;
+  const T* xp = p.max ? x + plane * p.h * p.w : nullptr;
   float g = dx_in;
   for (std::int64_t oh = oh0; oh <= oh1; ++oh) {
     for (std::int64_t ow = ow0; ow <= ow1; ++ow) {
@@ -259,17 +259,17 @@ __host__ __device__ inline float pool_backward_at(const PoolShape& p, const floa
       if (w.empty()) continue;
       if (p.max) {
         // The first position of the window (row-major) whose x equals y gets the gradient.
-        const float m = y[o];
+        const float m = to_float(y[o]);
         std::int64_t first = -1;
         for (std::int64_t r = w.h0; r < w.h1 && first < 0; ++r)
           for (std::int64_t c = w.w0; c < w.w1; ++c)
-            if (xp[r * p.w + c] == m) {
+            if (to_float(xp[r * p.w + c]) == m) {
               first = r * p.w + c;
               break;
             }
-        if (first == ih * p.w + iw) g += dy[o];
+        if (first == ih * p.w + iw) g += to_float(dy[o]);
       } else {
-        g += static_cast<float>(static_cast<double>(dy[o]) / w.divisor);
+        g += static_cast<float>(static_cast<double>(to_float(dy[o])) / w.divisor);
       }
     }
   }
@@ -277,116 +277,180 @@ __host__ __device__ inline float pool_backward_at(const PoolShape& p, const floa
 }
 
 // LRN as the CPU computes it: scale = k + alpha/size * (sum of x^2 over [c - size/2, c + (size-1)/2]).
-__host__ __device__ inline float lrn_scale(const LrnShape& l, const float* xs, std::int64_t c, std::int64_t p) {
+template <typename T>
+__host__ __device__ inline float lrn_scale(const LrnShape& l, const T* xs, std::int64_t c, std::int64_t p) {
   const std::int64_t c0 = max64(0, c - l.size / 2), c1 = min64(l.c - 1, c + (l.size - 1) / 2);
   float s = 0;
   for (std::int64_t cc = c0; cc <= c1; ++cc) {
-    const float v = xs[cc * l.plane + p];
+    const float v = to_float(xs[cc * l.plane + p]);
     s = add_rn(s, mul_rn(v, v));
   }
   return add_rn(l.k, mul_rn(l.alpha_over_size, s));
 }
 
-__host__ __device__ inline float lrn_forward_at(const LrnShape& l, const float* x, std::int64_t i) {
+template <typename T>
+__host__ __device__ inline float lrn_forward_at(const LrnShape& l, const T* x, std::int64_t i) {
   const std::int64_t p = i % l.plane, c = (i / l.plane) % l.c, s = i / (l.plane * l.c);
-  return x[i] * powf(lrn_scale(l, x + s * l.c * l.plane, c, p), -l.beta);
+  return to_float(x[i]) * powf(lrn_scale(l, x + s * l.c * l.plane, c, p), -l.beta);
 }
 
 // dx[c] = dy[c] scale[c]^-beta - coef x[c] sum over c' in [c - (size-1)/2, c + size/2] of
 // dy[c'] y[c'] / scale[c'] (the channels whose window holds c); returns the gradient alone.
-__host__ __device__ inline float lrn_backward_at(const LrnShape& l, const float* x, const float* y, const float* dy,
+template <typename T>
+__host__ __device__ inline float lrn_backward_at(const LrnShape& l, const T* x, const T* y, const T* dy,
                                                  std::int64_t i) {
   const std::int64_t p = i % l.plane, c = (i / l.plane) % l.c, s = i / (l.plane * l.c);
   const std::int64_t base = s * l.c * l.plane;
-  const float* xs = x + base;
+  const T* xs = x + base;
   float window = 0;
   const std::int64_t c0 = max64(0, c - (l.size - 1) / 2), c1 = min64(l.c - 1, c + l.size / 2);
   for (std::int64_t cc = c0; cc <= c1; ++cc) {
     const std::int64_t e = base + cc * l.plane + p;
-    window = add_rn(window, mul_rn(dy[e], y[e]) / lrn_scale(l, xs, cc, p));
+    window = add_rn(window, mul_rn(to_float(dy[e]), to_float(y[e])) / lrn_scale(l, xs, cc, p));
   }
-  return mul_rn(dy[i], powf(lrn_scale(l, xs, c, p), -l.beta)) - mul_rn(mul_rn(l.coef, x[i]), window);
+  return mul_rn(to_float(dy[i]), powf(lrn_scale(l, xs, c, p), -l.beta)) -
+         mul_rn(mul_rn(l.coef, to_float(x[i])), window);
 }
 
-__global__ void pool_forward_kernel(PoolShape p, const float* x, float* y) {
-  UCPLAN_GRID_LOOP(i, p.nc * p.ho * p.wo) y[i] = pool_forward_at(p, x, i);
+// Element i of each op, stored: what the kernels below and host:: run.
+template <typename T>
+__host__ __device__ inline void pool_forward_store(const PoolShape& p, const T* x, T* y, std::int64_t i) {
+  y[i] = from_float<T>(pool_forward_at(p, x, i));
+}
+template <typename T>
+__host__ __device__ inline void pool_backward_store(const PoolShape& p, const T* x, const T* y, const T* dy, T* dx,
+                                                    bool accumulate, std::int64_t i) {
+  dx[i] = from_float<T>(pool_backward_at(p, x, y, dy, accumulate ? to_float(dx[i]) : 0.0f, i));
+}
+template <typename T>
+__host__ __device__ inline void lrn_forward_store(const LrnShape& l, const T* x, T* y, std::int64_t i) {
+  y[i] = from_float<T>(lrn_forward_at(l, x, i));
+}
+template <typename T>
+__host__ __device__ inline void lrn_backward_store(const LrnShape& l, const T* x, const T* y, const T* dy, T* dx,
+                                                   bool accumulate, std::int64_t i) {
+  const float g = lrn_backward_at(l, x, y, dy, i);
+  dx[i] = from_float<T>(accumulate ? to_float(dx[i]) + g : g);
 }
 
-__global__ void pool_backward_kernel(PoolShape p, const float* x, const float* y, const float* dy, float* dx,
-                                     bool accumulate) {
-  UCPLAN_GRID_LOOP(i, p.nc * p.h * p.w) dx[i] = pool_backward_at(p, x, y, dy, accumulate ? dx[i] : 0.0f, i);
+template <typename T>
+__global__ void pool_forward_kernel(PoolShape p, const T* x, T* y) {
+  UCPLAN_GRID_LOOP(i, p.nc * p.ho * p.wo) pool_forward_store(p, x, y, i);
 }
 
-__global__ void lrn_forward_kernel(LrnShape l, const float* x, float* y) {
-  UCPLAN_GRID_LOOP(i, l.n * l.c * l.plane) y[i] = lrn_forward_at(l, x, i);
+template <typename T>
+__global__ void pool_backward_kernel(PoolShape p, const T* x, const T* y, const T* dy, T* dx, bool accumulate) {
+  UCPLAN_GRID_LOOP(i, p.nc * p.h * p.w) pool_backward_store(p, x, y, dy, dx, accumulate, i);
 }
 
-__global__ void lrn_backward_kernel(LrnShape l, const float* x, const float* y, const float* dy, float* dx,
-                                    bool accumulate) {
-  UCPLAN_GRID_LOOP(i, l.n * l.c * l.plane) {
-    const float g = lrn_backward_at(l, x, y, dy, i);
-    dx[i] = accumulate ? dx[i] + g : g;
-  }
+template <typename T>
+__global__ void lrn_forward_kernel(LrnShape l, const T* x, T* y) {
+  UCPLAN_GRID_LOOP(i, l.n * l.c * l.plane) lrn_forward_store(l, x, y, i);
+}
+
+template <typename T>
+__global__ void lrn_backward_kernel(LrnShape l, const T* x, const T* y, const T* dy, T* dx, bool accumulate) {
+  UCPLAN_GRID_LOOP(i, l.n * l.c * l.plane) lrn_backward_store(l, x, y, dy, dx, accumulate, i);
+}
+
+template <typename T>
+const T* as(const void* p) {
+  return static_cast<const T*>(p);
+}
+template <typename T>
+T* as(void* p) {
+  return static_cast<T*>(p);
 }
 
 }  // namespace
 
-void launch_sum(cudaStream_t s, std::int64_t n, SumInputs in, bool accumulate_into_y, float* y) {
-  if (n <= 0 || in.count <= 0) return;
-  sum_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, in, accumulate_into_y, y);
+void launch_sum(cudaStream_t s, DataType in, DataType out, std::int64_t n, SumInputs inputs, bool accumulate_into_y,
+                void* y) {
+  if (n <= 0 || inputs.count <= 0) return;
+  with_element_type(in, [&](auto t) {
+    using T = typename decltype(t)::type;
+    if (out == DataType::Float)
+      sum_kernel<T, float><<<blocks_for(n), kThreads, 0, s>>>(n, inputs, accumulate_into_y, as<float>(y));
+    else
+      sum_kernel<T, T><<<blocks_for(n), kThreads, 0, s>>>(n, inputs, accumulate_into_y, as<T>(y));
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_add_inplace(cudaStream_t s, std::int64_t n, const float* src, float* dst) {
+void launch_add_inplace(cudaStream_t s, DataType t, std::int64_t n, const void* src, void* dst) {
   if (n <= 0) return;
-  add_inplace_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, src, dst);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    add_inplace_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, as<T>(src), as<T>(dst));
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_copy_rows(cudaStream_t s, std::int64_t rows, std::int64_t width, const float* src, std::int64_t src_stride,
-                      float* dst, std::int64_t dst_stride, bool accumulate) {
+void launch_copy_rows(cudaStream_t s, DataType t, std::int64_t rows, std::int64_t width, const void* src,
+                      std::int64_t src_stride, void* dst, std::int64_t dst_stride, bool accumulate) {
   if (rows <= 0 || width <= 0) return;
-  copy_rows_kernel<<<blocks_for(rows * width), kThreads, 0, s>>>(rows, width, src, src_stride, dst, dst_stride,
-                                                                 accumulate);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    copy_rows_kernel<<<blocks_for(rows * width), kThreads, 0, s>>>(rows, width, as<T>(src), src_stride, as<T>(dst),
+                                                                   dst_stride, accumulate);
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_dropout_forward(cudaStream_t s, std::int64_t n, std::uint64_t first_index, std::uint64_t seed, double ratio,
-                            float scale, const float* x, float* y, std::uint8_t* mask) {
+void launch_dropout_forward(cudaStream_t s, DataType t, std::int64_t n, std::uint64_t first_index, std::uint64_t seed,
+                            double ratio, float scale, const void* x, void* y, std::uint8_t* mask) {
   if (n <= 0) return;
-  dropout_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, first_index, seed, ratio, scale, x, y, mask);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    dropout_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, first_index, seed, ratio, scale, as<T>(x), as<T>(y),
+                                                              mask);
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_dropout_apply(cudaStream_t s, std::int64_t n, float scale, const std::uint8_t* mask, const float* x,
-                          float* y, bool accumulate) {
+void launch_dropout_apply(cudaStream_t s, DataType t, std::int64_t n, float scale, const std::uint8_t* mask,
+                          const void* x, void* y, bool accumulate) {
   if (n <= 0) return;
-  dropout_apply_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, scale, mask, x, y, accumulate);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    dropout_apply_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, scale, mask, as<T>(x), as<T>(y), accumulate);
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_bn_forward_saved(cudaStream_t s, std::int64_t n, std::int64_t c, std::int64_t hw, const float* x,
-                             const float* gamma, const float* beta, const float* saved, float* y) {
+void launch_bn_forward_saved(cudaStream_t s, DataType t, std::int64_t n, std::int64_t c, std::int64_t hw, const void* x,
+                             const float* gamma, const float* beta, const float* saved, void* y) {
   if (n * c * hw <= 0) return;
-  bn_forward_saved_kernel<<<blocks_for(n * c * hw), kThreads, 0, s>>>(n, c, hw, x, gamma, beta, saved, y);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    bn_forward_saved_kernel<<<blocks_for(n * c * hw), kThreads, 0, s>>>(n, c, hw, as<T>(x), gamma, beta, saved,
+                                                                        as<T>(y));
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_softmax_loss_sum(cudaStream_t s, std::int64_t n, std::int64_t k, const float* x, const std::int32_t* labels,
-                             double* per_sample, double* loss) {
+void launch_softmax_loss_sum(cudaStream_t s, DataType t, std::int64_t n, std::int64_t k, const void* x,
+                             const std::int32_t* labels, double* per_sample, double* loss, float* prob) {
   if (n > 0) {
     if (n > INT_MAX) throw_error("softmax_loss: more than 2^31 samples");
-    softmax_loss_sample_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(k, x, labels, per_sample);
+    with_element_type(t, [&](auto e) {
+      using T = typename decltype(e)::type;
+      softmax_loss_sample_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(k, as<T>(x), labels, per_sample, prob);
+    });
     UCPLAN_CUDA(cudaGetLastError());
   }
   sum_doubles_kernel<<<1, kThreads, 0, s>>>(n, per_sample, loss);
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_softmax_loss_backward(cudaStream_t s, std::int64_t n, std::int64_t k, const float* prob,
-                                  const std::int32_t* labels, double scale, float* dx, bool accumulate) {
+void launch_softmax_loss_backward(cudaStream_t s, DataType t, std::int64_t n, std::int64_t k, const float* prob,
+                                  const std::int32_t* labels, double scale, void* dx, bool accumulate) {
   if (n * k <= 0) return;
-  softmax_loss_backward_kernel<<<blocks_for(n * k), kThreads, 0, s>>>(n, k, prob, labels, scale, dx, accumulate);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    softmax_loss_backward_kernel<<<blocks_for(n * k), kThreads, 0, s>>>(n, k, prob, labels, scale, as<T>(dx),
+                                                                        accumulate);
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
@@ -396,30 +460,21 @@ void launch_sgd(cudaStream_t s, std::int64_t n, float lr, const float* dw, float
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_widen(cudaStream_t s, int kind, std::int64_t n, const void* src, float* dst) {
+void launch_narrow(cudaStream_t s, DataType t, std::int64_t n, const float* src, void* dst) {
   if (n <= 0) return;
-  if (kind == 0)
-    widen_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __nv_bfloat16*>(src), dst);
-  else
-    widen_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __half*>(src), dst);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    narrow_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, src, as<T>(dst));
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_narrow(cudaStream_t s, int kind, std::int64_t n, const float* src, void* dst) {
+void launch_accumulate_widened(cudaStream_t s, DataType t, std::int64_t n, const void* src, float* dst) {
   if (n <= 0) return;
-  if (kind == 0)
-    narrow_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, src, static_cast<__nv_bfloat16*>(dst));
-  else
-    narrow_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, src, static_cast<__half*>(dst));
-  UCPLAN_CUDA(cudaGetLastError());
-}
-
-void launch_accumulate_widened(cudaStream_t s, int kind, std::int64_t n, const void* src, float* dst) {
-  if (n <= 0) return;
-  if (kind == 0)
-    accumulate_widened_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __nv_bfloat16*>(src), dst);
-  else
-    accumulate_widened_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, static_cast<const __half*>(src), dst);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    accumulate_widened_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, as<T>(src), dst);
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
@@ -435,53 +490,75 @@ void launch_fill_labels(cudaStream_t s, std::int64_t n, std::uint64_t seed, std:
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_pool_forward(cudaStream_t s, const PoolShape& p, const float* x, float* y) {
+void launch_pool_forward(cudaStream_t s, DataType t, const PoolShape& p, const void* x, void* y) {
   std::int64_t n = p.nc * p.ho * p.wo;
   if (n <= 0) return;
-  pool_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, x, y);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    pool_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, as<T>(x), as<T>(y));
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_pool_backward(cudaStream_t s, const PoolShape& p, const float* x, const float* y, const float* dy,
-                          float* dx, bool accumulate) {
+void launch_pool_backward(cudaStream_t s, DataType t, const PoolShape& p, const void* x, const void* y, const void* dy,
+                          void* dx, bool accumulate) {
   std::int64_t n = p.nc * p.h * p.w;
   if (n <= 0) return;
-  pool_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, x, y, dy, dx, accumulate);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    pool_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, as<T>(x), as<T>(y), as<T>(dy), as<T>(dx), accumulate);
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_lrn_forward(cudaStream_t s, const LrnShape& l, const float* x, float* y) {
+void launch_lrn_forward(cudaStream_t s, DataType t, const LrnShape& l, const void* x, void* y) {
   std::int64_t n = l.n * l.c * l.plane;
   if (n <= 0) return;
-  lrn_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(l, x, y);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    lrn_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(l, as<T>(x), as<T>(y));
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
-void launch_lrn_backward(cudaStream_t s, const LrnShape& l, const float* x, const float* y, const float* dy, float* dx,
-                         bool accumulate) {
+void launch_lrn_backward(cudaStream_t s, DataType t, const LrnShape& l, const void* x, const void* y, const void* dy,
+                         void* dx, bool accumulate) {
   std::int64_t n = l.n * l.c * l.plane;
   if (n <= 0) return;
-  lrn_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(l, x, y, dy, dx, accumulate);
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    lrn_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(l, as<T>(x), as<T>(y), as<T>(dy), as<T>(dx), accumulate);
+  });
   UCPLAN_CUDA(cudaGetLastError());
 }
 
 namespace host {
-void pool_forward(const PoolShape& p, const float* x, float* y) {
-  for (std::int64_t i = 0; i < p.nc * p.ho * p.wo; ++i) y[i] = pool_forward_at(p, x, i);
+template <typename T>
+void pool_forward(const PoolShape& p, const T* x, T* y) {
+  for (std::int64_t i = 0; i < p.nc * p.ho * p.wo; ++i) pool_forward_store(p, x, y, i);
 }
-void pool_backward(const PoolShape& p, const float* x, const float* y, const float* dy, float* dx, bool accumulate) {
-  for (std::int64_t i = 0; i < p.nc * p.h * p.w; ++i)
-    dx[i] = pool_backward_at(p, x, y, dy, accumulate ? dx[i] : 0.0f, i);
+template <typename T>
+void pool_backward(const PoolShape& p, const T* x, const T* y, const T* dy, T* dx, bool accumulate) {
+  for (std::int64_t i = 0; i < p.nc * p.h * p.w; ++i) pool_backward_store(p, x, y, dy, dx, accumulate, i);
 }
-void lrn_forward(const LrnShape& l, const float* x, float* y) {
-  for (std::int64_t i = 0; i < l.n * l.c * l.plane; ++i) y[i] = lrn_forward_at(l, x, i);
+template <typename T>
+void lrn_forward(const LrnShape& l, const T* x, T* y) {
+  for (std::int64_t i = 0; i < l.n * l.c * l.plane; ++i) lrn_forward_store(l, x, y, i);
 }
-void lrn_backward(const LrnShape& l, const float* x, const float* y, const float* dy, float* dx, bool accumulate) {
-  for (std::int64_t i = 0; i < l.n * l.c * l.plane; ++i) {
-    const float g = lrn_backward_at(l, x, y, dy, i);
-    dx[i] = accumulate ? dx[i] + g : g;
-  }
+template <typename T>
+void lrn_backward(const LrnShape& l, const T* x, const T* y, const T* dy, T* dx, bool accumulate) {
+  for (std::int64_t i = 0; i < l.n * l.c * l.plane; ++i) lrn_backward_store(l, x, y, dy, dx, accumulate, i);
 }
+
+#define UCPLAN_HOST_MIRRORS(T)                                                              \
+  template void pool_forward<T>(const PoolShape&, const T*, T*);                            \
+  template void pool_backward<T>(const PoolShape&, const T*, const T*, const T*, T*, bool); \
+  template void lrn_forward<T>(const LrnShape&, const T*, T*);                              \
+  template void lrn_backward<T>(const LrnShape&, const T*, const T*, const T*, T*, bool);
+UCPLAN_HOST_MIRRORS(float)
+UCPLAN_HOST_MIRRORS(__nv_bfloat16)
+UCPLAN_HOST_MIRRORS(__half)
+#undef UCPLAN_HOST_MIRRORS
 }  // namespace host
 
 }  // namespace ucplan::cuda::detail

@@ -107,11 +107,8 @@ class CudaRunner final : public Runner {
         device_(device_index),
         ctx_(stream_.get(), options.allow_tf32),
         half_(options.storage != Storage::F32),
-        half_kind_(options.storage == Storage::BF16 ? 0 : 1) {
-    if (half_)
-      half_ctx_ = std::make_unique<Context>(
-          stream_.get(), false, options.storage == Storage::BF16 ? cuda::DataType::BFloat16 : cuda::DataType::Half,
-          !options.pseudo_half);
+        half_type_(options.storage == Storage::BF16 ? cuda::DataType::BFloat16 : cuda::DataType::Half) {
+    if (half_) half_ctx_ = std::make_unique<Context>(stream_.get(), false, half_type_, !options.pseudo_half);
     uuid_ = device_.uuid();  // NVML's, when it answers, replaces it (the same text)
     note_overhead();
     sample_conditions(true);
@@ -135,7 +132,7 @@ class CudaRunner final : public Runner {
     d.versions["math"] =
         half_ ? fmt::format(
                     "{} storage: conv {} data with FLOAT compute ({}), fc cublasGemmEx CUBLAS_COMPUTE_32F; "
-                    "other layers FP32 kernels, their operand conversions timed with them",
+                    "other layers on 16-bit operands with FP32 compute",
                     storage_name(options_.storage), options_.storage == Storage::BF16 ? "BFLOAT16" : "HALF",
                     options_.pseudo_half ? "CUDNN_DEFAULT_MATH" : "CUDNN_TENSOR_OP_MATH")
         : options_.allow_tf32 ? "fp32 with tf32 tensor cores"
@@ -367,7 +364,7 @@ class CudaRunner final : public Runner {
       float* w = b.floats(2 * count);  // room for the 16-bit copy after the master
       const float* dw = b.floats(count);
       const bool copy = half_ && (l.type() == LayerType::Conv || l.type() == LayerType::Fc);
-      const int kind = half_kind_;
+      const cuda::DataType kind = half_type_;
       cudaStream_t st = stream_.get();
       return [&ctx, count, w, dw, copy, kind, st] {
         cuda::sgd_update(ctx, count, 0.01, dw, w);
@@ -376,39 +373,18 @@ class CudaRunner final : public Runner {
     }
     if (batch < 1) throw Failed(fmt::format("micro-batch {} (must be at least 1)", batch));
     if (l.type() == LayerType::Conv) return prepare_conv(l, op, algo, batch, b, m);
-    if (half_ && l.type() != LayerType::Fc) {
-      // What the backend's run_widened does around the FP32 kernel: widen what the op reads,
-      // narrow what it writes (the loss's output stays FP32). Reads are counted as every input
-      // (and dY, and for a backward the output too): at most what the backend converts.
-      std::function<void()> op_run = prepare_fp32(g, layer, op, algo, batch, b, m);
-      const std::int64_t out_count = batch * l.out.elems();
-      std::int64_t in_count = 0;
-      for (const Shape& sh : l.in_shapes) in_count += batch * sh.elems();
-      const bool fwd = op == TaskKind::Forward;
-      const bool loss = l.type() == LayerType::SoftmaxLoss;
-      const std::int64_t widen = fwd ? in_count : in_count + out_count + (loss ? 0 : out_count);
-      const std::int64_t narrow = fwd ? (loss ? 0 : out_count) : in_count;
-      float* scratch = b.floats(std::max(widen, narrow));
-      const void* src16 = b.raw(std::max<std::int64_t>(widen, 1) * 2);
-      void* dst16 = b.raw(std::max<std::int64_t>(narrow, 1) * 2);
-      const int kind = half_kind_;
-      cudaStream_t st = stream_.get();
-      return [op_run, widen, narrow, scratch, src16, dst16, kind, st] {
-        cuda::detail::launch_widen(st, kind, widen, src16, scratch);
-        op_run();
-        cuda::detail::launch_narrow(st, kind, narrow, scratch, dst16);
-      };
-    }
-    return prepare_fp32(g, layer, op, algo, batch, b, m);
+    return prepare_layer(g, layer, op, algo, batch, b);
   }
 
-  // The op on the FP32 context (fc on the 16-bit one at bf16/fp16).
-  std::function<void()> prepare_fp32(const Graph& g, int layer, TaskKind op, const std::string& algo,
-                                     std::int64_t batch, Buffers& b, Measurement* m) {
-    (void)m;
+  // A layer's op other than a convolution's, on the context of the storage type, as the backend
+  // runs it: at bf16/fp16 the 16-bit one, whose ops read and write their activations and gradients
+  // in 16 bits (kernels_cuda.h; the buffers, filled as floats, hold other values then, not other
+  // work), FP32 elsewhere.
+  std::function<void()> prepare_layer(const Graph& g, int layer, TaskKind op, const std::string& algo,
+                                      std::int64_t batch, Buffers& b) {
     const GraphLayer& l = g.layers[layer];
     const char* type = layer_type_name(l.type());
-    Context& ctx = ctx_;
+    Context& ctx = half_ ? *half_ctx_ : ctx_;
     if (algo != "default")
       throw Failed(fmt::format("unknown algorithm \"{}\" for {} {}", algo, type, task_kind_name(op)));
     const bool forward = op == TaskKind::Forward;
@@ -425,23 +401,23 @@ class CudaRunner final : public Runner {
         break;  // above
       case LayerType::Fc: {
         const cuda::FcDims d = fc_dims(l, batch);
-        Context& fctx = half_ ? *half_ctx_ : ctx_;  // 16-bit x, w, y, dx, dy; FP32 dw, db
+        // At bf16/fp16: 16-bit x, w, bias, y, dx, dy; FP32 dw, db.
         const float* w = b.floats(d.in * d.out);
         if (forward) {
           const float* x = b.floats(in_count);
           const float* bias = b.floats(d.out);
           float* y = b.floats(out_count);
-          return [&fctx, d, x, w, bias, y] { cuda::fc_forward(fctx, d, x, w, bias, y); };
+          return [&ctx, d, x, w, bias, y] { cuda::fc_forward(ctx, d, x, w, bias, y); };
         }
         const float* dy = b.floats(out_count);
         if (op == TaskKind::BackwardData) {
           float* dx = b.floats(in_count);
-          return [&fctx, d, dy, w, dx] { cuda::fc_backward_data(fctx, d, dy, w, dx, false); };
+          return [&ctx, d, dy, w, dx] { cuda::fc_backward_data(ctx, d, dy, w, dx, false); };
         }
         const float* x = b.floats(in_count);
         float* dw = b.floats(d.in * d.out);
         float* db = b.floats(d.out);
-        return [&fctx, d, x, dy, dw, db] { cuda::fc_backward_filter(fctx, d, x, dy, dw, db); };
+        return [&ctx, d, x, dy, dw, db] { cuda::fc_backward_filter(ctx, d, x, dy, dw, db); };
       }
       case LayerType::Relu: {
         const float* x = b.floats(in_count);
@@ -714,7 +690,7 @@ class CudaRunner final : public Runner {
           void* dw16 = b.raw(params * 2);
           float* dw32 = b.floats(params);
           float* db16 = d.bias ? reinterpret_cast<float*>(static_cast<char*>(dw16) + nw * 2) : nullptr;
-          const int kind = half_kind_;
+          const cuda::DataType kind = half_type_;
           cudaStream_t st = stream_.get();
           return [&ctx, d, a, x, dy, dw16, db16, dw32, params, kind, st, work, ws] {
             UCPLAN_CUDA(cudaMemsetAsync(dw16, 0, static_cast<std::size_t>(params) * 2, st));
@@ -810,8 +786,8 @@ class CudaRunner final : public Runner {
   Stream stream_;
   Context ctx_;
   const bool half_;                    // bf16 / fp16 storage (options_.storage)
-  const int half_kind_;                // launch_widen's kind: 0 bfloat16, 1 half
-  std::unique_ptr<Context> half_ctx_;  // conv and fc at bf16 / fp16
+  const cuda::DataType half_type_;     // the 16-bit storage type (when half_)
+  std::unique_ptr<Context> half_ctx_;  // every layer's ops at bf16 / fp16
   std::int64_t overhead_ = 0;
   std::string nvml_why_ = "NVML not queried", driver_version_, uuid_ = "unknown";
   std::map<std::string, std::string> static_facts_;

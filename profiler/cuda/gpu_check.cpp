@@ -1,7 +1,10 @@
 // GPU self-check of the CUDA backend against the CPU reference kernels (STYLE.md #8): every op on
 // small shapes, every cuDNN convolution algorithm, accumulation (beta = 1), micro-batches by
-// pointer offset (also at 4-byte-aligned offsets), the descriptor cache, and a smoke test of the
-// CUDA Runner (measure, transfers, duplex, cuDNN's own ranking). Any mismatch or unexpected
+// pointer offset (also at 4-byte-aligned offsets), the descriptor cache, every op but conv, fc and
+// sgd at each storage type (fp32, bf16, fp16: a context of that data type against the CPU's
+// emulation of it), 16-bit conv and fc, the device's 16-bit conversions against
+// executor/cpu/half.h, and a smoke test of the CUDA Runner (measure, transfers, duplex, cuDNN's
+// own ranking). Any mismatch or unexpected
 // failure exits 1. Without a device: "SKIP: ..." and exit 0, or with --require-device (or
 // UCPLAN_REQUIRE_GPU=1) "FAIL: ..." and exit 3; a driver too old for the runtime always fails
 // (exit 4). See cuda_check.h check_program_device_gate().
@@ -9,10 +12,13 @@
 // Built as build/bin/ucplan-gpu-check wherever CUDA is (executor/CMakeLists.txt); run it on a GPU
 // machine (UCPLAN_GPU_CHECK_VERBOSE=1 prints every comparison).
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +28,7 @@
 #include "executor/cuda/cuda_check.h"
 #include "executor/cuda/kernels_cuda.h"
 #include "executor/cuda/modern_kernels.h"
+#include "executor/cuda/small_kernels.h"
 #include "planner/model/errors.h"
 #include "planner/ir/graph.h"
 #include "planner/model/network.h"
@@ -66,6 +73,51 @@ std::vector<T> download(Context& ctx, const DeviceBuffer& b, std::size_t n) {
   return v;
 }
 
+// ---- 16-bit storage ----
+
+// The same values as the 16-bit type holds, as floats (what the CPU emulation computes on).
+std::vector<float> rounded(std::vector<float> v, cpu::Half t) {
+  for (auto& x : v) x = cpu::round_to(t, x);
+  return v;
+}
+DeviceBuffer upload16(const std::vector<float>& v, cpu::Half t) {
+  std::vector<std::uint16_t> h(v.size());
+  cpu::narrow(t, v.data(), h.data(), static_cast<std::int64_t>(v.size()));
+  return upload(h);
+}
+std::vector<float> download16(Context& ctx, const DeviceBuffer& b, std::size_t n, cpu::Half t) {
+  const auto h = download<std::uint16_t>(ctx, b, n);
+  std::vector<float> v(n);
+  cpu::widen(t, h.data(), v.data(), static_cast<std::int64_t>(n));
+  return v;
+}
+
+// The element type of a check's activations and gradients (kernels_cuda.h DataType), and the CPU
+// emulation of it (executor/cpu_ops.h run_emulated): 16-bit inputs widened exactly, the FP32 CPU
+// kernel, what it writes rounded to nearest even. FP32 operands (parameters, statistics, the loss's
+// probabilities, dgamma) are plain floats at every type.
+struct Elem {
+  cuda::DataType type = cuda::DataType::Float;
+  bool half() const { return type != cuda::DataType::Float; }
+  cpu::Half half_type() const { return type == cuda::DataType::BFloat16 ? cpu::Half::BF16 : cpu::Half::FP16; }
+  std::string name() const { return !half() ? "fp32" : type == cuda::DataType::BFloat16 ? "bf16" : "fp16"; }
+  // The values the type holds: random inputs as the device stores them, and FP32 CPU results as
+  // the emulation stores them.
+  std::vector<float> held(std::vector<float> v) const { return half() ? rounded(std::move(v), half_type()) : v; }
+  DeviceBuffer up(const std::vector<float>& v) const { return half() ? upload16(v, half_type()) : upload(v); }
+  DeviceBuffer buffer(std::size_t n) const { return DeviceBuffer(n * cuda::element_bytes(type)); }
+  std::vector<float> down(Context& ctx, const DeviceBuffer& b, std::size_t n) const {
+    return half() ? download16(ctx, b, n, half_type()) : download<float>(ctx, b, n);
+  }
+  // The tolerance of a stored 16-bit result whose FP32 check allows `fp32`: exact stays exact (the
+  // same FP32 value rounds the same way); a difference may move the rounding by one unit in the
+  // last place, 2u relative (u: 2^-8 at bf16, 2^-11 at fp16).
+  double tol(double fp32) const {
+    if (!half() || fp32 == 0) return fp32;
+    return fp32 + 2 * (type == cuda::DataType::BFloat16 ? 0x1p-8 : 0x1p-11);
+  }
+};
+
 // max |ref - got| / max(max |ref|, 1e-6): the error relative to the data's scale.
 void check(const std::string& what, const std::vector<float>& ref, const std::vector<float>& got, double tol) {
   ++g_checks;
@@ -89,6 +141,14 @@ void check_bytes(const std::string& what, const std::vector<std::uint8_t>& ref, 
   const bool ok = ref == got;
   if (!ok) ++g_failures;
   if (!ok || g_verbose) std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+}
+
+// A check of `total` values of which `wrong` differ.
+void check_count(const std::string& what, int wrong, std::size_t total) {
+  ++g_checks;
+  if (wrong) ++g_failures;
+  if (wrong || g_verbose)
+    std::printf("%s %s: %d of %zu values differ\n", wrong ? "FAIL" : "ok  ", what.c_str(), wrong, total);
 }
 
 void fail(const std::string& what) {
@@ -222,47 +282,66 @@ void check_conv(Context& ctx, const cpu::ConvDims& d, const std::string& label) 
 
 // ---- pooling ----
 
-void check_pool(Context& ctx, cpu::PoolDims d, bool ceil_mode, const std::string& label, bool ties = false) {
+void check_pool(Context& ctx, const Elem& e, cpu::PoolDims d, bool ceil_mode, const std::string& label,
+                bool ties = false) {
   d.ho = window_out(d.h, d.kh, d.sh, d.ph, ceil_mode);
   d.wo = window_out(d.w, d.kw, d.sw, d.pw, ceil_mode);
   const std::size_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * d.ho * d.wo;
-  auto x = ties ? std::vector<float>(nx, 0.5f) : random_floats(nx, 11);
-  auto dy = random_floats(ny, 12), dx0 = random_floats(nx, 13);
+  auto x = e.held(ties ? std::vector<float>(nx, 0.5f) : random_floats(nx, 11));
+  auto dy = e.held(random_floats(ny, 12)), dx0 = e.held(random_floats(nx, 13));
   std::vector<float> y_ref(ny), dx_ref = dx0;
   cpu::pool_forward(d, x.data(), y_ref.data());
+  y_ref = e.held(y_ref);
   cpu::pool_backward(d, x.data(), y_ref.data(), dy.data(), dx_ref.data(), true);
-  auto X = upload(x), DY = upload(dy), DX = upload(dx0);
-  DeviceBuffer Y(ny * sizeof(float));
+  dx_ref = e.held(dx_ref);
+  auto X = e.up(x), DY = e.up(dy), DX = e.up(dx0);
+  DeviceBuffer Y = e.buffer(ny);
   cuda::pool_forward(ctx, d, X.as<float>(), Y.as<float>());
-  auto y = download<float>(ctx, Y, ny);
-  check(label + " forward", y_ref, y, d.max ? 0 : 1e-6);
+  auto y = e.down(ctx, Y, ny);
+  check(label + " forward", y_ref, y, d.max ? 0 : e.tol(1e-6));
   cuda::pool_backward(ctx, d, X.as<float>(), Y.as<float>(), DY.as<float>(), DX.as<float>(), true);
-  check(label + " backward (beta 1)", dx_ref, download<float>(ctx, DX, nx), 1e-6);
+  check(label + " backward (beta 1)", dx_ref, e.down(ctx, DX, nx), e.tol(1e-6));
   if (!d.max) {  // average: x and y may be absent
-    auto DX2 = upload(dx0);
+    auto DX2 = e.up(dx0);
     cuda::pool_backward(ctx, d, nullptr, nullptr, DY.as<float>(), DX2.as<float>(), true);
-    check(label + " backward without x, y", dx_ref, download<float>(ctx, DX2, nx), 1e-6);
+    check(label + " backward without x, y", dx_ref, e.down(ctx, DX2, nx), e.tol(1e-6));
   }
 }
 
-// ---- 16-bit conv and fc (issue 15) ----
+// cuDNN (floor sizes) and the small kernels (ceil sizes cuDNN does not produce).
+void check_pools(Context& ctx, const Elem& e) {
+  const std::string t = e.name() + " ";
+  check_pool(ctx, e,
+             {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = true}, false,
+             t + "max 3x3 s2 p1");
+  check_pool(ctx, e, {.n = 2, .c = 3, .h = 8, .w = 8, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .max = true}, true,
+             t + "max ceil 8->4");
+  check_pool(ctx, e,
+             {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false},
+             false, t + "avg incl pad");
+  check_pool(ctx, e,
+             {.n = 2,
+              .c = 3,
+              .h = 9,
+              .w = 9,
+              .kh = 3,
+              .kw = 3,
+              .sh = 2,
+              .sw = 2,
+              .ph = 1,
+              .pw = 1,
+              .max = false,
+              .count_include_pad = false},
+             false, t + "avg excl pad");
+  check_pool(ctx, e,
+             {.n = 2, .c = 3, .h = 8, .w = 8, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false}, true,
+             t + "avg ceil incl pad");
+  check_pool(ctx, e, {.n = 1, .c = 2, .h = 6, .w = 6, .kh = 2, .kw = 2, .sh = 1, .sw = 1, .max = true}, false,
+             t + "max ties", true);
+  check_pool(ctx, e, {.n = 2, .c = 4, .h = 7, .w = 7, .kh = 7, .kw = 7, .max = false}, false, t + "global avg 7x7");
+}
 
-// The same values as the 16-bit type holds, as floats (what the CPU emulation computes on).
-std::vector<float> rounded(std::vector<float> v, cpu::Half t) {
-  for (auto& x : v) x = cpu::round_to(t, x);
-  return v;
-}
-DeviceBuffer upload16(const std::vector<float>& v, cpu::Half t) {
-  std::vector<std::uint16_t> h(v.size());
-  cpu::narrow(t, v.data(), h.data(), static_cast<std::int64_t>(v.size()));
-  return upload(h);
-}
-std::vector<float> download16(Context& ctx, const DeviceBuffer& b, std::size_t n, cpu::Half t) {
-  const auto h = download<std::uint16_t>(ctx, b, n);
-  std::vector<float> v(n);
-  cpu::widen(t, h.data(), v.data(), static_cast<std::int64_t>(n));
-  return v;
-}
+// ---- 16-bit conv and fc (issue 15) ----
 
 // A 16-bit context's conv (HALF/BFLOAT16 descriptors, FLOAT compute, tensor-op math) and fc
 // (cublasGemmEx, CUBLAS_COMPUTE_32F) against FP32 CPU kernels on the same 16-bit values, the
@@ -332,70 +411,167 @@ void check_half(cuda::DataType type) {
 }
 
 // ---- the other layers ----
+// At each element type: the kernel on the device against the CPU kernel on the same values, its
+// 16-bit results rounded as the emulation stores them (Elem). Bitwise checks stay bitwise.
 
-void check_layers(Context& ctx) {
+void check_layers(Context& ctx, const Elem& e) {
+  const std::string t = e.name() + " ";
   // relu
   {
     const std::int64_t n = 1000;
-    auto x = random_floats(n, 21), dy = random_floats(n, 22), dx0 = random_floats(n, 23);
+    auto x = e.held(random_floats(n, 21)), dy = e.held(random_floats(n, 22)), dx0 = e.held(random_floats(n, 23));
     std::vector<float> y_ref(n), dx_ref = dx0;
     cpu::relu_forward(n, x.data(), y_ref.data());
     cpu::relu_backward(n, y_ref.data(), dy.data(), dx_ref.data(), true);
-    auto X = upload(x), DY = upload(dy), DX = upload(dx0);
-    DeviceBuffer Y(n * sizeof(float));
+    auto X = e.up(x), DY = e.up(dy), DX = e.up(dx0);
+    DeviceBuffer Y = e.buffer(n);
     cuda::relu_forward(ctx, n, X.as<float>(), Y.as<float>());
-    check("relu forward", y_ref, download<float>(ctx, Y, n), 0);
+    check(t + "relu forward", y_ref, e.down(ctx, Y, n), 0);
     cuda::relu_backward(ctx, n, Y.as<float>(), DY.as<float>(), DX.as<float>(), true);
-    check("relu backward (beta 1)", dx_ref, download<float>(ctx, DX, n), 1e-7);
+    check(t + "relu backward (beta 1)", e.held(dx_ref), e.down(ctx, DX, n), e.tol(1e-7));
   }
-  // batch norm
+  // batch norm: x, y, dy, dx of the type; gamma, beta, saved and their gradients FP32
   {
     cpu::BnDims d{4, 3, 5, 6, 1e-5};
     const std::size_t n = d.n * d.c * d.h * d.w;
-    auto x = random_floats(n, 31, -2, 3), g = random_floats(d.c, 32, 0.5, 1.5), b = random_floats(d.c, 33);
-    auto dy = random_floats(n, 34), dx0 = random_floats(n, 35), dgb0 = random_floats(2 * d.c, 36);
+    auto x = e.held(random_floats(n, 31, -2, 3)), g = random_floats(d.c, 32, 0.5, 1.5), b = random_floats(d.c, 33);
+    auto dy = e.held(random_floats(n, 34)), dx0 = e.held(random_floats(n, 35)), dgb0 = random_floats(2 * d.c, 36);
     std::vector<float> y_ref(n), saved_ref(2 * d.c), dx_ref = dx0, dgb_ref = dgb0, ys_ref(n);
     cpu::bn_forward_training(d, x.data(), g.data(), b.data(), y_ref.data(), saved_ref.data());
     cpu::bn_backward(d, x.data(), g.data(), saved_ref.data(), dy.data(), dx_ref.data(), dgb_ref.data(), true);
-    auto X = upload(x), G = upload(g), B = upload(b), DY = upload(dy), DX = upload(dx0), DGB = upload(dgb0);
-    DeviceBuffer Y(n * sizeof(float)), S(2 * d.c * sizeof(float)), YS(n * sizeof(float));
+    auto X = e.up(x), G = upload(g), B = upload(b), DY = e.up(dy), DX = e.up(dx0), DGB = upload(dgb0);
+    DeviceBuffer Y = e.buffer(n), S(2 * d.c * sizeof(float)), YS = e.buffer(n);
     cuda::bn_forward_training(ctx, d, X.as<float>(), G.as<float>(), B.as<float>(), Y.as<float>(), S.as<float>());
-    check("bn forward_training y", y_ref, download<float>(ctx, Y, n), 1e-5);
-    check("bn forward_training saved [mean, inv_std]", saved_ref, download<float>(ctx, S, 2 * d.c), 1e-5);
+    check(t + "bn forward_training y", e.held(y_ref), e.down(ctx, Y, n), e.tol(1e-5));
+    check(t + "bn forward_training saved [mean, inv_std]", saved_ref, download<float>(ctx, S, 2 * d.c), 1e-5);
     cuda::bn_backward(ctx, d, X.as<float>(), G.as<float>(), S.as<float>(), DY.as<float>(), DX.as<float>(),
                       DGB.as<float>(), true);
-    check("bn backward dx (beta 1)", dx_ref, download<float>(ctx, DX, n), 1e-4);
-    check("bn backward dgamma, dbeta (accumulated)", dgb_ref, download<float>(ctx, DGB, 2 * d.c), 1e-4);
+    check(t + "bn backward dx (beta 1)", e.held(dx_ref), e.down(ctx, DX, n), e.tol(1e-4));
+    check(t + "bn backward dgamma, dbeta (accumulated)", dgb_ref, download<float>(ctx, DGB, 2 * d.c), 1e-4);
     {  // run to run: cuDNN does not document batch-norm backward as deterministic
-      auto dx1 = download<float>(ctx, DX, n);
-      auto DX2 = upload(dx0), DGB2 = upload(dgb0);
+      auto dx1 = e.down(ctx, DX, n);
+      auto DX2 = e.up(dx0), DGB2 = upload(dgb0);
       cuda::bn_backward(ctx, d, X.as<float>(), G.as<float>(), S.as<float>(), DY.as<float>(), DX2.as<float>(),
                         DGB2.as<float>(), true);
-      check("bn backward dx run to run", dx1, download<float>(ctx, DX2, n), 0);
+      check(t + "bn backward dx run to run", dx1, e.down(ctx, DX2, n), 0);
     }
     // Recompute from the CPU's saved statistics: the same operations, so the same bits.
     auto SREF = upload(saved_ref);
     cpu::bn_forward_saved(d, x.data(), g.data(), b.data(), saved_ref.data(), ys_ref.data());
     cuda::bn_forward_saved(ctx, d, X.as<float>(), G.as<float>(), B.as<float>(), SREF.as<float>(), YS.as<float>());
-    check("bn forward_saved (bitwise)", ys_ref, download<float>(ctx, YS, n), 0);
+    check(t + "bn forward_saved (bitwise)", e.held(ys_ref), e.down(ctx, YS, n), 0);
   }
-  // LRN: size 5 goes to cuDNN, 4 (even) and 3-with-tiny-k to the small kernels.
+  // LRN: at FP32 size 5 goes to cuDNN, 4 (even) and 3-with-tiny-k to the small kernels; at 16 bits
+  // all go to the small kernels.
   for (const auto& [size, k] : std::vector<std::pair<std::int64_t, double>>{{5, 1.0}, {4, 2.0}, {3, 1e-6}, {1, 1.0}}) {
     cpu::LrnDims d{2, 7, 3, 4, size, 1e-2, 0.75, k};
     const std::size_t n = d.n * d.c * d.h * d.w;
-    auto x = random_floats(n, 41, -3, 3), dy = random_floats(n, 42), dx0 = random_floats(n, 43);
+    auto x = e.held(random_floats(n, 41, -3, 3)), dy = e.held(random_floats(n, 42)), dx0 = e.held(random_floats(n, 43));
     std::vector<float> y_ref(n), dx_ref = dx0;
     cpu::lrn_forward(d, x.data(), y_ref.data());
+    y_ref = e.held(y_ref);
     cpu::lrn_backward(d, x.data(), y_ref.data(), dy.data(), dx_ref.data(), true);
-    auto X = upload(x), DY = upload(dy), DX = upload(dx0);
-    DeviceBuffer Y(n * sizeof(float));
-    const std::string label = "lrn size " + std::to_string(size) + " k " + std::to_string(k);
+    auto X = e.up(x), DY = e.up(dy), DX = e.up(dx0);
+    DeviceBuffer Y = e.buffer(n);
+    const std::string label = t + "lrn size " + std::to_string(size) + " k " + std::to_string(k);
     cuda::lrn_forward(ctx, d, X.as<float>(), Y.as<float>());
-    check(label + " forward", y_ref, download<float>(ctx, Y, n), 1e-5);
+    check(label + " forward", y_ref, e.down(ctx, Y, n), e.tol(1e-5));
     cuda::lrn_backward(ctx, d, X.as<float>(), Y.as<float>(), DY.as<float>(), DX.as<float>(), true);
-    check(label + " backward (beta 1)", dx_ref, download<float>(ctx, DX, n), 1e-4);
+    check(label + " backward (beta 1)", e.held(dx_ref), e.down(ctx, DX, n), e.tol(1e-4));
   }
-  // fc
+  // dropout: the same mask as the CPU, bit for bit.
+  {
+    const std::int64_t n = 3, per = 257, first = 2, count = n * per;
+    const double ratio = 0.3;
+    auto x = e.held(random_floats(count, 61)), dy = e.held(random_floats(count, 62));
+    auto dx0 = e.held(random_floats(count, 63));
+    std::vector<float> y_ref(count), dx_ref = dx0, ya_ref(count);
+    std::vector<std::uint8_t> mask_ref(count);
+    cpu::dropout_forward(n, per, first, ratio, 99, x.data(), y_ref.data(), mask_ref.data());
+    cpu::dropout_apply(count, ratio, mask_ref.data(), x.data(), ya_ref.data());
+    cpu::dropout_backward(count, ratio, mask_ref.data(), dy.data(), dx_ref.data(), true);
+    auto X = e.up(x), DY = e.up(dy), DX = e.up(dx0);
+    DeviceBuffer Y = e.buffer(count), YA = e.buffer(count), M(count);
+    cuda::dropout_forward(ctx, n, per, first, ratio, 99, X.as<float>(), Y.as<float>(), M.as<std::uint8_t>());
+    check_bytes(t + "dropout mask (same as CPU)", mask_ref, download<std::uint8_t>(ctx, M, count));
+    check(t + "dropout forward (bitwise)", e.held(y_ref), e.down(ctx, Y, count), 0);
+    cuda::dropout_apply(ctx, count, ratio, M.as<std::uint8_t>(), X.as<float>(), YA.as<float>());
+    check(t + "dropout apply (bitwise)", e.held(ya_ref), e.down(ctx, YA, count), 0);
+    cuda::dropout_backward(ctx, count, ratio, M.as<std::uint8_t>(), DY.as<float>(), DX.as<float>(), true);
+    check(t + "dropout backward (beta 1, bitwise)", e.held(dx_ref), e.down(ctx, DX, count), 0);
+  }
+  // add with 3 and 10 inputs (two groups of the summing kernel; at 16 bits their partial sum in FP32)
+  for (int inputs : {3, 10}) {
+    const std::int64_t n = 999;
+    std::vector<std::vector<float>> xs;
+    std::vector<DeviceBuffer> XS;
+    std::vector<const float*> xp, xg;
+    for (int i = 0; i < inputs; ++i) xs.push_back(e.held(random_floats(n, 70 + i)));
+    for (int i = 0; i < inputs; ++i) {
+      XS.push_back(e.up(xs[i]));
+      xp.push_back(xs[i].data());
+      xg.push_back(XS.back().as<float>());
+    }
+    std::vector<float> y_ref(n);
+    cpu::add_forward(n, xp, y_ref.data());
+    DeviceBuffer Y = e.buffer(n);
+    cuda::add_forward(ctx, n, xg, Y.as<float>());
+    check(t + "add forward " + std::to_string(inputs) + " inputs (bitwise)", e.held(y_ref), e.down(ctx, Y, n), 0);
+    auto dx0 = e.held(random_floats(n, 80));
+    std::vector<float> dx_ref = dx0;
+    cpu::add_backward(n, xs[0].data(), dx_ref.data(), true);
+    auto DX = e.up(dx0);
+    cuda::add_backward(ctx, n, XS[0].as<float>(), DX.as<float>(), true);
+    check(t + "add backward (beta 1, bitwise)", e.held(dx_ref), e.down(ctx, DX, n), 0);
+  }
+  // concat
+  {
+    const std::int64_t n = 2, hw = 6;
+    const std::vector<std::int64_t> cs{2, 3, 1};
+    std::vector<std::vector<float>> xs;
+    std::vector<DeviceBuffer> XS;
+    std::vector<const float*> xp, xg;
+    for (std::size_t i = 0; i < cs.size(); ++i) xs.push_back(e.held(random_floats(n * cs[i] * hw, 90 + i)));
+    for (auto& v : xs) {
+      XS.push_back(e.up(v));
+      xp.push_back(v.data());
+      xg.push_back(XS.back().as<float>());
+    }
+    const std::size_t ny = n * 6 * hw;
+    std::vector<float> y_ref(ny);
+    cpu::concat_forward(n, hw, cs, xp, y_ref.data());
+    DeviceBuffer Y = e.buffer(ny);
+    cuda::concat_forward(ctx, n, hw, cs, xg, Y.as<float>());
+    check(t + "concat forward (bitwise)", y_ref, e.down(ctx, Y, ny), 0);
+    for (bool acc : {false, true}) {
+      auto dx0 = e.held(random_floats(n * cs[1] * hw, 95));
+      std::vector<float> dx_ref = dx0;
+      cpu::concat_backward(n, hw, cs, 1, y_ref.data(), dx_ref.data(), acc);
+      auto DX = e.up(dx0);
+      cuda::concat_backward(ctx, n, hw, cs, 1, Y.as<float>(), DX.as<float>(), acc);
+      check(t + "concat backward input 1" + (acc ? " (beta 1)" : ""), e.held(dx_ref), e.down(ctx, DX, dx0.size()), 0);
+    }
+  }
+  // softmax loss: x and dx of the type, prob FP32 (at 16 bits from the loss kernel, not cuDNN)
+  {
+    const std::int64_t n = 4, k = 10;
+    auto x = e.held(random_floats(n * k, 101, -5, 5)), dx0 = e.held(random_floats(n * k, 102));
+    std::vector<std::int32_t> labels{3, 0, 9, 5};
+    std::vector<float> prob_ref(n * k), dx_ref = dx0;
+    const double loss_ref = cpu::softmax_loss_forward(n, k, x.data(), labels.data(), prob_ref.data());
+    cpu::softmax_loss_backward(n, k, prob_ref.data(), labels.data(), 0.125, dx_ref.data(), true);
+    auto X = e.up(x), L = upload(labels), DX = e.up(dx0);
+    DeviceBuffer P(n * k * sizeof(float));
+    const double loss = cuda::softmax_loss_forward(ctx, n, k, X.as<float>(), L.as<std::int32_t>(), P.as<float>());
+    check(t + "softmax prob", prob_ref, download<float>(ctx, P, n * k), 1e-6);
+    check(t + "softmax loss", {static_cast<float>(loss_ref)}, {static_cast<float>(loss)}, 1e-6);
+    cuda::softmax_loss_backward(ctx, n, k, P.as<float>(), L.as<std::int32_t>(), 0.125, DX.as<float>(), true);
+    check(t + "softmax loss backward (beta 1)", e.held(dx_ref), e.down(ctx, DX, n * k), e.tol(1e-6));
+  }
+}
+
+// fc and sgd in FP32 (16-bit fc: check_half; sgd updates the FP32 master weights at every precision).
+void check_fc_and_sgd(Context& ctx) {
   for (bool bias : {true, false}) {
     cpu::FcDims d{5, 13, 7, bias};
     auto x = random_floats(d.n * d.in, 51), w = random_floats(d.out * d.in, 52), b = random_floats(d.out, 53);
@@ -417,96 +593,6 @@ void check_layers(Context& ctx) {
     check(label + " backward_filter dw (accumulated)", dw_ref, download<float>(ctx, DW, d.out * d.in), 1e-5);
     check(label + " backward_filter db (accumulated)", db_ref, download<float>(ctx, DB, d.out), 1e-5);
   }
-  // dropout: the same mask as the CPU, bit for bit.
-  {
-    const std::int64_t n = 3, per = 257, first = 2, count = n * per;
-    const double ratio = 0.3;
-    auto x = random_floats(count, 61), dy = random_floats(count, 62), dx0 = random_floats(count, 63);
-    std::vector<float> y_ref(count), dx_ref = dx0, ya_ref(count);
-    std::vector<std::uint8_t> mask_ref(count);
-    cpu::dropout_forward(n, per, first, ratio, 99, x.data(), y_ref.data(), mask_ref.data());
-    cpu::dropout_apply(count, ratio, mask_ref.data(), x.data(), ya_ref.data());
-    cpu::dropout_backward(count, ratio, mask_ref.data(), dy.data(), dx_ref.data(), true);
-    auto X = upload(x), DY = upload(dy), DX = upload(dx0);
-    DeviceBuffer Y(count * sizeof(float)), YA(count * sizeof(float)), M(count);
-    cuda::dropout_forward(ctx, n, per, first, ratio, 99, X.as<float>(), Y.as<float>(), M.as<std::uint8_t>());
-    check_bytes("dropout mask (same as CPU)", mask_ref, download<std::uint8_t>(ctx, M, count));
-    check("dropout forward (bitwise)", y_ref, download<float>(ctx, Y, count), 0);
-    cuda::dropout_apply(ctx, count, ratio, M.as<std::uint8_t>(), X.as<float>(), YA.as<float>());
-    check("dropout apply (bitwise)", ya_ref, download<float>(ctx, YA, count), 0);
-    cuda::dropout_backward(ctx, count, ratio, M.as<std::uint8_t>(), DY.as<float>(), DX.as<float>(), true);
-    check("dropout backward (beta 1, bitwise)", dx_ref, download<float>(ctx, DX, count), 0);
-  }
-  // add with 3 and 10 inputs (two groups of the summing kernel)
-  for (int inputs : {3, 10}) {
-    const std::int64_t n = 999;
-    std::vector<std::vector<float>> xs;
-    std::vector<DeviceBuffer> XS;
-    std::vector<const float*> xp, xg;
-    for (int i = 0; i < inputs; ++i) xs.push_back(random_floats(n, 70 + i));
-    for (int i = 0; i < inputs; ++i) {
-      XS.push_back(upload(xs[i]));
-      xp.push_back(xs[i].data());
-      xg.push_back(XS.back().as<float>());
-    }
-    std::vector<float> y_ref(n);
-    cpu::add_forward(n, xp, y_ref.data());
-    DeviceBuffer Y(n * sizeof(float));
-    cuda::add_forward(ctx, n, xg, Y.as<float>());
-    check("add forward " + std::to_string(inputs) + " inputs (bitwise)", y_ref, download<float>(ctx, Y, n), 0);
-    auto dx0 = random_floats(n, 80);
-    std::vector<float> dx_ref = dx0;
-    cpu::add_backward(n, xs[0].data(), dx_ref.data(), true);
-    auto DX = upload(dx0);
-    cuda::add_backward(ctx, n, XS[0].as<float>(), DX.as<float>(), true);
-    check("add backward (beta 1, bitwise)", dx_ref, download<float>(ctx, DX, n), 0);
-  }
-  // concat
-  {
-    const std::int64_t n = 2, hw = 6;
-    const std::vector<std::int64_t> cs{2, 3, 1};
-    std::vector<std::vector<float>> xs;
-    std::vector<DeviceBuffer> XS;
-    std::vector<const float*> xp, xg;
-    for (std::size_t i = 0; i < cs.size(); ++i) xs.push_back(random_floats(n * cs[i] * hw, 90 + i));
-    for (auto& v : xs) {
-      XS.push_back(upload(v));
-      xp.push_back(v.data());
-      xg.push_back(XS.back().as<float>());
-    }
-    const std::size_t ny = n * 6 * hw;
-    std::vector<float> y_ref(ny);
-    cpu::concat_forward(n, hw, cs, xp, y_ref.data());
-    DeviceBuffer Y(ny * sizeof(float));
-    cuda::concat_forward(ctx, n, hw, cs, xg, Y.as<float>());
-    check("concat forward (bitwise)", y_ref, download<float>(ctx, Y, ny), 0);
-    for (bool acc : {false, true}) {
-      auto dx0 = random_floats(n * cs[1] * hw, 95);
-      std::vector<float> dx_ref = dx0;
-      cpu::concat_backward(n, hw, cs, 1, y_ref.data(), dx_ref.data(), acc);
-      auto DX = upload(dx0);
-      cuda::concat_backward(ctx, n, hw, cs, 1, Y.as<float>(), DX.as<float>(), acc);
-      check(std::string("concat backward input 1") + (acc ? " (beta 1)" : ""), dx_ref,
-            download<float>(ctx, DX, dx0.size()), 0);
-    }
-  }
-  // softmax loss
-  {
-    const std::int64_t n = 4, k = 10;
-    auto x = random_floats(n * k, 101, -5, 5), dx0 = random_floats(n * k, 102);
-    std::vector<std::int32_t> labels{3, 0, 9, 5};
-    std::vector<float> prob_ref(n * k), dx_ref = dx0;
-    const double loss_ref = cpu::softmax_loss_forward(n, k, x.data(), labels.data(), prob_ref.data());
-    cpu::softmax_loss_backward(n, k, prob_ref.data(), labels.data(), 0.125, dx_ref.data(), true);
-    auto X = upload(x), L = upload(labels), DX = upload(dx0);
-    DeviceBuffer P(n * k * sizeof(float));
-    const double loss = cuda::softmax_loss_forward(ctx, n, k, X.as<float>(), L.as<std::int32_t>(), P.as<float>());
-    check("softmax prob", prob_ref, download<float>(ctx, P, n * k), 1e-6);
-    check("softmax loss", {static_cast<float>(loss_ref)}, {static_cast<float>(loss)}, 1e-6);
-    cuda::softmax_loss_backward(ctx, n, k, P.as<float>(), L.as<std::int32_t>(), 0.125, DX.as<float>(), true);
-    check("softmax loss backward (beta 1)", dx_ref, download<float>(ctx, DX, n * k), 1e-6);
-  }
-  // sgd
   {
     const std::int64_t n = 777;
     auto w = random_floats(n, 111), dw = random_floats(n, 112);
@@ -522,18 +608,22 @@ void check_layers(Context& ctx) {
 // Bitwise where modern_kernels.h promises the CPU's bits. The plane reductions (double sums in a
 // warp's order) agree with the CPU's float sums to float rounding, and with cuda::host's emulation
 // of the same threads (what tests/test_cuda_modern_host.cpp checks without a GPU) to the bit; they
-// are also compared run to run.
+// are also compared run to run. At 16 bits the emulation is the FP32 host threads on the same
+// values, rounded where the result is stored in 16 bits (tests/test_cuda_storage_host.cpp shows
+// that the 16-bit host threads give exactly that).
 
-void check_modern_layers(Context& ctx) {
+void check_modern_layers(Context& ctx, const Elem& e) {
+  const std::string t = e.name() + " ";
   // The point-wise activations over [-8, 8], their kinks and a NaN (check mode's poison).
   {
     using cpu::Activation;
     auto x = random_floats(1000, 121, -8, 8);
     for (float k : {-3.0f, 3.0f, 0.0f, 6.0f, std::nanf("")}) x.push_back(k);
+    x = e.held(x);
     const auto n = static_cast<std::int64_t>(x.size());
-    auto dy = random_floats(x.size(), 122), dx0 = random_floats(x.size(), 123);
-    auto X = upload(x), DY = upload(dy);
-    DeviceBuffer Y(x.size() * sizeof(float));
+    auto dy = e.held(random_floats(x.size(), 122)), dx0 = e.held(random_floats(x.size(), 123));
+    auto X = e.up(x), DY = e.up(dy);
+    DeviceBuffer Y = e.buffer(x.size());
     const std::pair<const char*, cpu::ActivationDims> fs[] = {
         {"sigmoid", {Activation::Sigmoid}},       {"hardsigmoid", {Activation::HardSigmoid, 0.2f, 0.5f}},
         {"hardswish", {Activation::HardSwish}},   {"silu", {Activation::Silu}},
@@ -542,20 +632,19 @@ void check_modern_layers(Context& ctx) {
     for (const auto& [name, d] : fs) {
       // CUDA's expf/erff/tanhf differ from glibc's by ulps; the piecewise-linear ones are exact.
       const bool exact = d.f == Activation::HardSigmoid || d.f == Activation::HardSwish || d.f == Activation::Clip;
-      const double tol = exact ? 0 : 2e-6;
+      const double tol = exact ? 0 : e.tol(2e-6);
       std::vector<float> y_ref(x.size());
       cpu::activation_forward(d, n, x.data(), y_ref.data());
+      y_ref = e.held(y_ref);
       cuda::activation_forward(ctx, d, n, X.as<float>(), Y.as<float>());
-      check(std::string(name) + " forward" + (exact ? " (bitwise)" : ""), y_ref, download<float>(ctx, Y, x.size()),
-            tol);
+      check(t + name + " forward" + (exact ? " (bitwise)" : ""), y_ref, e.down(ctx, Y, x.size()), tol);
       const bool reads_y = cpu::activation_backward_reads_y(d.f);
       for (bool acc : {false, true}) {
         std::vector<float> dx_ref = dx0;
         cpu::activation_backward(d, n, reads_y ? y_ref.data() : x.data(), dy.data(), dx_ref.data(), acc);
-        auto V = upload(reads_y ? y_ref : x), DX = upload(dx0);
+        auto V = e.up(reads_y ? y_ref : x), DX = e.up(dx0);
         cuda::activation_backward(ctx, d, n, V.as<float>(), DY.as<float>(), DX.as<float>(), acc);
-        check(std::string(name) + " backward" + (acc ? " (beta 1)" : ""), dx_ref, download<float>(ctx, DX, x.size()),
-              tol);
+        check(t + name + " backward" + (acc ? " (beta 1)" : ""), e.held(dx_ref), e.down(ctx, DX, x.size()), tol);
       }
     }
   }
@@ -563,88 +652,89 @@ void check_modern_layers(Context& ctx) {
   for (bool per_channel : {false, true}) {
     const cpu::MulDims d{3, 5, 7 * 9, per_channel};
     const std::size_t nx = d.n * d.c * d.plane, ns = per_channel ? d.n * d.c : nx;
-    const std::string label = per_channel ? "mul per channel" : "mul";
-    auto x = random_floats(nx, 131), s = random_floats(ns, 132), dy = random_floats(nx, 133);
-    auto dx0 = random_floats(nx, 134), ds0 = random_floats(ns, 135);
+    const std::string label = t + (per_channel ? "mul per channel" : "mul");
+    auto x = e.held(random_floats(nx, 131)), s = e.held(random_floats(ns, 132)), dy = e.held(random_floats(nx, 133));
+    auto dx0 = e.held(random_floats(nx, 134)), ds0 = e.held(random_floats(ns, 135));
     std::vector<float> y_ref(nx), dx_ref = dx0, ds_ref = ds0;
     cpu::mul_forward(d, x.data(), s.data(), y_ref.data());
     cpu::mul_backward(d, x.data(), s.data(), dy.data(), dx_ref.data(), true, ds_ref.data(), true);
-    auto X = upload(x), S = upload(s), DY = upload(dy);
-    DeviceBuffer Y(nx * sizeof(float));
+    auto X = e.up(x), S = e.up(s), DY = e.up(dy);
+    DeviceBuffer Y = e.buffer(nx);
     cuda::mul_forward(ctx, d, X.as<float>(), S.as<float>(), Y.as<float>());
-    check(label + " forward (bitwise)", y_ref, download<float>(ctx, Y, nx), 0);
-    auto DX = upload(dx0), DS = upload(ds0);
+    check(label + " forward (bitwise)", e.held(y_ref), e.down(ctx, Y, nx), 0);
+    auto DX = e.up(dx0), DS = e.up(ds0);
     cuda::mul_backward(ctx, d, X.as<float>(), S.as<float>(), DY.as<float>(), DX.as<float>(), true, DS.as<float>(),
                        true);
-    check(label + " backward dx (beta 1, bitwise)", dx_ref, download<float>(ctx, DX, nx), 0);
-    const auto ds = download<float>(ctx, DS, ns);
-    check(label + " backward ds (beta 1)", ds_ref, ds, per_channel ? 1e-5 : 0);
+    check(label + " backward dx (beta 1, bitwise)", e.held(dx_ref), e.down(ctx, DX, nx), 0);
+    const auto ds = e.down(ctx, DS, ns);
+    check(label + " backward ds (beta 1)", e.held(ds_ref), ds, per_channel ? e.tol(1e-5) : 0);
     std::vector<float> dx_emu = dx0, ds_emu = ds0;
     cuda::host::mul_backward(d, x.data(), s.data(), dy.data(), dx_emu.data(), true, ds_emu.data(), true);
-    check(label + " backward ds = host emulation (bitwise)", ds_emu, ds, 0);
+    check(label + " backward ds = host emulation (bitwise)", e.held(ds_emu), ds, 0);
     std::vector<float> dx_ow(nx), ds_ow(ns);
     cpu::mul_backward(d, nullptr, s.data(), dy.data(), dx_ow.data(), false, nullptr, false);
     cpu::mul_backward(d, x.data(), nullptr, dy.data(), nullptr, false, ds_ow.data(), false);
-    auto DX2 = upload(dx0), DS2 = upload(ds0);
+    auto DX2 = e.up(dx0), DS2 = e.up(ds0);
     cuda::mul_backward(ctx, d, nullptr, S.as<float>(), DY.as<float>(), DX2.as<float>(), false, nullptr, false);
     cuda::mul_backward(ctx, d, X.as<float>(), nullptr, DY.as<float>(), nullptr, false, DS2.as<float>(), false);
-    check(label + " backward dx alone (bitwise)", dx_ow, download<float>(ctx, DX2, nx), 0);
-    check(label + " backward ds alone", ds_ow, download<float>(ctx, DS2, ns), per_channel ? 1e-5 : 0);
-    auto DS3 = upload(ds0);
+    check(label + " backward dx alone (bitwise)", e.held(dx_ow), e.down(ctx, DX2, nx), 0);
+    check(label + " backward ds alone", e.held(ds_ow), e.down(ctx, DS2, ns), per_channel ? e.tol(1e-5) : 0);
+    auto DS3 = e.up(ds0);
     cuda::mul_backward(ctx, d, X.as<float>(), nullptr, DY.as<float>(), nullptr, false, DS3.as<float>(), true);
-    check(label + " backward ds run to run", ds, download<float>(ctx, DS3, ns), 0);
+    check(label + " backward ds run to run", ds, e.down(ctx, DS3, ns), 0);
   }
-  // scale
+  // scale: x, y, dy, dx of the type; gamma and dgamma FP32
   {
     const std::int64_t n = 4, c = 6, plane = 5 * 13;
     const std::size_t count = n * c * plane;
-    auto x = random_floats(count, 141), g = random_floats(c, 142, 0.5, 1.5), dy = random_floats(count, 143);
-    auto dx0 = random_floats(count, 144), dg0 = random_floats(c, 145);
+    auto x = e.held(random_floats(count, 141)), g = random_floats(c, 142, 0.5, 1.5);
+    auto dy = e.held(random_floats(count, 143)), dx0 = e.held(random_floats(count, 144)), dg0 = random_floats(c, 145);
     std::vector<float> y_ref(count), dx_ref = dx0, dg_ref = dg0;
     cpu::scale_forward(n, c, plane, x.data(), g.data(), y_ref.data());
     cpu::scale_backward(n, c, plane, x.data(), g.data(), dy.data(), dx_ref.data(), true, dg_ref.data());
-    auto X = upload(x), G = upload(g), DY = upload(dy), DX = upload(dx0), DG = upload(dg0);
-    DeviceBuffer Y(count * sizeof(float));
+    auto X = e.up(x), G = upload(g), DY = e.up(dy), DX = e.up(dx0), DG = upload(dg0);
+    DeviceBuffer Y = e.buffer(count);
     cuda::scale_forward(ctx, n, c, plane, X.as<float>(), G.as<float>(), Y.as<float>());
-    check("scale forward (bitwise)", y_ref, download<float>(ctx, Y, count), 0);
+    check(t + "scale forward (bitwise)", e.held(y_ref), e.down(ctx, Y, count), 0);
     cuda::scale_backward(ctx, n, c, plane, X.as<float>(), G.as<float>(), DY.as<float>(), DX.as<float>(), true,
                          DG.as<float>());
-    check("scale backward dx (beta 1, bitwise)", dx_ref, download<float>(ctx, DX, count), 0);
+    check(t + "scale backward dx (beta 1, bitwise)", e.held(dx_ref), e.down(ctx, DX, count), 0);
     const auto dg = download<float>(ctx, DG, c);
-    check("scale backward dgamma (accumulated)", dg_ref, dg, 1e-5);
+    check(t + "scale backward dgamma (accumulated)", dg_ref, dg, 1e-5);
     std::vector<float> dg_emu = dg0;
-    cuda::host::scale_backward(n, c, plane, x.data(), nullptr, dy.data(), nullptr, false, dg_emu.data());
-    check("scale backward dgamma = host emulation (bitwise)", dg_emu, dg, 0);
+    cuda::host::scale_backward<float>(n, c, plane, x.data(), nullptr, dy.data(), nullptr, false, dg_emu.data());
+    check(t + "scale backward dgamma = host emulation (bitwise)", dg_emu, dg, 0);
     auto DG2 = upload(dg0);  // no dx: gamma is not given
     cuda::scale_backward(ctx, n, c, plane, X.as<float>(), nullptr, DY.as<float>(), nullptr, false, DG2.as<float>());
-    check("scale backward dgamma without dx, run to run", dg, download<float>(ctx, DG2, c), 0);
+    check(t + "scale backward dgamma without dx, run to run", dg, download<float>(ctx, DG2, c), 0);
   }
-  // layer norm: plane 35 (lanes wrap once) and 1x1 with many channels
+  // layer norm: plane 35 (lanes wrap once) and 1x1 with many channels; statistics FP32
   for (const cpu::LnDims d : {cpu::LnDims{3, 6, 5, 7, 1e-5}, cpu::LnDims{4, 48, 1, 1, 1e-6}}) {
-    const std::string label = "layer norm c " + std::to_string(d.c);
+    const std::string label = t + "layer norm c " + std::to_string(d.c);
     const std::size_t count = d.n * d.c * d.h * d.w, stats = 2 * d.n * d.h * d.w;
-    auto x = random_floats(count, 151, -2, 3), gb = random_floats(2 * d.c, 152, 0.5, 1.5);
-    auto dy = random_floats(count, 153), dx0 = random_floats(count, 154), dgb0 = random_floats(2 * d.c, 155);
+    auto x = e.held(random_floats(count, 151, -2, 3)), gb = random_floats(2 * d.c, 152, 0.5, 1.5);
+    auto dy = e.held(random_floats(count, 153)), dx0 = e.held(random_floats(count, 154));
+    auto dgb0 = random_floats(2 * d.c, 155);
     std::vector<float> y_ref(count), s_ref(stats), dx_ref = dx0, dgb_ref = dgb0;
     cpu::ln_forward_training(d, x.data(), gb.data(), gb.data() + d.c, y_ref.data(), s_ref.data());
     cpu::ln_backward(d, x.data(), gb.data(), s_ref.data(), dy.data(), dx_ref.data(), dgb_ref.data(), true);
-    auto X = upload(x), GB = upload(gb), DY = upload(dy), DX = upload(dx0), DGB = upload(dgb0);
-    DeviceBuffer Y(count * sizeof(float)), Y2(count * sizeof(float)), S(stats * sizeof(float));
+    auto X = e.up(x), GB = upload(gb), DY = e.up(dy), DX = e.up(dx0), DGB = upload(dgb0);
+    DeviceBuffer Y = e.buffer(count), Y2 = e.buffer(count), S(stats * sizeof(float));
     cuda::ln_forward_training(ctx, d, X.as<float>(), GB.as<float>(), GB.as<float>() + d.c, Y.as<float>(),
                               S.as<float>());
-    const auto y = download<float>(ctx, Y, count);
+    const auto y = e.down(ctx, Y, count);
     check(label + " forward_training saved [mean, inv_std] (bitwise)", s_ref, download<float>(ctx, S, stats), 0);
-    check(label + " forward_training y (bitwise)", y_ref, y, 0);
+    check(label + " forward_training y (bitwise)", e.held(y_ref), y, 0);
     cuda::ln_forward_saved(ctx, d, X.as<float>(), GB.as<float>(), GB.as<float>() + d.c, S.as<float>(), Y2.as<float>());
-    check(label + " recompute = forward (bitwise)", y, download<float>(ctx, Y2, count), 0);
+    check(label + " recompute = forward (bitwise)", y, e.down(ctx, Y2, count), 0);
     cuda::ln_backward(ctx, d, X.as<float>(), GB.as<float>(), S.as<float>(), DY.as<float>(), DX.as<float>(),
                       DGB.as<float>(), true);
-    check(label + " backward dx (beta 1, bitwise)", dx_ref, download<float>(ctx, DX, count), 0);
+    check(label + " backward dx (beta 1, bitwise)", e.held(dx_ref), e.down(ctx, DX, count), 0);
     const auto dgb = download<float>(ctx, DGB, 2 * d.c);
     check(label + " backward dgamma, dbeta (accumulated)", dgb_ref, dgb, 1e-5);
     std::vector<float> dgb_emu = dgb0;
     const auto s_gpu = download<float>(ctx, S, stats);
-    cuda::host::ln_backward(d, x.data(), gb.data(), s_gpu.data(), dy.data(), nullptr, dgb_emu.data(), true);
+    cuda::host::ln_backward<float>(d, x.data(), gb.data(), s_gpu.data(), dy.data(), nullptr, dgb_emu.data(), true);
     check(label + " backward dgamma, dbeta = host emulation (bitwise)", dgb_emu, dgb, 0);
     auto DGB2 = upload(dgb0);  // no dx
     cuda::ln_backward(ctx, d, X.as<float>(), GB.as<float>(), S.as<float>(), DY.as<float>(), nullptr, DGB2.as<float>(),
@@ -655,21 +745,21 @@ void check_modern_layers(Context& ctx) {
   {
     const std::int64_t n = 2, c = 6, plane = 11;
     const std::size_t count = n * c * plane;
-    auto x = random_floats(count, 161), dx0 = random_floats(count, 162);
-    auto X = upload(x);
-    DeviceBuffer Y(count * sizeof(float));
+    auto x = e.held(random_floats(count, 161)), dx0 = e.held(random_floats(count, 162));
+    auto X = e.up(x);
+    DeviceBuffer Y = e.buffer(count);
     for (std::int64_t groups : {2, 3}) {
-      const std::string label = "channel shuffle g" + std::to_string(groups);
+      const std::string label = t + "channel shuffle g" + std::to_string(groups);
       std::vector<float> y_ref(count);
       cpu::channel_shuffle_forward(n, c, plane, groups, x.data(), y_ref.data());
       cuda::channel_shuffle_forward(ctx, n, c, plane, groups, X.as<float>(), Y.as<float>());
-      check(label + " forward (bitwise)", y_ref, download<float>(ctx, Y, count), 0);
+      check(label + " forward (bitwise)", y_ref, e.down(ctx, Y, count), 0);
       for (bool acc : {false, true}) {
         std::vector<float> dx_ref = dx0;
         cpu::channel_shuffle_backward(n, c, plane, groups, y_ref.data(), dx_ref.data(), acc);
-        auto DX = upload(dx0);
+        auto DX = e.up(dx0);
         cuda::channel_shuffle_backward(ctx, n, c, plane, groups, Y.as<float>(), DX.as<float>(), acc);
-        check(label + " backward" + (acc ? " (beta 1)" : ""), dx_ref, download<float>(ctx, DX, count), 0);
+        check(label + " backward" + (acc ? " (beta 1)" : ""), e.held(dx_ref), e.down(ctx, DX, count), 0);
       }
     }
     const std::int64_t begin = 2, end = 5;
@@ -677,38 +767,62 @@ void check_modern_layers(Context& ctx) {
     std::vector<float> y_ref(ny);
     cpu::slice_forward(n, c, plane, begin, end, x.data(), y_ref.data());
     cuda::slice_forward(ctx, n, c, plane, begin, end, X.as<float>(), Y.as<float>());
-    check("slice [2, 5) forward (bitwise)", y_ref, download<float>(ctx, Y, ny), 0);
-    auto DY = upload(y_ref);
+    check(t + "slice [2, 5) forward (bitwise)", y_ref, e.down(ctx, Y, ny), 0);
+    auto DY = e.up(y_ref);
     for (bool acc : {false, true}) {
       std::vector<float> dx_ref = dx0;
       cpu::slice_backward(n, c, plane, begin, end, y_ref.data(), dx_ref.data(), acc);
-      auto DX = upload(dx0);
+      auto DX = e.up(dx0);
       cuda::slice_backward(ctx, n, c, plane, begin, end, DY.as<float>(), DX.as<float>(), acc);
-      check(std::string("slice [2, 5) backward") + (acc ? " (beta 1)" : " (zeros outside)"), dx_ref,
-            download<float>(ctx, DX, count), 0);
+      check(t + "slice [2, 5) backward" + (acc ? " (beta 1)" : " (zeros outside)"), e.held(dx_ref),
+            e.down(ctx, DX, count), 0);
     }
   }
 }
 
-// ---- the runner ----
+// The device's 16-bit conversions are half.h's, which the host mirrors and the CPU emulation use:
+// narrowing (the weights' copy, and every kernel's store) bit for bit on values that are ties of
+// either type, subnormals, values that overflow fp16, infinities and random bit patterns (NaN: a
+// NaN, whose payload CUDA makes canonical); widening (every kernel's load) through
+// launch_accumulate_widened onto zeros.
+void check_conversions(Context& ctx) {
+  std::vector<float> v{0.0f,     -0.0f,      1.0f,      65504.0f, 65519.0f, 65520.0f,  -70000.0f, 0x1p-24f,
+                       0x1p-25f, 0x1.8p-25f, 0x1p-126f, 3e38f,    INFINITY, -INFINITY, NAN};
+  for (int bits : {7, 10})  // 1 + 2^-(m+1) and the next ones: ties to even, both ways
+    for (float k : {1.0f, 3.0f, 5.0f}) v.push_back(1.0f + k * std::ldexp(1.0f, -(bits + 1)));
+  std::mt19937 gen(7);
+  for (int i = 0; i < 4096; ++i) v.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(gen())));
+  const auto n = static_cast<std::int64_t>(v.size());
+  for (cuda::DataType type : {cuda::DataType::BFloat16, cuda::DataType::Half}) {
+    const Elem e{type};
+    std::vector<std::uint16_t> want(v.size());
+    cpu::narrow(e.half_type(), v.data(), want.data(), n);
+    auto V = upload(v);
+    DeviceBuffer H(v.size() * 2);
+    cuda::detail::launch_narrow(ctx.stream(), type, n, V.as<float>(), H.get());
+    const auto got = download<std::uint16_t>(ctx, H, v.size());
+    int wrong = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      std::array<float, 2> w{};
+      cpu::widen(e.half_type(), &want[i], &w[0], 1);
+      cpu::widen(e.half_type(), &got[i], &w[1], 1);
+      if (got[i] != want[i] && !(std::isnan(w[0]) && std::isnan(w[1]))) ++wrong;
+    }
+    check_count(e.name() + " narrow = executor/cpu/half.h (bitwise)", wrong, v.size());
+    // check() measures errors relative to the largest value, which infinities make useless here.
+    std::vector<float> widened(v.size());
+    cpu::widen(e.half_type(), got.data(), widened.data(), n);
+    auto Z = upload(std::vector<float>(v.size(), 0.0f));
+    cuda::detail::launch_accumulate_widened(ctx.stream(), type, n, H.get(), Z.as<float>());
+    const auto z = download<float>(ctx, Z, v.size());
+    wrong = 0;
+    for (std::size_t i = 0; i < v.size(); ++i)  // 0 + -0 is +0, and NaN is any NaN
+      if (!(z[i] == widened[i] || (std::isnan(z[i]) && std::isnan(widened[i])))) ++wrong;
+    check_count(e.name() + " widen = executor/cpu/half.h", wrong, v.size());
+  }
+}
 
-const char* kNet = R"({
- "format": "ucplan-network/1", "name": "gpu_check", "input": {"name": "data", "shape": [3, 15, 15]}, "labels": 10,
- "layers": [
-  {"name": "conv1", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1, "bias": true},
-  {"name": "bn1", "type": "bn", "inputs": ["conv1"]},
-  {"name": "relu1", "type": "relu", "inputs": ["bn1"]},
-  {"name": "norm1", "type": "lrn", "inputs": ["relu1"], "size": 5},
-  {"name": "pool1", "type": "pool", "inputs": ["norm1"], "mode": "max", "kernel": 3, "stride": 2, "ceil_mode": true},
-  {"name": "conv2", "type": "conv", "inputs": ["pool1"], "out_channels": 8, "kernel": 3, "pad": 1, "groups": 2},
-  {"name": "add", "type": "add", "inputs": ["pool1", "conv2"]},
-  {"name": "cat", "type": "concat", "inputs": ["add", "pool1"]},
-  {"name": "pool2", "type": "pool", "inputs": ["cat"], "mode": "avg", "kernel": 2, "stride": 2, "count_include_pad": false},
-  {"name": "fc", "type": "fc", "inputs": ["pool2"], "out_features": 10},
-  {"name": "drop", "type": "dropout", "inputs": ["fc"], "ratio": 0.5},
-  {"name": "loss", "type": "softmax_loss", "inputs": ["drop"]}
- ]
-})";
+// ---- the runner ----
 
 // Every op of every layer of g measured (a failure or an op with no measurement fails the check).
 void measure_every_op(Runner& runner, const Graph& g) {
@@ -734,7 +848,7 @@ void measure_every_op(Runner& runner, const Graph& g) {
 }
 
 void check_runner() {
-  Graph g = build_graph(parse_network_text(kNet, "gpu_check.json"), "gpu_check.json");
+  Graph g = build_graph(parse_network_text(kClassicNetwork, "classic.json"), "classic.json");
   auto runner = make_cuda_runner(0);
   DeviceInfo d = runner->device();
   std::printf("device: %s, %.1f GiB, peak %.1f TFLOP/s FP32\n", d.name.c_str(),
@@ -769,11 +883,12 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--require-device") == 0) {
       required = true;
     } else if (std::strcmp(argv[i], "--print-network") == 0 && i + 1 < argc &&
-               std::strcmp(argv[i + 1], "modern") == 0) {
-      std::printf("%s\n", kModernNetwork);  // the network scripts/gpu-validate.sh replays (no GPU needed)
+               (std::strcmp(argv[i + 1], "modern") == 0 || std::strcmp(argv[i + 1], "classic") == 0)) {
+      // The networks scripts/gpu-validate.sh replays (no GPU needed).
+      std::printf("%s\n", std::strcmp(argv[i + 1], "modern") == 0 ? kModernNetwork : kClassicNetwork);
       return 0;
     } else {
-      std::fprintf(stderr, "usage: ucplan-gpu-check [--require-device] | --print-network modern\n");
+      std::fprintf(stderr, "usage: ucplan-gpu-check [--require-device] | --print-network modern|classic\n");
       return 2;
     }
   }
@@ -802,36 +917,21 @@ int main(int argc, char** argv) {
     check_conv(ctx, {.n = 3, .c = 4, .h = 9, .w = 7, .k = 6, .kh = 3, .kw = 3, .ph = 1, .pw = 1, .bias = true},
                "3x3 p1 again");
     if (ctx.cached_descriptor_sets() != cached) fail("descriptor cache grew on a replay");
-    // Pooling: cuDNN (floor sizes) and the small kernels (ceil sizes cuDNN does not produce).
-    check_pool(ctx, {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = true},
-               false, "max 3x3 s2 p1");
-    check_pool(ctx, {.n = 2, .c = 3, .h = 8, .w = 8, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .max = true}, true,
-               "max ceil 8->4");
-    check_pool(ctx,
-               {.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false},
-               false, "avg incl pad");
-    check_pool(ctx,
-               {.n = 2,
-                .c = 3,
-                .h = 9,
-                .w = 9,
-                .kh = 3,
-                .kw = 3,
-                .sh = 2,
-                .sw = 2,
-                .ph = 1,
-                .pw = 1,
-                .max = false,
-                .count_include_pad = false},
-               false, "avg excl pad");
-    check_pool(ctx,
-               {.n = 2, .c = 3, .h = 8, .w = 8, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .max = false},
-               true, "avg ceil incl pad");
-    check_pool(ctx, {.n = 1, .c = 2, .h = 6, .w = 6, .kh = 2, .kw = 2, .sh = 1, .sw = 1, .max = true}, false,
-               "max ties", true);
-    check_pool(ctx, {.n = 2, .c = 4, .h = 7, .w = 7, .kh = 7, .kw = 7, .max = false}, false, "global avg 7x7");
-    check_layers(ctx);
-    check_modern_layers(ctx);
+    check_fc_and_sgd(ctx);
+    check_conversions(ctx);
+    // Pooling, the other layers and today's layer types at each storage type (a context of that
+    // data type), conv and fc in 16 bits.
+    for (cuda::DataType type : {cuda::DataType::Float, cuda::DataType::BFloat16, cuda::DataType::Half}) {
+      const Elem e{type};
+      std::optional<Context> typed;
+      if (e.half()) typed.emplace(stream.get(), false, type, true);
+      Context& c = typed ? *typed : ctx;
+      g_ctx = &c;
+      check_pools(c, e);
+      check_layers(c, e);
+      check_modern_layers(c, e);
+    }
+    g_ctx = &ctx;
     check_half(cuda::DataType::Half);
     check_half(cuda::DataType::BFloat16);
     check_runner();
