@@ -244,8 +244,10 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   const int total_iterations = o.iterations + 1;
   // Whether every weight gradient is finite (read back from the arena: GradScaler's found_inf).
   auto all_finite = [&] {
-    for (const auto& b : plan.buffers) {
-      if (!b.resident || b.tensor.rfind("dW:", 0) != 0) continue;
+    for (std::size_t i = 0; i < plan.buffers.size(); ++i) {
+      const PlanBuffer& b = plan.buffers[i];
+      const int t = program.buffer_tensor[i];
+      if (!b.resident || t < 0 || tg.tensors[static_cast<std::size_t>(t)].kind != TensorKind::WeightGrad) continue;
       std::vector<float> v(static_cast<std::size_t>(b.size / 4));
       backend.read(b.offset, v.data(), static_cast<std::int64_t>(v.size() * sizeof(float)));
       for (float x : v)
