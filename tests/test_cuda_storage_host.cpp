@@ -305,6 +305,34 @@ void check_moves(int* ties) {
   }
 }
 
+// A layer whose forward reads x and writes y and whose backward reads x, y and dy and writes (or
+// adds into) dx, as pooling and LRN: the host mirror at T stores the CPU emulation's bits (the
+// CPU kernels on widened copies, rounded), and the mirror at FP32 gives the CPU's own bits.
+template <typename T, typename MirrorFwd, typename CpuFwd, typename MirrorBwd, typename CpuBwd>
+void check_forward_backward(const std::vector<T>& x, const std::vector<T>& dy, const std::vector<T>& dx0,
+                            std::size_t ny, MirrorFwd mirror_fwd, CpuFwd cpu_fwd, MirrorBwd mirror_bwd, CpuBwd cpu_bwd,
+                            int* ties) {
+  const auto xw = widened(x), dyw = widened(dy), dx0w = widened(dx0);
+  std::vector<T> y(ny);
+  std::vector<float> y_ref(ny), y_fp32(ny);
+  mirror_fwd(x.data(), y.data());
+  cpu_fwd(xw.data(), y_ref.data());
+  mirror_fwd(xw.data(), y_fp32.data());
+  CHECK(same_bits(y_fp32, y_ref));
+  CHECK(same_as_rounded(y, y_ref, ties));
+  const std::vector<float> yw = widened(y);
+  for (bool acc : {false, true}) {
+    CAPTURE(acc);
+    std::vector<T> dx = dx0;
+    std::vector<float> dx_ref = dx0w, dx_fp32 = dx0w;
+    mirror_bwd(x.data(), y.data(), dy.data(), dx.data(), acc);
+    cpu_bwd(xw.data(), yw.data(), dyw.data(), dx_ref.data(), acc);
+    mirror_bwd(xw.data(), yw.data(), dyw.data(), dx_fp32.data(), acc);
+    CHECK(same_bits(dx_fp32, dx_ref));
+    CHECK(same_as_rounded(dx, dx_ref, ties));
+  }
+}
+
 cuda::detail::PoolShape pool_shape(const cpu::PoolDims& d) {
   return {d.n * d.c, d.h, d.w, d.ho, d.wo, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.max, d.count_include_pad};
 }
@@ -339,26 +367,17 @@ void check_pool(int* ties) {
       const std::size_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * d.ho * d.wo;
       const auto x = constant ? stored<T>(std::vector<float>(nx, 0.5f)) : values<T>(nx, 51);
       const auto dy = values<T>(ny, 52), dx0 = values<T>(nx, 53);
-      const auto xw = widened(x), dyw = widened(dy), dx0w = widened(dx0);
       const auto p = pool_shape(d);
-      std::vector<T> y(ny);
-      std::vector<float> y_ref(ny), y_fp32(ny);
-      dhost::pool_forward(p, x.data(), y.data());
-      cpu::pool_forward(d, xw.data(), y_ref.data());
-      dhost::pool_forward(p, xw.data(), y_fp32.data());
-      CHECK(same_bits(y_fp32, y_ref));  // the FP32 threads give the CPU's bits
-      CHECK(same_as_rounded(y, y_ref, ties));
-      const std::vector<float> yw = widened(y);
-      for (bool acc : {false, true}) {
-        CAPTURE(acc);
-        std::vector<T> dx = dx0;
-        std::vector<float> dx_ref = dx0w, dx_fp32 = dx0w;
-        dhost::pool_backward(p, x.data(), y.data(), dy.data(), dx.data(), acc);
-        cpu::pool_backward(d, xw.data(), yw.data(), dyw.data(), dx_ref.data(), acc);
-        dhost::pool_backward(p, xw.data(), yw.data(), dyw.data(), dx_fp32.data(), acc);
-        CHECK(same_bits(dx_fp32, dx_ref));
-        CHECK(same_as_rounded(dx, dx_ref, ties));
-      }
+      check_forward_backward(
+          x, dy, dx0, ny, [&](const auto* in, auto* out) { dhost::pool_forward(p, in, out); },
+          [&](const float* in, float* out) { cpu::pool_forward(d, in, out); },
+          [&](const auto* xx, const auto* yy, const auto* dyy, auto* dxx, bool acc) {
+            dhost::pool_backward(p, xx, yy, dyy, dxx, acc);
+          },
+          [&](const float* xx, const float* yy, const float* dyy, float* dxx, bool acc) {
+            cpu::pool_backward(d, xx, yy, dyy, dxx, acc);
+          },
+          ties);
     }
   }
 }
@@ -382,26 +401,17 @@ void check_lrn(int* ties) {
     const cpu::LrnDims d{2, 7, 3, 4, size, 1e-2, 0.75, k};
     const std::size_t count = d.n * d.c * d.h * d.w;
     const auto x = values<T>(count, 61, -3, 3), dy = values<T>(count, 62), dx0 = values<T>(count, 63);
-    const auto xw = widened(x), dyw = widened(dy), dx0w = widened(dx0);
     const auto l = lrn_shape(d);
-    std::vector<T> y(count);
-    std::vector<float> y_ref(count), y_fp32(count);
-    dhost::lrn_forward(l, x.data(), y.data());
-    cpu::lrn_forward(d, xw.data(), y_ref.data());
-    dhost::lrn_forward(l, xw.data(), y_fp32.data());
-    CHECK(same_bits(y_fp32, y_ref));
-    CHECK(same_as_rounded(y, y_ref, ties));
-    const std::vector<float> yw = widened(y);
-    for (bool acc : {false, true}) {
-      CAPTURE(acc);
-      std::vector<T> dx = dx0;
-      std::vector<float> dx_ref = dx0w, dx_fp32 = dx0w;
-      dhost::lrn_backward(l, x.data(), y.data(), dy.data(), dx.data(), acc);
-      cpu::lrn_backward(d, xw.data(), yw.data(), dyw.data(), dx_ref.data(), acc);
-      dhost::lrn_backward(l, xw.data(), yw.data(), dyw.data(), dx_fp32.data(), acc);
-      CHECK(same_bits(dx_fp32, dx_ref));
-      CHECK(same_as_rounded(dx, dx_ref, ties));
-    }
+    check_forward_backward(
+        x, dy, dx0, count, [&](const auto* in, auto* out) { dhost::lrn_forward(l, in, out); },
+        [&](const float* in, float* out) { cpu::lrn_forward(d, in, out); },
+        [&](const auto* xx, const auto* yy, const auto* dyy, auto* dxx, bool acc) {
+          dhost::lrn_backward(l, xx, yy, dyy, dxx, acc);
+        },
+        [&](const float* xx, const float* yy, const float* dyy, float* dxx, bool acc) {
+          cpu::lrn_backward(d, xx, yy, dyy, dxx, acc);
+        },
+        ties);
   }
 }
 
