@@ -109,4 +109,12 @@ TEST_SUITE("verifier") {
     remove_step(d, f->id);
     CHECK(find_plan_error(d) != "");
   }
+
+  TEST_CASE("a conv kernel whose fastest configuration is slower than the one chosen") {
+    Plan p = tight_plan();
+    REQUIRE(!p.kernels.empty());
+    for (const PlanKernel& k : p.kernels) CHECK(k.fastest_ns <= k.time_ns);
+    p.kernels[0].fastest_ns = p.kernels[0].time_ns + 1;
+    CHECK(find_plan_error(p).find("slower than the one chosen") != std::string::npos);
+  }
 }

@@ -257,6 +257,9 @@ void Checker::check_kernels() {
     if (!kernel_of_.emplace(std::make_pair(k.layer, k.op), static_cast<int>(i)).second)
       invalid(fmt::format("kernels[{}]: a second entry for {} of {}", i, step_op_name(k.op), k.layer));
     if (k.workspace_bytes < 0) invalid(fmt::format("kernels[{}]: a negative workspace", i));
+    if (k.fastest_ns > k.time_ns)
+      invalid(fmt::format("kernels[{}]: the fastest configuration ({} ns) is slower than the one chosen ({} ns)", i,
+                          k.fastest_ns, k.time_ns));
   }
   kernel_used_.assign(p_.kernels.size(), 0);
 }

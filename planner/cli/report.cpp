@@ -92,8 +92,8 @@ std::string plan_summary(const Plan& p) {
   out += fmt::format("  iteration     {} predicted; ideal {} (unlimited memory, fastest configurations): overhead {}\n",
                      format_ns(s.predicted_ns), format_ns(s.ideal_ns), format_percent(overhead));
   // Where the overhead comes from, from the plan's own steps: predicted - ideal =
-  // rounds x (recomputation + compute waiting) + the rest (configurations chosen for their
-  // workspace, smaller sub-batches, the final updates' own waits).
+  // rounds x (recomputation + compute waiting + conv configurations slower than the fastest) +
+  // the rest (smaller sub-batches, the final updates' own waits).
   if (s.predicted_ns > s.ideal_ns) {
     std::int64_t busy = 0, redo = 0;
     for (const auto& st : p.steps) {
@@ -102,15 +102,21 @@ std::string plan_summary(const Plan& p) {
       if (st.op == StepOp::Recompute) redo += st.end_ns - st.start_ns;
     }
     const std::int64_t wait = std::max<std::int64_t>(s.round_ns - busy, 0);
-    const std::int64_t rest = s.predicted_ns - s.ideal_ns - p.rounds * (redo + wait);
+    // Each conv kernel of the round at its configuration instead of the fastest one (the ideal's):
+    // what the workspace the budget leaves it costs.
+    std::int64_t configs = 0;
+    for (const PlanKernel& k : p.kernels)
+      if (k.fastest_ns > 0) configs += k.time_ns - k.fastest_ns;
+    const std::int64_t rest = s.predicted_ns - s.ideal_ns - p.rounds * (redo + wait + configs);
     const auto share = [&](std::int64_t ns) {
       return fmt::format("{} ({})", format_ns(ns),
                          format_percent(static_cast<double>(ns) / static_cast<double>(s.ideal_ns)));
     };
     out += fmt::format(
-        "  overhead      from recomputation {}, compute waiting for copies or memory {}, conv configurations, "
-        "sub-batch rounds and updates {}; `ucplan frontier` shows what more memory would buy\n",
-        share(p.rounds * redo), share(p.rounds * wait), share(rest));
+        "  overhead      from recomputation {}, compute waiting for copies or memory {}, conv configurations with "
+        "less workspace than the fastest {}, sub-batch rounds and updates {}; `ucplan frontier` shows what more "
+        "memory would buy\n",
+        share(p.rounds * redo), share(p.rounds * wait), share(p.rounds * configs), share(rest));
   }
   out += fmt::format("  memory        peak {} of the {} budget; lower bound {} (moDNN Eq. 2)\n",
                      format_bytes(s.peak_bytes), format_bytes(p.budget_bytes), format_bytes(s.lower_bound_bytes));

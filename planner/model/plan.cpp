@@ -106,6 +106,7 @@ std::string plan_to_json_text(const Plan& p) {
                        {"workspace_bytes", k.workspace_bytes},
                        {"time_ns", k.time_ns},
                        {"undivided_ns", k.undivided_ns},
+                       {"fastest_ns", k.fastest_ns},
                        {"baseline_ns", k.baseline_ns}});
   j["kernels"] = std::move(kernels);
   j["arena_bytes"] = p.arena_bytes;
@@ -196,7 +197,7 @@ Plan load_plan(const std::string& path) {
   p.workspace_policy = r.at("workspace_policy").string();
   for (const auto& n : r.at("notes").array()) p.notes.push_back(n.string());
   for (const auto& k : r.at("kernels").array()) {
-    k.allow_only({"layer", "op", "config", "workspace_bytes", "time_ns", "undivided_ns", "baseline_ns"});
+    k.allow_only({"layer", "op", "config", "workspace_bytes", "time_ns", "undivided_ns", "fastest_ns", "baseline_ns"});
     PlanKernel pk;
     pk.layer = k.at("layer").string();
     const std::string op = k.at("op").string();
@@ -207,6 +208,7 @@ Plan load_plan(const std::string& path) {
     pk.workspace_bytes = k.at("workspace_bytes").integer(0, INT64_MAX);
     pk.time_ns = k.at("time_ns").integer(0, INT64_MAX);
     pk.undivided_ns = k.at("undivided_ns").integer(0, INT64_MAX);
+    pk.fastest_ns = k.integer_or("fastest_ns", 0, 0, INT64_MAX);  // absent in plans made before it was recorded
     pk.baseline_ns = k.at("baseline_ns").integer(0, INT64_MAX);
     p.kernels.push_back(std::move(pk));
   }

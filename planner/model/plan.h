@@ -80,6 +80,7 @@ struct PlanKernel {
   std::int64_t workspace_bytes = 0;
   std::int64_t time_ns = 0;
   std::int64_t undivided_ns = 0;  // fastest undivided configuration with unlimited workspace
+  std::int64_t fastest_ns = 0;    // fastest configuration at the sub-batch, workspace unlimited (0: not recorded)
   std::int64_t baseline_ns = 0;   // zero-workspace (or smallest) configuration at the sub-batch
   bool operator==(const PlanKernel&) const = default;
 };

@@ -911,6 +911,7 @@ bool Scheduler::run_task(int pos) {
     k.workspace_bytes = c.front[idx].workspace_bytes;
     k.time_ns = c.front[idx].time_ns;
     k.undivided_ns = c.undivided_ns;
+    k.fastest_ns = c.time_ns;
     k.baseline_ns = c.baseline_ns;
     res_.kernels.push_back(std::move(k));
   }
