@@ -30,6 +30,9 @@ start=$(date +%s)
 # Timing assertions (a compile "inspects fast") mean nothing at sanitizer speed; the mutator runs
 # in scripts/fuzz.sh. The import pipeline checks (68 torchvision models imported, profiled,
 # planned and verified; four replayed on the CPU) take minutes at sanitizer speed and run the code
-# that test_import and the executor tests already run here; the Release suite runs them.
-(cd "$build" && ctest --output-on-failure -j "$(nproc)" -E "fuzz/plan_mutator|inspect fast|cli/import_plan_check|cli/import_replay_check")
+# that test_import and the executor tests already run here; the Release suite runs them. So do
+# the frontier and --dump-after scripts (dozens of whole compiles of resnet20 each, minutes here,
+# through the compile path that test_passes runs here too).
+(cd "$build" && ctest --output-on-failure -j "$(nproc)" \
+  -E "fuzz/plan_mutator|inspect fast|cli/import_plan_check|cli/import_replay_check|cli/frontier|cli/dump_after")
 echo "sanitize: the test suite passed under ASan + UBSan in $(( $(date +%s) - start )) s"

@@ -629,7 +629,7 @@ TEST_SUITE("plan quality") {
   }
 
   // The search is a heuristic, so a larger budget gives a faster plan overall but not at every
-  // step: on 40 budgets of resnet20 b64 from 25 % to 100 % of the peak, 4 steps on model:h100 and
+  // step: on 40 budgets of resnet20 b64 from 25 % to 100 % of the peak, 3 steps on model:h100 and
   // 6 on model:v100 were slower than the step before, by up to 1.3 % (before the iterated local
   // search: 6 and 7, up to 1.4 %). This bounds such steps; `ucplan frontier` reports the monotone
   // envelope, and a budget without a plan never follows one with.

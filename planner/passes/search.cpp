@@ -179,7 +179,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
   };
   // At most kKickShare times the work of the first descent, so kicks cost in proportion to it.
   constexpr int kMaxKicks = 64;
-  constexpr std::int64_t kKickShare = 8;
+  constexpr std::int64_t kKickShare = 4;
   const std::int64_t kick_budget = std::min(in.local_search_budget, spent * (1 + kKickShare));
   int kicks = 0, kept = 0;
   for (; kicks < kMaxKicks && spent <= kick_budget; ++kicks) {
