@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "float_bits.h"
 #include "executor/cpu/kernels.h"
 #include "executor/cuda/modern_kernels.h"
 
@@ -21,22 +22,14 @@ namespace host = ucplan::cuda::host;
 
 namespace {
 
+using ucplan::test::same_bits;
+
 std::vector<float> random_floats(std::size_t n, unsigned seed, float lo = -1, float hi = 1) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
   for (auto& x : v) x = dist(gen);
   return v;
-}
-
-// The same bits (NaN equal to NaN).
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
-  }
-  return true;
 }
 
 // max |a - b| / max(max |a|, 1e-6), NaN where exactly one of a pair is NaN.

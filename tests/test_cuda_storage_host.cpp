@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "float_bits.h"
 #include "executor/cpu/half.h"
 #include "executor/cpu/kernels.h"
 #include "executor/cuda/modern_kernels.h"
@@ -36,6 +37,8 @@ namespace host = ucplan::cuda::host;
 namespace dhost = ucplan::cuda::detail::host;
 
 namespace {
+
+using ucplan::test::same_bits;
 
 template <typename T>
 cpu::Half half_of() {
@@ -105,16 +108,6 @@ bool same_as_rounded(const std::vector<T>& got, const std::vector<float>& fp32, 
     }
   }
   return same;
-}
-
-// FP32 outputs (statistics, dgamma): the same bits, or both NaN.
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
-  }
-  return true;
 }
 
 // n random 16-bit values in [lo, hi); the first ones are special: NaN, an infinity, -0, a value
