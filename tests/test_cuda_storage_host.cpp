@@ -375,16 +375,9 @@ void check_pool(int* ties) {
   }
 }
 
-// kernels_cuda.cpp's LrnShape of these dims.
+// The backend's LrnShape of these dims (small_kernels.h).
 cuda::detail::LrnShape lrn_shape(const cpu::LrnDims& d) {
-  return {d.n,
-          d.c,
-          d.h * d.w,
-          d.size,
-          static_cast<float>(d.alpha / static_cast<double>(d.size)),
-          static_cast<float>(d.beta),
-          static_cast<float>(d.k),
-          static_cast<float>(2.0 * d.alpha * d.beta / static_cast<double>(d.size))};
+  return cuda::detail::lrn_shape(d.n, d.c, d.h * d.w, d.size, d.alpha, d.beta, d.k);
 }
 
 template <typename T>

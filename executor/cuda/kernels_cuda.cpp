@@ -736,14 +736,7 @@ cudnnLRNDescriptor_t lrn_desc(Context& ctx, const LrnDims& d) {
 }
 
 detail::LrnShape lrn_shape(const LrnDims& d) {
-  return {d.n,
-          d.c,
-          d.h * d.w,
-          d.size,
-          static_cast<float>(d.alpha / static_cast<double>(d.size)),
-          static_cast<float>(d.beta),
-          static_cast<float>(d.k),
-          static_cast<float>(2.0 * d.alpha * d.beta / static_cast<double>(d.size))};
+  return detail::lrn_shape(d.n, d.c, d.h * d.w, d.size, d.alpha, d.beta, d.k);
 }
 }  // namespace
 

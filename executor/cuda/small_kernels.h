@@ -112,6 +112,19 @@ struct LrnShape {
   std::int64_t n, c, plane, size;
   float alpha_over_size, beta, k, coef;  // coef = 2 alpha beta / size
 };
+// The shape of an LRN over n x c planes of `plane` elements, its constants rounded to float as
+// the CPU reference rounds them (executor/cpu/layers.cpp).
+inline LrnShape lrn_shape(std::int64_t n, std::int64_t c, std::int64_t plane, std::int64_t size, double alpha,
+                          double beta, double k) {
+  return {n,
+          c,
+          plane,
+          size,
+          static_cast<float>(alpha / static_cast<double>(size)),
+          static_cast<float>(beta),
+          static_cast<float>(k),
+          static_cast<float>(2.0 * alpha * beta / static_cast<double>(size))};
+}
 void launch_lrn_forward(cudaStream_t s, DataType t, const LrnShape& l, const void* x, void* y);
 void launch_lrn_backward(cudaStream_t s, DataType t, const LrnShape& l, const void* x, const void* y, const void* dy,
                          void* dx, bool accumulate);

@@ -57,14 +57,14 @@ std::int64_t forward_ns(const TaskGraph& tg, const CostTable& costs, int t) {
 // not help (as delta debugging does), so a large network with few simulations to spare still
 // gets every move considered; a small one gets them one by one. Passes repeat until none
 // improves or the work budget (simulated steps plus arena blocks looked at: deterministic,
-// unlike a time limit) is spent.
-void descend(const ScheduleInput& in, ScheduleResult& best, std::vector<Residency>& best_table, Placement placement,
-             std::vector<ScheduleResult::Candidate>& log, std::int64_t& spent, const std::string& name) {
+// unlike a time limit) is spent. `need`: backward_needed(), computed once by the search.
+void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleResult& best,
+             std::vector<Residency>& best_table, Placement placement, std::vector<ScheduleResult::Candidate>& log,
+             std::int64_t& spent, const std::string& name) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
   const CostTable& costs = *in.costs;
   const int nt = static_cast<int>(tg.tensors.size());
-  const std::vector<char> need = backward_needed(tg);
   constexpr int kMaxPasses = 4;
   const std::int64_t budget = in.local_search_budget;  // default: about 0.5 s of simulation on one core
   std::int64_t last_cost = std::max<std::int64_t>(best.work, 1);
@@ -155,13 +155,13 @@ void descend(const ScheduleInput& in, ScheduleResult& best, std::vector<Residenc
 // stays deterministic. Kicks go on while the work budget lasts, and for at most a few times the
 // work of the first descent: a small network, whose descent ends early, gets many; a large one,
 // whose descent spends the budget, none.
-void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::vector<Residency>& best_table,
-                            Placement placement, std::vector<ScheduleResult::Candidate>& log) {
+void refine_by_local_search(const ScheduleInput& in, const std::vector<char>& need, ScheduleResult& best,
+                            std::vector<Residency>& best_table, Placement placement,
+                            std::vector<ScheduleResult::Candidate>& log) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
   std::int64_t spent = 0;
-  descend(in, best, best_table, placement, log, spent, "local search");
-  const std::vector<char> need = backward_needed(tg);
+  descend(in, need, best, best_table, placement, log, spent, "local search");
   std::vector<int> movable;
   for (int t = 0; t < static_cast<int>(tg.tensors.size()); ++t) {
     const Tensor& x = tg.tensors[t];
@@ -198,7 +198,7 @@ void refine_by_local_search(const ScheduleInput& in, ScheduleResult& best, std::
     spent += start.work;
     if (!start.ok) continue;
     std::vector<ScheduleResult::Candidate> unlogged;
-    descend(in, start, table, placement, unlogged, spent, "kick");
+    descend(in, need, start, table, placement, unlogged, spent, "kick");
     if (better(start, best)) {
       best = std::move(start);
       best_table = std::move(table);
@@ -408,7 +408,7 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
       placement = was;  // keep placing as the best was placed
     }
   }
-  if (best.ok) refine_by_local_search(in, best, best_table, placement, log);
+  if (best.ok) refine_by_local_search(in, need, best, best_table, placement, log);
   best.candidates_skipped = skipped;
   best.best_fit = placement.best_fit;
   best.two_ended = placement.two_ended;
