@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -112,8 +113,8 @@ class Scheduler {
     StepOp op = StepOp::Forward;
     std::string layer, tensor;
     std::int64_t duration = 0;
-    std::vector<int> reads, writes, accumulates;  // tensor ids
-    int workspace = -1;                           // plan buffer id
+    std::span<const int> reads, writes, accumulates;  // tensor ids (views: the emit call reads them)
+    int workspace = -1;                               // plan buffer id
     ReadySet workspace_waits = kNoneReady;
     int host_tensor = -1;  // offload/prefetch: the tensor whose host buffer is used
     std::vector<MicroStep> config;
@@ -151,7 +152,7 @@ class Scheduler {
   void finish_position(int pos);
   void drop_unkept(int pos);
   std::int64_t task_time(int task) const;
-  std::vector<int> round_inputs(const Task& t) const;  // reads + accumulates
+  const std::vector<int>& round_inputs(const Task& t) const { return inputs_of_[t.id]; }  // reads + accumulates
   void lock(const std::vector<int>& ts, int delta);
 
   const ScheduleInput& in_;
@@ -165,7 +166,13 @@ class Scheduler {
   std::vector<TState> st_;
   std::vector<std::vector<int>> uses_;      // per tensor: round positions needing it
   std::vector<std::vector<int>> users_at_;  // per position: tensors with a use there
-  std::vector<int> order_;                  // round task ids
+  // Per round task (by id), computed once per simulation instead of on every look at the task
+  // (the look-ahead window looks at each task many times): reads + accumulates, and every
+  // tensor it touches (TaskGraph::touched).
+  std::vector<std::vector<int>> inputs_of_, touched_of_;
+  std::vector<std::vector<int>> recompute_reads_;  // per layer of the route: TaskGraph::recompute_reads
+  std::vector<int> scratch_missing_;               // reused by look_ahead
+  std::vector<int> order_;                         // round task ids
   int bwd_start_ = 0;
   int pos_ = 0;                                   // current position
   mutable ScheduleResult res_;                    // mutable for the work counter of the (const) window search
@@ -182,12 +189,6 @@ class Scheduler {
 };
 
 std::int64_t Scheduler::task_time(int task) const { return costs_.tasks[task].time_ns; }
-
-std::vector<int> Scheduler::round_inputs(const Task& t) const {
-  std::vector<int> v = t.reads;
-  v.insert(v.end(), t.accumulates.begin(), t.accumulates.end());
-  return v;
-}
 
 void Scheduler::lock(const std::vector<int>& ts, int delta) {
   for (int t : ts)
@@ -209,9 +210,20 @@ void Scheduler::compute_uses() {
       bwd_start_ = static_cast<int>(p);
       break;
     }
+  inputs_of_.assign(tg_.tasks.size(), {});
+  touched_of_.assign(tg_.tasks.size(), {});
+  for (int task : order_) {
+    const Task& t = tg_.tasks[task];
+    inputs_of_[task] = t.reads;
+    inputs_of_[task].insert(inputs_of_[task].end(), t.accumulates.begin(), t.accumulates.end());
+    touched_of_[task] = tg_.touched(t);
+  }
+  recompute_reads_.assign(g_.layers.size(), {});
+  for (int l : tg_.route)
+    if (tg_.forward_of[l] >= 0) recompute_reads_[l] = tg_.recompute_reads(l);
   uses_.assign(nt, {});
   for (int task : order_)
-    for (int t : tg_.touched(tg_.tasks[task]))
+    for (int t : touched_of_[task])
       if (!tg_.tensors[t].resident()) uses_[t].push_back(pos_of[task]);
   // Reverse route order: a recomputed tensor's consumers come later in the route, so their
   // extensions are known before the tensor's own producer inputs are extended.
@@ -227,7 +239,7 @@ void Scheduler::compute_uses() {
     std::vector<int> need;
     for (int p : uses_[y])
       if (p > produced_at) need.push_back(p);
-    for (int x : tg_.recompute_reads(l)) {
+    for (int x : recompute_reads_[l]) {
       if (tg_.tensors[x].resident()) continue;
       uses_[x].insert(uses_[x].end(), need.begin(), need.end());
     }
@@ -342,7 +354,7 @@ int Scheduler::emit(const EmitArgs& a) {
   ps.layer = a.layer;
   ps.tensor = a.tensor;
   ps.waits = step.waits;
-  auto buffers_of = [&](const std::vector<int>& ts) {
+  auto buffers_of = [&](std::span<const int> ts) {
     std::vector<int> out;
     for (int t : ts) {
       int b = tg_.tensors[t].resident() ? resident_buffer_[t] : st_[t].buffer;
@@ -461,7 +473,7 @@ void Scheduler::offload(int t) {
   a.op = StepOp::Offload;
   a.tensor = tg_.tensors[t].name;
   a.duration = costs_.d2h_ns(tg_.tensors[t].bytes(costs_.sub_batch));
-  a.reads = {t};
+  a.reads = std::span<const int>(&t, 1);
   a.host_tensor = t;
   host_buffer_of(t);
   emit(a);
@@ -629,7 +641,7 @@ bool Scheduler::prefetch(int t, bool may_evict) {
   a.op = StepOp::Prefetch;
   a.tensor = tg_.tensors[t].name;
   a.duration = costs_.h2d_ns(tg_.tensors[t].bytes(costs_.sub_batch));
-  a.writes = {t};
+  a.writes = std::span<const int>(&t, 1);
   a.host_tensor = t;
   emit(a);
   s.fresh = true;
@@ -651,7 +663,7 @@ bool Scheduler::recompute(int layer) {
   const int y = tg_.y_of[layer];
   const int ftask = costs_.forward_task[layer];
   const Task& f = tg_.tasks[ftask];
-  const std::vector<int> srcs = tg_.recompute_reads(layer);
+  const std::vector<int>& srcs = recompute_reads_[layer];
   lock(srcs, +1);
   lock({y}, +1);
   bool ok = true;
@@ -666,7 +678,7 @@ bool Scheduler::recompute(int layer) {
     a.op = StepOp::Recompute;
     a.layer = g_.layers[layer].name();
     a.reads = srcs;
-    a.writes = {y};
+    a.writes = std::span<const int>(&y, 1);
     a.workspace = ws;
     a.workspace_waits = ws_waits;
     if (f.conv_kernel) {
@@ -806,7 +818,7 @@ void Scheduler::copies_needed(int t, int depth, std::vector<int>* out) const {
   }
   if (depth > 16) return;
   const int layer = tg_.tensors[t].layer;
-  for (int x : tg_.recompute_reads(layer)) copies_needed(x, depth + 1, out);
+  for (int x : recompute_reads_[layer]) copies_needed(x, depth + 1, out);
 }
 
 // Eq. (4): prefetch for a later task s now if starting after the current task would make s
@@ -835,7 +847,8 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
       }
     }
     // Its inputs still on the host, and those that the recomputation of dropped inputs needs.
-    std::vector<int> missing;
+    std::vector<int>& missing = scratch_missing_;
+    missing.clear();
     for (int t : round_inputs(s)) copies_needed(t, 0, &missing);
     std::int64_t bytes = 0, copy_ns = 0;
     for (int t : missing) {
@@ -870,7 +883,7 @@ bool Scheduler::run_task(int pos) {
   arena_.coalesce([&](const Arena::Block& b) { return b.ready_end <= now; });
   const int task = order_[pos];
   const Task& t = tg_.tasks[task];
-  const std::vector<int> touched = tg_.touched(t);
+  const std::vector<int>& touched = touched_of_[task];
   lock(touched, +1);
   bool ok = true;
   for (int d : round_inputs(t)) ok = ok && ensure_resident(d);
@@ -977,6 +990,7 @@ ScheduleResult Scheduler::run() {
   staged_ = nt > 0 && strategy_.keep_into(0, 0).has_value();
   kernel_seen_.assign(tg_.tasks.size(), 0);
   compute_uses();
+  meta_.reserve(2 * order_.size() + 64);  // a round emits about one step per task plus its copies
 
   // Weights and weight gradients: resident at the bottom for the whole program, laid out once
   // below the dynamic arena (not as arena blocks, which every allocation would walk past).

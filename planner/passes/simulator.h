@@ -96,18 +96,21 @@ class Arena {
 
 template <class Settled>
 void Arena::coalesce(Settled settled) {
-  std::vector<Block> out;
-  out.reserve(blocks_.size());
-  for (const Block& b : blocks_) {
-    if (!out.empty() && b.owner < 0 && out.back().owner < 0 && settled(b) && settled(out.back())) {
-      out.back().size += b.size;
-      merge_into(out.back().ready, b.ready);
-      out.back().ready_end = std::max(out.back().ready_end, b.ready_end);
+  // In place: `kept` blocks so far, the last of which may absorb the next.
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& b = blocks_[i];
+    if (kept > 0 && b.owner < 0 && blocks_[kept - 1].owner < 0 && settled(b) && settled(blocks_[kept - 1])) {
+      Block& into = blocks_[kept - 1];
+      into.size += b.size;
+      merge_into(into.ready, b.ready);
+      into.ready_end = std::max(into.ready_end, b.ready_end);
     } else {
-      out.push_back(b);
+      if (kept != i) blocks_[kept] = b;
+      ++kept;
     }
   }
-  blocks_.swap(out);
+  blocks_.resize(kept);
 }
 
 // Buffers are aligned so that every kernel gets aligned pointers (cuDNN wants 16 bytes at
