@@ -573,6 +573,21 @@ TEST_SUITE("plan quality") {
         if (m.status == RematMilpResult::Status::infeasible) continue;
         REQUIRE(m.status == RematMilpResult::Status::optimal);  // tiny: proven
         CHECK(m.bound_round_ns == m.solution_round_ns);
+        // The configuration is a decision: fixing every conv at its smallest workspace or at its
+        // fastest (WR/WD's fixed_config) only removes choices, so the optimum cannot drop.
+        for (const bool fastest : {false, true}) {
+          std::vector<int> fixed(tg.tasks.size(), -1);
+          for (const Task& t : tg.tasks)
+            if (t.round_task && t.conv_kernel)
+              fixed[t.id] = fastest ? static_cast<int>(ct.tasks[t.id].front.size()) - 1 : 0;
+          const RematMilpResult f = solve_remat_milp(g, tg, ct, in.budget_bytes, 0, nullptr, fixed);
+          CAPTURE(fastest);
+          if (f.status == RematMilpResult::Status::infeasible) continue;
+          REQUIRE(f.status == RematMilpResult::Status::optimal);
+          CHECK(f.bound_round_ns >= m.bound_round_ns);
+          for (const Task& t : tg.tasks)
+            if (t.round_task && t.conv_kernel) CHECK(f.config[t.id] == fixed[t.id]);
+        }
         for (int code = 0; code < 32; ++code) {
           std::vector<Residency> table(tg.tensors.size(), Residency::Keep);
           for (int i = 0; i < 5; ++i)

@@ -268,20 +268,26 @@ ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, Candid
     recorded = simulate_schedule(kept_in, *strategy);
   }
   o.milp = true;
-  o.milp_result =
-      solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, x.opt.time_limit_s, recorded.ok ? &recorded : nullptr);
+  o.milp_result = solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, x.opt.time_limit_s,
+                                   recorded.ok ? &recorded : nullptr, si.fixed_config);
   if (o.milp_result.table.empty()) return best;
   // The MILP counts bytes, not where they go: the arena's fragmentation can defeat its solution,
   // so it is placed both ways (moDNN's first fit, two-ended). On-demand offload can rescue it too,
   // but it also copies out what the MILP meant to keep: both are simulated.
-  for (const bool two_ended : {false, true}) {
-    ScheduleInput staged = si;
-    staged.two_ended = two_ended;
-    const std::string how = two_ended ? ", two-ended placement" : "";
-    consider(simulate_staged(staged, o.milp_result.staged, false), "the MILP's solution stage by stage" + how);
-    if (si.offload)
-      consider(simulate_staged(staged, o.milp_result.staged, true),
-               "the MILP's solution stage by stage, offloading on demand" + how);
+  // Its conv configurations too: as the MILP chose them, or chosen as the simulation goes (the
+  // simulator's Eq. 5 gain sees where the arena's holes are, which the MILP does not).
+  for (const bool milp_configs : {false, true}) {
+    for (const bool two_ended : {false, true}) {
+      ScheduleInput staged = si;
+      staged.two_ended = two_ended;
+      if (milp_configs) staged.fixed_config = o.milp_result.config;
+      const std::string how =
+          std::string(two_ended ? ", two-ended placement" : "") + (milp_configs ? ", the MILP's configurations" : "");
+      consider(simulate_staged(staged, o.milp_result.staged, false), "the MILP's solution stage by stage" + how);
+      if (si.offload)
+        consider(simulate_staged(staged, o.milp_result.staged, true),
+                 "the MILP's solution stage by stage, offloading on demand" + how);
+    }
   }
   si.extra_seeds.push_back(o.milp_result.table);
   si.local_search_budget *= 10;

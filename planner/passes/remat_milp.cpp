@@ -30,7 +30,8 @@ std::int64_t aligned(std::int64_t b) { return (b + kAlign - 1) / kAlign * kAlign
 }  // namespace
 
 RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
-                                 double max_seconds, const ScheduleResult* start) {
+                                 double max_seconds, const ScheduleResult* start,
+                                 const std::vector<int>& fixed_config) {
   const auto start_time = std::chrono::steady_clock::now();
   RematMilpResult res;
   const int nt = static_cast<int>(tg.tensors.size());
@@ -82,6 +83,21 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
       base[i] = nv;
       nv += 2 * (last[i] - born[i]);
     }
+  // Variables Z[s,c] for a conv stage s with more than one allowed configuration: T_s runs with
+  // front entry c (its time and workspace). A fixed configuration (--workspace wr:/wd:) is the
+  // only one allowed.
+  std::vector<int> zbase(n, -1), zfirst(n, 0), zcount(n, 0);
+  for (int s = 0; s < n; ++s) {
+    const int task = order[s];
+    if (!tg.tasks[task].conv_kernel) continue;
+    const int fixed = task < static_cast<int>(fixed_config.size()) ? fixed_config[task] : -1;
+    zfirst[s] = std::max(fixed, 0);
+    zcount[s] = fixed >= 0 ? 1 : static_cast<int>(costs.tasks[task].front.size());
+    if (zcount[s] > 1) {
+      zbase[s] = nv;
+      nv += zcount[s];
+    }
+  }
   auto in_span = [&](int i, int t) { return decided[i] && t > born[i] && t <= last[i]; };
   auto R = [&](int i, int t) { return base[i] + 2 * (t - born[i] - 1); };
   auto S = [&](int i, int t) { return base[i] + 2 * (t - born[i] - 1) + 1; };
@@ -99,6 +115,20 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
     for (int x : tg.tasks[order[0]].reads)
       if (tg.tensors[x].host_input) entry_bytes += tg.tensors[x].bytes(b);
     if (entry_bytes > 0) tasks_ns += costs.h2d_ns(entry_bytes);
+  }
+  // T_s's time over its fastest configuration, and its workspace over its smallest: per
+  // configuration, or, fixed, a constant.
+  std::vector<std::int64_t> fixed_ws(n, 0);
+  for (int s = 0; s < n; ++s) {
+    if (zcount[s] == 0) continue;
+    const TaskCost& c = costs.tasks[order[s]];
+    if (zbase[s] < 0) {
+      tasks_ns += c.front[zfirst[s]].time_ns - c.time_ns;
+      fixed_ws[s] = c.front[zfirst[s]].workspace_bytes;
+      continue;
+    }
+    fixed_ws[s] = c.min_workspace;
+    for (int k = 0; k < zcount[s]; ++k) ilp.objective[zbase[s] + k] = c.front[k].time_ns - c.time_ns;
   }
   for (int l : tg.route) {
     const int y = tg.y_of[l];
@@ -129,7 +159,7 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   }
   for (int s = 0; s < n; ++s) {
     fixed[s] += resident;
-    if (tg.tasks[order[s]].conv_kernel) fixed[s] += aligned(costs.tasks[order[s]].min_workspace);
+    if (tg.tasks[order[s]].conv_kernel) fixed[s] += aligned(fixed_ws[s]);
   }
 
   // The memory rows' unit: bytes rounded down (a relaxation), coarse enough for CBC's tolerances.
@@ -161,6 +191,18 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
         const std::int64_t c = aligned(tg.tensors[i].bytes(b)) / unit;
         if (c > 0) mem.terms.push_back({S(i, s + 1), c});
       }
+    if (zbase[s] >= 0) {
+      const TaskCost& c = costs.tasks[order[s]];
+      IlpRow one;
+      one.sense = IlpSense::eq;
+      one.rhs = 1;
+      for (int k = 0; k < zcount[s]; ++k) {
+        one.terms.push_back({zbase[s] + k, 1});
+        const std::int64_t extra = (aligned(c.front[k].workspace_bytes) - aligned(fixed_ws[s])) / unit;
+        if (extra > 0) mem.terms.push_back({zbase[s] + k, extra});
+      }
+      ilp.rows.push_back(std::move(one));
+    }
     if (!mem.terms.empty()) ilp.rows.push_back(std::move(mem));
   }
   for (int l : tg.route) {
@@ -192,11 +234,15 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
         if (decided[in]) stack.push_back(in);
     }
   }
+  for (int s = 0; s < n; ++s)
+    if (zbase[s] >= 0) ilp.start[zbase[s]] = 1;  // the smallest workspace
   // Better, if it fits the rows: the given plan as the simulator ran it, stage by stage.
   if (start && start->on_device_at.size() == static_cast<std::size_t>(n) &&
-      start->recomputed_at.size() == static_cast<std::size_t>(n)) {
+      start->recomputed_at.size() == static_cast<std::size_t>(n) &&
+      start->config_at.size() == static_cast<std::size_t>(n)) {
     std::vector<std::int64_t> x(nv, 0);
     for (int s = 0; s < n; ++s) {
+      if (zbase[s] >= 0) x[zbase[s] + std::clamp(start->config_at[s], 0, zcount[s] - 1)] = 1;
       for (int i : start->on_device_at[s])
         if (in_span(i, s)) x[S(i, s)] = 1;
       for (int i : start->recomputed_at[s])
@@ -241,6 +287,14 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   res.table.assign(nt, Residency::Keep);
   res.staged.table.assign(nt, Residency::Keep);
   res.staged.keep.assign(n, std::vector<char>(nt, 1));
+  res.config.assign(tg.tasks.size(), -1);
+  for (int s = 0; s < n; ++s) {
+    if (zcount[s] == 0) continue;
+    res.config[order[s]] = zfirst[s];
+    if (zbase[s] >= 0)
+      for (int k = 0; k < zcount[s]; ++k)
+        if (r.x[zbase[s] + k]) res.config[order[s]] = k;
+  }
   for (int i = 0; i < nt; ++i) {
     if (base[i] < 0) continue;
     for (int t = born[i] + 1; t <= last[i]; ++t) {

@@ -8,17 +8,23 @@
 //   T_t reads i                      R[t,i] + S[t,i] >= 1
 //   recomputing i needs its input j  R[t,i] <= R[t,j] + S[t,j]
 //   keeping needs a value            S[t+1,i] <= S[t,i] + R[t,i]
-//   memory when T_t runs             fixed(t) + touched(t) + Σ_{i not touched} bytes_i S[t+1,i] <= budget
+//   T_t's conv configuration         Σ_c Z[t,c] = 1   (Z: T_t runs with Pareto-front entry c)
+//   memory when T_t runs             fixed(t) + touched(t) + Σ_c ws_c Z[t,c]
+//                                      + Σ_{i not touched} bytes_i S[t+1,i] <= budget
 // where fixed(t) holds weights and their gradients, the activation gradients and saved
-// statistics live at t, and T_t's smallest workspace; touched(t) what T_t reads and writes. Every
+// statistics live at t; touched(t) what T_t reads and writes; ws_c the workspace of T_t's
+// configuration c (the configuration is chosen with the residency, as the issue asks and as
+// mu-cuDNN's WD divides a workspace among kernels; fixed under --workspace wr:/wd:). Every
 // value kept into stage t+1 is on the device when T_t runs (recomputations precede T_t), so the
 // row holds for every recompute-only schedule in route order: the memory of a recomputation's
 // own moment is not counted, and sizes are rounded down to the row's unit. The MILP is therefore
 // a relaxation, and its optimum (or CBC's proven bound) plus the copy of the batch that every
 // round waits for before its first task is a lower bound on the round time of any recompute-only
-// plan whose tasks run in route order at their fastest configurations. Offload is not modelled: a
-// plan that offloads may beat the bound.
-//   minimise Σ_{t,i} time_i R[t,i]    (time_i: the fastest configuration of i's forward task)
+// plan whose tasks run in route order. Recomputations are counted at their fastest configuration
+// (their moment's memory is not modelled). Offload is not modelled: a plan that offloads may beat
+// the bound.
+//   minimise Σ_{t,i} time_i R[t,i] + Σ_{t,c} (time_{t,c} - fastest_t) Z[t,c]
+//   (time_i: the fastest configuration of i's forward task)
 // The solution is run stage by stage (StagedPlan: what is kept into each stage; the simulator
 // recomputes the rest when a task needs it), and read as a residency table (recompute what the
 // solution recomputes in the backward pass, keep the rest) it seeds the ucplan search; both are
@@ -43,6 +49,7 @@ struct RematMilpResult {
   std::int64_t solution_round_ns = 0;  // the MILP's own round time of its solution (same model)
   std::vector<Residency> table;        // per tensor: Keep or Recompute (empty without a solution)
   StagedPlan staged;                   // the solution stage by stage (empty without a solution)
+  std::vector<int> config;             // per task: the solution's front index (-1: not a conv kernel)
   bool started_from_plan = false;      // the given start satisfied the rows and was CBC's first incumbent
   bool plain_fallback = false;         // CBC's full strategy failed (IlpResult::full_strategy_failures)
   int variables = 0, rows = 0;
@@ -54,8 +61,10 @@ const char* remat_milp_status_name(RematMilpResult::Status s);
 // max_seconds <= 0: no time limit (the solve ends when CBC proves optimality). `start`, if not
 // null, is a simulated plan recorded stage by stage (ScheduleInput::record_stages) read as the
 // MILP's first incumbent: S from what is on the device when each stage starts, R from what it
-// recomputes; it is used only if it satisfies the MILP's rows.
+// recomputes, Z from the configurations it ran; it is used only if it satisfies the MILP's rows.
+// `fixed_config` (ScheduleInput::fixed_config): per task, a configuration fixed by WR/WD, or -1.
 RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
-                                 double max_seconds, const ScheduleResult* start = nullptr);
+                                 double max_seconds, const ScheduleResult* start = nullptr,
+                                 const std::vector<int>& fixed_config = {});
 
 }  // namespace ucplan

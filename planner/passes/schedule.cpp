@@ -898,6 +898,7 @@ bool Scheduler::run_task(int pos) {
     lock(touched, -1);
     return false;
   }
+  if (in_.record_stages) res_.config_at[pos] = t.conv_kernel ? static_cast<int>(idx) : -1;
   const std::int64_t duration = t.conv_kernel ? costs_.tasks[task].front[idx].time_ns : task_time(task);
   look_ahead(pos, duration);
 
@@ -1020,6 +1021,7 @@ ScheduleResult Scheduler::run() {
   if (in_.record_stages) {
     res_.on_device_at.assign(order_.size(), {});
     res_.recomputed_at.assign(order_.size(), {});
+    res_.config_at.assign(order_.size(), -1);
   }
   for (pos_ = 0; pos_ < static_cast<int>(order_.size()); ++pos_) {
     if (in_.record_stages)

@@ -129,6 +129,7 @@ struct ScheduleResult {
   // With ScheduleInput::record_stages, per round position: the non-resident tensors holding a
   // value on the device when it starts, and the tensors it recomputes (sorted).
   std::vector<std::vector<int>> on_device_at, recomputed_at;
+  std::vector<int> config_at;  // and the front index of its conv configuration (-1: not a conv kernel)
   // The ucplan search: the placement its plan was made with (to run its table again).
   bool best_fit = false, two_ended = false;
 };
