@@ -9,7 +9,7 @@ Measures, through the ucplan CLI:
      over the ideal (`ucplan explain --json`) of the default strategy and of every baseline, `ucplan check`
      of every plan, whether the default is at least as fast as every baseline, and whether every column is
      monotone in the budget (a larger budget never gives a slower plan).
-     With --exact NETS (default: resnet20), also `--solver exact --time-limit 60s` for those networks:
+     With --exact NETS (default: all four), also `--solver exact --time-limit 60s` for those networks:
      exact mode's overhead, the MILP's status, its proven lower bound for recompute-only plans, the gap
      and the compile time (MEASURED, wall clock).
   B. Compile time (wall clock, median of 3): ResNet-152 b256 on model:h100 at 12, 24 and 40 GiB, and the
@@ -74,8 +74,11 @@ def sweep(cli, w, net, batch, dev, out, exact_limit=None):
             rc, _, se, _ = cli.run(["ucplan", "compile", net, "--profile", prof, "--budget", f"{budget}B",
                                     "--strategy", s, "-q", "-o", plan], check=False)
             if rc == 0:
-                res[(share, s)] = cli.json(["ucplan", "explain", plan, "--json"])["overhead"]
+                e = cli.json(["ucplan", "explain", plan, "--json"])
+                res[(share, s)] = e["overhead"]
                 plans.append(plan)
+                if s == "ucplan" and e["peak_bytes"] > 0:  # the arena's gaps between buffers, as a share of it
+                    out["fragmentation"].append((e["peak_bytes"] - e["in_use_peak_bytes"]) / e["peak_bytes"])
             elif rc == 2:
                 res[(share, s)] = None
             else:
@@ -107,6 +110,8 @@ def sweep(cli, w, net, batch, dev, out, exact_limit=None):
                 out["anomalies"].append(f"{net} b{batch} {dev} at {share} %: exact {pct(ov)} slower than the default {pct(ours)}")
             if ov is not None and ours is not None:
                 out["exact_vs_default"].append(ours - ov)
+                if ours - ov > 0.01 + EPS:
+                    out["behind_exact"].append(f"{net} b{batch} {dev} at {share} %: default {pct(ours)}, exact {pct(ov)}")
             row += [f"**{pct(ov)}**" if ov is not None else ("--" if budget >= lb else ""),
                     "" if bound is None else pct(bound), status or "",
                     "" if (ov is None or bound is None) else f"{100 * ((1 + ov) / (1 + bound) - 1):.1f} %",
@@ -172,15 +177,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build", nargs="?", default="build", help="build folder with bin/ucplan (default: build)")
     ap.add_argument("--quick", action="store_true", help="resnet20 on model:h100 only, no compile times")
-    ap.add_argument("--exact", default="resnet20", help="networks also compiled with --solver exact, comma-separated, "
-                    "or 'none' (default resnet20)")
+    ap.add_argument("--exact", default=",".join(n for n, _ in CASES),
+                    help="networks also compiled with --solver exact, comma-separated, or 'none' (default: all four)")
     ap.add_argument("--exact-limit", type=int, default=60, help="exact mode's --time-limit in seconds (default 60)")
     a = ap.parse_args()
     t0 = time.perf_counter()
     cli = Cli(a.build)
     w = work_dir(a.build, "optimality")
     note = machine_note(cli)
-    out = {"anomalies": [], "beaten": [], "nonmonotone": [], "default": {}, "points": 0, "exact_vs_default": []}
+    out = {"anomalies": [], "beaten": [], "nonmonotone": [], "default": {}, "points": 0, "exact_vs_default": [],
+           "fragmentation": [], "behind_exact": []}
     exact_nets = set() if a.exact == "none" else set(a.exact.split(","))
     cases = CASES[:1] if a.quick else CASES
     devices = DEVICES[:1] if a.quick else DEVICES
@@ -204,12 +210,18 @@ def main():
          f"- A column slower at a larger budget (not monotone): {len(out['nonmonotone'])} times." +
          "".join(f"\n  - {x}" for x in out["nonmonotone"]),
          "" + "".join(f"\n- ANOMALY: {x}" for x in out["anomalies"]),
+         (f"- Fragmentation of the default's plans (the arena less the most bytes in use at once, `ucplan explain "
+          f"--json`'s `peak_bytes` and `in_use_peak_bytes`, as a share of the arena): largest "
+          f"{100 * max(out['fragmentation']):.2f} %, median {100 * median(out['fragmentation']):.2f} % over "
+          f"{len(out['fragmentation'])} plans." if out["fragmentation"] else ""),
          (f"- Exact mode (`--solver exact --time-limit {a.exact_limit}s`, for {', '.join(sorted(exact_nets))}): "
           f"{len(out['exact_vs_default'])} points; default minus exact: largest "
           f"{100 * max(out['exact_vs_default']):.1f} points, median "
-          f"{100 * median(out['exact_vs_default']):.1f} points. 'MILP bound' is the proven lower bound on the "
-          "overhead of any recompute-only plan in route order (a Checkmate-style MILP and a relaxation: it counts memory "
-          "when each task runs, plus the batch's copy to the device); a plan that also offloads may beat it. 'gap to "
+          f"{100 * median(out['exact_vs_default']):.1f} points; more than 1 point: {len(out['behind_exact'])} "
+          "times" + "".join(f"\n  - {x}" for x in out["behind_exact"]) + "\n\n  'MILP bound' is the proven lower bound on the "
+          "overhead of any recompute-only plan in route order (a Checkmate-style MILP over keep / recompute per "
+          "tensor and stage and the conv configuration per task, and a relaxation: it counts memory when each task "
+          "runs, plus the batch's copy to the device); a plan that also offloads may beat it. 'gap to "
           "bound' is exact mode's time over that bound. 'exact s' is the whole compile's wall clock."
           if out["exact_vs_default"] else ""),
          "\nFor reference, the numbers an independent Checkmate-style MILP (keep / drop / recompute per tensor and "

@@ -36,6 +36,8 @@ int run_explain(const ExplainOptions& o) {
         {"overhead",
          s.ideal_ns ? static_cast<double>(s.predicted_ns - s.ideal_ns) / static_cast<double>(s.ideal_ns) : 0.0},
         {"peak_bytes", s.peak_bytes},
+        // The arena less its gaps: the most bytes in use at once (read from a valid plan only).
+        {"in_use_peak_bytes", error.empty() ? max_bytes_in_use(p) : 0},
         {"lower_bound_bytes", s.lower_bound_bytes},
         {"offload_bytes", s.offload_bytes},
         {"prefetch_bytes", s.prefetch_bytes},
