@@ -10,6 +10,7 @@
 #include "costs.h"
 #include "liveness.h"
 #include "lower_bound.h"
+#include "offsets.h"
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
 #include "planner/model/sha256.h"
@@ -382,6 +383,8 @@ void assemble_plan(Pipeline& x) {
   p.modnn_sub_batch = x.modnn_b;
   p.sub_batch_changes_statistics = g.has_batch_norm() && p.rounds > 1;
   p.workspace_policy = workspace_policy_text(x.opt.workspace, x.opt.strategy);
+  const OffsetReassignment placed = assign_offsets_after_scheduling(best.buffers, best.steps, best.arena_bytes);
+  best.arena_bytes = placed.after_bytes;
   p.arena_bytes = best.arena_bytes;
   p.buffers = std::move(best.buffers);
   p.host_buffers = std::move(best.host_buffers);
@@ -428,6 +431,11 @@ void assemble_plan(Pipeline& x) {
                                     m.variables, m.rows, remat_milp_status_name(m.status)));
     }
   }
+  if (placed.applied)
+    p.notes.push_back(
+        fmt::format("offsets placed after scheduling, each buffer into the best-fitting gap (as "
+                    "XLA's heap simulator): arena {} instead of the simulation's {}",
+                    format_bytes(placed.after_bytes), format_bytes(placed.before_bytes)));
   if (best.defragmentations > 0)
     p.notes.push_back(
         fmt::format("{} defragmentation(s) per round: the budget is close to the bound", best.defragmentations));
