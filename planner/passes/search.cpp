@@ -1,8 +1,8 @@
 #include "search.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <mutex>
