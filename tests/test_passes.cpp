@@ -993,8 +993,8 @@ TEST_SUITE("offsets after scheduling") {
     const Profile prof = model_profile(net, 64, "h100");
     const std::int64_t peak = keep_all_peak(net, prof);
     int applied = 0;
-    for (const char* strategy : {"ucplan", "vdnn-all", "superneurons"})
-      for (int share : {100, 70, 40}) {
+    for (const char* strategy : {"ucplan", "vdnn-all"})  // the default's search, and a baseline's own schedule
+      for (int share : {100, 40}) {
         Plan p = make_plan(input_for(net, prof, peak * share / 100, strategy, "auto")).plan;
         CAPTURE(strategy);
         CAPTURE(share);
