@@ -24,7 +24,8 @@ OffsetReassignment assign_offsets_after_scheduling(std::vector<PlanBuffer>& buff
     if (steps[i].id != i) return r;
 
   // Vector clocks: what has ended, per stream, before each step starts (stream order and waits),
-  // and each stream's steps in order (their clocks grow along it).
+  // and each stream's steps in order (their clocks grow along it). The verifier derives the same
+  // relation with code of its own, on purpose: it checks this pass (STYLE.md #5).
   std::vector<Clock> clock(ns);
   std::array<std::vector<int>, kStreams> on_stream;
   for (int i = 0; i < ns; ++i) {
@@ -38,16 +39,13 @@ OffsetReassignment assign_offsets_after_scheduling(std::vector<PlanBuffer>& buff
     on_stream[x].push_back(i);
   }
 
-  // Per buffer: its first step and its last step on each stream.
+  // Per buffer: its last step on each stream (its first is PlanBuffer::first_step).
   const int nb = static_cast<int>(buffers.size());
-  std::vector<int> first(nb, kNever);
   std::vector<Clock> last(nb, Clock{-1, -1, -1});
   for (const PlanStep& s : steps) {
     const int x = static_cast<int>(s.stream);
     auto touch = [&](int b) {
-      if (b < 0 || b >= nb) return;
-      first[b] = std::min(first[b], s.id);
-      last[b][x] = std::max(last[b][x], s.id);
+      if (b >= 0 && b < nb) last[b][x] = std::max(last[b][x], s.id);
     };
     for (int b : s.reads) touch(b);
     for (int b : s.writes) touch(b);
@@ -59,7 +57,7 @@ OffsetReassignment assign_offsets_after_scheduling(std::vector<PlanBuffer>& buff
   for (int b = 0; b < nb; ++b) {
     if (buffers[b].resident)
       region = std::max(region, buffers[b].offset + buffers[b].size);
-    else if (first[b] != kNever)
+    else if (buffers[b].first_step >= 0 && buffers[b].first_step < ns)
       dynamic.push_back(b);
   }
   if (dynamic.empty() || dynamic.size() > kMaxBuffers) return r;
@@ -78,10 +76,11 @@ OffsetReassignment assign_offsets_after_scheduling(std::vector<PlanBuffer>& buff
       auto it = std::partition_point(on.begin(), on.end(), [&](int step) { return !after_all(step); });
       if (it != on.end()) free_at[b][x] = *it;
     }
+  auto first = [&](int b) { return buffers[b].first_step; };
   auto conflict = [&](int a, int b) {
-    if (first[a] == first[b]) return true;
-    if (first[a] > first[b]) std::swap(a, b);
-    return first[b] < free_at[a][static_cast<int>(steps[first[b]].stream)];
+    if (first(a) == first(b)) return true;
+    if (first(a) > first(b)) std::swap(a, b);
+    return first(b) < free_at[a][static_cast<int>(steps[first(b)].stream)];
   };
 
   // One placement: buffers in the given order, each into the smallest gap between the placed
@@ -117,17 +116,17 @@ OffsetReassignment assign_offsets_after_scheduling(std::vector<PlanBuffer>& buff
   // Orders, as XLA's heap simulator tries several and keeps the best (ChooseBestHeapAlgorithm):
   // largest first, longest-lived first, and in time order (the order the simulation allocated in);
   // ties by first step, then id, so the result is deterministic.
-  auto span = [&](int b) { return buffers[b].last_step - first[b]; };
+  auto span = [&](int b) { return buffers[b].last_step - first(b); };
   std::vector<std::vector<int>> orders(3, dynamic);
   std::sort(orders[0].begin(), orders[0].end(), [&](int a, int b) {
-    return std::make_tuple(-buffers[a].size, first[a], a) < std::make_tuple(-buffers[b].size, first[b], b);
+    return std::make_tuple(-buffers[a].size, first(a), a) < std::make_tuple(-buffers[b].size, first(b), b);
   });
   std::sort(orders[1].begin(), orders[1].end(), [&](int a, int b) {
-    return std::make_tuple(-span(a), -buffers[a].size, first[a], a) <
-           std::make_tuple(-span(b), -buffers[b].size, first[b], b);
+    return std::make_tuple(-span(a), -buffers[a].size, first(a), a) <
+           std::make_tuple(-span(b), -buffers[b].size, first(b), b);
   });
   std::sort(orders[2].begin(), orders[2].end(),
-            [&](int a, int b) { return std::make_pair(first[a], a) < std::make_pair(first[b], b); });
+            [&](int a, int b) { return std::make_pair(first(a), a) < std::make_pair(first(b), b); });
   std::int64_t top = arena_bytes;
   for (const auto& order : orders) {
     const std::int64_t t = place(order, top);

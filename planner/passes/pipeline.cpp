@@ -384,6 +384,7 @@ void assemble_plan(Pipeline& x) {
   p.sub_batch_changes_statistics = g.has_batch_norm() && p.rounds > 1;
   p.workspace_policy = workspace_policy_text(x.opt.workspace, x.opt.strategy);
   const OffsetReassignment placed = assign_offsets_after_scheduling(best.buffers, best.steps, best.arena_bytes);
+  const std::int64_t simulated_arena = std::max(best.simulated_arena_bytes, placed.before_bytes);
   best.arena_bytes = placed.after_bytes;
   p.arena_bytes = best.arena_bytes;
   p.buffers = std::move(best.buffers);
@@ -431,11 +432,11 @@ void assemble_plan(Pipeline& x) {
                                     m.variables, m.rows, remat_milp_status_name(m.status)));
     }
   }
-  if (placed.applied)
+  if (simulated_arena > best.arena_bytes)
     p.notes.push_back(
         fmt::format("offsets placed after scheduling, each buffer into the best-fitting gap (as "
                     "XLA's heap simulator): arena {} instead of the simulation's {}",
-                    format_bytes(placed.after_bytes), format_bytes(placed.before_bytes)));
+                    format_bytes(best.arena_bytes), format_bytes(simulated_arena)));
   if (best.defragmentations > 0)
     p.notes.push_back(
         fmt::format("{} defragmentation(s) per round: the budget is close to the bound", best.defragmentations));

@@ -109,6 +109,9 @@ struct ScheduleResult {
   std::vector<PlanKernel> kernels;  // conv kernel choices in the round (first execution)
   std::int64_t round_ns = 0, final_ns = 0;
   std::int64_t arena_bytes = 0;
+  // When the buffers were placed again after the simulation (offsets.h): the simulation's own
+  // arena, larger than arena_bytes; 0 when the offsets are the simulation's.
+  std::int64_t simulated_arena_bytes = 0;
   std::int64_t offload_bytes = 0, prefetch_bytes = 0, input_bytes = 0;
   std::int64_t recompute_ns = 0, recompute_steps = 0;
   std::int64_t workspace_peak_bytes = 0;

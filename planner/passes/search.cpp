@@ -514,8 +514,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   // Offsets after scheduling (offsets.h) close most of the gaps the simulation's placement leaves,
   // so a schedule simulated with a little more room than the budget may fit it once its buffers
   // are placed again: the best decisions, and everything kept (moDNN), with 1/128 up to 1/8 more;
-  // the fastest that fits wins. Its arena exceeds the budget until assemble_plan places it (the
-  // same deterministic placement).
+  // the fastest that fits wins, with its buffers placed again.
   const std::vector<Residency> all_kept(in.tasks->tensors.size(), Residency::Keep);
   const std::vector<const std::vector<Residency>*> tables{&best_table, &all_kept};
   for (const std::vector<Residency>* table : tables) {
@@ -530,12 +529,16 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       ScheduleResult r = simulate_schedule(room, *strategy);
       if (!r.ok || !better(r, best)) continue;
       std::vector<PlanBuffer> placed = r.buffers;
-      const bool fits = assign_offsets_after_scheduling(placed, r.steps, in.budget_bytes + 1).applied;
+      const OffsetReassignment o = assign_offsets_after_scheduling(placed, r.steps, in.budget_bytes + 1);
+      const bool fits = o.applied;
       log.push_back({fmt::format("{} simulated with {} more room, placed again",
                                  table == &all_kept ? "everything kept" : "the best decisions",
                                  format_bytes(room.budget_bytes - in.budget_bytes)),
                      fits ? r.round_ns : 0, fits ? "" : "does not fit the budget once placed again"});
       if (!fits) break;  // more room only uses more memory
+      r.buffers = std::move(placed);
+      r.simulated_arena_bytes = r.arena_bytes;
+      r.arena_bytes = o.after_bytes;
       r.best_fit = best.best_fit;
       r.two_ended = best.two_ended;
       best = std::move(r);

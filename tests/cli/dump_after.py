@@ -10,14 +10,9 @@ import subprocess
 import sys
 import tempfile
 
+from checks import check, finish  # tests/cli/checks.py
+
 ucplan, profile, network = sys.argv[1:4]
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL " + what)
 
 
 def run(*argv):
@@ -58,5 +53,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 2 and r.stderr.count("\n") == 1 and
           f"unknown stage \"bogus\" ({', '.join(stages)})" in r.stderr,
           f"an unknown stage: one line naming the stages, exit 2 (got exit {r.returncode}: {r.stderr.strip()})")
-print(f"{len(stages)} stages dumped; {len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish(f"{len(stages)} stages dumped; ")

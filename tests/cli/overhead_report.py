@@ -12,14 +12,9 @@ import subprocess
 import sys
 import tempfile
 
+from checks import check, finish  # tests/cli/checks.py
+
 ucplan, profile, network = sys.argv[1:4]
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL " + what)
 
 
 def percents(text):
@@ -56,5 +51,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check(shares.get("starved", 0) > shares.get("unlimited", 0),
           f"a 0-byte workspace limit costs more in configurations than none: {shares}")
 
-print(f"overhead report: {len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish("overhead report: ")
