@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
     o.poison = !no_poison;
     o.tolerance = tolerance;
     o.lr = lr;
+    o.fp32_floor = device != "cpu";  // the CPU replays the emulation itself: its errors are 0
     const ucplan::RunReport r = ucplan::replay_plan(plan, *backend, o);
     if (!trace.empty()) ucplan::write_file_atomically(trace, ucplan::chrome_trace(plan, &r.timeline));
     const double ratio = r.predicted_seconds > 0 ? r.median_seconds / r.predicted_seconds : 0;
@@ -122,13 +123,22 @@ int main(int argc, char** argv) {
                                  {"skipped_steps", r.skipped_steps}}}};
       if (r.checked) {
         ucplan::OrderedJson per = ucplan::OrderedJson::object();
-        for (const auto& e : r.errors) per[e.tensor] = e.max_rel_error;
+        ucplan::OrderedJson floors = ucplan::OrderedJson::object();
+        for (const auto& e : r.errors) {
+          per[e.tensor] = e.max_rel_error;
+          if (r.floor_checked) floors[e.tensor] = e.floor;
+        }
         j["check"] = {{"passed", r.passed},
                       {"max_rel_error", r.fault.empty() ? r.max_rel_error : -1.0},
                       {"worst_tensor", r.worst_tensor},
                       {"tolerance", tolerance},
                       {"fault", r.fault},
                       {"errors", per}};
+        if (r.floor_checked)
+          j["check"]["fp32_floor"] = {{"factor", ucplan::kFloorFactor},
+                                      {"worst_share_of_limit", r.worst_share_of_limit},
+                                      {"worst_share_tensor", r.worst_share_tensor},
+                                      {"floors", floors}};
       }
       fmt::print("{}", ucplan::dump_json(j));
     } else {
@@ -175,6 +185,11 @@ int main(int argc, char** argv) {
             r.overflow_checked
                 ? fmt::format("; {} checked iteration(s) overflowed in both runs (skipped step)", r.overflow_checked)
                 : "");
+      if (r.checked && r.fault.empty() && r.floor_checked)
+        fmt::print(
+            "  16-bit      each gradient may differ from the emulated reference by {:g}x the emulation's own "
+            "distance from an FP32 reference (or the tolerance): the worst used {:.0f} % of its limit ({})\n",
+            ucplan::kFloorFactor, 100 * r.worst_share_of_limit, r.worst_share_tensor);
     }
     return r.passed ? 0 : 1;
   } catch (const ucplan::UserError& e) {

@@ -166,6 +166,61 @@ double default_check_tolerance(Precision p, bool cuda) {
   return p == Precision::FP32 ? fp32 : std::max(fp32, 8 * unit_roundoff(p));
 }
 
+namespace {
+
+// An input host buffer's contents: the batch's data or a sink's external gradient in the storage
+// type (bf16, fp16: the data loader's values rounded to nearest even, as the reference run rounds
+// them), or the labels.
+void load_host_input(const Plan& plan, const Program& program, const PlanHostBuffer& h, std::uint64_t seed, void* dst) {
+  const Graph& g = program.graph;
+  auto store_input = [&](std::int64_t elems, std::uint64_t input_seed) {
+    if (!low_precision_storage(g.precision)) return init_input(elems, input_seed, static_cast<float*>(dst));
+    std::vector<float> v(static_cast<std::size_t>(elems));
+    init_input(elems, input_seed, v.data());
+    cpu::narrow(storage_of(g.precision) == Storage::BF16 ? cpu::Half::BF16 : cpu::Half::FP16, v.data(),
+                static_cast<std::uint16_t*>(dst), elems);
+  };
+  const Tensor& t = program.tasks.tensors.at(static_cast<std::size_t>(program.tensor_ids.at(h.tensor)));
+  if (t.kind == TensorKind::Labels) {
+    init_labels(plan.batch, std::max<std::int64_t>(1, g.net.labels), seed, static_cast<std::int32_t*>(dst));
+  } else if (t.kind == TensorKind::Activation) {  // the network input
+    store_input(g.layers[0].out.elems() * plan.batch, seed);
+  } else {  // the external gradient of a sink that is not a loss
+    const int l = t.layer;
+    store_input(g.layers[static_cast<std::size_t>(l)].out.elems() * plan.batch,
+                seed ^ (0x9e37u + static_cast<std::uint64_t>(l)));
+  }
+}
+
+}  // namespace
+
+void load_initial_values(const Plan& plan, const Program& program, Backend& backend, std::uint64_t seed) {
+  const Graph& g = program.graph;
+  const cpu::Half half_type = storage_of(g.precision) == Storage::BF16 ? cpu::Half::BF16 : cpu::Half::FP16;
+  // Buffers are found by tensor id (the program's), not by parsing tensor names.
+  const TaskGraph& tg = program.tasks;
+  const std::unordered_map<std::string, int>& tensor_by_name = program.tensor_ids;
+  std::unordered_map<int, const PlanBuffer*> resident;  // by tensor id
+  for (const auto& b : plan.buffers)
+    if (b.resident) resident[tensor_by_name.at(b.tensor)] = &b;
+  for (std::size_t l = 0; l < g.layers.size(); ++l) {
+    const GraphLayer& gl = g.layers[l];
+    if (!gl.has_weights()) continue;
+    std::vector<float> w(static_cast<std::size_t>(gl.params()));
+    init_weights(gl, seed, w.data());
+    const std::int64_t offset = resident.at(tg.w_of[l])->offset;
+    backend.write(offset, w.data(), static_cast<std::int64_t>(w.size() * sizeof(float)));
+    if (const std::int64_t copy = g.weight_copy_bytes(static_cast<int>(l)); copy > 0) {
+      // The conv / fc weights' copy in the storage type, after the FP32 master (graph.h).
+      std::vector<std::uint16_t> h(w.size());
+      cpu::narrow(half_type, w.data(), h.data(), gl.params());
+      backend.write(offset + static_cast<std::int64_t>(w.size() * sizeof(float)), h.data(), copy);
+    }
+  }
+  for (const auto& h : plan.host_buffers)
+    if (h.input) load_host_input(plan, program, h, seed, backend.host(h.id));
+}
+
 RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   const Program program = derive_program(plan);
   const Graph& g = program.graph;
@@ -180,49 +235,13 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   backend.allocate(plan.arena_bytes, host_sizes);
   rep.device_memory_bytes = backend.device_memory_bytes();
 
-  const cpu::Half half_type = storage_of(g.precision) == Storage::BF16 ? cpu::Half::BF16 : cpu::Half::FP16;
-  // Initial values: weights into their resident buffers, the batch into the input host buffers.
   // Buffers are found by tensor id (the program's), not by parsing tensor names.
   const TaskGraph& tg = program.tasks;
   const std::unordered_map<std::string, int>& tensor_by_name = program.tensor_ids;
   std::unordered_map<int, const PlanBuffer*> resident;  // by tensor id
   for (const auto& b : plan.buffers)
     if (b.resident) resident[tensor_by_name.at(b.tensor)] = &b;
-  for (std::size_t l = 0; l < g.layers.size(); ++l) {
-    const GraphLayer& gl = g.layers[l];
-    if (!gl.has_weights()) continue;
-    std::vector<float> w(static_cast<std::size_t>(gl.params()));
-    init_weights(gl, o.seed, w.data());
-    const std::int64_t offset = resident.at(tg.w_of[l])->offset;
-    backend.write(offset, w.data(), static_cast<std::int64_t>(w.size() * sizeof(float)));
-    if (const std::int64_t copy = g.weight_copy_bytes(static_cast<int>(l)); copy > 0) {
-      // The conv / fc weights' copy in the storage type, after the FP32 master (graph.h).
-      std::vector<std::uint16_t> h(w.size());
-      cpu::narrow(half_type, w.data(), h.data(), gl.params());
-      backend.write(offset + static_cast<std::int64_t>(w.size() * sizeof(float)), h.data(), copy);
-    }
-  }
-  // The batch's data and a sink's external gradient are in the storage type (bf16, fp16: the
-  // data loader's values rounded to nearest even, as the reference run rounds them).
-  auto store_input = [&](std::int64_t elems, std::uint64_t seed, void* dst) {
-    if (!low_precision_storage(g.precision)) return init_input(elems, seed, static_cast<float*>(dst));
-    std::vector<float> v(static_cast<std::size_t>(elems));
-    init_input(elems, seed, v.data());
-    cpu::narrow(half_type, v.data(), static_cast<std::uint16_t*>(dst), elems);
-  };
-  auto load_input = [&](const PlanHostBuffer& h, void* dst) {
-    const Tensor& t = tg.tensors.at(static_cast<std::size_t>(tensor_by_name.at(h.tensor)));
-    if (t.kind == TensorKind::Labels) {
-      init_labels(plan.batch, std::max<std::int64_t>(1, g.net.labels), o.seed, static_cast<std::int32_t*>(dst));
-    } else if (t.kind == TensorKind::Activation) {  // the network input
-      store_input(g.layers[0].out.elems() * plan.batch, o.seed, dst);
-    } else {  // the external gradient of a sink that is not a loss
-      const int l = t.layer;
-      store_input(g.layers[l].out.elems() * plan.batch, o.seed ^ (0x9e37u + static_cast<std::uint64_t>(l)), dst);
-    }
-  };
-  for (const auto& h : plan.host_buffers)
-    if (h.input) load_input(h, backend.host(h.id));
+  load_initial_values(plan, program, backend, o.seed);
   for (const auto& s : steps) {
     if (s.stream == Stream::H2D) rep.bytes_h2d += s.bytes;
     if (s.stream == Stream::D2H) rep.bytes_d2h += s.bytes;
@@ -306,6 +325,15 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       }
       ReferenceResult ref =
           reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos, start_weights, ctx.loss_scale);
+      // The 16-bit floor: the same reference at FP32 (RunOptions::fp32_floor).
+      std::map<std::string, std::vector<float>> fp32_gradients;
+      if (o.fp32_floor && low_precision_storage(g.precision)) {
+        const Graph g32 = build_graph(plan.network, "", Precision::FP32);
+        fp32_gradients =
+            reference_gradients(g32, plan.batch, plan.sub_batch, o.seed, algos, start_weights, ctx.loss_scale)
+                .weight_gradients;
+        rep.floor_checked = true;
+      }
       rep.checked = true;
       // A scaled loss gradient that overflows (fp16) in the reference overflows in the plan's
       // run too, and both skip the step: nothing to compare then. Poison read by a broken plan
@@ -318,25 +346,37 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         ref.weight_gradients.clear();
       }
       // Relative L2 error per weight-gradient tensor; NaN (a read of poisoned memory) is infinite.
-      for (const auto& [name, want] : ref.weight_gradients) {
-        std::vector<float> got(want.size());
-        backend.read(resident.at(tensor_by_name.at(name))->offset, got.data(),
-                     static_cast<std::int64_t>(got.size() * sizeof(float)));
+      auto rel_l2 = [](const std::vector<float>& got, const std::vector<float>& want) {
         double diff = 0, norm = 0;
         for (std::size_t i = 0; i < want.size(); ++i) {
           const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
           diff += d * d;
           norm += static_cast<double>(want[i]) * static_cast<double>(want[i]);
         }
-        double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-        if (!(rel == rel)) rel = INFINITY;
-        rep.errors.push_back({name, rel});
+        const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+        return rel == rel ? rel : INFINITY;
+      };
+      rep.errors.clear();
+      for (const auto& [name, want] : ref.weight_gradients) {
+        std::vector<float> got(want.size());
+        backend.read(resident.at(tensor_by_name.at(name))->offset, got.data(),
+                     static_cast<std::int64_t>(got.size() * sizeof(float)));
+        const double rel = rel_l2(got, want);
+        const auto fp32 = fp32_gradients.find(name);
+        const double floor = fp32 == fp32_gradients.end() ? 0.0 : rel_l2(want, fp32->second);
+        rep.errors.push_back({name, rel, floor});
         if (rep.worst_tensor.empty() || rel > rep.max_rel_error) {
           rep.max_rel_error = rel;
           rep.worst_tensor = name;
         }
+        const double limit = std::max(o.tolerance, kFloorFactor * floor);
+        const double share = rel / limit;
+        if (rep.worst_share_tensor.empty() || share > rep.worst_share_of_limit) {
+          rep.worst_share_of_limit = share;
+          rep.worst_share_tensor = name;
+        }
+        rep.passed = rep.passed && rel <= limit;
       }
-      rep.passed = rep.passed && rep.max_rel_error <= o.tolerance;
       rep.checked_iterations += 1;
     }
     const auto reference_time = std::chrono::steady_clock::now() - reference_start;  // not the plan's time
@@ -367,7 +407,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     for (const auto& h : plan.host_buffers) {
       if (!h.input) continue;
       std::vector<char> want(static_cast<std::size_t>(h.size), 0);
-      load_input(h, want.data());
+      load_host_input(plan, program, h, o.seed, want.data());
       if (std::memcmp(want.data(), backend.host(h.id), want.size()) != 0) {
         rep.passed = false;
         rep.fault = fmt::format("host buffer {} ({}) no longer holds the batch's input after the run", h.id, h.tensor);

@@ -149,7 +149,7 @@ struct Run {
   std::vector<float> first_weights;  // the first weighted layer's FP32 master after the run
 };
 
-Run replay(const Plan& plan, bool poison = true, int iterations = 1) {
+Run replay(const Plan& plan, bool poison = true, int iterations = 1, bool fp32_floor = false) {
   const Graph g = build_graph(plan.network, "test", plan.precision);
   auto backend = make_cpu_backend(g);
   RunOptions o;
@@ -157,6 +157,7 @@ Run replay(const Plan& plan, bool poison = true, int iterations = 1) {
   o.check = true;
   o.poison = poison;
   o.tolerance = default_check_tolerance(plan.precision, false);
+  o.fp32_floor = fp32_floor;
   Run r{replay_plan(plan, *backend, o), {}};
   for (const auto& b : plan.buffers)
     if (b.resident && b.tensor.rfind("W:", 0) == 0) {
@@ -399,6 +400,35 @@ TEST_SUITE("precision: run --check on the CPU") {
 }
 
 TEST_SUITE("precision: loss scaling") {
+  TEST_CASE("the 16-bit floor: each gradient's distance from FP32 is measured, and a broken plan still fails") {
+    const Network net = parse_network_text(kResidual, "test");
+    const Profile prof = cpu_profile(net, 8, Precision::BF16);
+    const std::int64_t peak = compile(net, prof, std::int64_t{1} << 40, "keep-all", "auto").summary.peak_bytes;
+    const Plan good = compile(net, prof, peak * 85 / 100, "vdnn-all", "auto");
+    const Run r = replay(good, true, 1, true);
+    CHECK(r.report.passed);
+    CHECK(r.report.floor_checked);
+    REQUIRE_FALSE(r.report.errors.empty());
+    for (const auto& e : r.report.errors) {
+      CAPTURE(e.tensor);
+      // The CPU replays the emulation itself (only the FP32 weight-gradient sums reassociate); the
+      // emulation is bf16-far from FP32.
+      CHECK(e.max_rel_error < 1e-6);
+      CHECK(e.floor > 1e-4);
+      CHECK(e.floor < 32 * unit_roundoff(Precision::BF16));
+    }
+    // Poison read by a plan that frees an activation early is infinitely far, floor or not.
+    Plan q = good;
+    REQUIRE(free_an_activation_early(q));
+    const Run broken = replay(q, true, 1, true);
+    CHECK_FALSE(broken.report.passed);
+    CHECK(broken.report.worst_share_of_limit > 1);
+    // At FP32 there is no floor to measure.
+    const Profile prof32 = cpu_profile(net, 8, Precision::FP32);
+    CHECK_FALSE(
+        replay(compile(net, prof32, std::int64_t{1} << 40, "keep-all", "auto"), true, 1, true).report.floor_checked);
+  }
+
   TEST_CASE("the scaler follows GradScaler: halve and skip on inf/NaN, double after 2000 good steps") {
     LossScaler s(parse_loss_scale("dynamic"));
     for (int i = 0; i < 1999; ++i) CHECK(s.step(false));

@@ -386,8 +386,12 @@ void conv_backward_filter(Context& ctx, const ConvDims& d, ConvAlgo a, const flo
   UCPLAN_CUDA(cudnnConvolutionBackwardFilter(ctx.cudnn(), &kOne, e.x.get(), x, e.y.get(), dy, e.conv.get(),
                                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.id), workspace,
                                              workspace_bytes, &kOne, e.w.get(), dw));
-  if (d.bias && dbias)
+  if (!d.bias || !dbias) return;
+  if (ctx.data_type() == DataType::Float)
     UCPLAN_CUDA(cudnnConvolutionBackwardBias(ctx.cudnn(), &kOne, e.y.get(), dy, &kOne, e.bias.get(), dbias));
+  else  // cuDNN 9 refuses 16-bit bias gradients (NOT_SUPPORTED on an H100, cuDNN 9.14)
+    detail::launch_bias_gradient(ctx.stream(), ctx.data_type(), d.n, d.k, conv_out_h(d) * conv_out_w(d), dy, dbias,
+                                 true);
 }
 
 bool conv_workspace_micro(Context& ctx, const ConvDims& whole, const std::vector<MicroConfig>& config,

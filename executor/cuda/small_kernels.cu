@@ -160,6 +160,25 @@ __global__ void accumulate_widened_kernel(std::int64_t n, const T* src, float* d
   UCPLAN_GRID_LOOP(i, n) dst[i] += to_float(src[i]);
 }
 
+// One block per channel: the channel's n * hw elements summed in float, each thread a strided
+// share, then a fixed-order tree in shared memory (deterministic), rounded once on store.
+template <typename T>
+__global__ void bias_gradient_kernel(std::int64_t n, std::int64_t c, std::int64_t hw, const T* dy, T* db,
+                                     bool accumulate) {
+  __shared__ float part[kThreads];
+  const std::int64_t ch = blockIdx.x;
+  float s = 0.0f;
+  for (std::int64_t i = threadIdx.x; i < n * hw; i += blockDim.x)
+    s += to_float(dy[(i / hw) * c * hw + ch * hw + i % hw]);
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) db[ch] = from_float<T>(accumulate ? to_float(db[ch]) + part[0] : part[0]);
+}
+
 __device__ std::uint64_t fill_hash(std::uint64_t seed, std::int64_t i) {
   return dropout_hash(seed ^ 0x5DEECE66DULL, static_cast<std::uint64_t>(i));
 }
@@ -474,6 +493,17 @@ void launch_accumulate_widened(cudaStream_t s, DataType t, std::int64_t n, const
   with_element_type(t, [&](auto e) {
     using T = typename decltype(e)::type;
     accumulate_widened_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, as<T>(src), dst);
+  });
+  UCPLAN_CUDA(cudaGetLastError());
+}
+
+void launch_bias_gradient(cudaStream_t s, DataType t, std::int64_t n, std::int64_t c, std::int64_t hw, const void* dy,
+                          void* db, bool accumulate) {
+  if (c <= 0) return;
+  if (c > INT_MAX) throw_error("bias gradient: more than 2^31 - 1 channels");
+  with_element_type(t, [&](auto e) {
+    using T = typename decltype(e)::type;
+    bias_gradient_kernel<<<static_cast<unsigned>(c), kThreads, 0, s>>>(n, c, hw, as<T>(dy), as<T>(db), accumulate);
   });
   UCPLAN_CUDA(cudaGetLastError());
 }

@@ -86,6 +86,11 @@ void launch_sgd(cudaStream_t s, std::int64_t n, float lr, const float* dw, float
 void launch_narrow(cudaStream_t s, DataType t, std::int64_t n, const float* src, void* dst);
 // dst[i] += widen(src[i]): a 16-bit gradient added into an FP32 one.
 void launch_accumulate_widened(cudaStream_t s, DataType t, std::int64_t n, const void* src, float* dst);
+// db[ch] = (accumulate ? db[ch] : 0) + sum over samples and positions of dy[., ch, .] (NCHW, `t`
+// elements), summed in float in a fixed order and rounded once: a conv's bias gradient at 16
+// bits, which cuDNN 9's cudnnConvolutionBackwardBias refuses (NOT_SUPPORTED, seen on an H100).
+void launch_bias_gradient(cudaStream_t s, DataType t, std::int64_t n, std::int64_t c, std::int64_t hw, const void* dy,
+                          void* db, bool accumulate);
 
 // p[i] = lo + (hi - lo) * u(seed, i), u uniform in [0, 1); labels[i] = uniform in [0, k).
 void launch_fill_uniform(cudaStream_t s, std::int64_t n, std::uint64_t seed, float lo, float hi, float* p);

@@ -877,6 +877,7 @@ void check_runner() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a log up to the line before a crash
   g_verbose = std::getenv("UCPLAN_GPU_CHECK_VERBOSE") != nullptr;
   bool required = cuda::device_required_by_environment();
   for (int i = 1; i < argc; ++i) {
@@ -932,9 +933,18 @@ int main(int argc, char** argv) {
       check_modern_layers(c, e);
     }
     g_ctx = &ctx;
-    check_half(cuda::DataType::Half);
-    check_half(cuda::DataType::BFloat16);
-    check_runner();
+    // One section's exception (a cuDNN refusal, say) fails that section, named, and the rest run.
+    auto section = [&](const char* name, auto&& run) {
+      try {
+        run();
+      } catch (const std::exception& e) {
+        fail(std::string(name) + ": exception: " + e.what());
+      }
+      g_ctx = &ctx;
+    };
+    section("fp16 conv and fc", [] { check_half(cuda::DataType::Half); });
+    section("bf16 conv and fc", [] { check_half(cuda::DataType::BFloat16); });
+    section("runner", [] { check_runner(); });
   } catch (const std::exception& e) {
     fail(std::string("exception: ") + e.what());
   }

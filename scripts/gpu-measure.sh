@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The measurements of a GPU session, in one call, from a bundle (scripts/gpu-bundle.sh) or a
+# checkout with a CUDA build. Writes into OUT:
+#   profile-NET-bB.json   measured profiles (--device cuda, powerOfTwo micro-batches, 5 repeats)
+#   plan-NET-bB-SHARE.json  plans at the keep-all peak and at shares of it (+ the profile's reserve
+#                         for the CUDA context and libraries, which compile keeps out of the budget)
+#   run-NET-bB-SHARE.json ucplan run --device cuda --iterations 20 --json of each plan
+#   torch-NET-bB.jsonl    benchmarks/torch_side_by_side.py on the same device, same network and batch
+#   log.txt               every command with its output and seconds
+# Usage: scripts/gpu-measure.sh OUT [NET:BATCH[:SHARES]]...  (default resnet50:128:100,50,25)
+#   SHARES: comma-separated percentages of the keep-all peak to compile and run at; none: profile only.
+#   UCPLAN_MEASURE_TORCH=0 leaves PyTorch out.
+set -uo pipefail
+out=${1:?usage: scripts/gpu-measure.sh OUT [NET:BATCH[:SHARES]]...}
+shift
+jobs=("$@")
+[ ${#jobs[@]} -gt 0 ] || jobs=("resnet50:128:100,50,25")
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -f "$here/../env.sh" ]; then  # inside a bundle
+  # shellcheck disable=SC1091
+  source "$here/../env.sh"
+  # shellcheck disable=SC2154 # bundle: set by env.sh
+  bin=$bundle/bin
+  torch_script=$bundle/benchmarks/torch_side_by_side.py
+else
+  root=$(cd "$here/.." && pwd)
+  bin=${UCPLAN_BUILD_DIR:-$root/build}/bin
+  torch_script=$root/benchmarks/torch_side_by_side.py
+fi
+mkdir -p "$out"
+log=$out/log.txt
+py() { env -u LD_LIBRARY_PATH python3 "$@"; }  # the machine's Python, not the bundle's libraries
+run() {  # LIMIT STDOUT COMMAND...: logged with its time (STDOUT - : into the log); its exit status returned
+  local limit=$1 dest=$2 t0 rc; shift 2
+  [ "$dest" = - ] && dest=$log
+  t0=$(date +%s.%N)
+  echo "== $*" >>"$log"
+  timeout "$limit" "$@" >>"$dest" 2>>"$log"
+  rc=$?
+  echo "== exit $rc in $(py -c "print(round($(date +%s.%N) - $t0, 1))") s" >>"$log"
+  return $rc
+}
+field() { py -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
+
+for job in "${jobs[@]}"; do
+  IFS=: read -r net batch shares <<<"$job"
+  profile=$out/profile-$net-b$batch.json
+  run 400 - "$bin/ucplan" profile "$net" --batch "$batch" --device cuda --sizes powerOfTwo --repeat 5 -o "$profile" || continue
+  if [ -z "${shares:-}" ] || [ "$shares" = none ]; then continue; fi  # profile only (no PyTorch either)
+  keep=$out/plan-$net-b$batch-keep-all.json
+  run 120 - "$bin/ucplan" compile "$net" --profile "$profile" --budget 64GiB --strategy keep-all -o "$keep" || continue
+  peak=$(field "$keep" "d['summary']['peak_bytes']")
+  reserve=$(field "$profile" "d['device']['versions'].get('device_overhead_bytes', 0)")
+  IFS=, read -ra list <<<"$shares"
+  for s in "${list[@]}"; do
+    plan=$out/plan-$net-b$batch-$s.json
+    budget=$(( peak * s / 100 + reserve ))
+    echo "== $net b$batch at $s % of the keep-all peak $peak B + reserve $reserve B: budget $budget B" >>"$log"
+    run 300 - "$bin/ucplan" compile "$net" --profile "$profile" --budget "${budget}B" -o "$plan" || continue
+    run 200 "$out/run-$net-b$batch-$s.json" "$bin/ucplan" run "$plan" --device cuda --iterations 20 --json
+  done
+  if [ "${UCPLAN_MEASURE_TORCH:-1}" = 1 ]; then
+    run 600 "$out/torch-$net-b$batch.jsonl" env -u LD_LIBRARY_PATH python3 "$torch_script" "$net" "$batch"
+  fi
+done
+echo "gpu-measure: done; $out/log.txt"
