@@ -41,6 +41,11 @@ compile resnet50-b128-h100-6gib resnet50 profiles/model/resnet50-b128-h100.json 
 compile resnet20-b64-h100-bf16-16mib resnet20 profiles/model/resnet20-b64-h100-bf16.json 16MiB --precision bf16
 # ResNet-20 (CIFAR) on the K40 model at a tight budget.
 compile resnet20-b64-k40-24mib resnet20 profiles/model/resnet20-b64-k40.json 24MiB
+# Measured on an H100 (profiles/h100/, 2026-11-24), at a quarter of the keep-all peak plus the
+# profile's reserve for the CUDA context and libraries: the budgets the device ran them at
+# (benchmarks/results/gpu-h100.md); now also leaving room for the GPU's mapping of host buffers.
+compile resnet50-b128-h100measured-2914mb resnet50 profiles/h100/resnet50-b128.json 2914447616B
+compile vgg16-b64-h100measured-1960mb vgg16 profiles/h100/vgg16-b64.json 1959564928B
 # Measured on a CPU: small enough to replay with --check in CI.
 if [ -f profiles/cpu/resnet20-b64.json ]; then
   compile resnet20-b64-cpu-16mib resnet20 profiles/cpu/resnet20-b64.json 16MiB

@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+"""What a GPU session measured, read back and compared with what ucplan predicted.
+
+  python3 benchmarks/gpu_results.py [BUILD] [--results D] [--profiles D]
+
+Reads the files a GPU session brought back (scripts/gpu-measure.sh, scripts/gpu-validate.sh,
+`ucplan run --trace`), by default benchmarks/results/gpu-h100/ and profiles/h100/, and writes
+benchmarks/results/gpu-h100.md (a section of RESULTS.md):
+  A. each plan's iteration, predicted from the measured profile vs measured by `ucplan run`, and its
+     device memory (arena + the runtime's overhead, both measured) vs the budget it was given;
+  B. the same per kind of step (forward, backward_data, ..., prefetch), from the measured traces;
+  C. PyTorch on the same device (eager, activation checkpointing, save_on_cpu) beside the plans;
+  D. mu-cuDNN's micro-batching (WR 64 MiB, undivided vs powerOfTwo) on whole iterations: AlexNet,
+     ResNet-18, and DeepBench's 94 forward convolutions from their measured profiles;
+  E. the model:h100 profile against the measured one, kernel by kernel and whole iterations.
+Every number here is MEASURED on the GPU except where a row says predicted or modelled. Parts D and
+E call the CLI of BUILD (conv-only reports and model profiles); nothing runs on a GPU.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import Cli, MiB, GiB, REPO, fmt_bytes, median, rel, table, work_dir, write_section  # noqa: E402
+
+GB = 1e9
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def quantile(xs, q):
+    """Linear-interpolated quantile of a non-empty list."""
+    s = sorted(xs)
+    i = q * (len(s) - 1)
+    lo = math.floor(i)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (i - lo)
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def ms(seconds, digits=1):
+    return f"{seconds * 1e3:.{digits}f}"
+
+
+def runs_of(results):
+    """{(net, batch, share): (plan, run, trace or None)} for every run-NET-bB-SHARE.json."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(results, "run-*-b*-*.json"))):
+        m = re.fullmatch(r"run-(\w+)-b(\d+)-(\w+)\.json", os.path.basename(path))
+        if not m or m.group(1) == "mu":
+            continue
+        net, batch, share = m.group(1), int(m.group(2)), m.group(3)
+        plan = os.path.join(results, f"plan-{net}-b{batch}-{share}.json")
+        trace = os.path.join(results, f"trace-{net}-b{batch}-{share}.json")
+        out[(net, batch, share)] = (load(plan), load(path), load(trace) if os.path.exists(trace) else None)
+    return out
+
+
+def reserve_of(profile):
+    return int(profile["device"]["versions"].get("device_overhead_bytes", 0))
+
+
+def step_counts(plan):
+    c = {}
+    for s in plan["steps"]:
+        c[s["op"]] = c.get(s["op"], 0) + 1
+    return c
+
+
+# --- A. Iterations and memory ---------------------------------------------------------------------
+
+def part_iterations(runs, profiles, out):
+    rows = []
+    ratios = []
+    for (net, batch, share), (plan, run, _) in sorted(runs.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                                                  -int(kv[0][2]))):
+        prof = profiles.get((net, batch))
+        reserve = reserve_of(prof) if prof else 0
+        given = plan["options"]["budget_bytes"] + reserve
+        host = sum(h["size"] for h in plan.get("host_buffers", []))
+        c = step_counts(plan)
+        used = run["arena_bytes"] + run["runtime_overhead_bytes"]
+        ratios.append(run["measured_over_predicted"])
+        rows.append([f"{net} b{batch}", f"{share} %", f"{plan['rounds']} x {plan['sub_batch']}",
+                     c.get("recompute", 0), fmt_bytes(host), ms(run["predicted_seconds"]), ms(run["median_seconds"]),
+                     f"{run['measured_over_predicted']:.3f}", f"{given / GB:.3f}", f"{run['arena_bytes'] / GB:.3f}",
+                     f"{run['runtime_overhead_bytes'] / 1e6:.1f}", f"{used / GB:.3f}",
+                     f"{(given - used) / 1e6:+.1f}"])
+    s = ["### A. Iterations: predicted from the measured profile vs measured\n",
+         "Each plan was compiled on the device from its measured profile (`scripts/gpu-measure.sh`: "
+         "`ucplan profile NET --batch B --device cuda --sizes powerOfTwo --repeat 5`, then `ucplan compile` at the "
+         "share of keep-all's peak plus the profile's reserve for the CUDA context and libraries) and replayed with "
+         "`ucplan run PLAN --device cuda --iterations 20 --json` (median). Memory: the arena and the runtime's "
+         "overhead beside it (context, cuDNN, cuBLAS, host-memory mapping: device memory in use minus what NVML saw "
+         "in use before the process, minus the arena, largest seen) are both measured by `ucplan run`; \"used\" is "
+         "their sum and \"left\" the budget given minus it (negative: over).\n",
+         table(["network", "share of peak", "rounds x sub-batch", "recomputed steps", "host buffers",
+                "predicted ms", "measured ms", "measured / predicted", "budget GB", "arena GB", "overhead MB",
+                "used GB", "left MB"], rows, "llrrrrrrrrrrr")]
+    over = [r for r in rows if r[-1].startswith("-")]
+    s.append(f"\nMeasured over predicted: median **{median(ratios):.3f}**, from {min(ratios):.3f} to "
+             f"{max(ratios):.3f} over {len(ratios)} plans.")
+    if over:
+        s.append(f" {len(over)} plan(s) used more device memory than their budget: "
+                 + ", ".join(f"{r[0]} at {r[1]} ({r[-1]} MB)" for r in over)
+                 + ". The runtime's overhead grows with the plan's pinned host buffers (the GPU maps their pages); "
+                 "`ucplan compile` now leaves 2 MiB per GiB of host buffers for it on a measured CUDA profile "
+                 "(these plans were compiled before that).")
+    out.sections.append("\n".join(s))
+    out.summary["measured_over_predicted"] = {"median": median(ratios), "min": min(ratios), "max": max(ratios)}
+
+
+# --- B. Per kind of step --------------------------------------------------------------------------
+
+def per_kind(plan, trace):
+    """{kind: [predicted s, measured s, events]} over a measured trace's steps; also the compute stream's
+    busy time and the iteration's span, predicted and measured."""
+    dur = {s["id"]: (s["end_ns"] - s["start_ns"]) / 1e9 for s in plan["steps"]}
+    kinds = {}
+    busy = [0.0, 0.0]
+    span = 0.0
+    for e in trace["traceEvents"]:
+        if e.get("ph") != "X" or "step" not in e.get("args", {}):
+            continue
+        k = kinds.setdefault(e["cat"], [0.0, 0.0, 0])
+        k[0] += dur[e["args"]["step"]]
+        k[1] += e["dur"] / 1e6
+        k[2] += 1
+        if e["tid"] == 1:
+            busy[0] += dur[e["args"]["step"]]
+            busy[1] += e["dur"] / 1e6
+        span = max(span, (e["ts"] + e["dur"]) / 1e6)
+    return kinds, busy, span
+
+
+def part_kinds(runs, out):
+    order = ["forward", "recompute", "backward_data", "backward_filter", "backward", "update", "offload", "prefetch"]
+    rows = []
+    for (net, batch, share), (plan, run, trace) in sorted(runs.items(), key=lambda kv: (kv[0][0], -int(kv[0][2]))):
+        if trace is None:
+            continue
+        kinds, busy, span = per_kind(plan, trace)
+        cells = []
+        for k in order:
+            if k in kinds and kinds[k][0] > 0:
+                cells.append(f"{ms(kinds[k][1])} / {ms(kinds[k][0])} ({kinds[k][1] / kinds[k][0]:.2f})")
+            else:
+                cells.append("")
+        idle = span - busy[1]
+        rows.append([f"{net} b{batch} {share} %"] + cells + [f"{ms(busy[1])} of {ms(span)}", ms(idle)])
+    s = ["### B. Per kind of step, from the measured traces\n",
+         "`ucplan run PLAN --device cuda --trace T.json` times every step with CUDA events (one iteration). Each cell "
+         "is measured / predicted ms summed over the steps of that kind in the iteration, and their ratio; "
+         "`backward` is the other layers' backward (batch norm, ReLU, pooling, add, fc), `update` the SGD steps. "
+         "Copies (offload, prefetch) run on their own streams beside compute; the last columns are the compute "
+         "stream's busy time in the iteration's span and the rest (compute waiting for copies or launches).\n",
+         table(["plan"] + order + ["compute busy ms", "compute idle ms"], rows, "l" + "r" * (len(order) + 2))]
+    out.sections.append("\n".join(s))
+
+
+# --- C. PyTorch beside ucplan ---------------------------------------------------------------------
+
+def part_torch(results, runs, out):
+    rows = []
+    for path in sorted(glob.glob(os.path.join(results, "torch-*-b*.jsonl"))):
+        m = re.fullmatch(r"torch-(\w+)-b(\d+)\.jsonl", os.path.basename(path))
+        net, batch = m.group(1), int(m.group(2))
+        with open(path) as f:
+            torch_rows = [json.loads(line) for line in f if line.strip()]
+        for t in torch_rows:
+            if "median_seconds" not in t:
+                continue
+            rows.append([f"{net} b{batch}", f"PyTorch {t['mode']}", ms(t["median_seconds"]),
+                         f"{t['device_used_bytes'] / GB:.2f}", f"{t['peak_allocated_bytes'] / GB:.2f}",
+                         f"torch {t['torch']}, cuDNN {t['cudnn']}"])
+        for (n, b, share), (plan, run, _) in sorted(runs.items(), key=lambda kv: -int(kv[0][2])):
+            if (n, b) != (net, batch):
+                continue
+            rows.append([f"{net} b{batch}", f"ucplan at {share} % of peak", ms(run["median_seconds"]),
+                         f"{(run['arena_bytes'] + run['runtime_overhead_bytes']) / GB:.2f}", f"{run['arena_bytes'] / GB:.2f} (arena)",
+                         f"{plan['rounds']} x {plan['sub_batch']}, {step_counts(plan).get('recompute', 0)} recomputed, "
+                         f"{fmt_bytes(run['bytes_d2h'])} offloaded"])
+    s = ["### C. PyTorch on the same device\n",
+         "`benchmarks/torch_side_by_side.py NET BATCH` (run by `scripts/gpu-measure.sh` right after ucplan's runs): "
+         "torchvision's model, FP32 with TF32 off, `cudnn.benchmark = True`, SGD, the batch copied from pinned "
+         "host memory each iteration; median of 20 iterations after 3 warm-up ones. `eager` keeps everything; "
+         "`checkpoint` is `torch.utils.checkpoint` around every residual block (ResNet) or every feature stage up "
+         "to its max pool (VGG); `save_on_cpu` offloads every saved "
+         "activation to pinned host memory (`torch.autograd.graph.save_on_cpu(pin_memory=True)`). Device memory: "
+         "PyTorch's is what the driver reports in use after the timed iterations (`cudaMemGetInfo` total minus "
+         "free: context, libraries, the caching allocator's reserve, and whatever the device held before the "
+         "process, so it overstates PyTorch's share by that much), ucplan's the arena plus its measured overhead "
+         "(as in part A); the next column is PyTorch's peak allocated tensors and "
+         "ucplan's arena. ucplan's AlexNet is the zoo's (grouped convolutions, LRN), not torchvision's, so their "
+         "times are not comparable.\n",
+         table(["network", "run", "ms / iteration", "device memory GB", "peak tensors GB", "notes"], rows,
+               "llrrrl")]
+    out.sections.append("\n".join(s))
+
+
+# --- D. mu-cuDNN on the device --------------------------------------------------------------------
+
+def conv_time(trace):
+    """Seconds of conv and fc steps (those with a configuration) in a measured trace."""
+    return sum(e["dur"] / 1e6 for e in trace["traceEvents"]
+               if e.get("ph") == "X" and "config" in e.get("args", {}))
+
+
+def part_mu(cli, results, profiles_dir, w, out):
+    rows = []
+    for net, paper in (("alexnet", "1.40x iteration, 1.63x convolutions (P100, Caffe)"),
+                       ("resnet18", "1.21x iteration (P100, Caffe)")):
+        u = os.path.join(results, f"run-mu-{net}-undivided.json")
+        p = os.path.join(results, f"run-mu-{net}-powerOfTwo.json")
+        if not (os.path.exists(u) and os.path.exists(p)):
+            continue
+        ru, rp = load(u), load(p)
+        tu = load(os.path.join(results, f"trace-mu-{net}-undivided.json"))
+        tp = load(os.path.join(results, f"trace-mu-{net}-powerOfTwo.json"))
+        plan = load(os.path.join(results, f"plan-mu-{net}-powerOfTwo.json"))
+        rows.append([f"{net} b{plan['options']['batch']}", ms(ru["median_seconds"]), ms(rp["median_seconds"]),
+                     f"{ru['median_seconds'] / rp['median_seconds']:.2f}x", ms(conv_time(tu)), ms(conv_time(tp)),
+                     f"{conv_time(tu) / conv_time(tp):.2f}x",
+                     f"{ru['predicted_seconds'] / rp['predicted_seconds']:.2f}x", paper])
+    s = ["### D. mu-cuDNN's micro-batches on the device (WR 64 MiB)\n",
+         "Keep-all plans with every conv kernel's workspace limited to 64 MiB, `--micro-batches undivided` (what "
+         "cuDNN alone would pick) vs `powerOfTwo` (mu-cuDNN), compiled from measured profiles and run with "
+         "`ucplan run --iterations 20`; the conv columns sum the conv and fc steps of one traced iteration.\n",
+         table(["network", "undivided ms", "powerOfTwo ms", "iteration speedup", "conv ms undivided",
+                "conv ms powerOfTwo", "conv speedup", "predicted speedup", "paper"], rows, "lrrrrrrrl")]
+
+    # DeepBench: the measured profiles' forward kernels under WR 64 MiB, and the model's choice.
+    res = []
+    for path in sorted(glob.glob(os.path.join(profiles_dir, "deepbench", "conv*-b*.json"))):
+        m = re.fullmatch(r"conv(\d+)-b(\d+)\.json", os.path.basename(path))
+        idx, batch = int(m.group(1)), int(m.group(2))
+        net = f"deepbench/conv{idx:02d}"
+        fw = forward_speedup(cli, net, path)
+        model = os.path.join(w, f"conv{idx:02d}-b{batch}-h100.json")
+        if not os.path.exists(model):
+            cli.run(["ucplan", "profile", net, "--batch", str(batch), "--device", "model:h100", "--sizes",
+                     "powerOfTwo", "-o", model])
+        fm = forward_speedup(cli, net, model)
+        res.append({"idx": idx, "batch": batch, "measured": fw, "model": fm})
+    if res:
+        sp = [r["measured"][0] for r in res]
+        spm = [r["model"][0] for r in res]
+        agree = sum(1 for r in res if (r["measured"][0] > 1.0005) == (r["model"][0] > 1.0005))
+        s.append(f"\n**DeepBench's 94 training convolutions** (`profiles/h100/deepbench/`, measured at 4x the CSV's "
+                 f"batch with powerOfTwo micro-batches, 3 repeats; `ucplan compile deepbench/convNN --profile P "
+                 f"--conv-only --workspace wr:64MiB --json`): the forward kernel's powerOfTwo configuration over the "
+                 f"undivided one, from measured kernel times: **min {min(sp):.2f}x, geometric mean {geomean(sp):.2f}x, "
+                 f"median {median(sp):.2f}x, max {max(sp):.2f}x**; {sum(1 for x in sp if x > 1.0005)} of "
+                 f"{len(sp)} layers are divided (paper, V100 FP16 with Tensor Cores and cuDNN 7.1: mean 1.60x, up "
+                 f"to 4.54x; these are FP32 without TF32 on cuDNN 9). The model:h100 profile of the same layers "
+                 f"predicts geometric mean {geomean(spm):.2f}x, max {max(spm):.2f}x, and agrees on whether to divide "
+                 f"for {agree} of {len(res)} layers.\n")
+        bins = [(0, 1.0005, "1.00x (not divided)"), (1.0005, 1.1, "1.00-1.10x"), (1.1, 1.25, "1.10-1.25x"),
+                (1.25, 1.5, "1.25-1.50x"), (1.5, 2.0, "1.50-2.00x"), (2.0, 1e9, "> 2.00x")]
+        rows = [[label, sum(1 for x in sp if lo <= x < hi), sum(1 for x in spm if lo <= x < hi)]
+                for lo, hi, label in bins]
+        s.append(table(["forward speedup", "layers (measured)", "layers (model:h100)"], rows, "lrr"))
+        out.summary["deepbench_measured"] = {"min": min(sp), "geomean": geomean(sp), "max": max(sp)}
+    out.sections.append("\n".join(s))
+
+
+def forward_speedup(cli, net, profile):
+    """(undivided / powerOfTwo forward time under WR 64 MiB, config) of a conv-only report."""
+    rep = cli.json(["ucplan", "compile", net, "--profile", profile, "--conv-only", "--workspace", "wr:64MiB",
+                    "--json"])
+    by = {(r["setting"], r["policy"]): r for r in rep["results"]}
+    k = {p: next(k for k in by[("wr:64MiB", p)]["kernels"] if k["kernel"].endswith(":forward"))
+         for p in ("undivided", "powerOfTwo")}
+    return k["undivided"]["time_ns"] / k["powerOfTwo"]["time_ns"], k["powerOfTwo"]["config"]
+
+
+# --- E. The model against the device --------------------------------------------------------------
+
+def costs(profile):
+    """{(signature, op, algo, batch): seconds} of a profile's ok entries."""
+    out = {}
+    for sig in profile["signatures"]:
+        for c in sig["costs"]:
+            if c.get("status") == "ok":
+                out[(sig["signature"], c["op"], c["algo"], c["batch"])] = (sig["type"], c["seconds"])
+    return out
+
+
+def part_model(cli, profiles_dir, results, runs, w, out):
+    groups = {}
+    whole = []
+    for path in sorted(glob.glob(os.path.join(profiles_dir, "*-b*.json"))):
+        m = re.fullmatch(r"(\w+)-b(\d+)\.json", os.path.basename(path))
+        net, batch = m.group(1), int(m.group(2))
+        measured = load(path)
+        model_path = os.path.join(w, f"{net}-b{batch}-h100.json")
+        if not os.path.exists(model_path):
+            cli.run(["ucplan", "profile", net, "--batch", str(batch), "--device", "model:h100", "--sizes",
+                     "powerOfTwo", "-o", model_path])
+        model = costs(load(model_path))
+        for key, (kind, sec) in costs(measured).items():
+            if key in model and model[key][1] > 0:
+                op = key[1] if kind in ("conv", "fc") else "all"
+                groups.setdefault((kind, op), []).append(sec / model[key][1])
+        # Whole iterations: keep-all plans from either profile, and the measured keep-all run.
+        run = runs.get((net, batch, "100"))
+        if run:
+            keep = os.path.join(w, f"{net}-b{batch}-model-keep.json")
+            cli.run(["ucplan", "compile", net, "--profile", model_path, "--budget", "64GiB", "--strategy", "keep-all",
+                     "-o", keep])
+            predicted_model = max(s["end_ns"] for s in load(keep)["steps"]) / 1e9 * load(keep)["rounds"]
+            whole.append([f"{net} b{batch}", ms(run[1]["median_seconds"]), ms(run[1]["predicted_seconds"]),
+                          ms(predicted_model), f"{run[1]['median_seconds'] / predicted_model:.2f}"])
+    rows = []
+    for (kind, op), r in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        rows.append([kind, op, len(r), f"{quantile(r, 0.1):.2f}", f"{median(r):.2f}", f"{quantile(r, 0.9):.2f}",
+                     f"{min(r):.2f}", f"{max(r):.2f}"])
+    allr = [x for r in groups.values() for x in r]
+    s = ["### E. The model:h100 profile against the device\n",
+         "For every network profiled on the device (`profiles/h100/NET-bB.json`), the same network profiled with "
+         "`ucplan profile NET --batch B --device model:h100 --sizes powerOfTwo` (MODELLED), entry by entry "
+         "(signature, op, algorithm, micro-batch, both ok): measured seconds over modelled seconds.\n",
+         table(["layer type", "op", "entries", "p10", "median", "p90", "min", "max"], rows, "llrrrrrr"),
+         f"\nAll {len(allr)} entries: median {median(allr):.2f}, p10 {quantile(allr, 0.1):.2f}, p90 "
+         f"{quantile(allr, 0.9):.2f}. The model is a roofline with per-algorithm efficiencies; it is kept for planning "
+         "without a device, and a measured profile replaces it wherever one exists.\n"]
+    if whole:
+        s.append("Whole keep-all iterations: measured, predicted from the measured profile, and predicted from "
+                 "model:h100:\n")
+        s.append(table(["network", "measured ms", "predicted (measured profile) ms", "predicted (model:h100) ms",
+                        "measured / model"], whole))
+    out.sections.append("\n".join(s))
+    out.summary["model_over_measured_median"] = median(allr)
+
+
+class Out:
+    def __init__(self):
+        self.sections, self.summary = [], {}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("build", nargs="?", default=os.path.join(REPO, "build"))
+    ap.add_argument("--results", default=os.path.join(REPO, "benchmarks", "results", "gpu-h100"))
+    ap.add_argument("--profiles", default=os.path.join(REPO, "profiles", "h100"))
+    a = ap.parse_args()
+    cli = Cli(a.build)
+    w = work_dir(a.build, "gpu_results")
+    t0 = time.perf_counter()
+    profiles = {}
+    for path in glob.glob(os.path.join(a.profiles, "*-b*.json")):
+        m = re.fullmatch(r"(\w+)-b(\d+)\.json", os.path.basename(path))
+        profiles[(m.group(1), int(m.group(2)))] = load(path)
+    if not profiles:
+        sys.exit(f"error: no measured profiles in {rel(a.profiles)}")
+    dev = next(iter(profiles.values()))["device"]
+    v = dev["versions"]
+    date = min(p["date"] for p in profiles.values())
+    runs = runs_of(a.results)
+    out = Out()
+    part_iterations(runs, profiles, out)
+    part_kinds(runs, out)
+    part_torch(a.results, runs, out)
+    part_mu(cli, a.results, a.profiles, w, out)
+    part_model(cli, a.profiles, a.results, runs, w, out)
+    head = [f"## gpu_results.py: ucplan on an {dev['name']} (MEASURED)\n",
+            f"`python3 benchmarks/gpu_results.py {rel(a.build)}` reads what a GPU session brought back: "
+            f"`{rel(a.results)}/` (plans, `ucplan run --json` reports, traces, PyTorch runs, the validation report) "
+            f"and `{rel(a.profiles)}/` (measured profiles). Device: {dev['name']}, driver {v.get('driver')}, "
+            f"CUDA {v.get('cuda_runtime')}, cuDNN {v.get('cudnn')}, cuBLAS {v.get('cublas')}, ECC "
+            f"{v.get('ecc')}, SM clock {v.get('sm_clock_mhz_while_measuring')} MHz while profiling, FP32 without "
+            f"TF32; measured on {date}. The measurements: `scripts/gpu-validate.sh` (validation, "
+            f"`{rel(a.results)}/validation-report.md`), `scripts/gpu-measure.sh OUT resnet50:128:100,50,25 "
+            f"vgg16:64:100,50,25 alexnet:256:100 resnet18:128:none resnet20:64:none` and the mu-cuDNN and DeepBench "
+            f"runs of part D. This script took {time.perf_counter() - t0:.0f} s.\n"]
+    write_section("gpu-h100.md", "\n".join(head) + "\n" + "\n\n".join(out.sections))
+    print(json.dumps(out.summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
