@@ -87,7 +87,7 @@ struct CbcAnswer {
 // What the child process of run_cbc_isolated knows while CBC runs, for its deadline (below).
 struct Progress {
   CbcModel* bab = nullptr;          // the model branch and bound runs on (CbcMain1 copies ours)
-  double lp_bound = -COIN_DBL_MAX;  // the LP relaxation's optimum, scaled: a bound from the start
+  double lp_bound = -COIN_DBL_MAX;  // the root LP's best optimum so far, scaled: a bound
   double obj_scale = 1.0;
   const Ilp* ilp = nullptr;
   std::int64_t* x = nullptr;  // room for the answer, allocated before CBC starts
@@ -95,12 +95,22 @@ struct Progress {
 };
 Progress progress;
 
-// CbcMain1's callback: 1 after the initial LP solve, 3 just before branch and bound.
-int note_progress(CbcModel* model, int where_from) {
-  if (where_from == 1 && model->solver()->isProvenOptimal()) progress.lp_bound = model->solver()->getObjValue();
-  if (where_from == 3) progress.bab = model;
-  return 0;
-}
+// Follows CBC from inside: after each round of cuts at the root, the LP just solved (the
+// relaxation with valid cuts, or with columns fixed by reduced cost against the incumbent, which
+// only excludes worse solutions) bounds the optimum; and which model branch and bound runs on.
+class ProgressEvents : public CbcEventHandler {
+ public:
+  CbcAction event(CbcEvent which) override {
+    // Heuristics run branch and bound on sub-models with columns fixed (RINS and others): their
+    // LPs bound nothing here. Those have a parent model; branch and bound's own has none.
+    if (model_ == nullptr || model_->parentModel() != nullptr) return noAction;
+    progress.bab = model_;
+    if (which == generatedCuts && model_->getNodeCount() == 0 && model_->solver()->isProvenOptimal())
+      progress.lp_bound = std::max(progress.lp_bound, model_->solver()->getObjValue());
+    return noAction;
+  }
+  CbcEventHandler* clone() const override { return new ProgressEvents(*this); }
+};
 
 CbcAnswer run_cbc(const Ilp& ilp, bool full_strategy) {
   const int n = int(ilp.objective.size());
@@ -201,7 +211,9 @@ CbcAnswer run_cbc(const Ilp& ilp, bool full_strategy) {
     args.push_back("-quit");
     std::vector<const char*> argv;
     for (const auto& arg : args) argv.push_back(arg.c_str());
-    CbcMain1(int(argv.size()), argv.data(), model, note_progress);
+    const ProgressEvents events;
+    model.passInEventHandler(&events);  // a clone, which CbcMain1's copy of the model clones again
+    CbcMain1(int(argv.size()), argv.data(), model);
     progress.bab = nullptr;  // CbcMain1 has copied its answer back into `model`
   } else {
     // Local search and rounding heuristics: on ResNet-152-sized WD problems they cut the slow tail
@@ -250,7 +262,7 @@ bool write_all(int fd, const void* data, std::size_t size) {
 // rematerialisation MILPs (resnet50 b64, 70,000 variables) the root alone took 81 s under a 60 s
 // limit. So the child also has a deadline of its own, a little after CBC's: a timer signal, whose
 // handler sends what is known then (the incumbent branch and bound holds, if any, and the LP
-// relaxation's bound, or branch and bound's once it has nodes) and exits. The parent checks that
+// LP's bound after its last round of cuts, or branch and bound's once it has nodes) and exits. The parent checks that
 // answer as any other (an incumbent read mid-update fails the exact check and is dropped), and
 // kills a child that sends nothing well after the deadline.
 constexpr double kDeadlineGraceSeconds = 1.0;
