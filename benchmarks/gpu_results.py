@@ -319,7 +319,7 @@ def part_model(cli, profiles_dir, results, runs, w, out):
             keep = os.path.join(w, f"{net}-b{batch}-model-keep.json")
             cli.run(["ucplan", "compile", net, "--profile", model_path, "--budget", "64GiB", "--strategy", "keep-all",
                      "-o", keep])
-            predicted_model = max(s["end_ns"] for s in load(keep)["steps"]) / 1e9 * load(keep)["rounds"]
+            predicted_model = load(keep)["summary"]["predicted_ns"] / 1e9
             whole.append([f"{net} b{batch}", ms(run[1]["median_seconds"]), ms(run[1]["predicted_seconds"]),
                           ms(predicted_model), f"{run[1]['median_seconds'] / predicted_model:.2f}"])
     rows = []
