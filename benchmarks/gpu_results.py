@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Cli, MiB, GiB, REPO, fmt_bytes, median, rel, table, work_dir, write_section  # noqa: E402
+from _common import Cli, REPO, fmt_bytes, median, rel, table, work_dir, write_section  # noqa: E402
 
 GB = 1e9
 
@@ -297,7 +297,7 @@ def costs(profile):
     return out
 
 
-def part_model(cli, profiles_dir, results, runs, w, out):
+def part_model(cli, profiles_dir, runs, w, out):
     groups = {}
     whole = []
     for path in sorted(glob.glob(os.path.join(profiles_dir, "*-b*.json"))):
@@ -373,7 +373,7 @@ def main():
     part_kinds(runs, out)
     part_torch(a.results, runs, out)
     part_mu(cli, a.results, a.profiles, w, out)
-    part_model(cli, a.profiles, a.results, runs, w, out)
+    part_model(cli, a.profiles, runs, w, out)
     head = [f"## gpu_results.py: ucplan on an {dev['name']} (MEASURED)\n",
             f"`python3 benchmarks/gpu_results.py {rel(a.build)}` reads what a GPU session brought back: "
             f"`{rel(a.results)}/` (plans, `ucplan run --json` reports, traces, PyTorch runs, the validation report) "

@@ -168,6 +168,8 @@ double default_check_tolerance(Precision p, bool cuda) {
 
 namespace {
 
+cpu::Half half_of(Precision p) { return storage_of(p) == Storage::BF16 ? cpu::Half::BF16 : cpu::Half::FP16; }
+
 // An input host buffer's contents: the batch's data or a sink's external gradient in the storage
 // type (bf16, fp16: the data loader's values rounded to nearest even, as the reference run rounds
 // them), or the labels.
@@ -177,8 +179,7 @@ void load_host_input(const Plan& plan, const Program& program, const PlanHostBuf
     if (!low_precision_storage(g.precision)) return init_input(elems, input_seed, static_cast<float*>(dst));
     std::vector<float> v(static_cast<std::size_t>(elems));
     init_input(elems, input_seed, v.data());
-    cpu::narrow(storage_of(g.precision) == Storage::BF16 ? cpu::Half::BF16 : cpu::Half::FP16, v.data(),
-                static_cast<std::uint16_t*>(dst), elems);
+    cpu::narrow(half_of(g.precision), v.data(), static_cast<std::uint16_t*>(dst), elems);
   };
   const Tensor& t = program.tasks.tensors.at(static_cast<std::size_t>(program.tensor_ids.at(h.tensor)));
   if (t.kind == TensorKind::Labels) {
@@ -196,7 +197,7 @@ void load_host_input(const Plan& plan, const Program& program, const PlanHostBuf
 
 void load_initial_values(const Plan& plan, const Program& program, Backend& backend, std::uint64_t seed) {
   const Graph& g = program.graph;
-  const cpu::Half half_type = storage_of(g.precision) == Storage::BF16 ? cpu::Half::BF16 : cpu::Half::FP16;
+  const cpu::Half half_type = half_of(g.precision);
   // Buffers are found by tensor id (the program's), not by parsing tensor names.
   const TaskGraph& tg = program.tasks;
   const std::unordered_map<std::string, int>& tensor_by_name = program.tensor_ids;
@@ -219,6 +220,17 @@ void load_initial_values(const Plan& plan, const Program& program, Backend& back
   }
   for (const auto& h : plan.host_buffers)
     if (h.input) load_host_input(plan, program, h, seed, backend.host(h.id));
+}
+
+double relative_l2_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double d = static_cast<double>(got.at(i)) - static_cast<double>(want[i]);
+    diff += d * d;
+    norm += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+  }
+  const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  return rel == rel ? rel : INFINITY;
 }
 
 RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
@@ -346,30 +358,20 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         ref.weight_gradients.clear();
       }
       // Relative L2 error per weight-gradient tensor; NaN (a read of poisoned memory) is infinite.
-      auto rel_l2 = [](const std::vector<float>& got, const std::vector<float>& want) {
-        double diff = 0, norm = 0;
-        for (std::size_t i = 0; i < want.size(); ++i) {
-          const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
-          diff += d * d;
-          norm += static_cast<double>(want[i]) * static_cast<double>(want[i]);
-        }
-        const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-        return rel == rel ? rel : INFINITY;
-      };
       rep.errors.clear();
       for (const auto& [name, want] : ref.weight_gradients) {
         std::vector<float> got(want.size());
         backend.read(resident.at(tensor_by_name.at(name))->offset, got.data(),
                      static_cast<std::int64_t>(got.size() * sizeof(float)));
-        const double rel = rel_l2(got, want);
+        const double rel = relative_l2_error(got, want);
         const auto fp32 = fp32_gradients.find(name);
-        const double floor = fp32 == fp32_gradients.end() ? 0.0 : rel_l2(want, fp32->second);
+        const double floor = fp32 == fp32_gradients.end() ? 0.0 : relative_l2_error(want, fp32->second);
         rep.errors.push_back({name, rel, floor});
         if (rep.worst_tensor.empty() || rel > rep.max_rel_error) {
           rep.max_rel_error = rel;
           rep.worst_tensor = name;
         }
-        const double limit = std::max(o.tolerance, kFloorFactor * floor);
+        const double limit = check_limit(o.tolerance, floor);
         const double share = rel / limit;
         if (rep.worst_share_tensor.empty() || share > rep.worst_share_of_limit) {
           rep.worst_share_of_limit = share;

@@ -7,6 +7,7 @@
 // (reference.h), and the input host buffers must still hold the batch at the end.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -65,6 +66,13 @@ struct RunOptions {
 // this many times as far from the emulated reference as the emulation is from FP32. Two runs that
 // are each one floor away from FP32 in independent directions are about sqrt(2) floors apart.
 constexpr double kFloorFactor = 2.0;
+
+// A checked weight gradient's largest relative L2 error: the tolerance, or with fp32_floor
+// kFloorFactor times the floor when that is larger (floor 0 without it).
+inline double check_limit(double tolerance, double floor) { return std::max(tolerance, kFloorFactor * floor); }
+
+// |got - want| / |want| in L2 (|got - want| when want is 0); NaN (a read of poison) is infinite.
+double relative_l2_error(const std::vector<float>& got, const std::vector<float>& want);
 
 struct GradientError {
   std::string tensor;

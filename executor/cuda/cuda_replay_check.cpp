@@ -183,24 +183,13 @@ void check_backend_alone(const Graph& g, int device) {
 }
 
 // Relative L2 error |got - want| / |want| (NaN: infinite), as replay.cpp's check.
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got.at(i)) - static_cast<double>(want[i]);
-    diff += d * d;
-    norm += static_cast<double>(want[i]) * static_cast<double>(want[i]);
-  }
-  const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-  return rel == rel ? rel : INFINITY;
-}
-
 using Tensors = std::map<std::string, std::vector<float>>;
 
 // The worst relative L2 error over the tensors of `want`, and which.
 std::pair<double, std::string> worst_error(const Tensors& got, const Tensors& want) {
   std::pair<double, std::string> worst{0.0, ""};
   for (const auto& [name, w] : want) {
-    const double e = rel_l2(got.at(name), w);
+    const double e = relative_l2_error(got.at(name), w);
     if (worst.second.empty() || e > worst.first) worst = {e, name};
   }
   return worst;
@@ -321,8 +310,9 @@ void check_plan(const std::string& path, int device, int iterations, double tole
     std::string worst;
     for (const auto& [name, v] : ref.weight_gradients) {
       const std::string key = "W:" + name.substr(3);
-      const double floor = rel_l2(v, ref32.weight_gradients.at(name)), e = rel_l2(rg.dw0.at(key), v);
-      const double share = e / std::max(tolerance, kFloorFactor * floor);
+      const double floor = relative_l2_error(v, ref32.weight_gradients.at(name));
+      const double e = relative_l2_error(rg.dw0.at(key), v);
+      const double share = e / check_limit(tolerance, floor);
       if (worst.empty() || share > worst_share) {
         worst_share = share;
         worst_floor = floor;
