@@ -47,7 +47,7 @@ TEST_SUITE("simulator") {
     CHECK(t.step(b).start == 10);
     CHECK(t.step(c).start == 10);
     CHECK(t.step(d).start == 15);
-    CHECK(t.step(d).waits == std::vector<int>{b});
+    CHECK(t.step(d).waits() == std::vector<int>{b});
     CHECK(t.makespan() == 16);
   }
 
@@ -466,6 +466,70 @@ TEST_SUITE("plan quality") {
         CHECK(find_plan_error(p) == "");
         CHECK(p.summary.round_ns <= brute);
       }
+    }
+  }
+
+  // The search simulates hundreds of tables without the plan's record and with statics shared by
+  // all of them (ScheduleInput::record_plan, statics); its winner is simulated again with the
+  // record. Both shortcuts must leave every figure the search compares, and the plan, unchanged.
+  TEST_CASE("a simulation without the plan's record, or with shared statics, gives the same schedule") {
+    for (const char* text : {kModern, kResidual}) {
+      const Network net = parse_network_text(text, "test");
+      const Profile prof = model_profile(net, 16, "h100");
+      const Graph g = build_graph(net, "test");
+      const TaskGraph tg = build_tasks(g, construct_route(g));
+      const CostTable ct = build_cost_table(g, tg, prof, "test", 16);
+      const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);
+      std::uint64_t state = 7;
+      auto next = [&state](std::uint64_t n) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (state >> 33) % n;
+      };
+      int compared = 0;
+      for (int k = 0; k < 24; ++k) {
+        ScheduleInput in;
+        in.graph = &g;
+        in.tasks = &tg;
+        in.costs = &ct;
+        in.batch = 16;
+        in.budget_bytes = lb + (peak - lb) * static_cast<std::int64_t>(1 + next(10)) / 10;
+        in.two_ended = next(2) == 1;
+        in.best_fit = next(2) == 1;
+        std::vector<Residency> table(tg.tensors.size(), Residency::Keep);
+        for (const Tensor& x : tg.tensors)
+          if (x.kind == TensorKind::Activation && x.layer != 0 && !x.host_input &&
+              g.layers[x.layer].type() != LayerType::SoftmaxLoss)
+            table[x.id] = static_cast<Residency>(next(3));
+        bound_segments(g, tg, table);
+        auto strategy = make_table_strategy("random", table, PrefetchMode::Eq4, true, true);
+        const ScheduleResult full = simulate_schedule(in, *strategy);
+        ScheduleInput fast = in;
+        fast.statics = make_schedule_statics(g, tg, ct);
+        const ScheduleResult shared = simulate_schedule(fast, *strategy);
+        fast.record_plan = false;
+        const ScheduleResult light = simulate_schedule(fast, *strategy);
+        CAPTURE(net.name);
+        CAPTURE(k);
+        REQUIRE(full.ok == light.ok);
+        CHECK(full.failure == light.failure);
+        CHECK(shared.steps == full.steps);
+        CHECK(shared.buffers == full.buffers);
+        CHECK(shared.kernels == full.kernels);
+        if (!full.ok) continue;
+        ++compared;
+        CHECK(light.steps.empty());
+        CHECK(light.round_ns == full.round_ns);
+        CHECK(light.final_ns == full.final_ns);
+        CHECK(light.arena_bytes == full.arena_bytes);
+        CHECK(light.offload_bytes == full.offload_bytes);
+        CHECK(light.prefetch_bytes == full.prefetch_bytes);
+        CHECK(light.recompute_ns == full.recompute_ns);
+        CHECK(light.stall_ns == full.stall_ns);
+        CHECK(light.work == full.work);
+        CHECK(light.evicted_dirty == full.evicted_dirty);
+        CHECK(light.stall_by_tensor == full.stall_by_tensor);
+      }
+      CHECK(compared >= 8);  // the comparison covered real schedules, not only failures
     }
   }
 

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <iterator>
+#include <memory>
 #include <span>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -50,6 +53,53 @@ std::size_t choose_fastest_fitting(const ConfigContext& ctx) {
   return best;
 }
 
+struct ScheduleStatics {
+  const TaskGraph* tasks = nullptr;
+  const CostTable* costs = nullptr;
+  std::vector<int> order;  // round task ids, in route order
+  int bwd_start = 0;       // position of the first backward task
+  // Per task id: reads + accumulates, and every tensor it touches (TaskGraph::touched).
+  std::vector<std::vector<int>> inputs_of, touched_of;
+  std::vector<std::vector<int>> recompute_reads;  // per layer of the route: TaskGraph::recompute_reads
+  std::vector<std::vector<int>> uses;             // per tensor: positions whose task touches it (sorted)
+  std::vector<std::int64_t> rest_ns;              // per position: the tasks from it on at their fastest
+};
+
+std::shared_ptr<const ScheduleStatics> make_schedule_statics(const Graph& g, const TaskGraph& tg,
+                                                             const CostTable& costs) {
+  auto sx = std::make_shared<ScheduleStatics>();
+  sx->tasks = &tg;
+  sx->costs = &costs;
+  for (const Task& t : tg.tasks)
+    if (t.round_task) sx->order.push_back(t.id);
+  const std::size_t n = sx->order.size();
+  sx->bwd_start = static_cast<int>(n);
+  for (std::size_t p = 0; p < n; ++p)
+    if (tg.tasks[sx->order[p]].kind != TaskKind::Forward) {
+      sx->bwd_start = static_cast<int>(p);
+      break;
+    }
+  sx->inputs_of.assign(tg.tasks.size(), {});
+  sx->touched_of.assign(tg.tasks.size(), {});
+  for (int task : sx->order) {
+    const Task& t = tg.tasks[task];
+    sx->inputs_of[task] = t.reads;
+    sx->inputs_of[task].insert(sx->inputs_of[task].end(), t.accumulates.begin(), t.accumulates.end());
+    sx->touched_of[task] = tg.touched(t);
+  }
+  sx->recompute_reads.assign(g.layers.size(), {});
+  for (int l : tg.route)
+    if (tg.forward_of[l] >= 0) sx->recompute_reads[l] = tg.recompute_reads(l);
+  sx->uses.assign(tg.tensors.size(), {});
+  for (std::size_t p = 0; p < n; ++p)
+    for (int t : sx->touched_of[sx->order[p]])
+      if (!tg.tensors[t].resident()) sx->uses[t].push_back(static_cast<int>(p));
+  for (auto& u : sx->uses) u.erase(std::unique(u.begin(), u.end()), u.end());  // ascending already
+  sx->rest_ns.assign(n + 1, 0);
+  for (std::size_t p = n; p-- > 0;) sx->rest_ns[p] = sx->rest_ns[p + 1] + costs.tasks[sx->order[p]].time_ns;
+  return sx;
+}
+
 namespace {
 
 constexpr std::int64_t kInf = std::numeric_limits<std::int64_t>::max() / 4;
@@ -82,7 +132,21 @@ struct BlockView {
 class Scheduler {
  public:
   Scheduler(const ScheduleInput& in, Strategy& strategy)
-      : in_(in), g_(*in.graph), tg_(*in.tasks), costs_(*in.costs), strategy_(strategy), arena_(0, 0) {}
+      : in_(in),
+        g_(*in.graph),
+        tg_(*in.tasks),
+        costs_(*in.costs),
+        strategy_(strategy),
+        statics_(in.statics ? in.statics : make_schedule_statics(g_, tg_, costs_)),
+        order_(statics_->order),
+        bwd_start_(statics_->bwd_start),
+        inputs_of_(statics_->inputs_of),
+        touched_of_(statics_->touched_of),
+        recompute_reads_(statics_->recompute_reads),
+        arena_(0, 0) {
+    UCPLAN_CHECK(statics_->tasks == &tg_ && statics_->costs == &costs_,
+                 "a simulation's statics were made for its task graph and costs");
+  }
 
   ScheduleResult run();
 
@@ -111,7 +175,7 @@ class Scheduler {
   struct EmitArgs {
     Stream stream = Stream::Compute;
     StepOp op = StepOp::Forward;
-    std::string layer, tensor;
+    std::string_view layer, tensor;  // views of the graph's names, copied only into a recorded plan
     std::int64_t duration = 0;
     std::span<const int> reads, writes, accumulates;  // tensor ids (views: the emit call reads them)
     int workspace = -1;                               // plan buffer id
@@ -122,12 +186,13 @@ class Scheduler {
 
   // --- set-up ---
   void compute_uses();
-  int new_buffer(const std::string& tensor, std::int64_t offset, std::int64_t size, bool resident);
+  int new_buffer(std::string_view tensor, std::int64_t offset, std::int64_t size, bool resident);
   int host_buffer_of(int t);
   void drop_unused_buffers();
 
   // --- mechanism ---
   int emit(const EmitArgs& a);
+  void record_step(const EmitArgs& a, int id);
   bool allocate_tensor(int t, bool may_evict);
   BlockView view(const Arena::Block& blk) const;
   Window find_window(std::int64_t size) const;
@@ -153,27 +218,40 @@ class Scheduler {
   void drop_unkept(int pos);
   std::int64_t task_time(int task) const;
   const std::vector<int>& round_inputs(const Task& t) const { return inputs_of_[t.id]; }  // reads + accumulates
-  void lock(const std::vector<int>& ts, int delta);
+  void lock(std::span<const int> ts, int delta);
+  // Round positions needing tensor t (compute_uses), ascending; tensors needed at a position.
+  std::span<const int> uses(int t) const {
+    return {uses_flat_.data() + uses_at_[t], static_cast<std::size_t>(uses_at_[t + 1] - uses_at_[t])};
+  }
+  std::span<const int> users_at(int pos) const {
+    return {users_flat_.data() + users_from_[pos], static_cast<std::size_t>(users_from_[pos + 1] - users_from_[pos])};
+  }
 
   const ScheduleInput& in_;
   const Graph& g_;
   const TaskGraph& tg_;
   const CostTable& costs_;
   Strategy& strategy_;
+  std::shared_ptr<const ScheduleStatics> statics_;  // in_.statics, or made for this simulation
+  const std::vector<int>& order_;                   // round task ids
+  const int bwd_start_;
+  // Per round task (by id), computed once instead of on every look at the task (the look-ahead
+  // window looks at each task many times): reads + accumulates, and every tensor it touches.
+  const std::vector<std::vector<int>>& inputs_of_;
+  const std::vector<std::vector<int>>& touched_of_;
+  const std::vector<std::vector<int>>& recompute_reads_;  // per layer of the route
   Arena arena_;
   Timeline timeline_;
   std::vector<PlanStep> meta_;  // per timeline step: what it does (times filled at the end)
   std::vector<TState> st_;
-  std::vector<std::vector<int>> uses_;      // per tensor: round positions needing it
-  std::vector<std::vector<int>> users_at_;  // per position: tensors with a use there
-  // Per round task (by id), computed once per simulation instead of on every look at the task
-  // (the look-ahead window looks at each task many times): reads + accumulates, and every
-  // tensor it touches (TaskGraph::touched).
-  std::vector<std::vector<int>> inputs_of_, touched_of_;
-  std::vector<std::vector<int>> recompute_reads_;  // per layer of the route: TaskGraph::recompute_reads
-  std::vector<int> scratch_missing_;               // reused by look_ahead
-  std::vector<int> order_;                         // round task ids
-  int bwd_start_ = 0;
+  // Per tensor, the round positions needing it (flat: tensor t's are [uses_at_[t], uses_at_[t+1]));
+  // per position, the tensors with a use there (likewise). Flat arrays: a simulation builds them
+  // anew for its strategy's decisions, and one vector per tensor cost an allocation each.
+  std::vector<int> uses_flat_, uses_at_, users_flat_, users_from_;
+  std::vector<int> scratch_missing_;       // reused by look_ahead
+  std::vector<std::size_t> scratch_over_;  // reused by choose_and_allocate_workspace
+  std::vector<char> scratch_probe_;
+  ConfigContext scratch_ctx_;
   int pos_ = 0;                                   // current position
   mutable ScheduleResult res_;                    // mutable for the work counter of the (const) window search
   mutable std::vector<BlockView> scratch_views_;  // reused by find_window
@@ -190,73 +268,67 @@ class Scheduler {
 
 std::int64_t Scheduler::task_time(int task) const { return costs_.tasks[task].time_ns; }
 
-void Scheduler::lock(const std::vector<int>& ts, int delta) {
+void Scheduler::lock(std::span<const int> ts, int delta) {
   for (int t : ts)
     if (!tg_.tensors[t].resident()) st_[t].lock += delta;
 }
 
 // Uses of each tensor by round position, extended for recomputation: a tensor that may be
 // dropped and recomputed needs its producer's inputs (and saved state) wherever it is needed
-// itself after it was first produced.
+// itself after it was first produced. The statics hold the uses before extension; what the
+// decisions add goes to `extra`, merged in at the end.
 void Scheduler::compute_uses() {
   const int nt = static_cast<int>(tg_.tensors.size());
-  for (const Task& t : tg_.tasks)
-    if (t.round_task) order_.push_back(t.id);
-  std::vector<int> pos_of(tg_.tasks.size(), -1);
-  for (std::size_t p = 0; p < order_.size(); ++p) pos_of[order_[p]] = static_cast<int>(p);
-  bwd_start_ = static_cast<int>(order_.size());
-  for (std::size_t p = 0; p < order_.size(); ++p)
-    if (tg_.tasks[order_[p]].kind != TaskKind::Forward) {
-      bwd_start_ = static_cast<int>(p);
-      break;
-    }
-  inputs_of_.assign(tg_.tasks.size(), {});
-  touched_of_.assign(tg_.tasks.size(), {});
-  for (int task : order_) {
-    const Task& t = tg_.tasks[task];
-    inputs_of_[task] = t.reads;
-    inputs_of_[task].insert(inputs_of_[task].end(), t.accumulates.begin(), t.accumulates.end());
-    touched_of_[task] = tg_.touched(t);
-  }
-  recompute_reads_.assign(g_.layers.size(), {});
-  for (int l : tg_.route)
-    if (tg_.forward_of[l] >= 0) recompute_reads_[l] = tg_.recompute_reads(l);
-  uses_.assign(nt, {});
-  for (int task : order_)
-    for (int t : touched_of_[task])
-      if (!tg_.tensors[t].resident()) uses_[t].push_back(pos_of[task]);
+  const auto& base = statics_->uses;
+  std::vector<std::vector<int>> extra(static_cast<std::size_t>(nt));  // empty vectors allocate nothing
+  std::vector<int> merged, need;
+  auto merge = [&](int t, std::vector<int>& out) {  // base and extra, ascending, each once
+    std::vector<int>& e = extra[t];
+    std::sort(e.begin(), e.end());
+    e.erase(std::unique(e.begin(), e.end()), e.end());
+    out.clear();
+    std::set_union(base[t].begin(), base[t].end(), e.begin(), e.end(), std::back_inserter(out));
+  };
   // Reverse route order: a recomputed tensor's consumers come later in the route, so their
   // extensions are known before the tensor's own producer inputs are extended.
   for (auto it = tg_.route.rbegin(); it != tg_.route.rend(); ++it) {
     const int l = *it;
     const int y = tg_.y_of[l];
     if (l == 0 || st_[y].decision != Residency::Recompute) continue;
-    // y's list is final here (its consumers come later in the route and were extended first);
-    // deduplicate before passing it on, or fan-outs (skip connections) multiply it.
-    std::sort(uses_[y].begin(), uses_[y].end());
-    uses_[y].erase(std::unique(uses_[y].begin(), uses_[y].end()), uses_[y].end());
-    const int produced_at = uses_[y].empty() ? 0 : uses_[y].front();  // the forward task itself
-    std::vector<int> need;
-    for (int p : uses_[y])
-      if (p > produced_at) need.push_back(p);
+    merge(y, merged);
+    if (merged.empty()) continue;
+    const int produced_at = merged.front();  // the forward task itself
+    need.assign(std::upper_bound(merged.begin(), merged.end(), produced_at), merged.end());
     for (int x : recompute_reads_[l]) {
       if (tg_.tensors[x].resident()) continue;
-      uses_[x].insert(uses_[x].end(), need.begin(), need.end());
+      extra[x].insert(extra[x].end(), need.begin(), need.end());
     }
   }
-  users_at_.assign(order_.size(), {});
+  uses_at_.assign(static_cast<std::size_t>(nt) + 1, 0);
+  uses_flat_.clear();
   for (int t = 0; t < nt; ++t) {
-    auto& u = uses_[t];
-    std::sort(u.begin(), u.end());
-    u.erase(std::unique(u.begin(), u.end()), u.end());
-    for (int p : u) users_at_[p].push_back(t);
+    if (extra[t].empty()) {
+      uses_flat_.insert(uses_flat_.end(), base[t].begin(), base[t].end());
+    } else {
+      merge(t, merged);
+      uses_flat_.insert(uses_flat_.end(), merged.begin(), merged.end());
+    }
+    uses_at_[t + 1] = static_cast<int>(uses_flat_.size());
   }
+  // Tensors by position, in tensor order within a position (a counting sort).
+  users_from_.assign(order_.size() + 1, 0);
+  for (int p : uses_flat_) ++users_from_[p + 1];
+  for (std::size_t p = 0; p < order_.size(); ++p) users_from_[p + 1] += users_from_[p];
+  users_flat_.assign(uses_flat_.size(), 0);
+  std::vector<int> fill(users_from_.begin(), users_from_.end() - 1);
+  for (int t = 0; t < nt; ++t)
+    for (int p : uses(t)) users_flat_[fill[p]++] = t;
 }
 
-int Scheduler::new_buffer(const std::string& tensor, std::int64_t offset, std::int64_t size, bool resident) {
+int Scheduler::new_buffer(std::string_view tensor, std::int64_t offset, std::int64_t size, bool resident) {
   PlanBuffer b;
   b.id = static_cast<int>(buffers_.size());
-  b.tensor = tensor;
+  if (in_.record_plan) b.tensor = tensor;
   b.offset = offset;
   b.size = size;
   b.resident = resident;
@@ -310,6 +382,42 @@ ReadySet Scheduler::accesses(const TState& s) const {
   return r;
 }
 
+// The plan's record of step `id` (what emit issued for `a`): its buffers, its configuration, and
+// the first and last step of every buffer it touches.
+void Scheduler::record_step(const EmitArgs& a, int id) {
+  PlanStep ps;
+  ps.id = id;
+  ps.stream = a.stream;
+  ps.op = a.op;
+  ps.layer = a.layer;
+  ps.tensor = a.tensor;
+  ps.waits = timeline_.step(id).waits();
+  auto buffers_of = [&](std::span<const int> ts) {
+    std::vector<int> out;
+    for (int t : ts) {
+      int b = tg_.tensors[t].resident() ? resident_buffer_[t] : st_[t].buffer;
+      UCPLAN_CHECK(b >= 0, "a step touches a tensor on the device: " + tg_.tensors[t].name);
+      out.push_back(b);
+    }
+    return out;
+  };
+  ps.reads = buffers_of(a.reads);
+  ps.writes = buffers_of(a.writes);
+  ps.accumulates = buffers_of(a.accumulates);
+  ps.workspace = a.workspace;
+  ps.host = a.host_tensor >= 0 ? st_[a.host_tensor].host : -1;
+  ps.config = a.config;
+  auto touch = [&](int b) {
+    if (buffers_[b].first_step < 0) buffers_[b].first_step = id;
+    buffers_[b].last_step = std::max(buffers_[b].last_step, id);
+  };
+  for (int b : ps.reads) touch(b);
+  for (int b : ps.writes) touch(b);
+  for (int b : ps.accumulates) touch(b);
+  if (ps.workspace >= 0) touch(ps.workspace);
+  meta_.push_back(std::move(ps));
+}
+
 int Scheduler::emit(const EmitArgs& a) {
   ReadySet waits = kNoneReady;
   for (int t : a.reads) {
@@ -347,38 +455,7 @@ int Scheduler::emit(const EmitArgs& a) {
         res_.stall_by_tensor[t] += stall;
   }
 
-  PlanStep ps;
-  ps.id = id;
-  ps.stream = a.stream;
-  ps.op = a.op;
-  ps.layer = a.layer;
-  ps.tensor = a.tensor;
-  ps.waits = step.waits;
-  auto buffers_of = [&](std::span<const int> ts) {
-    std::vector<int> out;
-    for (int t : ts) {
-      int b = tg_.tensors[t].resident() ? resident_buffer_[t] : st_[t].buffer;
-      UCPLAN_CHECK(b >= 0, "a step touches a tensor on the device: " + tg_.tensors[t].name);
-      out.push_back(b);
-    }
-    return out;
-  };
-  ps.reads = buffers_of(a.reads);
-  ps.writes = buffers_of(a.writes);
-  ps.accumulates = buffers_of(a.accumulates);
-  ps.workspace = a.workspace;
-  ps.host = a.host_tensor >= 0 ? st_[a.host_tensor].host : -1;
-  ps.config = a.config;
-  auto touch = [&](int b) {
-    if (buffers_[b].first_step < 0) buffers_[b].first_step = id;
-    buffers_[b].last_step = std::max(buffers_[b].last_step, id);
-  };
-  for (int b : ps.reads) touch(b);
-  for (int b : ps.writes) touch(b);
-  for (int b : ps.accumulates) touch(b);
-  if (ps.workspace >= 0) touch(ps.workspace);
-  meta_.push_back(std::move(ps));
-
+  if (in_.record_plan) record_step(a, id);
   for (int t : a.reads) {
     if (tg_.tensors[t].resident()) continue;
     merge_into(st_[t].readers, id, a.stream);
@@ -497,7 +574,7 @@ BlockView Scheduler::view(const Arena::Block& blk) const {
       b.dirty_bytes = s.size;
     }
     if (s.fresh) b.fresh_bytes = s.size;
-    if (s.next_use < uses_[blk.owner].size()) b.next_use = uses_[blk.owner][s.next_use];
+    if (s.next_use < uses(blk.owner).size()) b.next_use = uses(blk.owner)[s.next_use];
   } else {
     b.owner = kWallBlock;
   }
@@ -612,7 +689,7 @@ bool Scheduler::allocate_tensor(int t, bool may_evict) {
   const bool kept_across =
       s.decision == Residency::Keep || (staged_ && strategy_.keep_into(t, bwd_start_).value_or(false));
   const bool top =
-      in_.two_ended && pos_ < bwd_start_ && kept_across && !uses_[t].empty() && uses_[t].back() >= bwd_start_;
+      in_.two_ended && pos_ < bwd_start_ && kept_across && !uses(t).empty() && uses(t).back() >= bwd_start_;
   auto at = arena_.allocate(size, t, &waits, top);
   if (!at && may_evict && (strategy_.evict_on_demand() || in_defrag_retry_)) {
     if (make_room(size)) at = arena_.allocate(size, t, &waits, top);
@@ -665,7 +742,7 @@ bool Scheduler::recompute(int layer) {
   const Task& f = tg_.tasks[ftask];
   const std::vector<int>& srcs = recompute_reads_[layer];
   lock(srcs, +1);
-  lock({y}, +1);
+  lock(std::span<const int>(&y, 1), +1);
   bool ok = true;
   for (int x : srcs) ok = ok && ensure_resident(x);
   ok = ok && allocate_tensor(y, true);
@@ -684,7 +761,8 @@ bool Scheduler::recompute(int layer) {
     if (f.conv_kernel) {
       const ConvConfig& c = costs_.tasks[ftask].front[idx];
       a.duration = c.time_ns;
-      for (const auto& m : c.micro) a.config.push_back({m.algo, m.micro_batch});
+      if (in_.record_plan)
+        for (const auto& m : c.micro) a.config.push_back({m.algo, m.micro_batch});
     } else {
       a.duration = task_time(ftask);
     }
@@ -697,7 +775,7 @@ bool Scheduler::recompute(int layer) {
     st_[y].fresh = true;
   }
   lock(srcs, -1);
-  lock({y}, -1);
+  lock(std::span<const int>(&y, 1), -1);
   return ok;
 }
 
@@ -719,7 +797,7 @@ void Scheduler::defragment() {
 
 bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int* ws_buffer, ReadySet* ws_waits) {
   const TaskCost& cost = costs_.tasks[task];
-  ConfigContext ctx;
+  ConfigContext& ctx = scratch_ctx_;  // every field set here; its vectors keep their capacity
   ctx.task = task;
   ctx.cost = &cost;
   ctx.largest_free = arena_.largest_free();
@@ -749,10 +827,12 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
     // window search is linear in the arena's blocks, so at most kProbes of them are probed
     // (spread over the range, the fastest always among them); the others count as not fitting.
     constexpr std::size_t kProbes = 12;
-    std::vector<std::size_t> over;
+    std::vector<std::size_t>& over = scratch_over_;
+    over.clear();
     for (std::size_t i = 0; i < nf; ++i)
       if (align_up(cost.front[i].workspace_bytes) > ctx.largest_free) over.push_back(i);
-    std::vector<char> probe(nf, 0);
+    std::vector<char>& probe = scratch_probe_;
+    probe.assign(nf, 0);
     if (strategy_.evict_on_demand() && !over.empty()) {
       if (over.size() <= kProbes) {
         for (auto i : over) probe[i] = 1;
@@ -911,11 +991,11 @@ bool Scheduler::run_task(int pos) {
   a.accumulates = t.accumulates;
   a.workspace = ws;
   a.workspace_waits = ws_waits;
-  if (t.conv_kernel)
+  if (t.conv_kernel && in_.record_plan)
     for (const auto& m : costs_.tasks[task].front[idx].micro) a.config.push_back({m.algo, m.micro_batch});
   const int id = emit(a);
   if (ws >= 0) arena_.release(buffers_[ws].offset, ReadySet{id, -1, -1}, timeline_.step(id).end);
-  if (t.conv_kernel && !kernel_seen_[task]) {
+  if (t.conv_kernel && in_.record_plan && !kernel_seen_[task]) {
     kernel_seen_[task] = 1;
     const TaskCost& c = costs_.tasks[task];
     PlanKernel k;
@@ -932,8 +1012,8 @@ bool Scheduler::run_task(int pos) {
   for (int d : touched) st_[d].fresh = false;
   // Planned offloads start as soon as the value exists, overlapping the following tasks.
   for (int d : t.writes)
-    if (strategy_.may_offload() && st_[d].decision == Residency::Offload && !uses_[d].empty() &&
-        uses_[d].back() >= bwd_start_)
+    if (strategy_.may_offload() && st_[d].decision == Residency::Offload && !uses(d).empty() &&
+        uses(d).back() >= bwd_start_)
       offload(d);
   for (int d : t.accumulates) st_[d].host_valid = false;  // the host copy, if any, is stale
   lock(touched, -1);
@@ -949,7 +1029,7 @@ void Scheduler::drop_unkept(int pos) {
   for (int d = 0; d < static_cast<int>(st_.size()); ++d) {
     TState& s = st_[d];
     if (s.decision != Residency::Recompute || !s.on_device || !s.produced || s.lock > 0) continue;
-    if (s.next_use >= uses_[d].size()) continue;
+    if (s.next_use >= uses(d).size()) continue;
     if (strategy_.keep_into(d, pos + 1).value_or(true)) continue;
     s.dropped = true;
     release_device_copy(d, false);
@@ -958,15 +1038,15 @@ void Scheduler::drop_unkept(int pos) {
 
 void Scheduler::finish_position(int pos) {
   if (staged_) drop_unkept(pos);
-  for (int d : users_at_[pos]) {
+  for (int d : users_at(pos)) {
     TState& s = st_[d];
-    while (s.next_use < uses_[d].size() && uses_[d][s.next_use] <= pos) ++s.next_use;
-    if (s.next_use == uses_[d].size()) {
+    while (s.next_use < uses(d).size() && uses(d)[s.next_use] <= pos) ++s.next_use;
+    if (s.next_use == uses(d).size()) {
       if (s.on_device) release_device_copy(d, false);
       s.dropped = false;
       continue;
     }
-    const int next = uses_[d][s.next_use];
+    const int next = uses(d)[s.next_use];
     const bool crossing = pos < bwd_start_ && next >= bwd_start_;
     if (!crossing || !s.on_device || staged_) continue;
     if (s.decision == Residency::Offload && s.host_valid) {
@@ -991,7 +1071,7 @@ ScheduleResult Scheduler::run() {
   staged_ = nt > 0 && strategy_.keep_into(0, 0).has_value();
   kernel_seen_.assign(tg_.tasks.size(), 0);
   compute_uses();
-  meta_.reserve(2 * order_.size() + 64);  // a round emits about one step per task plus its copies
+  if (in_.record_plan) meta_.reserve(2 * order_.size() + 64);  // a round emits about one step per task plus its copies
 
   // Weights and weight gradients: resident at the bottom for the whole program, laid out once
   // below the dynamic arena (not as arena blocks, which every allocation would walk past).
@@ -1015,8 +1095,7 @@ ScheduleResult Scheduler::run() {
   recompute_limit_ = 4 * planned + 64;
   // Branch and bound: the compute stream runs every remaining task at least at its fastest, so
   // a candidate whose compute end plus that exceeds the best round found cannot win.
-  std::vector<std::int64_t> rest_ns(order_.size() + 1, 0);
-  for (std::size_t p = order_.size(); p-- > 0;) rest_ns[p] = rest_ns[p + 1] + task_time(order_[p]);
+  const std::vector<std::int64_t>& rest_ns = statics_->rest_ns;
   std::int64_t steps_seen = 0;
   if (in_.record_stages) {
     res_.on_device_at.assign(order_.size(), {});
@@ -1074,6 +1153,7 @@ ScheduleResult Scheduler::run() {
   for (const Task& t : tg_.tasks) {
     if (t.round_task) continue;
     int fid = final_line.issue(Stream::Compute, task_time(t.id), kNoneReady);
+    if (!in_.record_plan) continue;
     PlanStep ps;
     ps.id = round_steps + fid;
     ps.stream = Stream::Compute;
@@ -1087,20 +1167,22 @@ ScheduleResult Scheduler::run() {
     meta_.push_back(std::move(ps));
   }
   res_.final_ns = final_line.makespan();
-  for (int i = 0; i < round_steps; ++i) {
-    meta_[i].start_ns = timeline_.step(i).start;
-    meta_[i].end_ns = timeline_.step(i).end;
-  }
-  const int last = static_cast<int>(meta_.size()) - 1;
-  for (auto& b : buffers_)
-    if (b.resident) {
-      b.first_step = 0;
-      b.last_step = last;
-    }
-  drop_unused_buffers();
   for (auto& r : res_.recomputed_at) std::sort(r.begin(), r.end());
-  res_.steps = std::move(meta_);
-  res_.buffers = std::move(buffers_);
+  if (in_.record_plan) {
+    for (int i = 0; i < round_steps; ++i) {
+      meta_[i].start_ns = timeline_.step(i).start;
+      meta_[i].end_ns = timeline_.step(i).end;
+    }
+    const int last = static_cast<int>(meta_.size()) - 1;
+    for (auto& b : buffers_)
+      if (b.resident) {
+        b.first_step = 0;
+        b.last_step = last;
+      }
+    drop_unused_buffers();
+    res_.steps = std::move(meta_);
+    res_.buffers = std::move(buffers_);
+  }
   res_.arena_bytes = arena_.high_water();
   res_.ok = true;
   return res_;

@@ -71,6 +71,14 @@ std::size_t choose_config_by_gain(const ConfigContext& ctx);
 // SuperNeurons §3.5 / vDNN: the fastest configuration that fits in free memory now.
 std::size_t choose_fastest_fitting(const ConfigContext& ctx);
 
+// What every simulation of one task graph at one cost table needs and no strategy changes (the
+// round's task order, each task's inputs and touched tensors, each layer's recomputation inputs,
+// each tensor's uses before recomputation extends them): built once by a search that simulates
+// hundreds of residency tables, instead of once per simulation. Opaque outside schedule.cpp.
+struct ScheduleStatics;
+std::shared_ptr<const ScheduleStatics> make_schedule_statics(const Graph& g, const TaskGraph& tg,
+                                                             const CostTable& costs);
+
 struct ScheduleInput {
   const Graph* graph = nullptr;
   const TaskGraph* tasks = nullptr;
@@ -98,6 +106,14 @@ struct ScheduleInput {
   // One search branch (offload as allowed, moDNN's placement) instead of all four: a quarter of
   // the work, for estimates that a full search can only improve on (the compile report's hints).
   bool quick = false;
+  // make_schedule_statics for these graph and costs, shared by the simulations of a search; when
+  // null, each simulation builds its own.
+  std::shared_ptr<const ScheduleStatics> statics;
+  // Whether the result holds the plan (steps, buffers, kernels). A search's simulations, of which
+  // only the best is ever written out, leave it false and simulate the winner again with it:
+  // the simulation is deterministic, so that gives the same schedule, and building every step's
+  // names and buffer lists for hundreds of losing candidates was a third of the search's time.
+  bool record_plan = true;
 };
 
 struct ScheduleResult {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "offsets.h"
+#include "planner/model/errors.h"
 #include "planner/model/units.h"
 #include "strategies.h"
 
@@ -35,15 +36,58 @@ struct Placement {
 };
 
 // A residency table run with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain, offload on demand),
-// abandoned as soon as it cannot beat `best` (branch and bound).
+// abandoned as soon as it cannot beat `best` (branch and bound). Without the plan's record
+// (ScheduleInput::record_plan): the search's winner is simulated again with it (recorded()).
 ScheduleResult simulate_ucplan_table(const ScheduleInput& in, const std::vector<Residency>& table, Placement placement,
                                      const ScheduleResult& best) {
   auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, in.offload);
   ScheduleInput bounded = in;
   bounded.best_fit = placement.best_fit;
   bounded.two_ended = placement.two_ended;
+  bounded.record_plan = false;
   if (best.ok) bounded.abandon_after_ns = best.round_ns;
   return simulate_schedule(bounded, *strategy);
+}
+
+// `r`, found by simulate_ucplan_table without the plan's record, with it: the same table and
+// placement simulated again, which gives the same schedule (the simulation is deterministic).
+ScheduleResult recorded(const ScheduleInput& in, const std::vector<Residency>& table, Placement placement,
+                        ScheduleResult r) {
+  if (!r.ok || !r.steps.empty()) return r;
+  auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, in.offload);
+  ScheduleInput full = in;
+  full.best_fit = placement.best_fit;
+  full.two_ended = placement.two_ended;
+  full.record_plan = true;
+  ScheduleResult again = simulate_schedule(full, *strategy);
+  UCPLAN_CHECK(again.ok && again.round_ns == r.round_ns && again.arena_bytes == r.arena_bytes,
+               "a table simulated again with the plan's record gives the same schedule");
+  again.work = r.work;
+  return again;
+}
+
+// After a kick, moves are looked at again only within kWindow layers (route order) of the kicked
+// tensors: see refine_by_local_search.
+constexpr int kWindow = 3;
+
+// Per layer, its position in the route.
+std::vector<int> route_positions(const Graph& g, const TaskGraph& tg) {
+  std::vector<int> at(g.layers.size(), 0);
+  for (std::size_t i = 0; i < tg.route.size(); ++i) at[tg.route[i]] = static_cast<int>(i);
+  return at;
+}
+
+// Per tensor: whether its layer lies within kWindow route positions of a layer of `changed`.
+std::vector<char> near_tensors(const TaskGraph& tg, const std::vector<int>& route_at, const std::vector<int>& changed) {
+  const int n = static_cast<int>(tg.route.size());
+  std::vector<char> marked(tg.route.size(), 0);
+  for (int c : changed) {
+    const int r = route_at[tg.tensors[c].layer];
+    for (int k = std::max(0, r - kWindow); k <= std::min(n - 1, r + kWindow); ++k) marked[k] = 1;
+  }
+  std::vector<char> near(tg.tensors.size(), 0);
+  for (std::size_t t = 0; t < tg.tensors.size(); ++t) near[t] = marked[route_at[tg.tensors[t].layer]];
+  return near;
 }
 
 // Recomputing activation t re-runs its forward task (at its fastest configuration).
@@ -193,10 +237,7 @@ void refine_by_local_search(const ScheduleInput& in, const std::vector<char>& ne
   // At most kKickShare times the work of the first descent, so kicks cost in proportion to it.
   constexpr int kMaxKicks = 1024;
   constexpr std::int64_t kKickShare = 16;
-  constexpr int kWindow = 3;
-  std::vector<int> route_at(g.layers.size(), 0);
-  for (std::size_t i = 0; i < tg.route.size(); ++i) route_at[tg.route[i]] = static_cast<int>(i);
-  std::vector<char> focus(tg.tensors.size(), 0);
+  const std::vector<int> route_at = route_positions(g, tg);
   const std::int64_t kick_budget = std::min(in.local_search_budget, spent * (1 + kKickShare));
   int kicks = 0, kept = 0;
   for (; kicks < kMaxKicks && spent <= kick_budget; ++kicks) {
@@ -217,10 +258,7 @@ void refine_by_local_search(const ScheduleInput& in, const std::vector<char>& ne
     spent += start.work;
     if (!start.ok) continue;
     std::vector<ScheduleResult::Candidate> unlogged;
-    std::fill(focus.begin(), focus.end(), 0);
-    for (int t = 0; t < static_cast<int>(tg.tensors.size()); ++t)
-      for (int k : kicked)
-        if (std::abs(route_at[tg.tensors[t].layer] - route_at[tg.tensors[k].layer]) <= kWindow) focus[t] = 1;
+    const std::vector<char> focus = near_tensors(tg, route_at, kicked);
     descend(in, need, start, table, placement, unlogged, spent, "kick", &focus);
     if (better(start, best)) {
       best = std::move(start);
@@ -432,6 +470,7 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
     }
   }
   if (best.ok) refine_by_local_search(in, need, best, best_table, placement, log);
+  best = recorded(in, best_table, placement, std::move(best));
   best.candidates_skipped = skipped;
   best.best_fit = placement.best_fit;
   best.two_ended = placement.two_ended;
@@ -456,11 +495,13 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     std::vector<Residency> table;
   };
   std::vector<Branch> branches;
+  ScheduleInput shared = in;  // one set of statics for every simulation of every branch
+  if (!shared.statics) shared.statics = make_schedule_statics(*in.graph, *in.tasks, *in.costs);
   for (const bool offload : {false, true}) {
     if (offload != in.offload && (in.quick || offload)) continue;
     for (const bool two_ended : {false, true}) {
       if (two_ended && in.quick) continue;
-      Branch b{in,
+      Branch b{shared,
                fmt::format("{}{}: ", offload ? "offload" : "no offload", two_ended ? ", two-ended placement" : ""),
                {},
                {}};

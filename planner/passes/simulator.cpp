@@ -1,6 +1,8 @@
 #include "simulator.h"
 
 #include <algorithm>
+#include <array>
+#include <utility>
 
 #include "planner/model/errors.h"
 
@@ -24,10 +26,11 @@ int Timeline::issue(Stream s, std::int64_t duration, const ReadySet& waits) {
     if (o == si || waits[o] < 0) continue;
     UCPLAN_CHECK(waits[o] < size(), "waits name earlier steps");
     UCPLAN_CHECK(steps_[waits[o]].stream == static_cast<Stream>(o), "a ready set entry belongs to its stream");
-    st.waits.push_back(waits[o]);
+    st.wait_ids[static_cast<std::size_t>(st.n_waits++)] = waits[o];
     st.start = std::max(st.start, steps_[waits[o]].end);
   }
-  std::sort(st.waits.begin(), st.waits.end());
+  static_assert(kStreams == 3, "at most two waits, put in order by one swap");
+  if (st.n_waits == 2 && st.wait_ids[0] > st.wait_ids[1]) std::swap(st.wait_ids[0], st.wait_ids[1]);
   st.end = st.start + duration;
   steps_.push_back(std::move(st));
   const int id = size() - 1;
@@ -76,15 +79,22 @@ void Arena::allocate_at(std::int64_t offset, std::int64_t size, int owner, Ready
                  "free blocks are adjacent");
   }
   const Block head = blocks_[first], tail = blocks_[last];
-  std::vector<Block> replacement;
-  if (offset > head.offset)
-    replacement.push_back(Block{head.offset, offset - head.offset, -1, head.ready, head.ready_end});
-  replacement.push_back(Block{offset, size, owner, kNoneReady, 0});
+  // Blocks [first, last] become at most three: the head's free rest, the new buffer, the tail's
+  // free rest. Written in place, the list grown or shrunk by the difference.
+  std::array<Block, 3> replacement;
+  std::size_t k = 0;
+  if (offset > head.offset) replacement[k++] = Block{head.offset, offset - head.offset, -1, head.ready, head.ready_end};
+  replacement[k++] = Block{offset, size, owner, kNoneReady, 0};
   const std::int64_t tail_end = tail.offset + tail.size;
-  if (need_end < tail_end) replacement.push_back(Block{need_end, tail_end - need_end, -1, tail.ready, tail.ready_end});
-  blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(first),
-                blocks_.begin() + static_cast<std::ptrdiff_t>(last) + 1);
-  blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(first), replacement.begin(), replacement.end());
+  if (need_end < tail_end) replacement[k++] = Block{need_end, tail_end - need_end, -1, tail.ready, tail.ready_end};
+  const std::size_t old = last - first + 1;
+  const auto at = blocks_.begin() + static_cast<std::ptrdiff_t>(first);
+  if (k > old)
+    blocks_.insert(at, k - old, Block{});
+  else if (k < old)
+    blocks_.erase(at, at + static_cast<std::ptrdiff_t>(old - k));
+  std::copy(replacement.begin(), replacement.begin() + static_cast<std::ptrdiff_t>(k),
+            blocks_.begin() + static_cast<std::ptrdiff_t>(first));
   free_bytes_ -= size;
   high_water_ = std::max(high_water_, need_end);
 }

@@ -31,7 +31,11 @@ class Timeline {
   struct Step {
     Stream stream;
     std::int64_t start = 0, end = 0;
-    std::vector<int> waits;  // steps on other streams
+    // Steps on other streams, in increasing order: at most one per other stream, held inline
+    // (a simulation issues thousands of steps; a vector each would cost an allocation each).
+    std::array<int, kStreams - 1> wait_ids{-1, -1};
+    int n_waits = 0;
+    std::vector<int> waits() const { return {wait_ids.begin(), wait_ids.begin() + n_waits}; }
   };
   // `waits` may name steps on any stream; those on `s` itself are implied by stream order and
   // dropped. Returns the new step's id.
