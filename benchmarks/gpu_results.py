@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import time
+from statistics import geometric_mean
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import Cli, REPO, fmt_bytes, median, rel, table, work_dir, write_section  # noqa: E402
@@ -43,10 +44,6 @@ def quantile(xs, q):
     lo = math.floor(i)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (i - lo)
-
-
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def ms(seconds, digits=1):
@@ -260,18 +257,18 @@ def part_mu(cli, results, profiles_dir, w, out):
         s.append(f"\n**DeepBench's 94 training convolutions** (`profiles/h100/deepbench/`, measured at 4x the CSV's "
                  f"batch with powerOfTwo micro-batches, 3 repeats; `ucplan compile deepbench/convNN --profile P "
                  f"--conv-only --workspace wr:64MiB --json`): the forward kernel's powerOfTwo configuration over the "
-                 f"undivided one, from measured kernel times: **min {min(sp):.2f}x, geometric mean {geomean(sp):.2f}x, "
+                 f"undivided one, from measured kernel times: **min {min(sp):.2f}x, geometric mean {geometric_mean(sp):.2f}x, "
                  f"median {median(sp):.2f}x, max {max(sp):.2f}x**; {sum(1 for x in sp if x > 1.0005)} of "
                  f"{len(sp)} layers are divided (paper, V100 FP16 with Tensor Cores and cuDNN 7.1: mean 1.60x, up "
                  f"to 4.54x; these are FP32 without TF32 on cuDNN 9). The model:h100 profile of the same layers "
-                 f"predicts geometric mean {geomean(spm):.2f}x, max {max(spm):.2f}x, and agrees on whether to divide "
+                 f"predicts geometric mean {geometric_mean(spm):.2f}x, max {max(spm):.2f}x, and agrees on whether to divide "
                  f"for {agree} of {len(res)} layers.\n")
         bins = [(0, 1.0005, "1.00x (not divided)"), (1.0005, 1.1, "1.00-1.10x"), (1.1, 1.25, "1.10-1.25x"),
                 (1.25, 1.5, "1.25-1.50x"), (1.5, 2.0, "1.50-2.00x"), (2.0, 1e9, "> 2.00x")]
         rows = [[label, sum(1 for x in sp if lo <= x < hi), sum(1 for x in spm if lo <= x < hi)]
                 for lo, hi, label in bins]
         s.append(table(["forward speedup", "layers (measured)", "layers (model:h100)"], rows, "lrr"))
-        out.summary["deepbench_measured"] = {"min": min(sp), "geomean": geomean(sp), "max": max(sp)}
+        out.summary["deepbench_measured"] = {"min": min(sp), "geomean": geometric_mean(sp), "max": max(sp)}
     out.sections.append("\n".join(s))
 
 

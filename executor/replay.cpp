@@ -233,6 +233,11 @@ double relative_l2_error(const std::vector<float>& got, const std::vector<float>
   return rel == rel ? rel : INFINITY;
 }
 
+GradientError compare_gradient(const std::string& tensor, const std::vector<float>& got, const std::vector<float>& want,
+                               const std::vector<float>* fp32) {
+  return {tensor, relative_l2_error(got, want), fp32 ? relative_l2_error(want, *fp32) : 0.0};
+}
+
 RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   const Program program = derive_program(plan);
   const Graph& g = program.graph;
@@ -363,21 +368,20 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         std::vector<float> got(want.size());
         backend.read(resident.at(tensor_by_name.at(name))->offset, got.data(),
                      static_cast<std::int64_t>(got.size() * sizeof(float)));
-        const double rel = relative_l2_error(got, want);
         const auto fp32 = fp32_gradients.find(name);
-        const double floor = fp32 == fp32_gradients.end() ? 0.0 : relative_l2_error(want, fp32->second);
-        rep.errors.push_back({name, rel, floor});
-        if (rep.worst_tensor.empty() || rel > rep.max_rel_error) {
-          rep.max_rel_error = rel;
+        const GradientError e =
+            compare_gradient(name, got, want, fp32 == fp32_gradients.end() ? nullptr : &fp32->second);
+        rep.errors.push_back(e);
+        if (rep.worst_tensor.empty() || e.max_rel_error > rep.max_rel_error) {
+          rep.max_rel_error = e.max_rel_error;
           rep.worst_tensor = name;
         }
-        const double limit = check_limit(o.tolerance, floor);
-        const double share = rel / limit;
+        const double share = e.share_of_limit(o.tolerance);
         if (rep.worst_share_tensor.empty() || share > rep.worst_share_of_limit) {
           rep.worst_share_of_limit = share;
           rep.worst_share_tensor = name;
         }
-        rep.passed = rep.passed && rel <= limit;
+        rep.passed = rep.passed && e.max_rel_error <= check_limit(o.tolerance, e.floor);
       }
       rep.checked_iterations += 1;
     }

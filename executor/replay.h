@@ -78,7 +78,14 @@ struct GradientError {
   std::string tensor;
   double max_rel_error = 0;
   double floor = 0;  // fp32_floor: the emulated reference's relative L2 distance from FP32's; else 0
+  // The error as a share of its limit (check_limit): above 1 fails.
+  double share_of_limit(double tolerance) const { return max_rel_error / check_limit(tolerance, floor); }
 };
+
+// One weight gradient against the reference `want`; with `fp32` (the same reference at FP32,
+// RunOptions::fp32_floor) also its floor. Replay's check and ucplan-cuda-check judge alike by it.
+GradientError compare_gradient(const std::string& tensor, const std::vector<float>& got, const std::vector<float>& want,
+                               const std::vector<float>* fp32);
 
 struct RunReport {
   std::string backend;

@@ -306,25 +306,22 @@ void check_plan(const std::string& path, int device, int iterations, double tole
     // tolerance (replay.h RunOptions::fp32_floor says why a fixed tolerance cannot tell).
     const ReferenceResult ref32 =
         reference_gradients(build_graph(plan.network, path, Precision::FP32), plan.batch, plan.sub_batch, seed);
-    double worst_share = 0, worst_floor = 0, worst_e = 0;
-    std::string worst;
+    GradientError worst;
+    double worst_share = 0;
     for (const auto& [name, v] : ref.weight_gradients) {
-      const std::string key = "W:" + name.substr(3);
-      const double floor = relative_l2_error(v, ref32.weight_gradients.at(name));
-      const double e = relative_l2_error(rg.dw0.at(key), v);
-      const double share = e / check_limit(tolerance, floor);
-      if (worst.empty() || share > worst_share) {
-        worst_share = share;
-        worst_floor = floor;
-        worst_e = e;
-        worst = name;
+      const GradientError e =
+          compare_gradient(name, rg.dw0.at("W:" + name.substr(3)), v, &ref32.weight_gradients.at(name));
+      if (worst.tensor.empty() || e.share_of_limit(tolerance) > worst_share) {
+        worst = e;
+        worst_share = e.share_of_limit(tolerance);
       }
     }
     expect(worst_share <= 1,
            fmt::format("cuda weight gradients (poisoned run) vs the reference: worst {} at relative L2 error {:.2e}, "
                        "{:.0f} % of its limit max({:.1e}, {:g} x the emulation's distance from FP32 {:.2e}) (largest "
                        "error {:.2e}, d{})",
-                       worst, worst_e, 100 * worst_share, tolerance, kFloorFactor, worst_floor, e_gpu, t_gpu));
+                       worst.tensor, worst.max_rel_error, 100 * worst_share, tolerance, kFloorFactor, worst.floor,
+                       e_gpu, t_gpu));
   }
   expect(e_w <= tolerance,
          fmt::format("weights after {} iterations, cuda vs cpu: relative L2 error {:.2e} ({})", iterations, e_w, t_w));

@@ -367,7 +367,7 @@ int Scheduler::host_buffer_of(int t) {
   const Tensor& tensor = tg_.tensors[t];
   PlanHostBuffer h;
   h.id = static_cast<int>(res_.host_buffers.size());
-  h.tensor = tensor.name;
+  if (in_.record_plan) h.tensor = tensor.name;
   h.input = tensor.host_input;
   h.size = tensor.host_input ? tensor.bytes(in_.batch) : tensor.bytes(costs_.sub_batch);
   res_.host_buffers.push_back(h);

@@ -36,15 +36,16 @@ struct Placement {
 };
 
 // A residency table run with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain, offload on demand),
-// abandoned as soon as it cannot beat `best` (branch and bound). Without the plan's record
-// (ScheduleInput::record_plan): the search's winner is simulated again with it (recorded()).
+// abandoned as soon as it cannot beat `best` (branch and bound). The search's simulations leave
+// out the plan's record (ScheduleInput::record_plan); its winner is simulated again with it
+// (recorded()).
 ScheduleResult simulate_ucplan_table(const ScheduleInput& in, const std::vector<Residency>& table, Placement placement,
-                                     const ScheduleResult& best) {
+                                     const ScheduleResult& best, bool record_plan = false) {
   auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, in.offload);
   ScheduleInput bounded = in;
   bounded.best_fit = placement.best_fit;
   bounded.two_ended = placement.two_ended;
-  bounded.record_plan = false;
+  bounded.record_plan = record_plan;
   if (best.ok) bounded.abandon_after_ns = best.round_ns;
   return simulate_schedule(bounded, *strategy);
 }
@@ -54,12 +55,7 @@ ScheduleResult simulate_ucplan_table(const ScheduleInput& in, const std::vector<
 ScheduleResult recorded(const ScheduleInput& in, const std::vector<Residency>& table, Placement placement,
                         ScheduleResult r) {
   if (!r.ok || !r.steps.empty()) return r;
-  auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, in.offload);
-  ScheduleInput full = in;
-  full.best_fit = placement.best_fit;
-  full.two_ended = placement.two_ended;
-  full.record_plan = true;
-  ScheduleResult again = simulate_schedule(full, *strategy);
+  ScheduleResult again = simulate_ucplan_table(in, table, placement, ScheduleResult{}, true);
   UCPLAN_CHECK(again.ok && again.round_ns == r.round_ns && again.arena_bytes == r.arena_bytes,
                "a table simulated again with the plan's record gives the same schedule");
   again.work = r.work;

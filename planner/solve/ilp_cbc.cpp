@@ -258,6 +258,16 @@ bool write_all(int fd, const void* data, std::size_t size) {
   return true;
 }
 
+// The child's answer on the pipe, as the parent reads it: infeasible, proven optimal, nodes and
+// the solution's length, then the bound, then the solution. Only write(2): the deadline's signal
+// handler sends it too.
+bool send_answer(int fd, std::int64_t infeasible, std::int64_t proven_optimal, std::int64_t nodes, double bound,
+                 const std::int64_t* x, std::int64_t nx) {
+  const std::int64_t head[4] = {infeasible, proven_optimal, nodes, nx};
+  return write_all(fd, head, sizeof head) && write_all(fd, &bound, sizeof bound) &&
+         write_all(fd, x, static_cast<std::size_t>(nx) * sizeof(std::int64_t));
+}
+
 // CBC's own time limit is checked between nodes, not between the root's cut passes: on large
 // rematerialisation MILPs (resnet50 b64, 70,000 variables) the root alone took 81 s under a 60 s
 // limit. So the child also has a deadline of its own, a little after CBC's: a timer signal, whose
@@ -283,9 +293,7 @@ void send_at_deadline(int) {
       progress.x[j] = std::clamp<std::int64_t>(std::llround(best[j]), 0, upper_of(ilp, j));
     nx = static_cast<std::int64_t>(n);
   }
-  const std::int64_t head[4] = {0, 0, nodes, nx};
-  const bool ok = write_all(progress.fd, head, sizeof head) && write_all(progress.fd, &bound, sizeof bound) &&
-                  write_all(progress.fd, progress.x, static_cast<std::size_t>(nx) * sizeof(std::int64_t));
+  const bool ok = send_answer(progress.fd, 0, 0, nodes, bound, progress.x, nx);
   ::_exit(ok ? 0 : 1);
 }
 
@@ -319,9 +327,8 @@ std::optional<CbcAnswer> run_cbc_isolated(const Ilp& ilp) {
       const itimerval off{};
       ::setitimer(ITIMER_REAL, &off, nullptr);
     }
-    const std::int64_t head[4] = {a.infeasible, a.proven_optimal, a.nodes, static_cast<std::int64_t>(a.x.size())};
-    const bool ok = write_all(fds[1], head, sizeof head) && write_all(fds[1], &a.bound, sizeof a.bound) &&
-                    write_all(fds[1], a.x.data(), a.x.size() * sizeof(std::int64_t));
+    const bool ok = send_answer(fds[1], a.infeasible, a.proven_optimal, a.nodes, a.bound, a.x.data(),
+                                static_cast<std::int64_t>(a.x.size()));
     ::_exit(ok ? 0 : 1);
   }
   ::close(fds[1]);
