@@ -290,7 +290,7 @@ ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, Candid
                  "the MILP's solution stage by stage, offloading on demand" + how);
     }
   }
-  si.extra_seeds.push_back(o.milp_result.table);
+  si.extra_seeds.push_back({"the MILP's decisions", o.milp_result.table});
   si.local_search_budget *= 10;
   consider(schedule_ucplan(si), "the search seeded with the MILP's solution");
   return best;

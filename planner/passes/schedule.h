@@ -91,9 +91,14 @@ struct ScheduleInput {
   // Two-ended placement: what the forward pass keeps for the backward pass is placed from the
   // top of the arena down, everything else from the bottom up.
   bool two_ended = false;
-  // The ucplan search: more residency tables to start from (exact mode's MILP solution), and the
-  // work budget of its local search (simulated steps x 10 + arena blocks looked at).
-  std::vector<std::vector<Residency>> extra_seeds;
+  // The ucplan search: more residency tables to start from, the last first (exact mode's MILP
+  // solution; the best plan without offload, for the branches with), and the work budget of its
+  // local search (simulated steps x 10 + arena blocks looked at).
+  struct Seed {
+    std::string name;
+    std::vector<Residency> table;
+  };
+  std::vector<Seed> extra_seeds;
   std::int64_t local_search_budget = 2'500'000;
   // A search abandons a candidate whose round already takes longer than this (the best found).
   std::int64_t abandon_after_ns = std::numeric_limits<std::int64_t>::max();
