@@ -481,11 +481,13 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
 // gives a slower plan than forbidding it; each with moDNN's placement and with two-ended placement.
 // The branches without offload run first; the better of their plans is the first seed of the
 // branches with offload, whose search then starts from a plan that needs no copy and adds copies
-// where they pay. Measured on resnet20, resnet50 and densenet40 b64 at 100 to 25 % of the peak
-// (36 points on model:h100 and model:v100): the sum of overheads 476.1 instead of 486.0 points,
-// more than 1 point behind exact mode 8 times instead of 13, in the same time on 2 cores (the two
-// phases take a core per branch each, as the four branches did). A seed from both branches
-// without offload, or from the one with the same placement, measured worse.
+// where they pay. Measured on resnet20, resnet50 and densenet40 b64, model:h100 and model:v100:
+// at 100 / 85 / 70 / 50 / 35 / 25 % of the peak the overheads sum to 476.1 points instead of
+// 486.0, and at 90 / 80 / 60 / 45 / 40 / 30 % to 420.6 instead of 429.6, in the same time on 2
+// cores (each phase runs two branches side by side, as the four did). Single points move both
+// ways, by up to 5.4 points (the search is chaotic in its start); the sums are what improved. A
+// seed from both branches without offload, or from the one with the same placement, measured
+// 2.3 and 1.8 points worse on model:h100's 18 points.
 ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out, ScheduleResult* kept,
                                std::vector<Residency>* kept_table) {
   if (kept) *kept = ScheduleResult{};
@@ -511,8 +513,6 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       branches.push_back(std::move(b));
     }
   }
-  // The branches share nothing but const inputs: they run on as many threads as there are cores,
-  // and are merged in a fixed order, so the result does not depend on the threads.
   // The branches of a phase share nothing but const inputs: they run on as many threads as there
   // are cores, and are merged in a fixed order, so the result does not depend on the threads.
   auto run_phase = [](const std::vector<Branch*>& phase) {
