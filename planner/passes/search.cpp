@@ -37,8 +37,8 @@ struct Placement {
 
 // A residency table run with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain, offload on demand),
 // abandoned as soon as it cannot beat `best` (branch and bound). The search's simulations leave
-// out the plan's record (ScheduleInput::record_plan); its winner is simulated again with it
-// (recorded()).
+// out the plan's record (ScheduleInput::record_plan); the winner of all branches is simulated
+// again with it (recorded(), in schedule_ucplan).
 ScheduleResult simulate_ucplan_table(const ScheduleInput& in, const std::vector<Residency>& table, Placement placement,
                                      const ScheduleResult& best, bool record_plan = false) {
   auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, in.offload);
@@ -58,7 +58,9 @@ ScheduleResult recorded(const ScheduleInput& in, const std::vector<Residency>& t
   ScheduleResult again = simulate_ucplan_table(in, table, placement, ScheduleResult{}, true);
   UCPLAN_CHECK(again.ok && again.round_ns == r.round_ns && again.arena_bytes == r.arena_bytes,
                "a table simulated again with the plan's record gives the same schedule");
-  again.work = r.work;
+  again.work = r.work;  // the search's bookkeeping, which a simulation does not set
+  again.best_fit = r.best_fit;
+  again.two_ended = r.two_ended;
   return again;
 }
 
@@ -466,7 +468,6 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
     }
   }
   if (best.ok) refine_by_local_search(in, need, best, best_table, placement, log);
-  best = recorded(in, best_table, placement, std::move(best));
   best.candidates_skipped = skipped;
   best.best_fit = placement.best_fit;
   best.two_ended = placement.two_ended;
@@ -555,6 +556,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   std::vector<Residency> best_table;
   std::vector<ScheduleResult::Candidate> log;
   int skipped = 0;
+  const Branch* won = nullptr;
   for (Branch& b : branches) {
     for (auto& c : b.result.search_log) log.push_back({b.name + c.name, c.round_ns, c.why});
     skipped += b.result.candidates_skipped;
@@ -565,8 +567,11 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     if (better(b.result, best)) {
       best = std::move(b.result);
       best_table = std::move(b.table);
+      won = &b;
     }
   }
+  // Only the winner's plan is written out: it alone is simulated again with its record.
+  if (won) best = recorded(won->in, best_table, Placement{best.best_fit, best.two_ended}, std::move(best));
   // Offsets after scheduling (offsets.h) close most of the gaps the simulation's placement leaves,
   // so a schedule simulated with a little more room than the budget may fit it once its buffers
   // are placed again: the best decisions, and everything kept (moDNN), with 1/128 up to 1/8 more;
@@ -577,7 +582,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     if (!best.ok) break;
     auto strategy = make_table_strategy("ucplan", *table, PrefetchMode::Eq4, true, true, in.offload);
     for (int shift = 7; shift >= 3; --shift) {
-      ScheduleInput room = in;
+      ScheduleInput room = shared;  // the branches' statics
       room.budget_bytes = in.budget_bytes + (in.budget_bytes >> shift);
       room.best_fit = best.best_fit;
       room.two_ended = best.two_ended;
