@@ -8,6 +8,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <random>
 #include <set>
 
 #include "planner/model/errors.h"
@@ -20,6 +21,7 @@
 #include "planner/passes/remat_milp.h"
 #include "planner/ir/route.h"
 #include "planner/passes/search.h"
+#include "planner/passes/segments.h"
 #include "planner/passes/strategies.h"
 #include "planner/passes/simulator.h"
 #include "planner/check/verify.h"
@@ -1108,5 +1110,88 @@ TEST_SUITE("offsets after scheduling") {
         CHECK(max_bytes_in_use(p) <= r.after_bytes);
       }
     CHECK(applied > 0);
+  }
+}
+
+TEST_SUITE("checkpoints by dynamic programming") {
+  // Five 1 KiB links, all needed: the input, three droppable ones (10, 20 and 30 ns to redo) and
+  // the loss. Kept all: segment (3, 4] holds links 0-3 (4 KiB) + link 4 + two gradients of 1 KiB
+  // = 7 KiB, the peak. Link 1 dropped: (0, 2] holds link 0 + link 1 recomputed + link 2 + 2 =
+  // 5 KiB, (2, 3] holds links 0, 2 + 3 + 2 = 5 KiB, (3, 4] links 0, 2, 3 + 4 + 2 = 6 KiB: 10 ns.
+  // At 5 KiB nothing fits: every segment ending at the loss holds at least 2 + 1 + 2 KiB.
+  TEST_CASE("by hand: keep all at 7 KiB, drop the cheapest link at 6 KiB, nothing at 5 KiB") {
+    constexpr std::int64_t K = 1024;
+    std::vector<ChainLink> chain{
+        {K, 0, false, true}, {K, 10, true, true}, {K, 20, true, true}, {K, 30, true, true}, {K, 5, false, true}};
+    CHECK(chain_cost(chain, {1, 1, 1, 1, 1}, 7 * K).peak_bytes == 7 * K);
+    // One bucket per KiB, so that sizes are not rounded up.
+    CHECK(choose_checkpoints(chain, 7 * K, 16, 7) == std::vector<char>{1, 1, 1, 1, 1});
+    CHECK(choose_checkpoints(chain, 6 * K, 16, 6) == std::vector<char>{1, 0, 1, 1, 1});
+    CHECK(chain_cost(chain, {1, 0, 1, 1, 1}, 6 * K).redo_ns == 10);
+    CHECK(choose_checkpoints(chain, 5 * K, 16, 5).empty());
+    // All three dropped: stored, (0, 4] holds 1 + 3 recomputed + 1 + 2 = 7 KiB for 60 ns;
+    // streamed, 1 + 2 (a link and its input) + 1 + 2 = 6 KiB for 10 + 30 + 60 = 100 ns.
+    CHECK(chain_cost(chain, {1, 0, 0, 0, 1}, 7 * K).redo_ns == 60);
+    CHECK(chain_cost(chain, {1, 0, 0, 0, 1}, 6 * K).redo_ns == 100);
+    CHECK(chain_cost(chain, {1, 0, 0, 0, 1}, 6 * K).peak_bytes == 6 * K);
+  }
+
+  // Every keep vector of random chains of up to 12 links, judged by chain_cost: the dynamic
+  // program's choice has the least recomputation of those that fit, and fits itself. Sizes are
+  // whole units (memory / buckets), so its rounding is exact.
+  TEST_CASE("choose_checkpoints equals brute force over keep vectors") {
+    std::mt19937 rng(11);
+    constexpr std::int64_t kUnit = 1024;
+    int compared = 0, infeasible = 0, streamed = 0;
+    for (int trial = 0; trial < 3000; ++trial) {
+      const int n = 2 + static_cast<int>(rng() % 11);
+      std::vector<ChainLink> chain(n);
+      for (int i = 0; i < n; ++i) {
+        chain[i].bytes = kUnit * (1 + static_cast<std::int64_t>(rng() % 4));
+        chain[i].redo_ns = 1 + static_cast<std::int64_t>(rng() % 100);
+        chain[i].droppable = i > 0 && i < n - 1 && rng() % 6 != 0;
+        chain[i].needed = rng() % 5 != 0;
+      }
+      const std::int64_t memory = kUnit * (8 + static_cast<std::int64_t>(rng() % 20));
+      std::int64_t best = -1;
+      for (std::uint32_t mask = 0; mask < (1u << n); ++mask) {
+        std::vector<char> keep(n);
+        for (int i = 0; i < n; ++i) keep[i] = (mask >> i) & 1;
+        const ChainCost c = chain_cost(chain, keep, memory);
+        if (c.fits && (best < 0 || c.redo_ns < best)) best = c.redo_ns;
+      }
+      const std::vector<char> keep = choose_checkpoints(chain, memory, n, static_cast<int>(memory / kUnit));
+      CAPTURE(trial);
+      if (best < 0) {
+        CHECK(keep.empty());
+        ++infeasible;
+        continue;
+      }
+      REQUIRE(keep.size() == static_cast<std::size_t>(n));
+      const ChainCost c = chain_cost(chain, keep, memory);
+      CHECK(c.fits);
+      CHECK(c.redo_ns == best);
+      ++compared;
+      streamed += c.redo_ns > chain_cost(chain, keep, std::numeric_limits<std::int64_t>::max() / 4).redo_ns;
+    }
+    MESSAGE(compared, " compared, ", infeasible, " infeasible, ", streamed, " with a streamed segment");
+    // Every kind of instance occurs: with and without a fitting plan, with a streamed segment.
+    CHECK(compared > 1500);
+    CHECK(infeasible > 500);
+    CHECK(streamed > 30);
+  }
+
+  TEST_CASE("a run of dropped links is at most max_dropped long") {
+    std::vector<ChainLink> chain(10, ChainLink{1024, 7, true, true});
+    chain.front().droppable = chain.back().droppable = false;
+    // With little memory every inner link is dropped if it may be; two at most in a row here.
+    const std::vector<char> keep = choose_checkpoints(chain, 14 * 1024, 2);
+    REQUIRE(keep.size() == 10);
+    int run = 0;
+    for (char k : keep) {
+      run = k ? 0 : run + 1;
+      CHECK(run <= 2);
+    }
+    CHECK(chain_cost(chain, keep, 14 * 1024).fits);
   }
 }

@@ -10,9 +10,10 @@ namespace ucplan {
 
 // The ucplan strategy: moDNN scheduling (Eq. 4 prefetch, Eq. 5 gain, offload on demand) plus a
 // search over per-tensor residency decisions (keep / offload early / recompute) judged by the
-// simulator itself, seeded with the baselines' decisions, so its predicted time is never worse
-// than theirs. Four branches, on as many threads as there are cores: without and (if in.offload)
-// with offload, each with moDNN's placement and with two-ended placement
+// simulator itself, seeded with the baselines' decisions (so its predicted time is never worse
+// than theirs) and, in the branches without offload, with checkpoints chosen by dynamic
+// programming (segments.h) at several shares of the memory. Four branches, on as many threads as there are cores:
+// without and (if in.offload) with offload, each with moDNN's placement and with two-ended placement
 // (ScheduleInput::two_ended); those without offload first, the better of their plans seeding
 // those with; the fastest plan wins (in.quick: only the branch with offload as allowed and
 // moDNN's placement). Returns the best result found (and its decisions in `table`);
