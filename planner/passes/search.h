@@ -12,13 +12,14 @@ namespace ucplan {
 // search over per-tensor residency decisions (keep / offload early / recompute) judged by the
 // simulator itself, seeded with the baselines' decisions (so its predicted time is never worse
 // than theirs) and, in the branches without offload, with checkpoints chosen by dynamic
-// programming (segments.h) at several shares of the memory. Four branches, on as many threads as there are cores:
-// without and (if in.offload) with offload, each with moDNN's placement and with two-ended placement
-// (ScheduleInput::two_ended); those without offload first, the better of their plans seeding
-// those with; the fastest plan wins (in.quick: only the branch with offload as allowed and
-// moDNN's placement). Returns the best result found (and its decisions in `table`);
-// `kept`, if given, receives the best of the branches without offload (and `kept_table` its
-// decisions), which exact mode reads back as the MILP's first incumbent.
+// programming (segments.h) at several shares of the memory. Four branches, on as many threads
+// as there are cores: without and (if in.offload) with offload, each with moDNN's placement and
+// with two-ended placement (ScheduleInput::two_ended); those without offload first, the better
+// of their plans seeding those with; the fastest plan wins (in.quick: only the branch with
+// offload as allowed and moDNN's placement, seeded by the dynamic programming too). Returns the
+// best result found (and its decisions in `table`); `kept`, if given, receives the best of the
+// branches without offload (and `kept_table` its decisions), which exact mode reads back as the
+// MILP's first incumbent.
 ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table = nullptr,
                                ScheduleResult* kept = nullptr, std::vector<Residency>* kept_table = nullptr);
 

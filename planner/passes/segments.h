@@ -41,14 +41,17 @@ struct ChainCost {
 };
 ChainCost chain_cost(const std::vector<ChainLink>& chain, const std::vector<char>& keep, std::int64_t memory_bytes);
 
-// The keep vector of least chain_cost redo_ns that fits `memory_bytes` (ties: least held), with at most `max_dropped`
-// consecutive dropped links; empty if none fits. Exact when every size is a multiple of memory_bytes / buckets;
-// otherwise sizes are rounded up to that unit, so the answer always fits. O(links x max_dropped x buckets).
+// The keep vector of least chain_cost redo_ns that fits `memory_bytes` (ties: least held), with
+// at most `max_dropped` consecutive dropped links; empty if none fits. Held links are counted in
+// units of memory_bytes / buckets (rounded up): exact when their sizes are whole units, and the
+// answer always fits. O(links x max_dropped x buckets).
 std::vector<char> choose_checkpoints(const std::vector<ChainLink>& chain, std::int64_t memory_bytes,
                                      int max_dropped = 16, int buckets = 256);
 
-// The route as a chain (one link per route position, costs at costs.sub_batch), and the table
-// of choose_checkpoints at `memory_bytes` for the activations beyond weights (empty if none fits).
+// The route as a chain (one link per route position, sizes and times at costs.sub_batch), and
+// the residency table of choose_checkpoints for `memory_bytes` left to activations (empty if
+// none fits): dropped links recomputed, every other tensor kept, segments bounded as
+// bound_segments() bounds them.
 std::vector<ChainLink> route_chain(const Graph& g, const TaskGraph& tg, const CostTable& costs);
 std::vector<Residency> checkpoint_table(const Graph& g, const TaskGraph& tg, const std::vector<ChainLink>& chain,
                                         std::int64_t memory_bytes);
