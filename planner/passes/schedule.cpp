@@ -1133,9 +1133,10 @@ ScheduleResult Scheduler::run() {
       const Task& t = tg_.tasks[order_[pos_]];
       res_.failure = strategy_.evict_on_demand()
                          ? fmt::format(
-                               "{} of layer {} does not fit even after everything else was offloaded (with the "
+                               "{} of layer {} does not fit even after everything else was {} (with the "
                                "inputs its recomputation needs at once)",
-                               task_kind_name(t.kind), g_.layers[t.layer].name())
+                               task_kind_name(t.kind), g_.layers[t.layer].name(),
+                               strategy_.may_offload() ? "offloaded" : "dropped that may be recomputed")
                          : fmt::format("out of memory at {} of layer {} (this strategy does not offload on demand)",
                                        task_kind_name(t.kind), g_.layers[t.layer].name());
       return res_;

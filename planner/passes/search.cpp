@@ -492,6 +492,13 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
     }
   }
   if (best.ok) refine_by_local_search(in, need, best, best_table, placement, log);
+  if (!best.ok) {  // why: moDNN's (everything kept, evicted on demand), else the first reason logged
+    auto failed =
+        std::find_if(log.begin(), log.end(), [](const auto& c) { return c.name == "moDNN" && !c.why.empty(); });
+    if (failed == log.end())
+      failed = std::find_if(log.begin(), log.end(), [](const auto& c) { return !c.why.empty(); });
+    best.failure = failed != log.end() ? failed->why : "no residency table fits the budget";
+  }
   best.candidates_skipped = skipped;
   best.best_fit = placement.best_fit;
   best.two_ended = placement.two_ended;
@@ -605,6 +612,13 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       won = &b;
     }
   }
+  // No plan: the reason of the branch with offload as asked and moDNN's placement (the first such).
+  if (!won)
+    for (const Branch& b : branches)
+      if (b.in.offload == in.offload && !b.in.two_ended) {
+        best.failure = b.result.failure;
+        break;
+      }
   // Only the winner's plan is written out: it alone is simulated again with its record.
   if (won) best = recorded(won->in, best_table, Placement{best.best_fit, best.two_ended}, std::move(best));
   // Offsets after scheduling (offsets.h) close most of the gaps the simulation's placement leaves,
