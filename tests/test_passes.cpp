@@ -1118,7 +1118,9 @@ TEST_SUITE("checkpoints by dynamic programming") {
   // the loss. Kept all: segment (3, 4] holds links 0-3 (4 KiB) + link 4 + two gradients of 1 KiB
   // = 7 KiB, the peak. Link 1 dropped: (0, 2] holds link 0 + link 1 recomputed + link 2 + 2 =
   // 5 KiB, (2, 3] holds links 0, 2 + 3 + 2 = 5 KiB, (3, 4] links 0, 2, 3 + 4 + 2 = 6 KiB: 10 ns.
-  // At 5 KiB nothing fits: every segment ending at the loss holds at least 2 + 1 + 2 KiB.
+  // At 5 KiB none of the 8 keep vectors fits: each has a segment of at least 6 KiB (dropping a
+  // link trades a held link for a recomputed one of the same size, or one that streams with its
+  // input).
   TEST_CASE("by hand: keep all at 7 KiB, drop the cheapest link at 6 KiB, nothing at 5 KiB") {
     constexpr std::int64_t K = 1024;
     std::vector<ChainLink> chain{
