@@ -156,10 +156,8 @@ void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleRes
   for (int pass = 0; pass < kMaxPasses && spent <= budget; ++pass) {
     std::vector<Move> moves;
     for (int t = 0; t < nt; ++t) {
+      if (!recomputable(g, tg, t) || (focus && !(*focus)[t])) continue;
       const Tensor& x = tg.tensors[t];
-      if (x.kind != TensorKind::Activation || x.layer == 0 || x.host_input) continue;
-      if (g.layers[x.layer].type() == LayerType::SoftmaxLoss) continue;
-      if (focus && !(*focus)[t]) continue;
       const Residency r = best_table[t];
       const double bytes = static_cast<double>(x.bytes(costs.sub_batch));
       const double redo = static_cast<double>(std::max<std::int64_t>(redo_ns(t), 1));
@@ -219,12 +217,8 @@ void refine_by_local_search(const ScheduleInput& in, const std::vector<char>& ne
   std::int64_t spent = 0;
   descend(in, need, best, best_table, placement, log, spent, "local search");
   std::vector<int> movable;
-  for (int t = 0; t < static_cast<int>(tg.tensors.size()); ++t) {
-    const Tensor& x = tg.tensors[t];
-    if (x.kind == TensorKind::Activation && x.layer != 0 && !x.host_input && need[t] &&
-        g.layers[x.layer].type() != LayerType::SoftmaxLoss)
-      movable.push_back(t);
-  }
+  for (int t = 0; t < static_cast<int>(tg.tensors.size()); ++t)
+    if (recomputable(g, tg, t) && need[t]) movable.push_back(t);
   if (movable.size() < 2) return;
   std::uint64_t state = 0x2545F4914F6CDD1DULL;
   auto next = [&state](std::uint64_t n) {  // SplitMix64 (Steele, Lea and Flood 2014), uniform enough for kicks
@@ -269,7 +263,10 @@ void refine_by_local_search(const ScheduleInput& in, const std::vector<char>& ne
     log.push_back({fmt::format("iterated local search: {} kicks, {} kept", kicks, kept), best.round_ns, ""});
 }
 
-ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* table_out) {
+// `checkpoints`: the tables of segments.h (schedule_ucplan's, the same for every branch), tried
+// before the fixed seeds.
+ScheduleResult search_ucplan(const ScheduleInput& in, const std::vector<ScheduleInput::Seed>& checkpoints,
+                             std::vector<Residency>* table_out) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
   const CostTable& costs = *in.costs;
@@ -280,15 +277,10 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
   std::vector<Residency> best_table;
   Placement placement{false, in.two_ended};  // the one the best was found with
   auto run = [&](const std::vector<Residency>& table) { return simulate_ucplan_table(in, table, placement, best); };
-  // Every activation but the input and the loss may be recomputed, convolutions included: on a
-  // fast device re-running a conv (microseconds) beats copying its output back over PCIe
+  // Every activation but the input and the loss may be recomputed (recomputable()), convolutions
+  // included: on a fast device re-running a conv (microseconds) beats copying its output back over PCIe
   // (tens of microseconds a MiB). SuperNeurons §3.4 keeps conv outputs as checkpoints; the
   // segment bound (bound_segments) keeps chains through them from growing without bound.
-  auto recomputable = [&](int t) {
-    const Tensor& x = tg.tensors[t];
-    if (x.kind != TensorKind::Activation || x.layer == 0 || x.host_input) return false;
-    return g.layers[x.layer].type() != LayerType::SoftmaxLoss;
-  };
   auto redo_ns = [&](int t) { return forward_ns(tg, costs, t); };
   auto copy_back_ns = [&](int t) { return costs.h2d_ns(tg.tensors[t].bytes(costs.sub_batch)); };
   // Recomputing y needs its producer's inputs later; an input that nothing else needs then
@@ -299,7 +291,7 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
       const int y = tg.y_of[*it];
       if (*it == 0 || table[y] != Residency::Recompute) continue;
       for (int x : tg.tasks[costs.forward_task[*it]].reads)
-        if (!need[x] && recomputable(x) && table[x] == Residency::Keep && redo_ns(x) < copy_back_ns(x))
+        if (!need[x] && recomputable(g, tg, x) && table[x] == Residency::Keep && redo_ns(x) < copy_back_ns(x))
           table[x] = Residency::Recompute;
     }
     bound_segments(g, tg, table);
@@ -325,7 +317,7 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
     const Tensor& x = tg.tensors[t];
     if (x.kind == TensorKind::Activation && need[t] && sn_offload[t] == Residency::Keep && x.layer != 0)
       sn_offload[t] = Residency::Offload;
-    if (recomputable(t) && need[t] && redo_ns(t) < copy_back_ns(t)) cheap[t] = Residency::Recompute;
+    if (recomputable(g, tg, t) && need[t] && redo_ns(t) < copy_back_ns(t)) cheap[t] = Residency::Recompute;
   }
   close_segments(cheap);
   bound_segments(g, tg, sn_offload);
@@ -338,32 +330,17 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
     const std::vector<char> keep = sqrt_checkpoints(g, tg, stride);
     std::vector<Residency> table(nt, Residency::Keep);
     for (int t = 0; t < nt; ++t)
-      if (recomputable(t) && !keep[t]) table[t] = Residency::Recompute;
+      if (recomputable(g, tg, t) && !keep[t]) table[t] = Residency::Recompute;
     bound_segments(g, tg, table);
     seeds.push_back(std::move(table));
     seed_names.push_back(fmt::format("checkpoint every {} articulation point(s)", stride));
   }
-  // Checkpoints chosen by dynamic programming (segments.h) for a share of the memory beyond the
-  // weights: the model leaves out workspace and fragmentation, so several shares are tried, the
-  // simulator judging each. At tight budgets these fit where the fixed strides above do not
-  // (resnet50 b64 at 35 % of the peak: the best seed 242 ms per round instead of 261 ms, on
-  // model:v100). Measured on resnet20, resnet50 and densenet40 b64, model:h100 and model:v100: at
-  // 100 / 85 / 70 / 50 / 35 / 25 % of the peak the overheads sum to 464.3 points instead of 476.1,
-  // at 90 / 80 / 60 / 45 / 40 / 30 % to 394.1 instead of 420.6; of the 72 points 43 improved and
-  // 13 got worse (by up to 2.1 points; the best by 5.4). Only the branches without offload (and
-  // a quick search's one branch) take them: in those with offload, which start from the best plan
-  // without, they changed the sums by 0.2 points at some cost in time.
   std::vector<std::size_t> dp_seeds;
-  if (!in.offload || in.quick) {
-    const std::vector<ChainLink> chain = route_chain(g, tg, costs);
-    const std::int64_t room = in.budget_bytes - tg.resident_bytes();
-    for (int percent : {100, 90, 80, 70, 60, 50, 40, 30}) {
-      std::vector<Residency> table = checkpoint_table(g, tg, chain, room / 100 * percent);
-      if (table.empty() || std::find(seeds.begin(), seeds.end(), table) != seeds.end()) continue;
-      dp_seeds.push_back(seeds.size());
-      seeds.push_back(std::move(table));
-      seed_names.push_back(fmt::format("checkpoints by dynamic programming, {} % of the memory", percent));
-    }
+  for (const ScheduleInput::Seed& c : checkpoints) {
+    if (std::find(seeds.begin(), seeds.end(), c.table) != seeds.end()) continue;
+    dp_seeds.push_back(seeds.size());
+    seeds.push_back(c.table);
+    seed_names.push_back(c.name);
   }
 
   // Improvement from a table: what the simulation had to offload on demand is offloaded early
@@ -397,7 +374,7 @@ ScheduleResult search_ucplan(const ScheduleInput& in, std::vector<Residency>* ta
       std::vector<Residency> redo = table;
       changed = false;
       for (int t = 0; t < nt; ++t) {
-        if (!recomputable(t) || redo[t] == Residency::Recompute) continue;
+        if (!recomputable(g, tg, t) || redo[t] == Residency::Recompute) continue;
         const bool moved = redo[t] == Residency::Offload || result.evicted_dirty[t];
         if (moved && (redo_ns(t) < copy_back_ns(t) || result.stall_by_tensor[t] > redo_ns(t))) {
           redo[t] = Residency::Recompute;
@@ -543,6 +520,27 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   const std::int64_t layers = std::max<std::int64_t>(1, static_cast<std::int64_t>(in.tasks->route.size()));
   shared.local_search_budget =
       in.local_search_budget / layers * std::clamp(kReferenceLayers, layers, kMaxBudgetScale * layers);
+  // Checkpoints chosen by dynamic programming (segments.h) for a share of the memory beyond the
+  // weights: the model leaves out workspace and fragmentation, so several shares are tried, the
+  // simulator judging each. At tight budgets these fit where search_ucplan's fixed strides do not
+  // (resnet50 b64 at 35 % of the peak: the best seed 242 ms per round instead of 261 ms, on
+  // model:v100). Measured on resnet20, resnet50 and densenet40 b64, model:h100 and model:v100: at
+  // 100 / 85 / 70 / 50 / 35 / 25 % of the peak the overheads sum to 464.3 points instead of 476.1,
+  // at 90 / 80 / 60 / 45 / 40 / 30 % to 394.1 instead of 420.6; of the 72 points 43 improved and
+  // 13 got worse (by up to 2.1 points; the best by 5.4). Only the branches without offload (and
+  // a quick search's one branch) take them: in those with offload, which start from the best plan
+  // without, they changed the sums by 0.2 points at some cost in time.
+  // Computed once here: they depend on the budget and the costs, not on the branch.
+  std::vector<ScheduleInput::Seed> checkpoints;
+  const std::vector<ChainLink> chain = route_chain(*in.graph, *in.tasks, *in.costs);
+  const std::int64_t for_activations = in.budget_bytes - in.tasks->resident_bytes();
+  for (int percent : {100, 90, 80, 70, 60, 50, 40, 30}) {
+    std::vector<Residency> table = checkpoint_table(*in.graph, *in.tasks, chain, for_activations / 100 * percent);
+    if (!table.empty())
+      checkpoints.push_back(
+          {fmt::format("checkpoints by dynamic programming, {} % of the memory", percent), std::move(table)});
+  }
+  const std::vector<ScheduleInput::Seed> no_checkpoints;
   for (const bool offload : {false, true}) {
     if (offload != in.offload && (in.quick || offload)) continue;
     for (const bool two_ended : {false, true}) {
@@ -558,7 +556,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   }
   // The branches of a phase share nothing but const inputs: they run on as many threads as there
   // are cores, and are merged in a fixed order, so the result does not depend on the threads.
-  auto run_phase = [](const std::vector<Branch*>& phase) {
+  auto run_phase = [&](const std::vector<Branch*>& phase) {
     if (phase.empty()) return;
     const std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, phase.size());
     std::vector<std::thread> pool;
@@ -571,7 +569,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       for (std::size_t i; (i = next++) < phase.size();) {
         try {
           Branch& b = *phase[i];
-          b.result = search_ucplan(b.in, &b.table);
+          b.result = search_ucplan(b.in, !b.in.offload || b.in.quick ? checkpoints : no_checkpoints, &b.table);
         } catch (...) {
           std::lock_guard<std::mutex> lock(failure_mutex);
           if (!failure) failure = std::current_exception();

@@ -137,8 +137,7 @@ std::vector<ChainLink> route_chain(const Graph& g, const TaskGraph& tg, const Co
       const Tensor& x = tg.tensors[y];
       link.bytes = align_up(x.bytes(costs.sub_batch));
       link.needed = need[y];
-      link.droppable =
-          x.kind == TensorKind::Activation && l != 0 && !x.host_input && g.layers[l].type() != LayerType::SoftmaxLoss;
+      link.droppable = recomputable(g, tg, y);
     }
     if (costs.forward_task[l] >= 0) link.redo_ns = costs.tasks[costs.forward_task[l]].time_ns;
     chain.push_back(link);

@@ -73,6 +73,12 @@ std::vector<char> backward_needed(const TaskGraph& tg) {
   return need;
 }
 
+bool recomputable(const Graph& g, const TaskGraph& tg, int t) {
+  const Tensor& x = tg.tensors[t];
+  return x.kind == TensorKind::Activation && x.layer != 0 && !x.host_input &&
+         g.layers[x.layer].type() != LayerType::SoftmaxLoss;
+}
+
 // Chen et al. 2016's sqrt(N) checkpoints: among the route positions where a single activation
 // carries everything forward (articulation points, so a segment can be recomputed from it
 // alone), keep about every sqrt(N)-th (or every stride-th, if stride > 0) and recompute the rest.

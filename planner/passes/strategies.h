@@ -37,6 +37,9 @@ ScheduleResult simulate_staged(const ScheduleInput& in, const StagedPlan& plan, 
 std::vector<Residency> baseline_table(const std::string& name, const Graph& g, const TaskGraph& tg);
 // Tensors read by some backward task: the only ones worth offloading or recomputing.
 std::vector<char> backward_needed(const TaskGraph& tg);
+// Whether tensor t may be dropped and recomputed: an activation, but not the input's, a host
+// input or the loss's.
+bool recomputable(const Graph& g, const TaskGraph& tg, int t);
 // Chen et al. 2016's checkpoints, per tensor: 1 where a segment boundary is kept, every
 // stride-th articulation point (stride 0: about every sqrt(N)-th).
 std::vector<char> sqrt_checkpoints(const Graph& g, const TaskGraph& tg, int stride = 0);
