@@ -12,7 +12,10 @@ benchmarks/results/gpu-h100.md (a section of RESULTS.md):
   C. PyTorch on the same device (eager, activation checkpointing, save_on_cpu) beside the plans;
   D. mu-cuDNN's micro-batching (WR 64 MiB, undivided vs powerOfTwo) on whole iterations: AlexNet,
      ResNet-18, and DeepBench's 94 forward convolutions from their measured profiles;
-  E. the model:h100 profile against the measured one, kernel by kernel and whole iterations.
+  E. the model:h100 profile against the measured one, kernel by kernel and whole iterations;
+  F. plan quality on the device (RESULTS/plan-quality/, scripts/gpu-plan-quality.sh): the default, exact mode
+     and every baseline from a measured profile at shares of the liveness peak, replayed side by side; and
+     the first session's plans beside today's at the same budgets.
 Every number here is MEASURED on the GPU except where a row says predicted or modelled. Parts D and
 E call the CLI of BUILD (conv-only reports and model profiles); nothing runs on a GPU.
 """
@@ -341,6 +344,92 @@ def part_model(cli, profiles_dir, runs, w, out):
     out.summary["model_over_measured_median"] = median(allr)
 
 
+# --- F. Plan quality on the device -----------------------------------------------------------------
+
+QUALITY_STRATEGIES = ["ucplan", "exact", "keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"]
+
+
+def measured_pair(quality, name):
+    """The two rounds' medians (s) of one plan's runs, or None when it has none."""
+    paths = [os.path.join(quality, f"run-{name}-{r}.json") for r in "ab"]
+    if not all(os.path.exists(p) for p in paths):
+        return None
+    return [load(p)["median_seconds"] for p in paths]
+
+
+def part_plan_quality(quality, out):
+    plans = load(os.path.join(quality, "plans.json"))
+    shares = sorted({int(n.rsplit("-", 1)[1]) for n in plans if not n.startswith("side-")}, reverse=True)
+    rows, spread, measured, rounds = [], [], {}, {}
+    for share in shares:
+        row = [f"{share} %"]
+        for st in QUALITY_STRATEGIES:
+            name = f"{st}-{share}"
+            pair = measured_pair(quality, name) if name in plans else None
+            if pair is None:
+                row.append("no plan")
+                continue
+            m = sum(pair) / 2
+            measured[(share, st)] = m
+            rounds[(share, st)] = pair
+            spread.append(abs(pair[0] - pair[1]) / min(pair))
+            ideal = plans[name]["summary"]["ideal_ns"] / 1e9
+            pred = plans[name]["summary"]["predicted_ns"] / 1e9
+            row.append(f"{ms(m)} ({ms(pred)}) {100 * (m / ideal - 1):+.1f} %")
+        rows.append(row)
+    # The verdicts, from the measurements alone.
+    lost = [(s, st, measured[(s, st)], measured[(s, "ucplan")]) for (s, st) in measured
+            if st not in ("ucplan", "exact") and measured[(s, st)] < measured[(s, "ucplan")]]
+    # Slower with more budget: every run of the smaller budget faster than every run of the larger one.
+    non_monotone = [(st, a, b) for st in QUALITY_STRATEGIES for a, b in zip(shares, shares[1:])
+                    if (a, st) in rounds and (b, st) in rounds and max(rounds[(b, st)]) < min(rounds[(a, st)])]
+    gaps = [(s, measured[(s, "exact")] - measured[(s, "ucplan")]) for s in shares if (s, "exact") in measured]
+    some = next(iter(plans.values()))
+    prof = load(os.path.join(quality, "profile-resnet50-b64.json"))
+    s = ["### F. Plan quality on the device: the default, exact mode and every baseline\n",
+         f"ResNet-50 batch {some['options']['batch']} on a profile measured on the device "
+         f"(`{rel(os.path.join(quality, 'profile-resnet50-b64.json'))}`, {prof['date']}), compiled here by "
+         "`scripts/gpu-plan-quality.sh compile` at shares of the liveness peak (the arena's budget; exact mode with "
+         "`--time-limit 60s`) and replayed there by `scripts/gpu-plan-quality.sh run`: `ucplan run --device cuda "
+         "--iterations 20 --json`, every plan twice, the second round in reverse order. Each cell: MEASURED ms (the "
+         "mean of the two rounds' medians), the predicted ms in brackets, and the measured overhead over the plan's "
+         f"ideal ({ms(some['summary']['ideal_ns'] / 1e9)} ms: every kernel at its fastest measured configuration, "
+         "nothing recomputed or waited for). keep-all has no plan at these budgets: the liveness peak leaves no room "
+         "for workspaces.\n",
+         table(["share of the liveness peak"] + QUALITY_STRATEGIES, rows, "l" + "r" * len(QUALITY_STRATEGIES)),
+         f"\nThe two rounds differ by at most {100 * max(spread):.1f} % (median {100 * median(spread):.2f} %). "
+         + ("The default is faster than every baseline at every share, measured. " if not lost else
+            "Baselines faster than the default, measured: " + ", ".join(
+                f"{st} at {sh} % ({ms(a)} vs {ms(b)} ms)" for sh, st, a, b in lost) + ". ")
+         + ("No column is slower with more budget, measured (no pair where both runs of the smaller budget beat both "
+            "of the larger). " if not non_monotone else
+            "Slower with more budget (both runs of the smaller budget faster than both of the larger): " + ", ".join(
+                f"{st} {a} -> {b} %" for st, a, b in non_monotone) + ". ")
+         + "Exact mode minus the default, measured: " + ", ".join(f"{sh} %: {1e3 * g:+.1f} ms" for sh, g in gaps)
+         + " (negative: exact mode faster)."]
+    # Side by side at batch 128: the plans of the first GPU session's planner, today's default, exact mode.
+    side = sorted({n.split("-")[2] for n in plans if n.startswith("side-")}, key=int)
+    srows = []
+    for share in side:
+        cells = [f"{share} %"]
+        for who in ("old", "new", "exact"):
+            name = f"side-{who}-{share}"
+            pair = measured_pair(quality, name)
+            summ = plans[name]["summary"]
+            cells.append(f"{ms(sum(pair) / 2)} ({ms(summ['predicted_ns'] / 1e9)}), "
+                         f"{fmt_bytes(summ['offload_bytes'])} offloaded")
+        srows.append(cells)
+    if srows:
+        s += ["\nThe same measured ResNet-50 b128 profile as part A (`profiles/h100/resnet50-b128.json`), at the arena "
+              "budgets of part A's 25 % and 50 % plans: part A's plans (`old`, the planner of the first GPU session), "
+              "today's default (`new`) and exact mode (`--time-limit 60s`), replayed side by side in one call, "
+              "interleaved (old, new, exact, then exact, new, old). MEASURED ms (mean of the two rounds' medians of 20), "
+              "predicted in brackets:\n",
+              table(["share of keep-all's peak", "old default", "today's default", "exact mode"], srows, "lrrr")]
+    out.sections.append("\n".join(s))
+    out.summary["plan_quality_lost_to_baselines"] = len(lost)
+
+
 class Out:
     def __init__(self):
         self.sections, self.summary = [], {}
@@ -371,6 +460,9 @@ def main():
     part_torch(a.results, runs, out)
     part_mu(cli, a.results, a.profiles, w, out)
     part_model(cli, a.profiles, runs, w, out)
+    quality = os.path.join(a.results, "plan-quality")
+    if os.path.isdir(quality):
+        part_plan_quality(quality, out)
     head = [f"## gpu_results.py: ucplan on an {dev['name']} (MEASURED)\n",
             f"`python3 benchmarks/gpu_results.py {rel(a.build)}` reads what a GPU session brought back: "
             f"`{rel(a.results)}/` (plans, `ucplan run --json` reports, traces, PyTorch runs, the validation report) "
@@ -380,7 +472,7 @@ def main():
             f"TF32; measured on {date}. The measurements: `scripts/gpu-validate.sh` (validation, "
             f"`{rel(a.results)}/validation-report.md`), `scripts/gpu-measure.sh OUT resnet50:128:100,50,25 "
             f"vgg16:64:100,50,25 alexnet:256:100 resnet18:128:none resnet20:64:none` and the mu-cuDNN and DeepBench "
-            f"runs of part D. This script took {time.perf_counter() - t0:.0f} s.\n"]
+            f"runs of part D; part F's plan-quality runs came from a later session (its own date below). This script took {time.perf_counter() - t0:.0f} s.\n"]
     write_section("gpu-h100.md", "\n".join(head) + "\n" + "\n\n".join(out.sections))
     print(json.dumps(out.summary, indent=1))
 

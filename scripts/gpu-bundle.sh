@@ -5,7 +5,7 @@
 #   lib/       every library they load that is not glibc's or the NVIDIA driver's: fmt, CBC/Clp/Osi/
 #              CoinUtils/Cgl, OpenBLAS + LAPACK, libgfortran, libquadmath, libstdc++, libgcc_s, zlib,
 #              bzip2, and the CUDA runtime (libcudart.so.13, the one the binaries were built with)
-#   networks/, schemas/, scripts/ (gpu-validate.sh, gpu-measure.sh), benchmarks/torch_side_by_side.py;
+#   networks/, schemas/, scripts/ (gpu-validate.sh, gpu-measure.sh, gpu-plan-quality.sh), benchmarks/torch_side_by_side.py;
 #              not the golden plans and
 #              profiles (the device makes its own, and the bundle must stay under the 64 MiB carry)
 #   env.sh     sourced by the launchers: LD_LIBRARY_PATH = lib/ + the cuDNN and cuBLAS it finds on
@@ -71,7 +71,7 @@ done
 
 cp -r "$root/networks" "$root/schemas" "$out/"
 mkdir -p "$out/scripts"
-cp "$root/scripts/gpu-validate.sh" "$root/scripts/gpu-measure.sh" "$root/scripts/validate_json.py" "$out/scripts/"
+cp "$root/scripts/gpu-validate.sh" "$root/scripts/gpu-measure.sh" "$root/scripts/gpu-plan-quality.sh" "$root/scripts/validate_json.py" "$out/scripts/"
 mkdir -p "$out/benchmarks"
 cp "$root/benchmarks/torch_side_by_side.py" "$out/benchmarks/"
 git -C "$root" rev-parse HEAD > "$out/VERSION" 2>/dev/null || echo unknown > "$out/VERSION"
