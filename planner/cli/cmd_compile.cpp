@@ -344,6 +344,11 @@ int run_compile(const CompileOptions& o) {
       const std::int64_t over = r.plan.arena_bytes + page_tables - (*budget - reserve);
       if (over <= 0 || in.budget_bytes - over <= 0) break;
       in.budget_bytes -= over;
+      // Exact mode's time limit is the whole compile's: a plan made again gets what is left of it
+      // (at least a second), not the whole limit once more.
+      if (in.options.time_limit_s > 0)
+        for (const auto& c : r.candidates)
+          if (c.milp) in.options.time_limit_s = std::max(1.0, in.options.time_limit_s - c.milp_result.seconds);
       r = make_plan(in);
     }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -179,6 +179,7 @@ struct Pipeline {
   std::int64_t modnn_b = 0;
   ScheduleResult best;
   std::int64_t best_b = 0;
+  double milp_seconds = 0;  // spent by this compile's MILP solves so far
 };
 
 // 1-2. Graph, route (SuperNeurons Alg. 1), tasks (moDNN's TDFG).
@@ -230,7 +231,7 @@ void build_costs(Pipeline& x) {
 // on-demand offload) and as a table leading the seeds of a second search with ten times the
 // local-search work. The fastest plan of all is kept, so exact mode is never slower than the
 // default.
-ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, CandidateOutcome& o) {
+ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOutcome& o) {
   const CompileInput& in = x.in;
   ScheduleInput si;
   si.graph = &x.g;
@@ -269,8 +270,13 @@ ScheduleResult schedule_candidate(const Pipeline& x, const CostTable& ct, Candid
     recorded = simulate_schedule(kept_in, *strategy);
   }
   o.milp = true;
-  o.milp_result = solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, x.opt.time_limit_s,
-                                   recorded.ok ? &recorded : nullptr, si.fixed_config);
+  // One limit for every MILP of the compile (one per sub-batch candidate): each gets what the
+  // earlier ones left, and at least a second, which is enough for CBC to return its first
+  // incumbent (the default's plan), so every candidate still gets a plan.
+  const double limit = x.opt.time_limit_s > 0 ? std::max(1.0, x.opt.time_limit_s - x.milp_seconds) : 0;
+  o.milp_result =
+      solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, limit, recorded.ok ? &recorded : nullptr, si.fixed_config);
+  x.milp_seconds += o.milp_result.seconds;
   if (o.milp_result.table.empty()) return best;
   // The MILP counts bytes, not where they go: the arena's fragmentation can defeat its solution,
   // so it is placed both ways (moDNN's first fit, two-ended). On-demand offload can rescue it too,

@@ -38,7 +38,7 @@ struct PlanOptions {
   WorkspaceOption workspace;
   SizesPolicy micro_batches = SizesPolicy::All;  // the sizes conv kernels may split into (mu-cuDNN §III-B)
   bool exact = false;                            // --solver exact (the ucplan strategy only)
-  double time_limit_s = 0;                       // exact: CBC's wall-clock limit, 0 for none
+  double time_limit_s = 0;                       // exact: the limit of all its MILPs together, 0: none
   bool offload = true;                           // --offload allowed (never: the ucplan strategy only)
   std::string loss_scale;                        // "" for the precision's default (precision.h)
   std::string dump_after;                        // "" or one of dump_stage_names()
