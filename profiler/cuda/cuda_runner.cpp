@@ -294,7 +294,10 @@ class CudaRunner final : public Runner {
         const double s = Event::seconds_between(start, end);
         if (r > 0) both.push_back(s);
       }
-      return median_of(both) < 1.3 * std::max(h2d, d2h);
+      // Two copy engines take ~1.0x the longer copy, one ~2x: the midpoint decides. (It was 1.3x, but
+      // an H100 measures 1.10-1.26x with two engines, PyTorch and this test alike, so one profile in
+      // a few said "not duplex" and its plans serialised every copy.)
+      return median_of(both) < 1.5 * std::max(h2d, d2h);
     } catch (const std::exception&) {
       if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
       return device_.async_engine_count() >= 2;  // what the hardware says, when it cannot be measured

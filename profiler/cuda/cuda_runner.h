@@ -15,7 +15,8 @@
 //
 // Transfers: pinned host buffers, cudaMemcpyAsync on one stream, median of 5 after a warm-up.
 // Duplex: 64 MiB host->device and device->host copies timed alone and together on two streams;
-// duplex when together < 1.3 x the longer one alone (two copy engines give ~1.0x, one ~2x).
+// duplex when together < 1.5 x the longer one alone (two copy engines give ~1.0x, one ~2x; an
+// H100 measures 1.10-1.26x).
 //
 // device(): kind "cuda"; name and memory from cudaGetDeviceProperties; peak_flops = SMs x peak
 // SM clock (cudaDevAttrClockRate) x FP32 lanes per SM (128 for Hopper, by compute capability; 0
