@@ -618,6 +618,27 @@ TEST_SUITE("plan quality") {
     }
   }
 
+  // A plan made again with less memory (cmd_compile, for the mapping of host buffers) keeps the
+  // bound an earlier MILP proved at the larger budget when it is the stronger one.
+  TEST_CASE("exact mode reports the stronger of its own bound and one proven at a larger budget") {
+    const Network net = load_network(resolve_network_path("resnet20"));
+    const Profile prof = model_profile(net, 64, "h100");
+    CompileInput in = input_for(net, prof, keep_all_peak(net, prof) * 40 / 100, "ucplan", "64");
+    in.options.exact = true;
+    in.options.time_limit_s = 1.0;  // feasible, not proven optimal: a bound below the solution
+    const CompileResult first = make_plan(in);
+    REQUIRE(first.candidates.size() == 1);
+    const RematMilpResult& m = first.candidates[0].milp_result;
+    REQUIRE(m.status == RematMilpResult::Status::feasible);
+    REQUIRE(m.bound_round_ns < m.solution_round_ns);
+    const std::int64_t known = m.bound_round_ns + (m.solution_round_ns - m.bound_round_ns) / 2;
+    in.milp_bounds[64] = known;
+    const CompileResult again = make_plan(in);
+    CHECK(again.candidates[0].milp_result.bound_round_ns == known);
+    in.milp_bounds[64] = 1;  // weaker than its own: its own stays
+    CHECK(make_plan(in).candidates[0].milp_result.bound_round_ns > 1);
+  }
+
   // ResNet-20 b64 on the H100 model: a 4 MiB activation takes ~90 µs over PCIe, re-running the
   // conv that made it 5-20 µs (issue 11's finding: the old search never recomputed convs).
   TEST_CASE("on a fast device conv outputs are recomputed rather than copied back over PCIe") {

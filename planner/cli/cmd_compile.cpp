@@ -346,9 +346,17 @@ int run_compile(const CompileOptions& o) {
       in.budget_bytes -= over;
       // Exact mode's time limit is the whole compile's: a plan made again gets what is left of it
       // (at least a second), not the whole limit once more.
-      if (in.options.time_limit_s > 0)
-        for (const auto& c : r.candidates)
-          if (c.milp) in.options.time_limit_s = std::max(1.0, in.options.time_limit_s - c.milp_result.seconds);
+      // Its bounds, proven at a larger budget, hold for the smaller one too.
+      for (const auto& c : r.candidates) {
+        if (!c.milp) continue;
+        if (in.options.time_limit_s > 0)
+          in.options.time_limit_s = std::max(1.0, in.options.time_limit_s - c.milp_result.seconds);
+        if (c.milp_result.status == RematMilpResult::Status::optimal ||
+            c.milp_result.status == RematMilpResult::Status::feasible) {
+          std::int64_t& known = in.milp_bounds[c.sub_batch];
+          known = std::max(known, c.milp_result.bound_round_ns);
+        }
+      }
       r = make_plan(in);
     }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

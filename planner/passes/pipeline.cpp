@@ -277,6 +277,10 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   o.milp_result =
       solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, limit, recorded.ok ? &recorded : nullptr, si.fixed_config);
   x.milp_seconds += o.milp_result.seconds;
+  if (auto known = in.milp_bounds.find(ct.sub_batch);
+      known != in.milp_bounds.end() && (o.milp_result.status == RematMilpResult::Status::optimal ||
+                                        o.milp_result.status == RematMilpResult::Status::feasible))
+    o.milp_result.bound_round_ns = std::max(o.milp_result.bound_round_ns, known->second);
   if (o.milp_result.table.empty()) return best;
   // The MILP counts bytes, not where they go: the arena's fragmentation can defeat its solution,
   // so it is placed both ways (moDNN's first fit, two-ended). On-demand offload can rescue it too,

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,10 @@ struct CompileInput {
   // --precision: must be the profile's (a profile is measured at one precision).
   Precision precision = Precision::FP32;
   PlanOptions options;
+  // Exact mode, per sub-batch: a proven lower bound on a recompute-only round from an earlier MILP
+  // at a larger budget (a plan made again with less memory, cmd_compile): it holds here too (less
+  // memory is never faster), so the plan reports the stronger of it and this compile's own.
+  std::map<std::int64_t, std::int64_t> milp_bounds;
 };
 
 struct CandidateOutcome {
