@@ -32,7 +32,8 @@ start=$(date +%s)
 # planned and verified; four replayed on the CPU) take minutes at sanitizer speed and run the code
 # that test_import and the executor tests already run here; the Release suite runs them. So do
 # the frontier and --dump-after scripts (dozens of whole compiles of resnet20 each, minutes here,
-# through the compile path that test_passes runs here too).
+# through the compile path that test_passes runs here too), and cli/exact_time_limit (two exact-mode
+# compiles, two minutes here, and it asserts a MILP's wall-clock time).
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" \
-  -E "fuzz/plan_mutator|inspect fast|cli/import_plan_check|cli/import_replay_check|cli/frontier|cli/dump_after")
+  -E "fuzz/plan_mutator|inspect fast|cli/import_plan_check|cli/import_replay_check|cli/frontier|cli/dump_after|cli/exact_time_limit")
 echo "sanitize: the test suite passed under ASan + UBSan in $(( $(date +%s) - start )) s"

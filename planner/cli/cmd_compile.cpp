@@ -345,12 +345,11 @@ int run_compile(const CompileOptions& o) {
       if (over <= 0 || in.budget_bytes - over <= 0) break;
       in.budget_bytes -= over;
       // Exact mode's time limit is the whole compile's: a plan made again gets what is left of it
-      // (at least a second), not the whole limit once more.
-      // Its bounds, proven at a larger budget, hold for the smaller one too.
+      // (at least a second, or the limit if shorter), not the whole limit once more; and the bounds
+      // its MILPs proved at the larger budget hold at the smaller one too.
       for (const auto& c : r.candidates) {
         if (!c.milp) continue;
-        if (in.options.time_limit_s > 0)
-          in.options.time_limit_s = std::max(1.0, in.options.time_limit_s - c.milp_result.seconds);
+        in.milp_seconds += c.milp_result.seconds;
         if (c.milp_result.status == RematMilpResult::Status::optimal ||
             c.milp_result.status == RematMilpResult::Status::feasible) {
           std::int64_t& known = in.milp_bounds[c.sub_batch];

@@ -139,9 +139,9 @@ int main(int argc, char** argv) {
                         "with --solver exact: the wall-clock limit of all the compile's MILP solves together (one per "
                         "sub-batch candidate, and again when a plan on a measured CUDA profile is made again to leave "
                         "room for the mapping of its host buffers), e.g. 60s or 2min (default: none, solve to "
-                        "optimality); each stops within a second of what is left of it (at least a second), then the "
-                        "search seeded with its solution runs; a plan made within a limit CBC reached may not be "
-                        "reproducible");
+                        "optimality); each stops within a second of what is left of it (at least a second, or the "
+                        "limit if shorter), then the search seeded with its solution runs; a plan made within a "
+                        "limit CBC reached may not be reproducible");
   c_compile->add_option("--offload", compile.offload,
                         "allowed (default: the ucplan search may copy activations to host memory and back) | never "
                         "(keep and recompute only; no plan is slower with allowed)");

@@ -271,9 +271,11 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   }
   o.milp = true;
   // One limit for every MILP of the compile (one per sub-batch candidate): each gets what the
-  // earlier ones left, and at least a second, which is enough for CBC to return its first
-  // incumbent (the default's plan), so every candidate still gets a plan.
-  const double limit = x.opt.time_limit_s > 0 ? std::max(1.0, x.opt.time_limit_s - x.milp_seconds) : 0;
+  // earlier ones left, and at least a second (or the whole limit, if shorter), which is enough for
+  // CBC to return its first incumbent (the default's plan), so every candidate still gets a plan.
+  const double spent = in.milp_seconds + x.milp_seconds;
+  const double limit =
+      x.opt.time_limit_s > 0 ? std::max(std::min(1.0, x.opt.time_limit_s), x.opt.time_limit_s - spent) : 0;
   o.milp_result =
       solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, limit, recorded.ok ? &recorded : nullptr, si.fixed_config);
   x.milp_seconds += o.milp_result.seconds;

@@ -69,6 +69,9 @@ struct CompileInput {
   // at a larger budget (a plan made again with less memory, cmd_compile): it holds here too (less
   // memory is never faster), so the plan reports the stronger of it and this compile's own.
   std::map<std::int64_t, std::int64_t> milp_bounds;
+  // Exact mode: the seconds earlier MILPs of the same compile took (a plan made again): they count
+  // against options.time_limit_s, which is the whole compile's.
+  double milp_seconds = 0;
 };
 
 struct CandidateOutcome {

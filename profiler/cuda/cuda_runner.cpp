@@ -295,8 +295,8 @@ class CudaRunner final : public Runner {
         if (r > 0) both.push_back(s);
       }
       // Two copy engines take ~1.0x the longer copy, one ~2x: the midpoint decides. (It was 1.3x, but
-      // an H100 measures 1.10-1.26x with two engines, PyTorch and this test alike, so one profile in
-      // a few said "not duplex" and its plans serialised every copy.)
+      // PyTorch measures 1.10-1.26x on an H100, two engines, and one of twelve profiles measured there
+      // in a session said "not duplex", so its plans serialised every copy.)
       return median_of(both) < 1.5 * std::max(h2d, d2h);
     } catch (const std::exception&) {
       if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
