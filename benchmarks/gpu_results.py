@@ -459,10 +459,10 @@ def part_copies(d, quality, out):
         trace = load(os.path.join(d, f"trace-{name}.json"))
         for (kind, how), (m, p, n) in sorted(copy_ratios(predicted[name], trace).items()):
             rows.append([name.replace("-", " at ") + " %", kind, how, n, ms(m), ms(p), f"{m / p:.3f}"])
-    with open(os.path.join(d, "torch-copies-beside-load.txt")) as f:
-        torch_lines = [line.strip() for line in f if line.strip()]
-    with open(os.path.join(d, "torch-duplex.txt")) as f:
-        duplex_lines = [line.strip() for line in f if line.strip()]
+    torch_lines = []
+    for name in ("torch-copies-beside-load.txt", "torch-duplex.txt"):
+        with open(os.path.join(d, name)) as f:
+            torch_lines += [line.strip() for line in f if line.strip()]
     loads = []
     for load_name, what in (("memset", "memsets over 256 MiB"), ("add", "element-wise adds over 2 x 128 MiB")):
         sub = os.path.join(d, load_name)
@@ -489,7 +489,7 @@ def part_copies(d, quality, out):
          table(["plan", "copy", "", "copies", "measured ms", "predicted ms", "ratio"], rows, "lllrrrr"),
          "\nSo copies are slower even alone. PyTorch on the device, independent of ucplan "
          "(`benchmarks/torch_copies_beside_load.py`, `benchmarks/torch_duplex.py`):\n",
-         "\n".join(f"    {line}" for line in torch_lines + duplex_lines),
+         "\n".join(f"    {line}" for line in torch_lines),
          "\nA device-to-host copy beside a memory-bound kernel runs at 50 GB/s instead of 55; host-to-device ones do "
          "not slow; both directions at once take 1.10-1.26x the longer alone (the profiler called a device duplex "
          "below 1.3x; now below 1.5x, the midpoint between two copy engines and one). Two tries at timing the "

@@ -40,40 +40,27 @@ def main():
         hd = torch.empty(n, pin_memory=True)
         dd = torch.ones(n, device=dev)
 
-        def up():
-            with torch.cuda.stream(a):
-                du.copy_(hu, non_blocking=True)
-            torch.cuda.current_stream().wait_stream(a)
+        def step(up, down, products):
+            """Issues the copies asked for on their own streams and `products` matrix products, then
+            makes the current stream wait for the copies."""
+            def run():
+                if up:
+                    with torch.cuda.stream(a):
+                        du.copy_(hu, non_blocking=True)
+                if down:
+                    with torch.cuda.stream(b):
+                        hd.copy_(dd, non_blocking=True)
+                for _ in range(products):
+                    torch.mm(x, x)
+                if up:
+                    torch.cuda.current_stream().wait_stream(a)
+                if down:
+                    torch.cuda.current_stream().wait_stream(b)
+            return run
 
-        def down():
-            with torch.cuda.stream(b):
-                hd.copy_(dd, non_blocking=True)
-            torch.cuda.current_stream().wait_stream(b)
-
-        def both():
-            with torch.cuda.stream(a):
-                du.copy_(hu, non_blocking=True)
-            with torch.cuda.stream(b):
-                hd.copy_(dd, non_blocking=True)
-            torch.cuda.current_stream().wait_stream(a)
-            torch.cuda.current_stream().wait_stream(b)
-
-        def both_compute():
-            with torch.cuda.stream(a):
-                du.copy_(hu, non_blocking=True)
-            with torch.cuda.stream(b):
-                hd.copy_(dd, non_blocking=True)
-            for _ in range(3):
-                torch.mm(x, x)
-            torch.cuda.current_stream().wait_stream(a)
-            torch.cuda.current_stream().wait_stream(b)
-
-        def compute():
-            for _ in range(3):
-                torch.mm(x, x)
-
-        r = {k: timed(f) for k, f in [("h2d", up), ("d2h", down), ("both", both), ("both+compute", both_compute),
-                                      ("compute", compute)]}
+        kinds = [("h2d", step(True, False, 0)), ("d2h", step(False, True, 0)), ("both", step(True, True, 0)),
+                 ("both+compute", step(True, True, 3)), ("compute", step(False, False, 3))]
+        r = {k: timed(f) for k, f in kinds}
         r["h2d_GBps"] = n * 4 / r["h2d"] / 1e9
         r["d2h_GBps"] = n * 4 / r["d2h"] / 1e9
         r["both_over_longer"] = r["both"] / max(r["h2d"], r["d2h"])

@@ -350,8 +350,7 @@ int run_compile(const CompileOptions& o) {
       for (const auto& c : r.candidates) {
         if (!c.milp) continue;
         in.milp_seconds += c.milp_result.seconds;
-        if (c.milp_result.status == RematMilpResult::Status::optimal ||
-            c.milp_result.status == RematMilpResult::Status::feasible) {
+        if (c.milp_result.solved()) {
           std::int64_t& known = in.milp_bounds[c.sub_batch];
           known = std::max(known, c.milp_result.bound_round_ns);
         }

@@ -279,9 +279,7 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   o.milp_result =
       solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, limit, recorded.ok ? &recorded : nullptr, si.fixed_config);
   x.milp_seconds += o.milp_result.seconds;
-  if (auto known = in.milp_bounds.find(ct.sub_batch);
-      known != in.milp_bounds.end() && (o.milp_result.status == RematMilpResult::Status::optimal ||
-                                        o.milp_result.status == RematMilpResult::Status::feasible))
+  if (auto known = in.milp_bounds.find(ct.sub_batch); known != in.milp_bounds.end() && o.milp_result.solved())
     o.milp_result.bound_round_ns = std::max(o.milp_result.bound_round_ns, known->second);
   if (o.milp_result.table.empty()) return best;
   // The MILP counts bytes, not where they go: the arena's fragmentation can defeat its solution,
@@ -429,7 +427,7 @@ void assemble_plan(Pipeline& x) {
   for (const CandidateOutcome& o : x.out.candidates) {
     if (!o.milp || o.sub_batch != x.best_b) continue;
     const RematMilpResult& m = o.milp_result;
-    if (m.status == RematMilpResult::Status::optimal || m.status == RematMilpResult::Status::feasible) {
+    if (m.solved()) {
       const std::int64_t bound = p.rounds * m.bound_round_ns + best.final_ns;
       const double gap = static_cast<double>(s.predicted_ns - bound) / static_cast<double>(bound);
       p.notes.push_back(fmt::format(

@@ -55,6 +55,8 @@ struct RematMilpResult {
   int variables = 0, rows = 0;
   std::int64_t nodes = 0;
   double seconds = 0;
+  // A solution was found, so bound_round_ns is a proven bound (optimal or feasible).
+  bool solved() const { return status == Status::optimal || status == Status::feasible; }
 };
 const char* remat_milp_status_name(RematMilpResult::Status s);
 
