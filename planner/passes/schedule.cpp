@@ -63,6 +63,11 @@ struct ScheduleStatics {
   std::vector<std::vector<int>> recompute_reads;  // per layer of the route: TaskGraph::recompute_reads
   std::vector<std::vector<int>> uses;             // per tensor: positions whose task touches it (sorted)
   std::vector<std::int64_t> rest_ns;              // per position: the tasks from it on at their fastest
+  // Per tensor, at the costs' sub-batch: whether it is resident, its bytes (and aligned), and its
+  // copies' times. Looked up on every look at a task; the Tensor records (names and all) are
+  // far apart in memory and the copy times a fit to evaluate.
+  std::vector<char> resident;
+  std::vector<std::int64_t> bytes, aligned_bytes, h2d_ns, d2h_ns;
 };
 
 std::shared_ptr<const ScheduleStatics> make_schedule_statics(const Graph& g, const TaskGraph& tg,
@@ -95,6 +100,19 @@ std::shared_ptr<const ScheduleStatics> make_schedule_statics(const Graph& g, con
     for (int t : sx->touched_of[sx->order[p]])
       if (!tg.tensors[t].resident()) sx->uses[t].push_back(static_cast<int>(p));
   for (auto& u : sx->uses) u.erase(std::unique(u.begin(), u.end()), u.end());  // ascending already
+  const std::size_t nt = tg.tensors.size();
+  sx->resident.resize(nt);
+  sx->bytes.resize(nt);
+  sx->aligned_bytes.resize(nt);
+  sx->h2d_ns.resize(nt);
+  sx->d2h_ns.resize(nt);
+  for (std::size_t t = 0; t < nt; ++t) {
+    sx->resident[t] = tg.tensors[t].resident();
+    sx->bytes[t] = tg.tensors[t].bytes(costs.sub_batch);
+    sx->aligned_bytes[t] = align_up(sx->bytes[t]);
+    sx->h2d_ns[t] = costs.h2d_ns(sx->bytes[t]);
+    sx->d2h_ns[t] = costs.d2h_ns(sx->bytes[t]);
+  }
   sx->rest_ns.assign(n + 1, 0);
   for (std::size_t p = n; p-- > 0;) sx->rest_ns[p] = sx->rest_ns[p + 1] + costs.tasks[sx->order[p]].time_ns;
   return sx;
@@ -143,6 +161,11 @@ class Scheduler {
         inputs_of_(statics_->inputs_of),
         touched_of_(statics_->touched_of),
         recompute_reads_(statics_->recompute_reads),
+        resident_(statics_->resident),
+        bytes_(statics_->bytes),
+        aligned_bytes_(statics_->aligned_bytes),
+        h2d_ns_(statics_->h2d_ns),
+        d2h_ns_(statics_->d2h_ns),
         arena_(0, 0) {
     UCPLAN_CHECK(statics_->tasks == &tg_ && statics_->costs == &costs_,
                  "a simulation's statics were made for its task graph and costs");
@@ -213,7 +236,7 @@ class Scheduler {
   bool run_task(int pos);
   bool choose_and_allocate_workspace(int task, std::size_t* index, int* ws_buffer, ReadySet* ws_waits);
   void look_ahead(int pos, std::int64_t task_ns);
-  void copies_needed(int t, int depth, std::vector<int>* out) const;
+  bool copies_needed(int t, int depth, std::vector<int>* out) const;
   void finish_position(int pos);
   void drop_unkept(int pos);
   std::int64_t task_time(int task) const;
@@ -240,6 +263,11 @@ class Scheduler {
   const std::vector<std::vector<int>>& inputs_of_;
   const std::vector<std::vector<int>>& touched_of_;
   const std::vector<std::vector<int>>& recompute_reads_;  // per layer of the route
+  const std::vector<char>& resident_;                     // per tensor, as ScheduleStatics
+  const std::vector<std::int64_t>& bytes_;
+  const std::vector<std::int64_t>& aligned_bytes_;
+  const std::vector<std::int64_t>& h2d_ns_;
+  const std::vector<std::int64_t>& d2h_ns_;
   Arena arena_;
   Timeline timeline_;
   std::vector<PlanStep> meta_;  // per timeline step: what it does (times filled at the end)
@@ -248,7 +276,13 @@ class Scheduler {
   // per position, the tensors with a use there (likewise). Flat arrays: a simulation builds them
   // anew for its strategy's decisions, and one vector per tensor cost an allocation each.
   std::vector<int> uses_flat_, uses_at_, users_flat_, users_from_;
-  std::vector<int> scratch_missing_;       // reused by look_ahead
+  std::vector<int> scratch_missing_;  // reused by look_ahead
+  // copies_needed's memory: per tensor, the smallest depth it was walked from in the current
+  // walk (stamped walk_) and whether that found a value on the host, and the smallest depth a
+  // walk from it found nothing in the current look-ahead (stamped look_).
+  mutable std::vector<int> walked_depth_, walked_in_, empty_depth_, empty_in_;
+  mutable std::vector<char> walked_found_;
+  mutable int walk_ = 0, look_ = 0;
   std::vector<std::size_t> scratch_over_;  // reused by choose_and_allocate_workspace
   std::vector<char> scratch_probe_;
   ConfigContext scratch_ctx_;
@@ -270,7 +304,7 @@ std::int64_t Scheduler::task_time(int task) const { return costs_.tasks[task].ti
 
 void Scheduler::lock(std::span<const int> ts, int delta) {
   for (int t : ts)
-    if (!tg_.tensors[t].resident()) st_[t].lock += delta;
+    if (!resident_[t]) st_[t].lock += delta;
 }
 
 // Uses of each tensor by round position, extended for recomputation: a tensor that may be
@@ -300,7 +334,7 @@ void Scheduler::compute_uses() {
     const int produced_at = merged.front();  // the forward task itself
     need.assign(std::upper_bound(merged.begin(), merged.end(), produced_at), merged.end());
     for (int x : recompute_reads_[l]) {
-      if (tg_.tensors[x].resident()) continue;
+      if (resident_[x]) continue;
       extra[x].insert(extra[x].end(), need.begin(), need.end());
     }
   }
@@ -395,7 +429,7 @@ void Scheduler::record_step(const EmitArgs& a, int id) {
   auto buffers_of = [&](std::span<const int> ts) {
     std::vector<int> out;
     for (int t : ts) {
-      int b = tg_.tensors[t].resident() ? resident_buffer_[t] : st_[t].buffer;
+      int b = resident_[t] ? resident_buffer_[t] : st_[t].buffer;
       UCPLAN_CHECK(b >= 0, "a step touches a tensor on the device: " + tg_.tensors[t].name);
       out.push_back(b);
     }
@@ -421,12 +455,12 @@ void Scheduler::record_step(const EmitArgs& a, int id) {
 int Scheduler::emit(const EmitArgs& a) {
   ReadySet waits = kNoneReady;
   for (int t : a.reads) {
-    if (tg_.tensors[t].resident()) continue;
+    if (resident_[t]) continue;
     merge_into(waits, st_[t].writer);
     merge_into(waits, st_[t].alloc_waits);
   }
   auto for_write = [&](int t) {
-    if (tg_.tensors[t].resident()) return;
+    if (resident_[t]) return;
     merge_into(waits, accesses(st_[t]));
   };
   for (int t : a.writes) for_write(t);
@@ -451,19 +485,18 @@ int Scheduler::emit(const EmitArgs& a) {
     const std::int64_t stall = step.start - stream_end_before;
     res_.stall_ns += stall;
     for (int t : a.reads)
-      if (!tg_.tensors[t].resident() && st_[t].writer[static_cast<int>(Stream::H2D)] >= 0)
-        res_.stall_by_tensor[t] += stall;
+      if (!resident_[t] && st_[t].writer[static_cast<int>(Stream::H2D)] >= 0) res_.stall_by_tensor[t] += stall;
   }
 
   if (in_.record_plan) record_step(a, id);
   for (int t : a.reads) {
-    if (tg_.tensors[t].resident()) continue;
+    if (resident_[t]) continue;
     merge_into(st_[t].readers, id, a.stream);
     st_[t].alloc_waits = kNoneReady;
     st_[t].access_end = std::max(st_[t].access_end, step.end);
   }
   auto wrote = [&](int t) {
-    if (tg_.tensors[t].resident()) return;
+    if (resident_[t]) return;
     TState& s = st_[t];
     s.writer = kNoneReady;
     merge_into(s.writer, id, a.stream);
@@ -488,7 +521,7 @@ int Scheduler::emit(const EmitArgs& a) {
 
 bool Scheduler::evictable(int owner) const {
   if (owner < 0 || owner >= kWorkspaceOwner) return false;
-  if (tg_.tensors[owner].resident()) return false;
+  if (resident_[owner]) return false;
   return st_[owner].lock == 0;
 }
 
@@ -549,13 +582,13 @@ void Scheduler::offload(int t) {
   a.stream = Stream::D2H;
   a.op = StepOp::Offload;
   a.tensor = tg_.tensors[t].name;
-  a.duration = costs_.d2h_ns(tg_.tensors[t].bytes(costs_.sub_batch));
+  a.duration = d2h_ns_[t];
   a.reads = std::span<const int>(&t, 1);
   a.host_tensor = t;
   host_buffer_of(t);
   emit(a);
   st_[t].host_valid = true;
-  res_.offload_bytes += tg_.tensors[t].bytes(costs_.sub_batch);
+  res_.offload_bytes += bytes_[t];
 }
 
 BlockView Scheduler::view(const Arena::Block& blk) const {
@@ -570,7 +603,7 @@ BlockView Scheduler::view(const Arena::Block& blk) const {
     b.ready_end = s.access_end;
     if (s.host_valid && s.host_writer >= 0) b.ready_end = std::max(b.ready_end, s.host_writer_end);
     if (!clean(blk.owner)) {
-      b.dirty_ns = costs_.d2h_ns(tg_.tensors[blk.owner].bytes(costs_.sub_batch));  // what an offload copies
+      b.dirty_ns = d2h_ns_[blk.owner];  // what an offload copies
       b.dirty_bytes = s.size;
     }
     if (s.fresh) b.fresh_bytes = s.size;
@@ -682,7 +715,7 @@ bool Scheduler::make_room(std::int64_t size) {
 bool Scheduler::allocate_tensor(int t, bool may_evict) {
   TState& s = st_[t];
   UCPLAN_CHECK(!s.on_device, "allocation of a tensor already on the device");
-  const std::int64_t size = align_up(std::max<std::int64_t>(1, tg_.tensors[t].bytes(costs_.sub_batch)));
+  const std::int64_t size = align_up(std::max<std::int64_t>(1, bytes_[t]));
   ReadySet waits = kNoneReady;
   // Two-ended: what is kept for the backward pass (by the table, or by a staged plan into its
   // first backward stage) goes at the top.
@@ -717,19 +750,19 @@ bool Scheduler::prefetch(int t, bool may_evict) {
   a.stream = Stream::H2D;
   a.op = StepOp::Prefetch;
   a.tensor = tg_.tensors[t].name;
-  a.duration = costs_.h2d_ns(tg_.tensors[t].bytes(costs_.sub_batch));
+  a.duration = h2d_ns_[t];
   a.writes = std::span<const int>(&t, 1);
   a.host_tensor = t;
   emit(a);
   s.fresh = true;
-  const std::int64_t bytes = tg_.tensors[t].bytes(costs_.sub_batch);
+  const std::int64_t bytes = bytes_[t];
   res_.prefetch_bytes += bytes;
   if (tg_.tensors[t].host_input) res_.input_bytes += bytes;
   return true;
 }
 
 bool Scheduler::ensure_resident(int t) {
-  if (tg_.tensors[t].resident()) return true;
+  if (resident_[t]) return true;
   TState& s = st_[t];
   if (s.on_device) return true;
   if (s.dropped) return recompute(tg_.tensors[t].layer);
@@ -786,7 +819,7 @@ void Scheduler::defragment() {
   res_.defragmentations += 1;
   std::vector<int> on;
   for (const auto& blk : arena_.blocks())
-    if (blk.owner >= 0 && blk.owner < kWorkspaceOwner && !tg_.tensors[blk.owner].resident() &&
+    if (blk.owner >= 0 && blk.owner < kWorkspaceOwner && !resident_[blk.owner] &&
         (strategy_.may_offload() || clean(blk.owner)))
       on.push_back(blk.owner);
   for (int t : on) {
@@ -815,9 +848,9 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
       const Task& s = tg_.tasks[order_[p]];
       for (int t : round_inputs(s)) {
         const TState& ts = st_[t];
-        if (!tg_.tensors[t].resident() && !ts.on_device && !ts.dropped && ts.host_valid) {
-          pre_bytes += align_up(tg_.tensors[t].bytes(costs_.sub_batch));
-          pre_ns += costs_.h2d_ns(tg_.tensors[t].bytes(costs_.sub_batch));
+        if (!resident_[t] && !ts.on_device && !ts.dropped && ts.host_valid) {
+          pre_bytes += aligned_bytes_[t];
+          pre_ns += h2d_ns_[t];
         }
       }
       if (pre_bytes > 0) break;
@@ -887,18 +920,36 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
 }
 
 // What must come from the host for tensor t to be on the device: t itself, or, if t was dropped,
-// whatever its recomputation needs (recursively, as deep as a segment may be).
-void Scheduler::copies_needed(int t, int depth, std::vector<int>* out) const {
-  if (tg_.tensors[t].resident()) return;
+// whatever its recomputation needs (recursively, as deep as a segment may be). Returns whether
+// the walk from t reached a value on the host.
+bool Scheduler::copies_needed(int t, int depth, std::vector<int>* out) const {
+  if (resident_[t]) return false;
   const TState& s = st_[t];
-  if (s.on_device) return;
+  if (s.on_device) return false;
   if (!s.dropped) {
-    if (s.host_valid && std::find(out->begin(), out->end(), t) == out->end()) out->push_back(t);
-    return;
+    if (!s.host_valid) return false;
+    if (std::find(out->begin(), out->end(), t) == out->end()) out->push_back(t);
+    return true;
   }
-  if (depth > 16) return;
-  const int layer = tg_.tensors[t].layer;
-  for (int x : recompute_reads_[layer]) copies_needed(x, depth + 1, out);
+  if (depth > 16) return false;
+  // The look-ahead walks the same recomputation chains for each of its tasks, and residual and
+  // concatenated branches reach a value by several paths. A walk from t that found nothing on
+  // the host finds nothing again from as deep or deeper for the rest of the look-ahead (its
+  // prefetches only bring values from the host); one that walked t already from as shallow
+  // a depth has added all it can. So the answers, and their order, are those of walking every
+  // path, as the look-ahead did before (byte-identical plans, a third fewer steps walked).
+  if (empty_in_[t] == look_ && empty_depth_[t] <= depth) return false;
+  if (walked_in_[t] == walk_ && walked_depth_[t] <= depth) return walked_found_[t] != 0;
+  walked_in_[t] = walk_;
+  walked_depth_[t] = depth;
+  bool found = false;
+  for (int x : recompute_reads_[tg_.tensors[t].layer]) found = copies_needed(x, depth + 1, out) || found;
+  walked_found_[t] = found;
+  if (!found) {
+    empty_in_[t] = look_;
+    empty_depth_[t] = depth;
+  }
+  return found;
 }
 
 // Eq. (4): prefetch for a later task s now if starting after the current task would make s
@@ -915,6 +966,7 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
   std::int64_t reserve = 0;
   const int current_layer = tg_.tasks[order_[pos]].layer;
   int next_layer = -1;
+  ++look_;
   for (int p = pos + 1; p < n && p <= pos + in_.lookahead; ++p) {
     const Task& s = tg_.tasks[order_[p]];
     if (mode == PrefetchMode::NextLayer) {
@@ -929,11 +981,12 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
     // Its inputs still on the host, and those that the recomputation of dropped inputs needs.
     std::vector<int>& missing = scratch_missing_;
     missing.clear();
+    ++walk_;
     for (int t : round_inputs(s)) copies_needed(t, 0, &missing);
     std::int64_t bytes = 0, copy_ns = 0;
     for (int t : missing) {
-      bytes += align_up(tg_.tensors[t].bytes(costs_.sub_batch));
-      copy_ns += costs_.h2d_ns(tg_.tensors[t].bytes(costs_.sub_batch));
+      bytes += aligned_bytes_[t];
+      copy_ns += h2d_ns_[t];
     }
     if (!missing.empty()) {
       bool start_now = true;
@@ -948,7 +1001,7 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
           if (!prefetch(t, false)) return;
       }
     }
-    for (int t : s.writes) reserve += align_up(tg_.tensors[t].bytes(costs_.sub_batch));
+    for (int t : s.writes) reserve += aligned_bytes_[t];
     if (s.conv_kernel) reserve += align_up(costs_.tasks[s.id].min_workspace);
     est += task_time(s.id);
   }
@@ -969,7 +1022,7 @@ bool Scheduler::run_task(int pos) {
   for (int d : round_inputs(t)) ok = ok && ensure_resident(d);
   if (ok && staged_) drop_unkept(pos);
   for (int d : t.writes)
-    if (!tg_.tensors[d].resident()) ok = ok && allocate_tensor(d, true);
+    if (!resident_[d]) ok = ok && allocate_tensor(d, true);
   std::size_t idx = 0;
   int ws = -1;
   ReadySet ws_waits = kNoneReady;
@@ -1062,6 +1115,11 @@ void Scheduler::finish_position(int pos) {
 ScheduleResult Scheduler::run() {
   const int nt = static_cast<int>(tg_.tensors.size());
   st_.assign(nt, TState{});
+  walked_in_.assign(nt, 0);
+  walked_depth_.assign(nt, 0);
+  walked_found_.assign(nt, 0);
+  empty_in_.assign(nt, 0);
+  empty_depth_.assign(nt, 0);
   for (int t = 0; t < nt; ++t) {
     st_[t].decision = strategy_.residency(t);
     if (tg_.tensors[t].host_input) st_[t].host_valid = true;
@@ -1078,7 +1136,7 @@ ScheduleResult Scheduler::run() {
   resident_buffer_.assign(nt, -1);
   std::int64_t resident_end = 0;
   for (int t = 0; t < nt; ++t) {
-    if (!tg_.tensors[t].resident()) continue;
+    if (!resident_[t]) continue;
     const std::int64_t size = align_up(tg_.tensors[t].bytes(1));
     resident_buffer_[t] = new_buffer(tg_.tensors[t].name, resident_end, size, true);
     resident_end += size;
@@ -1105,7 +1163,7 @@ ScheduleResult Scheduler::run() {
   for (pos_ = 0; pos_ < static_cast<int>(order_.size()); ++pos_) {
     if (in_.record_stages)
       for (int t = 0; t < nt; ++t)
-        if (st_[t].on_device && st_[t].produced && !tg_.tensors[t].resident()) res_.on_device_at[pos_].push_back(t);
+        if (st_[t].on_device && st_[t].produced && !resident_[t]) res_.on_device_at[pos_].push_back(t);
     bool ok = run_task(pos_);
     // Defragmentation is moDNN's: strategies that never offload on demand fail as their
     // systems would (out of memory) instead of being rescued by it.
@@ -1144,7 +1202,7 @@ ScheduleResult Scheduler::run() {
     finish_position(pos_);
   }
   for (int t = 0; t < nt; ++t)
-    UCPLAN_CHECK(!st_[t].on_device || tg_.tensors[t].resident(),
+    UCPLAN_CHECK(!st_[t].on_device || resident_[t],
                  "every tensor is dead at the end of a round: " + tg_.tensors[t].name);
   res_.round_ns = timeline_.makespan();
   const int round_steps = timeline_.size();
