@@ -7,6 +7,15 @@
 // link's output is either kept (a checkpoint) or recomputed. The model leaves out workspace,
 // fragmentation and the scheduler's on-demand eviction, so the ucplan search (search.h) uses its
 // tables as seeds at several limits and lets the simulator judge them.
+//
+// Rotor's recursion proper (checkpoints inside segments too, each freed when its part of the
+// backward pass is done: a staged plan rather than a table) was tried as a further seed, with
+// the route's cuts (every value crossing a position, skip connections included) as its links.
+// It lost everywhere: resnet20 b64, model:h100, its best staged plan ran 2.31 / 2.05 / 1.87 ms
+// per round at 35 / 50 / 70 % of the peak where the search found 2.01 / 1.90 / 1.81 ms, and at
+// 25 % it found no plan (24.8 MiB needed, 22.9 MiB there). Its schedules are persistent: a
+// segment's input stays until the segment's backward pass is done, where the best plans drop a
+// residual block's input (4 MiB) and recompute it from the stem (three cheap layers).
 #pragma once
 
 #include <cstdint>
