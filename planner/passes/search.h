@@ -23,4 +23,9 @@ namespace ucplan {
 ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table = nullptr,
                                ScheduleResult* kept = nullptr, std::vector<Residency>* kept_table = nullptr);
 
+// ResNet-152's layers (516): the network the search's work budget is set for (its compile must
+// stay under a second). Smaller networks get more work (schedule_ucplan) and a second search
+// (pipeline.cpp); larger ones neither.
+constexpr std::int64_t kReferenceLayers = 512;
+
 }  // namespace ucplan
