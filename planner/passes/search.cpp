@@ -592,20 +592,11 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     for (Branch* b : with) b->in.extra_seeds.push_back({"the best plan without offload", top->table});
   run_phase(with);
 
-  // Every branch's best decisions and placement, for the placement again below.
-  struct Finalist {
-    std::vector<Residency> table;
-    Placement placement;
-    const Branch* branch;
-  };
-  std::vector<Finalist> finalists;
-  for (const Branch& b : branches)
-    if (b.result.ok) finalists.push_back({b.table, Placement{b.result.best_fit, b.result.two_ended}, &b});
-  ScheduleResult best;
-  std::vector<Residency> best_table;
+  // The winner's result moves into `best`; the other branches keep theirs, whose decisions are
+  // placed again below too.
   std::vector<ScheduleResult::Candidate> log;
   int skipped = 0;
-  const Branch* won = nullptr;
+  Branch* won = nullptr;
   for (Branch& b : branches) {
     for (auto& c : b.result.search_log) log.push_back({b.name + c.name, c.round_ns, c.why});
     skipped += b.result.candidates_skipped;
@@ -613,21 +604,23 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       *kept = b.result;
       if (kept_table) *kept_table = b.table;
     }
-    if (better(b.result, best)) {
-      best = std::move(b.result);
-      best_table = std::move(b.table);
-      won = &b;
-    }
+    if (better(b.result, won ? won->result : ScheduleResult{})) won = &b;
   }
-  // No plan: the reason of the branch with offload as asked and moDNN's placement (the first such).
-  if (!won)
+  ScheduleResult best;
+  std::vector<Residency> best_table;
+  if (won) {
+    // Only the winner's plan is written out: it alone is simulated again with its record.
+    best_table = won->table;
+    const Placement placement{won->result.best_fit, won->result.two_ended};
+    best = recorded(won->in, best_table, placement, std::move(won->result));
+  } else {
+    // No plan: the reason of the branch with offload as asked and moDNN's placement (the first such).
     for (const Branch& b : branches)
       if (b.in.offload == in.offload && !b.in.two_ended) {
         best.failure = b.result.failure;
         break;
       }
-  // Only the winner's plan is written out: it alone is simulated again with its record.
-  if (won) best = recorded(won->in, best_table, Placement{best.best_fit, best.two_ended}, std::move(best));
+  }
   // Offsets after scheduling (offsets.h) close most of the gaps the simulation's placement leaves,
   // so a schedule simulated with a little more room than the budget may fit it once its buffers
   // are placed again: the best decisions, everything kept (moDNN), and the other branches' best
@@ -643,8 +636,9 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   };
   std::vector<Again> again{{&best_table, Placement{best.best_fit, best.two_ended}, "the best decisions"},
                            {&all_kept, Placement{best.best_fit, best.two_ended}, "everything kept"}};
-  for (const Finalist& f : finalists)
-    if (f.branch != won) again.push_back({&f.table, f.placement, f.branch->name + "its best decisions"});
+  for (const Branch& b : branches)
+    if (&b != won && b.result.ok)
+      again.push_back({&b.table, Placement{b.result.best_fit, b.result.two_ended}, b.name + "its best decisions"});
   for (std::size_t k = 0; k < again.size(); ++k) {
     if (!best.ok) break;
     const std::vector<Residency>* table = again[k].table;
