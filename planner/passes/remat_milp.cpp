@@ -265,6 +265,14 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   // faster (2.62 ms): what the relaxation leaves out, the memory at the recomputations' own
   // moments, is what the simulation cannot fit. HiGHS 1.16 (PyPI, one thread, the same model)
   // ends 300 s with a solution 22 % lower in the objective and a bound no better (gap 55 %).
+  // Counting those moments (per stage, B[t,k] >= S[t,k] + S[t+1,k] - R[t,k] - 1 for what stays
+  // through the stage, and M_t >= the largest recomputation's output, inputs and workspace, with
+  // resident and gradient bytes beside them under the budget; valid against the brute-force test)
+  // was tried: on ResNet-20 b64 at 50 / 35 / 25 % of the peak the bound rose by 0.9 / -0.1 / 0.4
+  // points (H100 model) and 0.1 / 0.5 points at 35 / 25 % (V100), still 21.5 % under the plan at
+  // 25 % after 600 s (386 nodes, no better solution); on ResNet-50 b64 (106,000 variables instead
+  // of 70,000) CBC's root did not end in 60 s, and the bound fell to the trivial one at 85 and
+  // 35 % (from +2.5 and +7.4 %). Not kept.
   ilp.full_strategy = true;
   res.variables = nv;
   res.rows = static_cast<int>(ilp.rows.size());
