@@ -794,7 +794,9 @@ TEST_SUITE("plan quality") {
       }
   }
 
-  TEST_CASE("exact mode is never slower than the default, reproducible, and verified") {
+  // --solver thorough and exact search again after the default and keep the faster plan; fast
+  // searches one branch only, with no promise against the default, but its plans are plans.
+  TEST_CASE("thorough and exact modes are never slower than the default, reproducible, and verified") {
     for (const char* text : {kChain, kResidual, kConcat, kModern}) {
       const Network net = parse_network_text(text, "test");
       const Profile prof = model_profile(net, 16, "h100");
@@ -803,20 +805,31 @@ TEST_SUITE("plan quality") {
         const std::int64_t budget = lb + (peak - lb) * k / 8;
         CAPTURE(net.name);
         CAPTURE(budget);
-        CompileInput exact = input_for(net, prof, budget, "ucplan", "auto");
-        exact.options.exact = true;
-        Plan ours, theirs;
+        Plan theirs;
+        auto with = [&](const std::string& solver) {
+          CompileInput in = input_for(net, prof, budget, "ucplan", "auto");
+          PlanOptionText option;
+          option.solver = solver;
+          const PlanOptions o = parse_plan_options(option);  // as the command line sets them
+          in.options.exact = o.exact;
+          in.options.thorough = o.thorough;
+          in.options.quick = o.quick;
+          return in;
+        };
         try {
           theirs = make_plan(input_for(net, prof, budget, "ucplan", "auto")).plan;
         } catch (const UserError&) {
-          CHECK_THROWS_AS(make_plan(exact), UserError);
+          for (const char* solver : {"fast", "thorough", "exact"}) CHECK_THROWS_AS(make_plan(with(solver)), UserError);
           continue;
         }
-        ours = make_plan(exact).plan;
-        CHECK(find_plan_error(ours) == "");
-        CHECK(ours.summary.predicted_ns <= theirs.summary.predicted_ns);
-        CHECK(ours.solver == "exact");
-        CHECK(plan_to_json_text(ours) == plan_to_json_text(make_plan(exact).plan));
+        for (const char* solver : {"fast", "thorough", "exact"}) {
+          CAPTURE(std::string(solver));
+          const Plan ours = make_plan(with(solver)).plan;
+          CHECK(find_plan_error(ours) == "");
+          if (std::string(solver) != "fast") CHECK(ours.summary.predicted_ns <= theirs.summary.predicted_ns);
+          CHECK(ours.solver == solver);
+          CHECK(plan_to_json_text(ours) == plan_to_json_text(make_plan(with(solver)).plan));
+        }
       }
     }
   }

@@ -46,7 +46,7 @@ struct CompileOptions {
   bool quiet = false;
   bool json = false;                // --conv-only: JSON report
   bool verbose = false;             // the ucplan search's candidates
-  std::string solver = "default";   // default | exact
+  std::string solver = "default";   // fast | default | thorough | exact
   std::string offload = "allowed";  // allowed | never
   std::string time_limit;           // exact: "60s", "2min", "" for none
   std::string precision = "fp32";   // must be the profile's

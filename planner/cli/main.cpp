@@ -133,8 +133,10 @@ int main(int argc, char** argv) {
                       "also list every candidate the ucplan search simulated, with its predicted time");
   c_compile->add_option(
       "--solver", compile.solver,
-      "default (the ucplan search) | exact (also a rematerialisation MILP solved with CBC: its solution "
-      "seeds the search, and the plan reports the MILP's proven lower bound)");
+      "fast (the ucplan search, one branch: a quick plan, sometimes slower) | default (the ucplan search) | "
+      "thorough (the default, then a search with ten times the local-search work from its best plan; never "
+      "slower than the default, compiles take several times longer) | exact (thorough, seeded also with a "
+      "rematerialisation MILP solved with CBC, and the plan reports the MILP's proven lower bound)");
   c_compile->add_option("--time-limit", compile.time_limit,
                         "with --solver exact: the wall-clock limit of all the compile's MILP solves together (one per "
                         "sub-batch candidate, and again when a plan on a measured CUDA profile is made again to leave "

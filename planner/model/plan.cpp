@@ -159,8 +159,8 @@ Plan load_plan(const std::string& path) {
   p.micro_batches = o.at("micro_batches").string();
   if (o.has("solver")) {
     p.solver = o.at("solver").string();
-    if (p.solver != "default" && p.solver != "exact")
-      o.at("solver").fail("expected \"default\" or \"exact\", got \"" + p.solver + "\"");
+    if (p.solver != "fast" && p.solver != "default" && p.solver != "thorough" && p.solver != "exact")
+      o.at("solver").fail("expected \"fast\", \"default\", \"thorough\" or \"exact\", got \"" + p.solver + "\"");
     p.solver_time_limit_ms = o.has("solver_time_limit_ms") ? o.at("solver_time_limit_ms").integer(0, INT64_MAX) : 0;
   }
   if (o.has("offload")) {

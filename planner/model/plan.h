@@ -116,7 +116,7 @@ struct Plan {
   std::string sub_batch_option;           // auto | any | N
   std::string workspace_option;           // dynamic | wr:BYTES | wd:BYTES
   std::string micro_batches;              // micro-batch sizes conv kernels may use: all | powerOfTwo | undivided
-  std::string solver = "default";         // default | exact (the rematerialisation MILP seeds the search)
+  std::string solver = "default";         // fast | default | thorough | exact (compile --solver)
   std::int64_t solver_time_limit_ms = 0;  // exact: CBC's time limit, 0 for none
   std::string offload = "allowed";        // allowed | never (activations stay on the device)
   Precision precision = Precision::FP32;  // the profile's (precision.h)

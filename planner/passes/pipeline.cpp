@@ -253,13 +253,14 @@ ScheduleResult schedule_default(const ScheduleInput& si, ScheduleResult* kept = 
   return std::move(won);
 }
 
-// One sub-batch candidate's schedule: the strategy's, or exact mode's. Exact mode runs the default
-// search, reads its best plan without offload back stage by stage as the MILP's first incumbent,
-// and then simulates the MILP's solution stage by stage (what it keeps into each stage stays, the
-// rest is recomputed where a task needs it; placed first-fit and two-ended, with and without
-// on-demand offload) and as a table leading the seeds of a second search with ten times the
-// local-search work. The fastest plan of all is kept, so exact mode is never slower than the
-// default.
+// One sub-batch candidate's schedule: the strategy's, or the thorough search's, or exact mode's.
+// Both run the default search first. The thorough search then searches again with ten times the
+// local-search work, the default's best plan without offload leading its seeds. Exact mode instead
+// reads that plan back stage by stage as the MILP's first incumbent, simulates the MILP's solution
+// stage by stage (what it keeps into each stage stays, the rest is recomputed where a task needs
+// it; placed first-fit and two-ended, with and without on-demand offload), and searches again the
+// same way with the MILP's solution as the leading seed. The fastest plan of all is kept, so
+// neither is ever slower than the default.
 ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOutcome& o) {
   const CompileInput& in = x.in;
   ScheduleInput si;
@@ -275,19 +276,26 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
     auto strategy = make_baseline_strategy(x.opt.strategy, x.g, x.tg, ct);
     return simulate_schedule(si, *strategy);
   }
-  if (!x.opt.exact) return schedule_default(si);
+  if (!x.opt.exact && !x.opt.thorough) return schedule_default(si);
   ScheduleResult kept;  // the default's best plan without offload: the MILP's first incumbent
   std::vector<Residency> kept_table;
   ScheduleResult best = schedule_default(si, &kept, &kept_table);
+  const std::string mode = x.opt.exact ? "exact mode: " : "thorough: ";
   auto consider = [&](ScheduleResult r, const std::string& what) {
     if (!r.ok || (best.ok && r.round_ns >= best.round_ns)) {
-      best.search_log.push_back({"exact mode: " + what, r.ok ? r.round_ns : 0, r.ok ? "" : r.failure});
+      best.search_log.push_back({mode + what, r.ok ? r.round_ns : 0, r.ok ? "" : r.failure});
       return;
     }
     r.search_log.insert(r.search_log.begin(), best.search_log.begin(), best.search_log.end());
-    r.search_log.push_back({"exact mode: " + what + " (wins)", r.round_ns, ""});
+    r.search_log.push_back({mode + what + " (wins)", r.round_ns, ""});
     best = std::move(r);
   };
+  if (!x.opt.exact) {
+    if (kept.ok) si.extra_seeds.push_back({"the default's best plan without offload", kept_table});
+    si.local_search_budget *= 10;
+    consider(schedule_ucplan(si), "the search with ten times the local-search work");
+    return best;
+  }
   ScheduleInput kept_in = si;
   kept_in.offload = false;
   ScheduleResult recorded;
@@ -412,7 +420,7 @@ void assemble_plan(Pipeline& x) {
   p.sub_batch_option = sub_batch_option_text(x.opt.sub_batch);
   p.workspace_option = x.opt.workspace.text;
   p.micro_batches = sizes_policy_name(x.opt.micro_batches);
-  p.solver = x.opt.exact ? "exact" : "default";
+  p.solver = x.opt.exact ? "exact" : x.opt.thorough ? "thorough" : x.opt.quick ? "fast" : "default";
   p.precision = in.precision;
   p.loss_scale = x.opt.loss_scale.empty() ? default_loss_scale(in.precision) : x.opt.loss_scale;
   p.solver_time_limit_ms = std::llround(x.opt.time_limit_s * 1000);
@@ -598,11 +606,14 @@ PlanOptions parse_plan_options(const PlanOptionText& t) {
   else
     throw UserError("", "--micro-batches",
                     fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", t.micro_batches));
-  if (t.solver != "default" && t.solver != "exact")
-    throw UserError("", "--solver", fmt::format("expected default or exact, got \"{}\"", t.solver));
+  if (t.solver != "fast" && t.solver != "default" && t.solver != "thorough" && t.solver != "exact")
+    throw UserError("", "--solver", fmt::format("expected fast, default, thorough or exact, got \"{}\"", t.solver));
   o.exact = t.solver == "exact";
-  if (o.exact && o.strategy != "ucplan")
-    throw UserError("", "--solver", fmt::format("exact mode plans with the ucplan strategy, not {}", o.strategy));
+  o.thorough = t.solver == "thorough";
+  o.quick = t.solver == "fast";
+  if (t.solver != "default" && o.strategy != "ucplan")
+    throw UserError("", "--solver",
+                    fmt::format("{} is a choice of the ucplan strategy, not of {}", t.solver, o.strategy));
   if (!t.time_limit.empty()) {
     if (!o.exact) throw UserError("", "--time-limit", "only with --solver exact");
     o.time_limit_s = parse_time_limit(t.time_limit);

@@ -39,11 +39,12 @@ struct PlanOptions {
   WorkspaceOption workspace;
   SizesPolicy micro_batches = SizesPolicy::All;  // the sizes conv kernels may split into (mu-cuDNN §III-B)
   bool exact = false;                            // --solver exact (the ucplan strategy only)
+  bool thorough = false;                         // --solver thorough: ten times the local search
   double time_limit_s = 0;                       // exact: the limit of all its MILPs together, 0: none
   bool offload = true;                           // --offload allowed (never: the ucplan strategy only)
   std::string loss_scale;                        // "" for the precision's default (precision.h)
   std::string dump_after;                        // "" or one of dump_stage_names()
-  bool quick = false;                            // one search branch (ScheduleInput::quick): for hints
+  bool quick = false;                            // --solver fast, and hints: one search branch (ScheduleInput::quick)
 };
 
 // The same options as text: the command line's, or a plan's record of them (plan.h).

@@ -1,1 +1,1 @@
-compile @FILE --profile @DIR/inputs/chain3-b4-k40.json --budget 1MiB --solver fast -o /tmp/ucplan-error-test-output.json
+compile @FILE --profile @DIR/inputs/chain3-b4-k40.json --budget 1MiB --solver fastest -o /tmp/ucplan-error-test-output.json
