@@ -136,7 +136,6 @@ struct Plan {
   std::vector<PlanKernel> kernels;
   PlanSummary summary;
   std::vector<std::string> notes;  // warnings and remarks for the reader
-  bool operator==(const Plan&) const = default;
 };
 
 Plan load_plan(const std::string& path);
