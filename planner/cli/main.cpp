@@ -135,8 +135,9 @@ int main(int argc, char** argv) {
       "--solver", compile.solver,
       "fast (the ucplan search, one branch: a quick plan, sometimes slower) | default (the ucplan search) | "
       "thorough (the default, then a search with ten times the local-search work from its best plan; never "
-      "slower than the default, compiles take several times longer) | exact (thorough, seeded also with a "
-      "rematerialisation MILP solved with CBC, and the plan reports the MILP's proven lower bound)");
+      "slower than the default, compiles take several times longer) | exact (the default, then a "
+      "rematerialisation MILP solved with CBC, whose solution leads the seeds of that longer search; the plan "
+      "reports the MILP's proven lower bound)");
   c_compile->add_option("--time-limit", compile.time_limit,
                         "with --solver exact: the wall-clock limit of all the compile's MILP solves together (one per "
                         "sub-batch candidate, and again when a plan on a measured CUDA profile is made again to leave "
