@@ -302,7 +302,7 @@ TEST_SUITE("memory planner") {
     CHECK(back.workspace.kind == WorkspaceOption::Kind::WD);
     CHECK(back.workspace.bytes == 256 * 1024);
     CHECK(back.micro_batches == SizesPolicy::PowerOfTwo);
-    CHECK(back.exact);
+    CHECK(back.solver == Solver::Exact);
     CHECK(back.time_limit_s == 1.5);
     CHECK(!back.offload);
   }
@@ -463,7 +463,7 @@ TEST_SUITE("plan quality") {
         CHECK(ours.round_ns <= brute + ideal / 100);
         // Exact mode is at least as good as the best table (it also runs the MILP's plan stage by stage).
         CompileInput exact = input_for(tiny.net, tiny.prof, in.budget_bytes, "ucplan", "64");
-        exact.options.exact = true;
+        exact.options.solver = Solver::Exact;
         const Plan p = make_plan(exact).plan;
         CHECK(find_plan_error(p) == "");
         CHECK(p.summary.round_ns <= brute);
@@ -624,7 +624,7 @@ TEST_SUITE("plan quality") {
     const Network net = load_network(resolve_network_path("resnet20"));
     const Profile prof = model_profile(net, 64, "h100");
     CompileInput in = input_for(net, prof, keep_all_peak(net, prof) * 40 / 100, "ucplan", "64");
-    in.options.exact = true;
+    in.options.solver = Solver::Exact;
     in.options.time_limit_s = 0.3;  // feasible, not proven optimal: a bound below the solution
     in.options.quick = true;        // one search branch: the bound is what is tested (minutes under ASan otherwise)
     const CompileResult first = make_plan(in);
@@ -810,10 +810,7 @@ TEST_SUITE("plan quality") {
           CompileInput in = input_for(net, prof, budget, "ucplan", "auto");
           PlanOptionText option;
           option.solver = solver;
-          const PlanOptions o = parse_plan_options(option);  // as the command line sets them
-          in.options.exact = o.exact;
-          in.options.thorough = o.thorough;
-          in.options.quick = o.quick;
+          in.options.solver = parse_plan_options(option).solver;  // as the command line sets it
           return in;
         };
         try {

@@ -422,10 +422,8 @@ int run_compile(const CompileOptions& o) {
         CompileInput at = in;
         at.options.sub_batch = {SubBatchOption::Kind::Size, n};
         at.options.dump_after.clear();
-        at.options.exact = false;  // a hint, not another exact solve or thorough search
-        at.options.thorough = false;
+        at.options.solver = Solver::Fast;  // a hint: one branch, not another exact solve or thorough search
         at.options.time_limit_s = 0;
-        at.options.quick = true;
         threads.emplace_back([at, &slot = estimates[k], &failure = failed[k]] {
           try {
             slot = make_plan(at).plan;

@@ -271,16 +271,17 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   si.batch = x.batch;
   si.fixed_config = fixed_configs(x.opt.workspace, x.g, x.tg, ct);
   si.offload = x.opt.offload;
-  si.quick = x.opt.quick;
+  si.quick = x.opt.quick || x.opt.solver == Solver::Fast;
   if (x.opt.strategy != "ucplan") {
     auto strategy = make_baseline_strategy(x.opt.strategy, x.g, x.tg, ct);
     return simulate_schedule(si, *strategy);
   }
-  if (!x.opt.exact && !x.opt.thorough) return schedule_default(si);
+  const bool exact = x.opt.solver == Solver::Exact;
+  if (!exact && x.opt.solver != Solver::Thorough) return schedule_default(si);
   ScheduleResult kept;  // the default's best plan without offload: the MILP's first incumbent
   std::vector<Residency> kept_table;
   ScheduleResult best = schedule_default(si, &kept, &kept_table);
-  const std::string mode = x.opt.exact ? "exact mode: " : "thorough: ";
+  const std::string mode = exact ? "exact mode: " : "thorough: ";
   auto consider = [&](ScheduleResult r, const std::string& what) {
     if (!r.ok || (best.ok && r.round_ns >= best.round_ns)) {
       best.search_log.push_back({mode + what, r.ok ? r.round_ns : 0, r.ok ? "" : r.failure});
@@ -290,7 +291,7 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
     r.search_log.push_back({mode + what + " (wins)", r.round_ns, ""});
     best = std::move(r);
   };
-  if (!x.opt.exact) {
+  if (!exact) {
     if (kept.ok) si.extra_seeds.push_back({"the default's best plan without offload", kept_table});
     si.local_search_budget *= 10;
     consider(schedule_ucplan(si), "the search with ten times the local-search work");
@@ -420,7 +421,7 @@ void assemble_plan(Pipeline& x) {
   p.sub_batch_option = sub_batch_option_text(x.opt.sub_batch);
   p.workspace_option = x.opt.workspace.text;
   p.micro_batches = sizes_policy_name(x.opt.micro_batches);
-  p.solver = x.opt.exact ? "exact" : x.opt.thorough ? "thorough" : x.opt.quick ? "fast" : "default";
+  p.solver = solver_name(x.opt.solver);
   p.precision = in.precision;
   p.loss_scale = x.opt.loss_scale.empty() ? default_loss_scale(in.precision) : x.opt.loss_scale;
   p.solver_time_limit_ms = std::llround(x.opt.time_limit_s * 1000);
@@ -593,6 +594,20 @@ double parse_time_limit(const std::string& text) {
 
 }  // namespace
 
+const char* solver_name(Solver s) {
+  switch (s) {
+    case Solver::Fast:
+      return "fast";
+    case Solver::Default:
+      return "default";
+    case Solver::Thorough:
+      return "thorough";
+    case Solver::Exact:
+      return "exact";
+  }
+  return "?";
+}
+
 PlanOptions parse_plan_options(const PlanOptionText& t) {
   PlanOptions o;
   const auto names = strategy_names();
@@ -606,16 +621,17 @@ PlanOptions parse_plan_options(const PlanOptionText& t) {
   else
     throw UserError("", "--micro-batches",
                     fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", t.micro_batches));
-  if (t.solver != "fast" && t.solver != "default" && t.solver != "thorough" && t.solver != "exact")
+  const Solver solvers[] = {Solver::Fast, Solver::Default, Solver::Thorough, Solver::Exact};
+  const auto* s =
+      std::find_if(std::begin(solvers), std::end(solvers), [&](Solver v) { return t.solver == solver_name(v); });
+  if (s == std::end(solvers))
     throw UserError("", "--solver", fmt::format("expected fast, default, thorough or exact, got \"{}\"", t.solver));
-  o.exact = t.solver == "exact";
-  o.thorough = t.solver == "thorough";
-  o.quick = t.solver == "fast";
-  if (t.solver != "default" && o.strategy != "ucplan")
+  o.solver = *s;
+  if (o.solver != Solver::Default && o.strategy != "ucplan")
     throw UserError("", "--solver",
                     fmt::format("{} is a choice of the ucplan strategy, not of {}", t.solver, o.strategy));
   if (!t.time_limit.empty()) {
-    if (!o.exact) throw UserError("", "--time-limit", "only with --solver exact");
+    if (o.solver != Solver::Exact) throw UserError("", "--time-limit", "only with --solver exact");
     o.time_limit_s = parse_time_limit(t.time_limit);
   }
   if (t.offload != "allowed" && t.offload != "never")

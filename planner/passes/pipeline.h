@@ -31,6 +31,14 @@ struct WorkspaceOption {
 };
 WorkspaceOption parse_workspace_option(const std::string& text);  // throws UserError
 
+// --solver: how hard the ucplan strategy searches (the plan records solver_name()).
+//   fast      one search branch, once
+//   default   every branch; twice for networks under kReferenceLayers (schedule_default)
+//   thorough  the default, then a search with ten times the local-search work
+//   exact     the default, then the rematerialisation MILP, whose solution leads that longer search
+enum class Solver { Fast, Default, Thorough, Exact };
+const char* solver_name(Solver s);
+
 // The options of a compile, typed. The CLI parses the command line into them once
 // (parse_plan_options), `check --recompile` a plan's record of them; the stages read only these.
 struct PlanOptions {
@@ -38,13 +46,12 @@ struct PlanOptions {
   SubBatchOption sub_batch;         // sub_batch.h
   WorkspaceOption workspace;
   SizesPolicy micro_batches = SizesPolicy::All;  // the sizes conv kernels may split into (mu-cuDNN §III-B)
-  bool exact = false;                            // --solver exact (the ucplan strategy only)
-  bool thorough = false;                         // --solver thorough: ten times the local search
+  Solver solver = Solver::Default;               // not Default: the ucplan strategy only
   double time_limit_s = 0;                       // exact: the limit of all its MILPs together, 0: none
   bool offload = true;                           // --offload allowed (never: the ucplan strategy only)
   std::string loss_scale;                        // "" for the precision's default (precision.h)
   std::string dump_after;                        // "" or one of dump_stage_names()
-  bool quick = false;                            // --solver fast, and hints: one search branch (ScheduleInput::quick)
+  bool quick = false;  // one search branch whatever the solver (tests: exact mode's bound alone, quickly)
 };
 
 // The same options as text: the command line's, or a plan's record of them (plan.h).
