@@ -133,11 +133,12 @@ int main(int argc, char** argv) {
                       "also list every candidate the ucplan search simulated, with its predicted time");
   c_compile->add_option(
       "--solver", compile.solver,
-      "fast (the ucplan search, one branch: a quick plan, sometimes slower) | default (the ucplan search) | "
-      "thorough (the default, then a search with ten times the local-search work from its best plan; never "
-      "slower than the default, compiles take several times longer) | exact (the default, then a "
-      "rematerialisation MILP solved with CBC, whose solution leads the seeds of that longer search; the plan "
-      "reports the MILP's proven lower bound)");
+      "fast (the ucplan search, one branch: a quick plan, sometimes slower) | default (the ucplan search; for a "
+      "network under 512 layers also a longer search with ten times the local-search work from its best plan) | "
+      "thorough (the default with that longer search whatever the network's size: never slower than the default; "
+      "ResNet-152 and larger compile several times longer) | exact (thorough, then a rematerialisation MILP "
+      "solved with CBC, whose solution leads the seeds of another longer search; the plan reports the MILP's "
+      "proven lower bound)");
   c_compile->add_option("--time-limit", compile.time_limit,
                         "with --solver exact: the wall-clock limit of all the compile's MILP solves together (one per "
                         "sub-batch candidate, and again when a plan on a measured CUDA profile is made again to leave "

@@ -33,9 +33,10 @@ WorkspaceOption parse_workspace_option(const std::string& text);  // throws User
 
 // --solver: how hard the ucplan strategy searches (the plan records solver_name()).
 //   fast      one search branch, once
-//   default   every branch; twice for networks under kReferenceLayers (schedule_default)
-//   thorough  the default, then a search with ten times the local-search work
-//   exact     the default, then the rematerialisation MILP, whose solution leads that longer search
+//   default   every branch; for networks under kReferenceLayers twice, then a third time with ten
+//             times the local-search work led by the best plan without offload (schedule_default)
+//   thorough  the default with that third search whatever the network's size
+//   exact     thorough, then the rematerialisation MILP, whose solution leads another longer search
 enum class Solver { Fast, Default, Thorough, Exact };
 const char* solver_name(Solver s);
 
