@@ -349,7 +349,7 @@ int run_compile(const CompileOptions& o) {
       // its MILPs proved at the larger budget hold at the smaller one too.
       for (const auto& c : r.candidates) {
         if (!c.milp) continue;
-        in.milp_seconds += c.milp_result.seconds;
+        in.milp_seconds += c.milp_result.seconds + c.milp_offload.seconds;
         if (c.milp_result.solved()) {
           std::int64_t& known = in.milp_bounds[c.sub_batch];
           known = std::max(known, c.milp_result.bound_round_ns);
@@ -381,18 +381,21 @@ int run_compile(const CompileOptions& o) {
     fmt::print("  candidates    {}\n", tried);
     for (const auto& c : r.candidates)
       if (c.milp)
-        fmt::print(
-            "  exact mode    sub-batch {}: MILP of {} variables and {} rows {} in {} ({} nodes, first incumbent: "
-            "{}{}){}\n",
-            c.sub_batch, c.milp_result.variables, c.milp_result.rows, remat_milp_status_name(c.milp_result.status),
-            format_seconds(c.milp_result.seconds), c.milp_result.nodes,
-            c.milp_result.started_from_plan ? "the default search's best plan without offload"
-                                            : "recompute every input in every stage",
-            c.milp_result.plain_fallback ? "; CBC's full strategy crashed, plain branch and bound finished" : "",
-            c.milp_result.table.empty()
-                ? std::string()
-                : fmt::format("; lower bound on a recompute-only round {}, its own solution {}",
-                              format_ns(c.milp_result.bound_round_ns), format_ns(c.milp_result.solution_round_ns)));
+        for (const RematMilpResult* m : {&c.milp_result, &c.milp_offload}) {
+          if (m != &c.milp_result && m->variables == 0) continue;  // the offload MILP did not run
+          fmt::print(
+              "  exact mode    sub-batch {}: {}MILP of {} variables and {} rows {} in {} ({} nodes, first incumbent: "
+              "{}{}){}\n",
+              c.sub_batch, m->offload ? "with offload, " : "", m->variables, m->rows, remat_milp_status_name(m->status),
+              format_seconds(m->seconds), m->nodes,
+              m->started_from_plan ? "the default search's best plan without offload"
+                                   : "recompute every input in every stage",
+              m->plain_fallback ? "; CBC's full strategy crashed, plain branch and bound finished" : "",
+              m->table.empty() ? std::string()
+                               : fmt::format("; lower bound on a {}round {}, its own solution {}",
+                                             m->offload ? "" : "recompute-only ", format_ns(m->bound_round_ns),
+                                             format_ns(m->solution_round_ns)));
+        }
     if (o.verbose)
       for (const auto& c : r.candidates)
         for (const auto& cand : c.search)

@@ -90,7 +90,10 @@ int run_frontier(const FrontierOptions& o) {
   PlanOptionText text;
   text.strategy = o.strategy;
   text.sub_batch = o.sub_batch;
+  text.solver = o.solver;
   const PlanOptions options = parse_plan_options(text);
+  if (options.solver == Solver::Exact)
+    throw UserError("", "--solver", "exact is not offered here (a MILP per budget); use fast, default or thorough");
   const std::string net_path = resolve_network_path(o.network);
   CompileInput in;
   in.network = load_network(net_path);
@@ -106,6 +109,7 @@ int run_frontier(const FrontierOptions& o) {
   in.budget_bytes = std::int64_t{1} << 50;
   CompileInput keep = in;
   keep.options.strategy = "keep-all";
+  keep.options.solver = Solver::Default;
   const Plan top = make_plan(keep).plan;
   const std::int64_t hi = top.summary.peak_bytes;
   // The lower end: moDNN's bound, or, where no plan exists there (a batch-norm network is not
@@ -140,8 +144,9 @@ int run_frontier(const FrontierOptions& o) {
     pts.push_back(p);
   }
   if (!o.json)
-    fmt::print("{}: batch {}, strategy {}, {} budgets from {} ({}) to the keep-all peak {}\n", in.network.name,
-               top.batch, o.strategy, o.points, format_bytes(lo),
+    fmt::print("{}: batch {}, strategy {}{}, {} budgets from {} ({}) to the keep-all peak {}\n", in.network.name,
+               top.batch, o.strategy, o.strategy == "ucplan" ? fmt::format(" (solver {})", o.solver) : "", o.points,
+               format_bytes(lo),
                lo == top.summary.lower_bound_bytes ? "the moDNN lower bound" : "the smallest with a plan, within 1 %",
                format_bytes(hi));
   if (!o.json)
@@ -193,6 +198,7 @@ int run_frontier(const FrontierOptions& o) {
     j["network"] = in.network.name;
     j["batch"] = top.batch;
     j["strategy"] = o.strategy;
+    j["solver"] = solver_name(options.solver);
     j["lower_bound_bytes"] = lo;
     j["keep_all_peak_bytes"] = hi;
     j["ideal_ns"] = top.summary.ideal_ns;

@@ -74,6 +74,7 @@ struct FrontierOptions {
   std::int64_t batch = 0;  // 0: the profile's batch
   std::string strategy = "ucplan";
   std::string sub_batch = "auto";
+  std::string solver = "default";  // fast | default | thorough (exact: refused, one MILP per point)
   int points = 12;
   bool json = false;
   std::string svg;

@@ -181,6 +181,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 24));
   c_frontier->add_option("--strategy", frontier.strategy, "as for compile (default ucplan)");
   c_frontier->add_option("--sub-batch", frontier.sub_batch, "as for compile (default auto)");
+  c_frontier->add_option("--solver", frontier.solver,
+                         "as for compile: fast (a quick curve, one search branch per budget) | default | thorough "
+                         "(default: default)");
   c_frontier->add_option("--points", frontier.points, "budgets, spaced geometrically (default 12, 2 to 200)");
   c_frontier->add_flag("--json", frontier.json, "print JSON instead of a table");
   c_frontier->add_option("--svg", frontier.svg, "also write the curve as an SVG plot to FILE");

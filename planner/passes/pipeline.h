@@ -90,7 +90,8 @@ struct CandidateOutcome {
   std::int64_t predicted_ns = 0;                  // rounds * round + final
   std::vector<ScheduleResult::Candidate> search;  // ucplan: candidates, predicted round times or why not
   bool milp = false;                              // exact mode ran the MILP for this sub-batch
-  RematMilpResult milp_result;
+  RematMilpResult milp_result;                    // recompute-only: its solution leads the seeds
+  RematMilpResult milp_offload;                   // with offload allowed: the MILP that models copies too
 };
 
 struct CompileResult {

@@ -26,14 +26,17 @@ namespace {
 
 constexpr std::int64_t kAlign = 256;  // every arena buffer starts on 256 bytes
 std::int64_t aligned(std::int64_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
+std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
 
 }  // namespace
 
 RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
-                                 double max_seconds, const ScheduleResult* start,
-                                 const std::vector<int>& fixed_config) {
+                                 double max_seconds, const ScheduleResult* start, const std::vector<int>& fixed_config,
+                                 bool offload) {
   const auto start_time = std::chrono::steady_clock::now();
   RematMilpResult res;
+  res.offload = offload;
   const int nt = static_cast<int>(tg.tensors.size());
   const std::int64_t b = costs.sub_batch;
 
@@ -75,13 +78,14 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
       if (decided[x]) last[x] = std::max(last[x], last[y]);
   }
 
-  // Variables R[t,i], S[t,i] for t in (born_i, last_i].
+  // Variables R[t,i], S[t,i] (and with offload P[t,i]) for t in (born_i, last_i].
+  const int per = offload ? 4 : 2;
   std::vector<int> base(nt, -1);
   int nv = 0;
   for (int i = 0; i < nt; ++i)
     if (decided[i] && last[i] > born[i]) {
       base[i] = nv;
-      nv += 2 * (last[i] - born[i]);
+      nv += per * (last[i] - born[i]);
     }
   // Variables Z[s,c] for a conv stage s with more than one allowed configuration: T_s runs with
   // front entry c (its time and workspace). A fixed configuration (--workspace wr:/wd:) is the
@@ -99,8 +103,16 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
     }
   }
   auto in_span = [&](int i, int t) { return decided[i] && t > born[i] && t <= last[i]; };
-  auto R = [&](int i, int t) { return base[i] + 2 * (t - born[i] - 1); };
-  auto S = [&](int i, int t) { return base[i] + 2 * (t - born[i] - 1) + 1; };
+  auto R = [&](int i, int t) { return base[i] + per * (t - born[i] - 1); };
+  auto S = [&](int i, int t) { return base[i] + per * (t - born[i] - 1) + 1; };
+  auto P = [&](int i, int t) { return base[i] + per * (t - born[i] - 1) + 2; };
+  auto Y = [&](int i, int t) { return base[i] + per * (t - born[i] - 1) + 3; };  // i's copy out ended by E_t
+  // "i is on the device for stage t": kept, recomputed, or (with offload) brought back.
+  auto there = [&](int i, int t, std::int64_t sign) {
+    std::vector<IlpTerm> terms{{R(i, t), sign}, {S(i, t), sign}};
+    if (offload) terms.push_back({P(i, t), sign});
+    return terms;
+  };
 
   Ilp ilp;
   ilp.objective.assign(nv, 0);
@@ -164,6 +176,54 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
 
   // The memory rows' unit: bytes rounded down (a relaxation), coarse enough for CBC's tolerances.
   const std::int64_t unit = std::max<std::int64_t>(kAlign, budget_bytes >> 15);
+
+  // With offload, time: the moment m_s at which T_s starts, as E_s (m_0 = 0) in units of tu,
+  // the stall w_s between m_s and m_{s+1} (T_s, then stage s+1's recomputations, then w_s), and
+  // C_s, the host-to-device copy time of every arrival up to stage s. Compute times are rounded
+  // up in E and copy times down, plus a unit per stage, so that every plan's moments satisfy the
+  // rows; the objective counts tu per unit of stall, rounded down. Undecided tensors that are not
+  // resident may be copied out and back between two stages that touch them (the engine offloads
+  // any of them on demand): a gap variable G frees them in the stages between, if the copy fits.
+  struct Gap {
+    int tensor, from, to, var;
+  };
+  std::vector<Gap> gaps;
+  std::vector<std::vector<int>> gaps_at(n);  // per stage: the gaps (indices) it lies inside
+  const std::int64_t tu = std::max<std::int64_t>(1, tasks_ns >> 16);
+  constexpr std::int64_t kCapUnits = std::int64_t{1} << 30;  // about 16,000 times the round: no plan is there
+  std::vector<int> evar(n, -1), cvar(n, -1), wvar(n, -1);
+  auto round_trip_units = [&](std::int64_t bytes) { return (costs.d2h_ns(bytes) + costs.h2d_ns(bytes)) / tu; };
+  if (offload) {
+    std::vector<std::vector<int>> touches(nt);
+    for (int s = 0; s < n; ++s)
+      for (int x : tg.touched(tg.tasks[order[s]])) touches[x].push_back(s);
+    auto add_var = [&](std::int64_t cost, std::int64_t upper) {
+      ilp.objective.push_back(cost);
+      ilp.upper.resize(nv, 1);
+      ilp.upper.push_back(upper);
+      return nv++;
+    };
+    for (int x = 0; x < nt; ++x) {
+      const Tensor& t = tg.tensors[x];
+      if (t.resident() || decided[x] || t.host_input) continue;
+      for (std::size_t k = 1; k < touches[x].size(); ++k) {
+        const int a = touches[x][k - 1], c = touches[x][k];
+        if (c <= a + 1) continue;
+        gaps.push_back({x, a, c, add_var(0, 1)});
+        for (int s = a + 1; s < c; ++s) gaps_at[s].push_back(static_cast<int>(gaps.size()) - 1);
+      }
+    }
+    for (int s = 0; s < n; ++s) {
+      if (s > 0) evar[s] = add_var(0, kCapUnits);
+      if (s > 0) cvar[s] = add_var(0, kCapUnits);
+      if (s + 1 < n) wvar[s] = add_var(tu, kCapUnits);
+    }
+    ilp.upper.resize(nv, 1);
+  }
+  auto elapsed = [&](std::vector<IlpTerm>& terms, int s, std::int64_t sign) {  // + sign * E_s (E_0 = 0)
+    if (evar[s] >= 0) terms.push_back({evar[s], sign});
+  };
+
   for (int s = 0; s < n; ++s) {
     const Task& task = tg.tasks[order[s]];
     const std::vector<int> touched = tg.touched(task);
@@ -174,18 +234,22 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
         need += aligned(tg.tensors[x].bytes(b));
         is_touched[x] = 1;
       }
-    if (need > budget_bytes) {  // this task alone does not fit: no recompute-only plan exists
+    std::int64_t away = 0;  // what copies to the host could free (offload)
+    for (int k : gaps_at[s]) away += aligned(tg.tensors[gaps[k].tensor].bytes(b));
+    if (need - away > budget_bytes) {  // this task alone does not fit: no plan (of the MILP's kind) exists
       res.status = RematMilpResult::Status::infeasible;
       res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
       return res;
     }
-    // T_s reads i: present, carried in or recomputed in this stage.
+    // T_s reads i: present, carried in, recomputed or (offload) brought back in this stage.
     for (int x : task.reads)
-      if (decided[x] && born[x] != s) ilp.rows.push_back({{{R(x, s), 1}, {S(x, s), 1}}, IlpSense::ge, 1});
+      if (decided[x] && born[x] != s) ilp.rows.push_back({there(x, s, 1), IlpSense::ge, 1});
     // Memory when T_s runs.
     IlpRow mem;
     mem.sense = IlpSense::le;
-    mem.rhs = (budget_bytes - need) / unit;
+    mem.rhs = floor_div(budget_bytes - need, unit);
+    for (int k : gaps_at[s])
+      mem.terms.push_back({gaps[k].var, -ceil_div(aligned(tg.tensors[gaps[k].tensor].bytes(b)), unit)});
     for (int i = 0; i < nt; ++i)
       if (!is_touched[i] && in_span(i, s + 1)) {
         const std::int64_t c = aligned(tg.tensors[i].bytes(b)) / unit;
@@ -212,11 +276,130 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
       for (int x : tg.tasks[costs.forward_task[l]].reads)
         if (decided[x]) {
           UCPLAN_CHECK(in_span(x, t), "a recomputation's input lives as long as its output may be recomputed");
-          ilp.rows.push_back({{{R(y, t), 1}, {R(x, t), -1}, {S(x, t), -1}}, IlpSense::le, 0});
+          std::vector<IlpTerm> terms = there(x, t, -1);
+          terms.push_back({R(y, t), 1});
+          ilp.rows.push_back({std::move(terms), IlpSense::le, 0});
         }
-      if (t < last[y]) ilp.rows.push_back({{{S(y, t + 1), 1}, {S(y, t), -1}, {R(y, t), -1}}, IlpSense::le, 0});
+      if (t < last[y]) {
+        std::vector<IlpTerm> terms = there(y, t, -1);
+        terms.push_back({S(y, t + 1), 1});
+        ilp.rows.push_back({std::move(terms), IlpSense::le, 0});
+      }
     }
   }
+  // Time (offload): E_{s+1} = E_s + T_s + stage s+1's recomputations + w_s (+ a unit), each
+  // arrival's copy out (after m_born) and back (before m_t) fits between those moments, and the
+  // host-to-device stream carries every arrival up to stage s before m_s.
+  // The time T_s takes at a configuration (its fastest when it has no choice), rounded up.
+  std::vector<std::int64_t> task_units(n, 0);
+  if (offload) {
+    for (int s = 0; s < n; ++s) {
+      const TaskCost& c = costs.tasks[order[s]];
+      const std::int64_t own = zcount[s] > 0 && zbase[s] < 0 ? c.front[zfirst[s]].time_ns : c.time_ns;
+      task_units[s] = ceil_div(own, tu) + 1;
+    }
+    for (int s = 0; s + 1 < n; ++s) {
+      IlpRow row;
+      row.sense = IlpSense::eq;
+      row.rhs = task_units[s];
+      elapsed(row.terms, s + 1, 1);
+      elapsed(row.terms, s, -1);
+      row.terms.push_back({wvar[s], -1});
+      for (int i = 0; i < nt; ++i)
+        if (in_span(i, s + 1) && redo_ns[i] > 0) row.terms.push_back({R(i, s + 1), -ceil_div(redo_ns[i], tu)});
+      if (zbase[s] >= 0) {
+        const TaskCost& c = costs.tasks[order[s]];
+        for (int k = 0; k < zcount[s]; ++k) {
+          const std::int64_t extra = ceil_div(c.front[k].time_ns - c.time_ns, tu);
+          if (extra > 0) row.terms.push_back({zbase[s] + k, -extra});
+        }
+      }
+      ilp.rows.push_back(std::move(row));
+    }
+    // The copy out: Y[t,i] = 1 once it has ended (by E_t), never undone; a copy back needs it; it
+    // takes d2h_i after i's birth, on the one device-to-host stream; and until it has ended, a
+    // tensor that is brought back later (Y[last_i,i] = 1) is still on the device (its buffer is
+    // being read), so it is counted in the memory rows: S[s+1,i] >= Y[last_i,i] - Y[s,i].
+    std::vector<std::vector<IlpTerm>> outs(n);  // per stage: d2h units of the copies out ended by then
+    for (int i = 0; i < nt; ++i) {
+      if (base[i] < 0) continue;
+      const std::int64_t out = costs.d2h_ns(tg.tensors[i].bytes(b)) / tu;
+      for (int t = born[i] + 1; t <= last[i]; ++t) {
+        if (t < last[i]) ilp.rows.push_back({{{Y(i, t), 1}, {Y(i, t + 1), -1}}, IlpSense::le, 0});
+        ilp.rows.push_back({{{P(i, t), 1}, {Y(i, t), -1}}, IlpSense::le, 0});
+        if (t < last[i]) {
+          std::vector<IlpTerm> stay{{S(i, t + 1), 1}, {Y(i, last[i]), -1}, {Y(i, t), 1}};
+          ilp.rows.push_back({std::move(stay), IlpSense::ge, 0});
+        }
+        IlpRow row{{}, IlpSense::ge, 0};
+        elapsed(row.terms, t, 1);
+        elapsed(row.terms, born[i], -1);
+        if (out > 0) row.terms.push_back({Y(i, t), -out});
+        ilp.rows.push_back(std::move(row));
+        if (out > 0) outs[t].push_back({Y(i, t), out});
+      }
+      // Its copy out cannot have ended when it is born: it is there when the next stage starts.
+      ilp.rows.push_back({{{S(i, born[i] + 1), 1}, {Y(i, last[i]), -1}}, IlpSense::ge, 0});
+    }
+    std::vector<std::vector<IlpTerm>> arrivals(n);  // per stage: h2d units of what arrives for it
+    for (int i = 0; i < nt; ++i) {
+      if (base[i] < 0) continue;
+      const std::int64_t bytes = tg.tensors[i].bytes(b);
+      const std::int64_t trip = round_trip_units(bytes), in = costs.h2d_ns(bytes) / tu;
+      for (int t = born[i] + 1; t <= last[i]; ++t) {
+        IlpRow row{{}, IlpSense::ge, 0};
+        elapsed(row.terms, t, 1);
+        elapsed(row.terms, born[i], -1);
+        if (trip > 0) row.terms.push_back({P(i, t), -trip});
+        ilp.rows.push_back(std::move(row));
+        if (in > 0) arrivals[t].push_back({P(i, t), -in});
+      }
+    }
+    for (const Gap& gp : gaps) {
+      const std::int64_t bytes = tg.tensors[gp.tensor].bytes(b);
+      IlpRow row{{}, IlpSense::ge, 0};
+      elapsed(row.terms, gp.to, 1);
+      elapsed(row.terms, gp.from, -1);
+      if (const std::int64_t trip = round_trip_units(bytes); trip > 0) row.terms.push_back({gp.var, -trip});
+      ilp.rows.push_back(std::move(row));
+      if (const std::int64_t in = costs.h2d_ns(bytes) / tu; in > 0) arrivals[gp.to].push_back({gp.var, -in});
+    }
+    for (int s = 1; s < n; ++s) {
+      IlpRow cum{std::move(arrivals[s]), IlpSense::eq, 0};  // C_s = C_{s-1} + arrivals
+      cum.terms.push_back({cvar[s], 1});
+      if (cvar[s - 1] >= 0) cum.terms.push_back({cvar[s - 1], -1});
+      ilp.rows.push_back(std::move(cum));
+      // C_s <= E_s, and the copies out ended by then <= E_s: both within E_s on one copy engine.
+      IlpRow by{{{cvar[s], 1}}, IlpSense::le, 0};
+      IlpRow down{std::move(outs[s]), IlpSense::le, 0};
+      if (!costs.duplex) {
+        by.terms.insert(by.terms.end(), down.terms.begin(), down.terms.end());
+        down.terms.clear();
+      }
+      elapsed(by.terms, s, -1);
+      ilp.rows.push_back(std::move(by));
+      if (!down.terms.empty()) {
+        elapsed(down.terms, s, -1);
+        ilp.rows.push_back(std::move(down));
+      }
+    }
+  }
+  // A start's moments: no stall, no copy (the starts below neither offload nor bring back).
+  auto set_moments = [&](std::vector<std::int64_t>& x) {
+    if (!offload) return;
+    std::int64_t e = 0;
+    for (int s = 0; s + 1 < n; ++s) {
+      e += task_units[s];
+      for (int i = 0; i < nt; ++i)
+        if (in_span(i, s + 1) && x[R(i, s + 1)]) e += ceil_div(redo_ns[i], tu);
+      if (zbase[s] >= 0) {
+        const TaskCost& c = costs.tasks[order[s]];
+        for (int k = 0; k < zcount[s]; ++k)
+          if (x[zbase[s] + k]) e += std::max<std::int64_t>(0, ceil_div(c.front[k].time_ns - c.time_ns, tu));
+      }
+      x[evar[s + 1]] = e;
+    }
+  };
 
   // A first incumbent: keep nothing, recompute whatever each task needs, transitively, in its
   // stage. It always fits (nothing is carried), so the solver starts from a feasible point.
@@ -236,6 +419,7 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   }
   for (int s = 0; s < n; ++s)
     if (zbase[s] >= 0) ilp.start[zbase[s]] = 1;  // the smallest workspace
+  set_moments(ilp.start);
   // Better, if it fits the rows: the given plan as the simulator ran it, stage by stage.
   if (start && start->on_device_at.size() == static_cast<std::size_t>(n) &&
       start->recomputed_at.size() == static_cast<std::size_t>(n) &&
@@ -248,12 +432,19 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
       for (int i : start->recomputed_at[s])
         if (in_span(i, s)) x[R(i, s)] = 1;
     }
+    set_moments(x);
     if (find_ilp_violation(ilp, x).empty()) {
       ilp.start = std::move(x);
       res.started_from_plan = true;
     }
   }
   ilp.max_seconds = max_seconds;
+  // Without a time limit the recompute-only MILP is solved to optimality. The MILP with offload
+  // is not: its LP bound is weak (the copies' fractions cost little in the relaxation), and on the
+  // test networks CBC had not proven it after 15 minutes. It stops after kOffloadNodes nodes,
+  // which keeps it deterministic.
+  constexpr std::int64_t kOffloadNodes = 100;
+  if (offload && max_seconds <= 0) ilp.max_nodes = kOffloadNodes;
   // Plain branch and bound proves little here (12,000 binaries for ResNet-20, a weak LP bound at
   // tight budgets): CBC's full strategy (cuts, heuristics) gives both better bounds
   // and better solutions (resnet20 b64, model:h100, 30 s: at 85 % of the peak bound +3.4 % and
@@ -312,11 +503,14 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   }
   for (int i = 0; i < nt; ++i) {
     if (base[i] < 0) continue;
+    bool back = false;  // brought back from the host somewhere: offloaded
     for (int t = born[i] + 1; t <= last[i]; ++t) {
       if (r.x[R(i, t)]) (t >= bwd_start ? res.table[i] : res.staged.table[i]) = Residency::Recompute;
       res.staged.keep[t][i] = r.x[S(i, t)] ? 1 : 0;
+      back = back || (offload && r.x[P(i, t)]);
     }
     if (res.table[i] == Residency::Recompute) res.staged.table[i] = Residency::Recompute;
+    if (back) res.table[i] = res.staged.table[i] = Residency::Offload;
   }
   return res;
 }

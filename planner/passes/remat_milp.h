@@ -21,10 +21,30 @@
 // a relaxation, and its optimum (or CBC's proven bound) plus the copy of the batch that every
 // round waits for before its first task is a lower bound on the round time of any recompute-only
 // plan whose tasks run in route order. Recomputations are counted at their fastest configuration
-// (their moment's memory is not modelled). Offload is not modelled: a plan that offloads may beat
-// the bound.
+// (their moment's memory is not modelled).
 //   minimise Σ_{t,i} time_i R[t,i] + Σ_{t,c} (time_{t,c} - fastest_t) Z[t,c]
 //   (time_i: the fastest configuration of i's forward task)
+// With `offload` (exact mode when offload is allowed) the MILP also relaxes every plan that copies
+// tensors to the host and back, as POET (Patil et al., ICML 2022, §3) adds paging to Checkmate's
+// rows, but timed the way this engine runs copies (copy streams beside the compute stream):
+//   P[t,i] = 1  i is brought back from the host for stage t (a third way to have it in the rows
+//               above: R[t,i] + S[t,i] + P[t,i] >= 1 where T_t reads i, and likewise for keeping
+//               and for a recomputation's inputs);
+//   E_s         the moment T_s starts (E_0 = 0): E_{s+1} = E_s + T_s + stage s+1's
+//               recomputations + w_s, where w_s >= 0 is time compute waits (for a copy, for memory);
+//   E_t - E_born_i >= (d2h_i + h2d_i) P[t,i]   the copy out follows i's birth, the copy back
+//               ends before T_t starts;
+//   C_s = C_{s-1} + Σ_i h2d_i P[s,i] + ..., C_s <= E_s   one host-to-device stream carries every
+//               arrival up to stage s before T_s starts;
+//   G = 1       an undecided tensor that is not resident (an activation gradient, a batch-norm
+//               statistic: the engine offloads any of them on demand) leaves the device between
+//               two stages that touch it, freeing its bytes in the stages between, where its copy
+//               out and back fits between their moments (a row like P's) and on the stream (C);
+// and adds Σ_s w_s to the objective. Compute times are rounded up in E and copy times down, with
+// a unit of slack per stage, so the moments of every plan satisfy the rows, and the bound holds
+// for every plan in route order, offloading or not. Memory in flight (a buffer allocated when its
+// copy starts) and the device-to-host stream's queue are left out (a relaxation). With
+// P = G = w = 0 the rows are the recompute-only MILP's, so the bound is never above that one's.
 // The solution is run stage by stage (StagedPlan: what is kept into each stage; the simulator
 // recomputes the rest when a task needs it), and read as a residency table (recompute what the
 // solution recomputes in the backward pass, keep the rest) it seeds the ucplan search; both are
@@ -45,11 +65,12 @@ namespace ucplan {
 struct RematMilpResult {
   enum class Status { optimal, feasible, infeasible, no_solution };
   Status status = Status::no_solution;
-  std::int64_t bound_round_ns = 0;     // lower bound on a recompute-only round (tasks + recomputation)
+  std::int64_t bound_round_ns = 0;     // lower bound on a round (recompute-only unless `offload`)
   std::int64_t solution_round_ns = 0;  // the MILP's own round time of its solution (same model)
   std::vector<Residency> table;        // per tensor: Keep or Recompute (empty without a solution)
   StagedPlan staged;                   // the solution stage by stage (empty without a solution)
   std::vector<int> config;             // per task: the solution's front index (-1: not a conv kernel)
+  bool offload = false;                // offload modelled: the bound holds for plans that offload too
   bool started_from_plan = false;      // the given start satisfied the rows and was CBC's first incumbent
   bool plain_fallback = false;         // CBC's full strategy failed (IlpResult::full_strategy_failures)
   int variables = 0, rows = 0;
@@ -65,8 +86,10 @@ const char* remat_milp_status_name(RematMilpResult::Status s);
 // MILP's first incumbent: S from what is on the device when each stage starts, R from what it
 // recomputes, Z from the configurations it ran; it is used only if it satisfies the MILP's rows.
 // `fixed_config` (ScheduleInput::fixed_config): per task, a configuration fixed by WR/WD, or -1.
+// `offload`: copies to the host and back are modelled too (above), so the bound holds for plans
+// that offload; the solution's tensors brought back are Offload in its tables.
 RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
                                  double max_seconds, const ScheduleResult* start = nullptr,
-                                 const std::vector<int>& fixed_config = {});
+                                 const std::vector<int>& fixed_config = {}, bool offload = false);
 
 }  // namespace ucplan
