@@ -78,7 +78,7 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
       if (decided[x]) last[x] = std::max(last[x], last[y]);
   }
 
-  // Variables R[t,i], S[t,i] (and with offload P[t,i]) for t in (born_i, last_i].
+  // Variables R[t,i], S[t,i] (and with offload P[t,i], Y[t,i]) for t in (born_i, last_i].
   const int per = offload ? 4 : 2;
   std::vector<int> base(nt, -1);
   int nv = 0;
