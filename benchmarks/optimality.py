@@ -267,7 +267,7 @@ def main():
           "bound' is exact mode's time over that bound. 'any-plan bound' is the second MILP's (with offload allowed, "
           "the same rows plus copies to the host and back, timed between the stages' moments on the copy streams: "
           "a relaxation of every plan, offloading or not), and 'gap (any plan)' exact mode's time over it. The "
-          "recompute-only MILP gets three quarters of the time limit, the MILP with offload what is left. 'exact s' "
+          "recompute-only MILP gets three quarters of the time limit, the MILP with offload a quarter. 'exact s' "
           "is the whole compile's wall clock."
           if out["exact_vs_default"] else ""),
          "- 'default s' is the default's compile, wall clock (MEASURED on the shared machine).",
