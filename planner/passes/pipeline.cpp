@@ -242,8 +242,8 @@ void build_costs(Pipeline& x) {
 // optimality.py where exact mode finds a plan, the two searches alone were more than a point
 // behind it three times (resnet50 b64 at 35 % of the peak on model:h100 and model:v100, +16.8 and
 // +17.5 % against +13.6 and +15.0 %, and at 25 % on model:h100, +50.5 against +47.2 %), with it
-// never (at most 0.0 points behind, up to 0.3 ahead), for compiles of 0.2 to 13.6 s instead of
-// 0.2 to 2.5 s. Cheaper third searches do not close them: on those three points, with two, three
+// never (at most 0.2 points behind, median 0.0), for compiles of 0.2 to 11.8 s instead of 0.2 to
+// 2.5 s. Cheaper third searches do not close them: on those three points, with two, three
 // and five times the work instead of ten, +13.8 / +50.5 / +16.2, +16.7 / +50.5 / +16.0 and
 // +13.6 / +47.8 / +15.5 % (with one time: none better than the two searches). ResNet-152 and
 // larger networks, whose compile must stay under a second, are searched once.
@@ -343,10 +343,10 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   // With offload allowed, a second MILP models the copies too (remat_milp.h), so its bound holds for
   // every plan. The recompute-only MILP comes first, with three quarters of the limit: its solution
   // leads the seeds, and its bound says what offload buys. The second gets a quarter (at most what
-  // the first left). Measured on resnet20 b64, model:h100, at
-  // 50 / 35 / 25 % of the peak (60 s for the offload MILP alone): its bound was +1.3 / +1.3 / +3.1 %
-  // over the ideal (the recompute-only MILP's +9.9 / +12.2 / +15.9 %), CBC never leaving the root's
-  // fractional copies behind, and its solution gave no faster plan.
+  // the first left). Measured on resnet20 b64, model:h100, at 50 / 35 / 25 % of the peak, with 60 s
+  // for the offload MILP alone: its bound was +1.3 / +1.3 / +3.1 % over the ideal (the
+  // recompute-only MILP's +9.9 / +12.2 / +15.9 %), CBC never leaving the root's fractional copies
+  // behind, and its solution gave no faster plan.
   const double first = limit > 0 && si.offload ? std::max(std::min(1.0, limit), limit * 3 / 4) : limit;
   o.milp_result =
       solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, first, recorded.ok ? &recorded : nullptr, si.fixed_config);
