@@ -404,6 +404,11 @@ TEST_SUITE("plan quality") {
       REQUIRE(acts.size() == 5);
     }
     Tiny(const Tiny&) = delete;  // input() points into it
+    // The arena of keeping everything: the budgets of the tests are shares of it.
+    std::int64_t keep_all_arena() const {
+      return simulate_schedule(input(std::int64_t{1} << 40), *make_baseline_strategy("keep-all", g, tg, ct))
+          .arena_bytes;
+    }
     ScheduleInput input(std::int64_t budget) const {
       ScheduleInput in;
       in.graph = &g;
@@ -424,12 +429,11 @@ TEST_SUITE("plan quality") {
   TEST_CASE("the default search is within 1 point of brute force over residency tables") {
     for (const char* device : {"h100", "k40"}) {
       const Tiny tiny(device);
-      const Graph& g = tiny.g;
       const TaskGraph& tg = tiny.tg;
       const CostTable& ct = tiny.ct;
       const std::vector<int>& acts = tiny.acts;
       ScheduleInput in = tiny.input(std::int64_t{1} << 40);
-      const std::int64_t peak = simulate_schedule(in, *make_baseline_strategy("keep-all", g, tg, ct)).arena_bytes;
+      const std::int64_t peak = tiny.keep_all_arena();
       const std::int64_t ideal = [&] {
         std::int64_t s = 0;
         for (const Task& t : tg.tasks)
@@ -684,7 +688,7 @@ TEST_SUITE("plan quality") {
       const RematMilpResult roomy = solve_remat_milp(g, tg, ct, in.budget_bytes, 0);
       CHECK(roomy.status == RematMilpResult::Status::optimal);
       CHECK(roomy.bound_round_ns == tasks_ns);  // nothing to recompute
-      const std::int64_t peak = simulate_schedule(in, *make_baseline_strategy("keep-all", g, tg, ct)).arena_bytes;
+      const std::int64_t peak = tiny.keep_all_arena();
       int compared = 0;
       for (int share : {100, 90, 80, 70, 60, 50}) {
         in.budget_bytes = peak * share / 100;
@@ -740,7 +744,7 @@ TEST_SUITE("plan quality") {
       const CostTable& ct = tiny.ct;
       const std::vector<int>& acts = tiny.acts;
       ScheduleInput in = tiny.input(std::int64_t{1} << 40);
-      const std::int64_t peak = simulate_schedule(in, *make_baseline_strategy("keep-all", g, tg, ct)).arena_bytes;
+      const std::int64_t peak = tiny.keep_all_arena();
       int compared = 0, offloading = 0;
       for (int share : {100, 85, 70, 55, 40, 30}) {
         in.budget_bytes = peak * share / 100;

@@ -380,22 +380,19 @@ int run_compile(const CompileOptions& o) {
           fmt::format("{}{}: {}", tried.empty() ? "" : "; ", c.sub_batch, c.ok ? format_ns(c.predicted_ns) : c.why);
     fmt::print("  candidates    {}\n", tried);
     for (const auto& c : r.candidates)
-      if (c.milp)
-        for (const RematMilpResult* m : {&c.milp_result, &c.milp_offload}) {
-          if (m != &c.milp_result && m->variables == 0) continue;  // the offload MILP did not run
-          fmt::print(
-              "  exact mode    sub-batch {}: {}MILP of {} variables and {} rows {} in {} ({} nodes, first incumbent: "
-              "{}{}){}\n",
-              c.sub_batch, m->offload ? "with offload, " : "", m->variables, m->rows, remat_milp_status_name(m->status),
-              format_seconds(m->seconds), m->nodes,
-              m->started_from_plan ? "the default search's best plan without offload"
-                                   : "recompute every input in every stage",
-              m->plain_fallback ? "; CBC's full strategy crashed, plain branch and bound finished" : "",
-              m->table.empty() ? std::string()
-                               : fmt::format("; lower bound on a {}round {}, its own solution {}",
-                                             m->offload ? "" : "recompute-only ", format_ns(m->bound_round_ns),
-                                             format_ns(m->solution_round_ns)));
-        }
+      for (const RematMilpResult* m : c.milps())
+        fmt::print(
+            "  exact mode    sub-batch {}: {}MILP of {} variables and {} rows {} in {} ({} nodes, first incumbent: "
+            "{}{}){}\n",
+            c.sub_batch, m->offload ? "with offload, " : "", m->variables, m->rows, remat_milp_status_name(m->status),
+            format_seconds(m->seconds), m->nodes,
+            m->started_from_plan ? "the default search's best plan without offload"
+                                 : "recompute every input in every stage",
+            m->plain_fallback ? "; CBC's full strategy crashed, plain branch and bound finished" : "",
+            m->table.empty()
+                ? std::string()
+                : fmt::format("; lower bound on a {}round {}, its own solution {}", m->offload ? "" : "recompute-only ",
+                              format_ns(m->bound_round_ns), format_ns(m->solution_round_ns)));
     if (o.verbose)
       for (const auto& c : r.candidates)
         for (const auto& cand : c.search)

@@ -507,9 +507,8 @@ void assemble_plan(Pipeline& x) {
         fmt::format("the ucplan search stopped {} candidate(s) short: its work budget was spent (large network)",
                     best.candidates_skipped));
   for (const CandidateOutcome& o : x.out.candidates) {
-    if (!o.milp || o.sub_batch != x.best_b) continue;
-    for (const RematMilpResult* m : {&o.milp_result, &o.milp_offload}) {
-      if (m->variables == 0 && m->status == RematMilpResult::Status::no_solution) continue;  // not run
+    if (o.sub_batch != x.best_b) continue;
+    for (const RematMilpResult* m : o.milps()) {
       const char* which = m->offload ? "the MILP with offload" : "the rematerialisation MILP";
       if (!m->solved()) {
         p.notes.push_back(fmt::format("exact mode: {} ({} variables, {} rows) found {}", which, m->variables, m->rows,

@@ -92,6 +92,12 @@ struct CandidateOutcome {
   bool milp = false;                              // exact mode ran the MILP for this sub-batch
   RematMilpResult milp_result;                    // recompute-only: its solution leads the seeds
   RematMilpResult milp_offload;                   // with offload allowed: the MILP that models copies too
+  // The MILPs exact mode solved for this sub-batch (none, the recompute-only one, or both).
+  std::vector<const RematMilpResult*> milps() const {
+    if (!milp) return {};
+    if (!milp_offload.offload) return {&milp_result};
+    return {&milp_result, &milp_offload};
+  }
 };
 
 struct CompileResult {

@@ -223,6 +223,15 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   auto elapsed = [&](std::vector<IlpTerm>& terms, int s, std::int64_t sign) {  // + sign * E_s (E_0 = 0)
     if (evar[s] >= 0) terms.push_back({evar[s], sign});
   };
+  // A copy (or round trip) of `units` that the decision `var` needs fits between two moments:
+  // E_to - E_from >= units * var.
+  auto window = [&](int from, int to, int var, std::int64_t units) {
+    IlpRow row{{}, IlpSense::ge, 0};
+    elapsed(row.terms, to, 1);
+    elapsed(row.terms, from, -1);
+    if (units > 0) row.terms.push_back({var, -units});
+    ilp.rows.push_back(std::move(row));
+  };
 
   for (int s = 0; s < n; ++s) {
     const Task& task = tg.tasks[order[s]];
@@ -331,11 +340,7 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
           std::vector<IlpTerm> stay{{S(i, t + 1), 1}, {Y(i, last[i]), -1}, {Y(i, t), 1}};
           ilp.rows.push_back({std::move(stay), IlpSense::ge, 0});
         }
-        IlpRow row{{}, IlpSense::ge, 0};
-        elapsed(row.terms, t, 1);
-        elapsed(row.terms, born[i], -1);
-        if (out > 0) row.terms.push_back({Y(i, t), -out});
-        ilp.rows.push_back(std::move(row));
+        window(born[i], t, Y(i, t), out);
         if (out > 0) outs[t].push_back({Y(i, t), out});
       }
       // Its copy out cannot have ended when it is born: it is there when the next stage starts.
@@ -347,21 +352,13 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
       const std::int64_t bytes = tg.tensors[i].bytes(b);
       const std::int64_t trip = round_trip_units(bytes), in = costs.h2d_ns(bytes) / tu;
       for (int t = born[i] + 1; t <= last[i]; ++t) {
-        IlpRow row{{}, IlpSense::ge, 0};
-        elapsed(row.terms, t, 1);
-        elapsed(row.terms, born[i], -1);
-        if (trip > 0) row.terms.push_back({P(i, t), -trip});
-        ilp.rows.push_back(std::move(row));
+        window(born[i], t, P(i, t), trip);
         if (in > 0) arrivals[t].push_back({P(i, t), -in});
       }
     }
     for (const Gap& gp : gaps) {
       const std::int64_t bytes = tg.tensors[gp.tensor].bytes(b);
-      IlpRow row{{}, IlpSense::ge, 0};
-      elapsed(row.terms, gp.to, 1);
-      elapsed(row.terms, gp.from, -1);
-      if (const std::int64_t trip = round_trip_units(bytes); trip > 0) row.terms.push_back({gp.var, -trip});
-      ilp.rows.push_back(std::move(row));
+      window(gp.from, gp.to, gp.var, round_trip_units(bytes));
       if (const std::int64_t in = costs.h2d_ns(bytes) / tu; in > 0) arrivals[gp.to].push_back({gp.var, -in});
     }
     for (int s = 1; s < n; ++s) {
