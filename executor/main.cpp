@@ -42,11 +42,14 @@ int main(int argc, char** argv) {
   auto* tolerance_option = app.add_option(
       "--tolerance", tolerance,
       "--check: largest allowed relative L2 error of a weight gradient, |got - want| / |want| (default "
-      "1e-3 on cpu, 1e-2 on "
-      "cuda: the CPU reference rounds differently from cuDNN, and batch-norm backward amplifies that; at "
-      "another precision at least 8 units of its roundoff: 3.1e-2 at bf16, 3.9e-3 at fp16 and tf32)");
+      "1e-3 on cpu, 1e-2 on cuda: the CPU reference rounds differently from cuDNN, and batch-norm backward "
+      "amplifies that; at another precision at least 8 units of its roundoff: 3.1e-2 at bf16, 3.9e-3 at fp16 and "
+      "tf32); on cuda a gradient may also differ by twice its floor, the distance of a reference run with every "
+      "convolution's FP32 rounding jittered (a deeper network amplifies more)");
   app.add_option("--lr", lr, "SGD learning rate of the updates (default 0.01)");
-  app.add_option("--trace", trace, "write the measured timeline of the last iteration as a Chrome trace to FILE");
+  app.add_option("--trace", trace,
+                 "write the measured timeline of the last iteration as a Chrome trace to FILE (each copy with its "
+                 "bytes: what `ucplan calibrate` refits a profile's copy costs from)");
   app.add_flag("--json", json, "print the report as JSON");
   app.add_flag(
       "--exact", exact,
@@ -85,7 +88,8 @@ int main(int argc, char** argv) {
       throw ucplan::UserError("", "--device", fmt::format("unknown device \"{}\" (cpu, cuda, cuda:N)", device));
     }
     // On cuda the reference (CPU, reference_conv_algo_cpu's algorithms) differs from cuDNN by
-    // FP32 rounding that batch-norm backward amplifies up to ~10^3-fold (README): 1e-2 still
+    // FP32 rounding that batch-norm backward amplifies up to ~10^3-fold (README): 1e-2, or twice
+    // the rounding floor where a deeper network amplifies more (RunOptions::rounding_floor), still
     // tells a scheduling error (NaN from poison, or O(1)) from rounding.
     if (tolerance_option->count() == 0) tolerance = ucplan::default_check_tolerance(plan.precision, device != "cpu");
     ucplan::RunOptions o;
@@ -94,8 +98,14 @@ int main(int argc, char** argv) {
     o.poison = !no_poison;
     o.tolerance = tolerance;
     o.lr = lr;
-    o.fp32_floor = device != "cpu";  // the CPU replays the emulation itself: its errors are 0
+    o.fp32_floor = device != "cpu";      // the CPU replays the emulation itself: its errors are 0
+    o.rounding_floor = device != "cpu";  // ... and the reference's kernels: it sums in the same order
     const ucplan::RunReport r = ucplan::replay_plan(plan, *backend, o);
+    // What each gradient's floor is the distance of (RunOptions): the larger of these.
+    std::vector<std::string> floor_of;
+    if (o.fp32_floor && ucplan::low_precision_storage(plan.precision))
+      floor_of.push_back("the emulated reference from an FP32 reference");
+    if (o.rounding_floor) floor_of.push_back("a reference with every convolution's FP32 rounding jittered");
     if (!trace.empty()) ucplan::write_file_atomically(trace, ucplan::chrome_trace(plan, &r.timeline));
     const double ratio = r.predicted_seconds > 0 ? r.median_seconds / r.predicted_seconds : 0;
     if (json) {
@@ -135,10 +145,11 @@ int main(int argc, char** argv) {
                       {"fault", r.fault},
                       {"errors", per}};
         if (r.floor_checked)
-          j["check"]["fp32_floor"] = {{"factor", ucplan::kFloorFactor},
-                                      {"worst_share_of_limit", r.worst_share_of_limit},
-                                      {"worst_share_tensor", r.worst_share_tensor},
-                                      {"floors", floors}};
+          j["check"]["floor"] = {{"factor", ucplan::kFloorFactor},
+                                 {"of", floor_of},
+                                 {"worst_share_of_limit", r.worst_share_of_limit},
+                                 {"worst_share_tensor", r.worst_share_tensor},
+                                 {"floors", floors}};
       }
       fmt::print("{}", ucplan::dump_json(j));
     } else {
@@ -175,8 +186,9 @@ int main(int argc, char** argv) {
       else if (r.checked)
         fmt::print(
             "  check       {}: weight gradients of {} iterations vs reference run, max relative error {:.2e} ({}), "
-            "tolerance {:.1e}{}; input buffers intact{}\n",
+            "tolerance {:.1e}{}{}; input buffers intact{}\n",
             r.passed ? "PASSED" : "FAILED", r.checked_iterations, r.max_rel_error, r.worst_tensor, tolerance,
+            r.floor_checked ? fmt::format(" or {:g}x the gradient's floor (below)", ucplan::kFloorFactor) : "",
             tolerance_option->count() ? " (--tolerance)"
             : plan.precision == ucplan::Precision::FP32
                 ? ""
@@ -187,9 +199,9 @@ int main(int argc, char** argv) {
                 : "");
       if (r.checked && r.fault.empty() && r.floor_checked)
         fmt::print(
-            "  16-bit      each gradient may differ from the emulated reference by {:g}x the emulation's own "
-            "distance from an FP32 reference (or the tolerance): the worst used {:.0f} % of its limit ({})\n",
-            ucplan::kFloorFactor, 100 * r.worst_share_of_limit, r.worst_share_tensor);
+            "  floor       each gradient may differ from the reference by {:g}x the distance of {} (or the tolerance): "
+            "the worst used {:.0f} % of its limit ({})\n",
+            ucplan::kFloorFactor, fmt::join(floor_of, ", or of "), 100 * r.worst_share_of_limit, r.worst_share_tensor);
     }
     return r.passed ? 0 : 1;
   } catch (const ucplan::UserError& e) {

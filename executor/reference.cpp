@@ -12,7 +12,19 @@ namespace ucplan {
 
 ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int64_t sub_batch, std::uint64_t seed,
                                     const std::map<std::string, std::string>& conv_algo,
-                                    const std::map<std::string, std::vector<float>>& weights, double loss_scale) {
+                                    const std::map<std::string, std::vector<float>>& weights, double loss_scale,
+                                    double perturb) {
+  // Every convolution's output multiplied by 1 + perturb * u, u uniform in [-1, 1) from a fixed
+  // sequence: what FP32 sums in another order do to it, at about that size.
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto jitter = [&](float* v, std::int64_t count) {
+    if (perturb == 0) return;
+    for (std::int64_t i = 0; i < count; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const double u = static_cast<double>(state >> 11) * 0x1p-52 - 1.0;
+      v[i] = static_cast<float>(v[i] * (1.0 + perturb * u));
+    }
+  };
   auto algo_for = [&](const GraphLayer& l, const char* op) -> std::string {
     if (l.type() != LayerType::Conv) return "default";
     auto it = conv_algo.find(l.name() + ":" + op);
@@ -79,6 +91,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
         a.workspace = ws.data();
         a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
         run_op(gl, StepOp::Forward, algo, a);
+        jitter(y[l].data(), static_cast<std::int64_t>(y[l].size()));
       } else {
         run_op(gl, StepOp::Forward, "default", a);
       }
@@ -139,6 +152,8 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
         a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
         run_op(gl, StepOp::BackwardFilter, filter, a);
         if (gl.inputs[0] != 0) run_op(gl, StepOp::BackwardData, data_algo, a);
+        if (gl.type() == LayerType::Conv && gl.inputs[0] != 0)
+          jitter(dy[gl.inputs[0]].data(), static_cast<std::int64_t>(dy[gl.inputs[0]].size()));
       } else {
         bool any = false;
         for (auto* d : a.dx) any = any || d != nullptr;

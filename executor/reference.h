@@ -29,6 +29,6 @@ struct ReferenceResult {
 ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int64_t sub_batch, std::uint64_t seed,
                                     const std::map<std::string, std::string>& conv_algo = {},
                                     const std::map<std::string, std::vector<float>>& weights = {},
-                                    double loss_scale = 1);
+                                    double loss_scale = 1, double perturb = 0);
 
 }  // namespace ucplan

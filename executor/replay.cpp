@@ -234,8 +234,9 @@ double relative_l2_error(const std::vector<float>& got, const std::vector<float>
 }
 
 GradientError compare_gradient(const std::string& tensor, const std::vector<float>& got, const std::vector<float>& want,
-                               const std::vector<float>* fp32) {
-  return {tensor, relative_l2_error(got, want), fp32 ? relative_l2_error(want, *fp32) : 0.0};
+                               const std::vector<float>* fp32, const std::vector<float>* jittered) {
+  return {tensor, relative_l2_error(got, want),
+          std::max(fp32 ? relative_l2_error(want, *fp32) : 0.0, jittered ? relative_l2_error(*jittered, want) : 0.0)};
 }
 
 RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
@@ -351,6 +352,14 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
                 .weight_gradients;
         rep.floor_checked = true;
       }
+      // The rounding floor: the same reference with every convolution's output jittered.
+      std::map<std::string, std::vector<float>> jittered_gradients;
+      if (o.rounding_floor) {
+        jittered_gradients = reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos, start_weights,
+                                                 ctx.loss_scale, kRoundingJitter)
+                                 .weight_gradients;
+        rep.floor_checked = true;
+      }
       rep.checked = true;
       // A scaled loss gradient that overflows (fp16) in the reference overflows in the plan's
       // run too, and both skip the step: nothing to compare then. Poison read by a broken plan
@@ -369,8 +378,10 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         backend.read(resident.at(tensor_by_name.at(name))->offset, got.data(),
                      static_cast<std::int64_t>(got.size() * sizeof(float)));
         const auto fp32 = fp32_gradients.find(name);
+        const auto jittered = jittered_gradients.find(name);
         const GradientError e =
-            compare_gradient(name, got, want, fp32 == fp32_gradients.end() ? nullptr : &fp32->second);
+            compare_gradient(name, got, want, fp32 == fp32_gradients.end() ? nullptr : &fp32->second,
+                             jittered == jittered_gradients.end() ? nullptr : &jittered->second);
         rep.errors.push_back(e);
         if (rep.worst_tensor.empty() || e.max_rel_error > rep.max_rel_error) {
           rep.max_rel_error = e.max_rel_error;
@@ -405,6 +416,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     if (it > 0) {
       rep.iteration_seconds.push_back(seconds);
       rep.timeline = std::move(timeline);
+      for (MeasuredStep& m : rep.timeline) m.bytes = steps.at(static_cast<std::size_t>(m.step)).bytes;
     }
   }
   if (o.check) {

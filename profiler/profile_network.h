@@ -37,9 +37,6 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
 // measurement is faster than what replay runs.
 std::int64_t micro_batch_misalignment(std::int64_t per_sample_bytes);
 
-// Least-squares fit t = latency + bytes / bandwidth over the points (latency clamped at 0).
-TransferCosts fit_transfers(const std::vector<TransferPoint>& points);
-
 // Median and (max - min) / median of repeated timings.
 void median_and_spread(std::vector<double> seconds, double* median, double* spread);
 

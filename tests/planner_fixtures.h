@@ -44,8 +44,8 @@ inline Profile deterministic_cpu_profile(const Network& net, std::int64_t batch,
           1e-5 * static_cast<double>(std::max<std::int64_t>(c.batch, 1)) * (1.0 + static_cast<double>(h % 64) / 16.0);
       c.spread = 0;
     }
-  p.h2d = TransferCosts{2e-6, 4e9, {}};
-  p.d2h = TransferCosts{2e-6, 4e9, {}};
+  p.h2d = TransferCosts{2e-6, 4e9, {}, {}};
+  p.d2h = TransferCosts{2e-6, 4e9, {}, {}};
   p.duplex = true;
   return p;
 }

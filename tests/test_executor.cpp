@@ -16,6 +16,8 @@
 #include "planner/passes/pipeline.h"
 #include "planner/ir/route.h"
 #include "planner/check/verify.h"
+#include "planner/model/json_util.h"
+#include "planner/views/plan_views.h"
 #include "plan_edit.h"
 #include "executor/cpu_ops.h"
 #include "profiler/cpu_runner.h"
@@ -39,13 +41,14 @@ Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const
   return make_plan(input_for(net, prof, budget, strategy, sub_batch)).plan;
 }
 
-RunReport replay(const Plan& plan, bool poison = true) {
+RunReport replay(const Plan& plan, bool poison = true, bool rounding_floor = false) {
   const Graph g = build_graph(plan.network, "test");
   auto backend = make_cpu_backend(g);
   RunOptions o;
   o.iterations = 1;
   o.check = true;
   o.poison = poison;
+  o.rounding_floor = rounding_floor;
   return replay_plan(plan, *backend, o);
 }
 
@@ -115,6 +118,25 @@ TEST_SUITE("broken plans") {
   // The chain at a budget where activations must move. vDNN-all offloads every layer's input
   // whatever the costs; ucplan's choice between offload and recomputation depends on them, and
   // could leave nothing to prefetch.
+  // A prefetch of an activation (not the batch's data or labels) into bytes that never held that
+  // tensor before: without it the reader finds
+  // something else there whatever the threads' timing (into the tensor's own old bytes, the
+  // reader might race ahead of their poisoning and read a stale but equal copy).
+  int fresh_prefetch(const Plan& p) {
+    auto fresh_destination = [&](const PlanStep& s) {
+      if (s.op != StepOp::Prefetch || p.host_buffers[static_cast<std::size_t>(s.host)].input) return false;
+      const PlanBuffer& b = p.buffers[s.writes[0]];
+      for (const PlanBuffer& o : p.buffers)
+        if (o.id != b.id && o.tensor == b.tensor && o.first_step < b.first_step && o.offset < b.offset + b.size &&
+            b.offset < o.offset + o.size)
+          return false;
+      return true;
+    };
+    auto it = std::find_if(p.steps.begin(), p.steps.end(), fresh_destination);
+    REQUIRE(it != p.steps.end());
+    return it->id;
+  }
+
   Plan moving_plan() {
     const Case& c = cases()[0];
     Plan p = compile(c.net, c.prof, c.keep_all_peak * 85 / 100, "vdnn-all", "auto");
@@ -144,23 +166,29 @@ TEST_SUITE("broken plans") {
 
   TEST_CASE("a missing prefetch: refused by the verifier, wrong gradients without it") {
     Plan p = moving_plan();
-    // A prefetch into bytes that never held that tensor before: without it the reader finds
-    // something else there whatever the threads' timing (into the tensor's own old bytes, the
-    // reader might race ahead of their poisoning and read a stale but equal copy).
-    auto fresh_destination = [&](const PlanStep& s) {
-      if (s.op != StepOp::Prefetch || s.tensor.rfind("Y:data", 0) == 0) return false;
-      const PlanBuffer& b = p.buffers[s.writes[0]];
-      for (const PlanBuffer& o : p.buffers)
-        if (o.id != b.id && o.tensor == b.tensor && o.first_step < b.first_step && o.offset < b.offset + b.size &&
-            b.offset < o.offset + o.size)
-          return false;
-      return true;
-    };
-    auto it = std::find_if(p.steps.begin(), p.steps.end(), fresh_destination);
-    REQUIRE(it != p.steps.end());
-    remove_step(p, it->id);
+    remove_step(p, fresh_prefetch(p));
     CHECK(find_plan_error(p).find("holds no value") != std::string::npos);
     CHECK_FALSE(replay(p).passed);
+  }
+
+  TEST_CASE("the rounding floor: measured per gradient, and a wrong plan is still far beyond it") {
+    // A missing prefetch without the verifier: the reader finds other bytes (finite, not poison).
+    Plan p = moving_plan();
+    const RunReport good = replay(p, true, true);
+    CHECK(good.passed);
+    CHECK(good.floor_checked);
+    REQUIRE_FALSE(good.errors.empty());
+    for (const auto& e : good.errors) {
+      CAPTURE(e.tensor);
+      CHECK(e.max_rel_error < 1e-6);  // the CPU runs the reference's own kernels
+      CHECK(e.floor > 0);             // every weight gradient is downstream of a jittered convolution
+      CHECK(e.floor < 1e-3);          // a shallow chain without batch norm amplifies little
+    }
+    remove_step(p, fresh_prefetch(p));
+    const RunReport broken = replay(p, false, true);
+    CHECK_FALSE(broken.passed);
+    CAPTURE(broken.fault);
+    CHECK(broken.worst_share_of_limit > 1);
   }
 
   TEST_CASE("freed too early: only poisoning catches it when the bytes are not reused") {
@@ -357,6 +385,32 @@ TEST_SUITE("adversarial plans") {
     }
     CHECK(refused);
   }
+}
+
+TEST_CASE("a measured trace gives every copy its bytes, the tensor's, which `ucplan calibrate` fits") {
+  const Case& c = cases()[0];
+  const Plan p = compile(c.net, c.prof, c.keep_all_peak * 85 / 100, "vdnn-all", "auto");
+  REQUIRE(p.summary.offload_bytes > 0);
+  const RunReport r = replay(p);
+  const Json trace = Json::parse(chrome_trace(p, &r.timeline));
+  // Independently of the executor: the tensor's bytes are its host buffer's (an input buffer
+  // holds every round's slice).
+  std::int64_t copies = 0, moved = 0;
+  for (const Json& e : trace.at("traceEvents")) {
+    if (!e.contains("cat")) continue;
+    const std::string cat = e.at("cat");
+    const PlanStep& s = p.steps.at(e.at("args").at("step").get<std::size_t>());
+    if (cat != "offload" && cat != "prefetch") {
+      CHECK_FALSE(e.at("args").contains("bytes"));
+      continue;
+    }
+    const PlanHostBuffer& h = p.host_buffers.at(static_cast<std::size_t>(s.host));
+    CHECK(e.at("args").at("bytes").get<std::int64_t>() == (h.input ? h.size / p.rounds : h.size));
+    moved += e.at("args").at("bytes").get<std::int64_t>();
+    copies += 1;
+  }
+  CHECK(copies > 0);
+  CHECK(moved == r.bytes_h2d + r.bytes_d2h);
 }
 
 TEST_CASE("the reference run maps cuDNN algorithm names to CPU algorithms") {

@@ -81,6 +81,13 @@ struct FrontierOptions {
 };
 int run_frontier(const FrontierOptions& o);
 
+struct CalibrateOptions {
+  std::string profile;              // a measured profile
+  std::vector<std::string> traces;  // `ucplan run --trace` of plans made from it
+  std::string output;
+};
+int run_calibrate(const CalibrateOptions& o);
+
 // A whole file's bytes (for its hash); UserError naming the file if it cannot be read.
 std::string read_bytes(const std::string& path);
 

@@ -188,6 +188,19 @@ int main(int argc, char** argv) {
   c_frontier->add_flag("--json", frontier.json, "print JSON instead of a table");
   c_frontier->add_option("--svg", frontier.svg, "also write the curve as an SVG plot to FILE");
 
+  ucplan::CalibrateOptions calibrate;
+  auto* c_calibrate = app.add_subcommand(
+      "calibrate",
+      "refit a measured profile's copy costs from measured runs (ucplan run PLAN --trace T.json): the plan's copies "
+      "beside its own kernels, which the profiler's copies alone do not see");
+  c_calibrate->add_option("profile", calibrate.profile, "measured profile the plans were made from")->required();
+  c_calibrate
+      ->add_option("--trace,-t", calibrate.traces,
+                   "a trace written by `ucplan run PLAN --trace T.json` (repeatable; the plans must offload)")
+      ->required();
+  c_calibrate->add_option("-o,--output", calibrate.output, "calibrated profile to write (written atomically)")
+      ->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -207,6 +220,7 @@ int main(int argc, char** argv) {
     if (c_check->parsed()) return ucplan::run_check(check);
     if (c_explain->parsed()) return ucplan::run_explain(explain);
     if (c_frontier->parsed()) return ucplan::run_frontier(frontier);
+    if (c_calibrate->parsed()) return ucplan::run_calibrate(calibrate);
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan: error: %s\n", e.what());
     return 2;

@@ -17,6 +17,36 @@ double TransferCosts::seconds(std::int64_t bytes) const {
   return latency_seconds + static_cast<double>(bytes) / bytes_per_second;
 }
 
+TransferCosts fit_transfers(const std::vector<TransferPoint>& points) {
+  UCPLAN_CHECK(points.size() >= 2, "a transfer fit needs two points");
+  // Ordinary least squares of seconds on bytes; slope = 1 / bandwidth, intercept = latency.
+  double n = static_cast<double>(points.size()), sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& p : points) {
+    const double x = static_cast<double>(p.bytes);
+    sx += x;
+    sy += p.seconds;
+    sxx += x * x;
+    sxy += x * p.seconds;
+  }
+  double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  double intercept = (sy - slope * sx) / n;
+  if (intercept < 0) {  // no negative latency: the best line through the origin instead
+    slope = sxy / sxx;
+    intercept = 0;
+  }
+  if (!(slope > 0) || !std::isfinite(slope)) {  // degenerate measurements: the largest point alone
+    const auto& big =
+        *std::max_element(points.begin(), points.end(), [](auto& a, auto& b) { return a.bytes < b.bytes; });
+    slope = big.seconds / static_cast<double>(big.bytes);
+    intercept = 0;
+  }
+  TransferCosts t;
+  t.latency_seconds = intercept;
+  t.bytes_per_second = 1.0 / slope;
+  t.points = points;
+  return t;
+}
+
 const SignatureCosts* Profile::find(const std::string& signature) const {
   for (const auto& s : signatures)
     if (s.signature == signature) return &s;
@@ -70,7 +100,7 @@ int op_rank(StepOp op) {
 }
 
 TransferCosts read_transfer(const JsonReader& r) {
-  r.allow_only({"latency_seconds", "bytes_per_second", "points"});
+  r.allow_only({"latency_seconds", "bytes_per_second", "points", "calibration"});
   TransferCosts t;
   t.latency_seconds = r.at("latency_seconds").number();
   t.bytes_per_second = r.at("bytes_per_second").number();
@@ -85,6 +115,20 @@ TransferCosts read_transfer(const JsonReader& r) {
       t.points.push_back({p.at("bytes").integer(1, INT64_MAX), p.at("seconds").number()});
     }
   }
+  if (auto c = r.find("calibration")) {
+    c->allow_only({"traces", "copies", "overlapped", "bench_latency_seconds", "bench_bytes_per_second"});
+    TransferCalibration k;
+    k.traces = static_cast<int>(c->at("traces").integer(1, INT32_MAX));
+    k.copies = static_cast<int>(c->at("copies").integer(2, INT32_MAX));
+    k.overlapped = static_cast<int>(c->integer_or("overlapped", 0, 0, INT32_MAX));
+    k.bench_latency_seconds = c->at("bench_latency_seconds").number();
+    k.bench_bytes_per_second = c->at("bench_bytes_per_second").number();
+    if (!(k.bench_latency_seconds >= 0 && k.bench_latency_seconds <= 1))
+      c->at("bench_latency_seconds").fail("must be between 0 and 1 s");
+    if (!(k.bench_bytes_per_second >= 1e6 && std::isfinite(k.bench_bytes_per_second)))
+      c->at("bench_bytes_per_second").fail("must be at least 1e6 (1 MB/s) and finite");
+    t.calibration = k;
+  }
   return t;
 }
 
@@ -95,6 +139,12 @@ OrderedJson transfer_json(const TransferCosts& t) {
   OrderedJson pts = OrderedJson::array();
   for (const auto& p : t.points) pts.push_back({{"bytes", p.bytes}, {"seconds", p.seconds}});
   j["points"] = std::move(pts);
+  if (const auto& c = t.calibration)
+    j["calibration"] = {{"traces", c->traces},
+                        {"copies", c->copies},
+                        {"overlapped", c->overlapped},
+                        {"bench_latency_seconds", c->bench_latency_seconds},
+                        {"bench_bytes_per_second", c->bench_bytes_per_second}};
   return j;
 }
 

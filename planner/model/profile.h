@@ -41,12 +41,28 @@ struct TransferPoint {
   double seconds = 0;
 };
 
+// A fit refit in place by `ucplan calibrate` from the copies of measured runs (`ucplan run
+// --trace`): the plan's own copies beside its own kernels, which the profiler's copies alone do not
+// see (a device-to-host copy beside memory-bound kernels ran at 50 instead of 55 GB/s on an H100).
+struct TransferCalibration {
+  int traces = 0;                    // measured traces the copies came from
+  int copies = 0;                    // copies fitted (the fit's points)
+  int overlapped = 0;                // copies left out: a copy the other way ran beside them more than half their time
+  double bench_latency_seconds = 0;  // the profiler's own fit, which the calibration replaced
+  double bench_bytes_per_second = 0;
+};
+
 struct TransferCosts {
   double latency_seconds = 0;
   double bytes_per_second = 0;
-  std::vector<TransferPoint> points;  // what the fit was made from
+  std::vector<TransferPoint> points;               // what the fit was made from
+  std::optional<TransferCalibration> calibration;  // refit from measured runs (`ucplan calibrate`)
   double seconds(std::int64_t bytes) const;
 };
+
+// Least-squares fit t = latency + bytes / bandwidth over the points (at least two, of two sizes or
+// more); where the intercept comes out negative, the fit through the origin (latency 0).
+TransferCosts fit_transfers(const std::vector<TransferPoint>& points);
 
 struct DeviceInfo {
   std::string kind;                             // cpu | cuda | model

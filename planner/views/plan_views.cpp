@@ -54,8 +54,9 @@ std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* meas
   for (Stream s : {Stream::Compute, Stream::H2D, Stream::D2H})
     events.push_back(
         {{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid_of(s)}, {"args", {{"name", stream_name(s)}}}});
-  auto add = [&](const PlanStep& s, int round, std::int64_t start, std::int64_t end) {
+  auto add = [&](const PlanStep& s, int round, std::int64_t start, std::int64_t end, std::int64_t bytes = 0) {
     OrderedJson args = {{"step", s.id}, {"round", round}};
+    if (bytes > 0) args["bytes"] = bytes;
     if (!s.config.empty()) {
       std::string c;
       for (const auto& m : s.config) c += fmt::format("{}{}x{}", c.empty() ? "" : ", ", m.algo, m.batch);
@@ -72,7 +73,7 @@ std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* meas
   };
   std::int64_t final_offset = 0;
   if (measured) {
-    for (const auto& m : *measured) add(plan.steps[m.step], m.round, m.start_ns, m.end_ns);
+    for (const auto& m : *measured) add(plan.steps[m.step], m.round, m.start_ns, m.end_ns, m.bytes);
   } else {
     const int rounds = static_cast<int>(std::min<std::int64_t>(plan.rounds, max_rounds));
     for (int r = 0; r < rounds; ++r)

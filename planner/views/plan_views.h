@@ -17,6 +17,7 @@ struct MeasuredStep {
   int round = 0;              // -1 for final steps
   std::int64_t start_ns = 0;  // from the start of the iteration
   std::int64_t end_ns = 0;
+  std::int64_t bytes = 0;  // copies: the bytes moved (a trace's args.bytes, what `ucplan calibrate` fits)
 };
 
 // Predicted (measured == nullptr): every round laid end to end, then the final steps; at most

@@ -1,0 +1,180 @@
+// `ucplan calibrate`: a measured profile's copy costs refit from the copies of measured runs.
+//
+// The profiler times each copy alone, on an idle device. A plan's copies run beside the plan's own
+// kernels, and on an H100 they ran slower than that: over ResNet-50 b64 plans at 25 and 50 % of the
+// liveness peak, offloads 1.13x and prefetches 1.06-1.09x their prediction, one direction alone
+// (benchmarks/RESULTS.md, gpu_results.py part G), so plans offloaded more than they should have.
+// `ucplan run PLAN --device cuda --trace T.json` records every copy's bytes and measured time; this
+// command fits latency + bytes / bandwidth per direction to those copies (profile.h fit_transfers,
+// the profiler's own fit), and writes the profile again with that fit, the copies as its points and
+// the profiler's fit kept beside it (TransferCalibration). Left out: copies that a copy in the
+// other direction overlapped for more than half their time (the profile's one `duplex` flag models
+// both directions at once; what they took is reported, not fitted).
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "planner/model/errors.h"
+#include "planner/model/json_util.h"
+#include "planner/model/profile.h"
+#include "planner/model/units.h"
+
+namespace ucplan {
+
+namespace {
+
+struct Copy {
+  bool h2d = false;
+  double start_us = 0, end_us = 0;
+  std::int64_t bytes = 0;
+};
+
+// The copies of one measured trace written by `ucplan run --trace` of a plan for `network`.
+std::vector<Copy> read_trace_copies(const std::string& path, const std::string& network) {
+  const Json j = load_json_file(path);
+  const JsonReader r(j, path, "");
+  if (!j.is_object() || !r.has("traceEvents") || !r.has("otherData"))
+    r.fail("not a ucplan trace (a Chrome trace with otherData and traceEvents, from `ucplan run --trace`)");
+  const JsonReader other = r.at("otherData");
+  const std::string timeline = other.at("timeline").string();
+  if (timeline != "measured")
+    other.at("timeline").fail(fmt::format(
+        "\"{}\": a predicted timeline (ucplan compile or explain --trace); calibrate needs one measured by `ucplan run "
+        "--trace`",
+        timeline));
+  const std::string traced = other.at("network").string();
+  if (traced != network)
+    other.at("network").fail(
+        fmt::format("a run of \"{}\", but the profile is of \"{}\": calibrate with runs of the profile's network",
+                    traced, network));
+  std::vector<Copy> copies;
+  for (const JsonReader& e : r.at("traceEvents").array()) {
+    if (!e.raw().is_object() || !e.has("cat")) continue;
+    const std::string cat = e.at("cat").string();
+    if (cat != "offload" && cat != "prefetch") continue;
+    Copy c;
+    c.h2d = cat == "prefetch";
+    c.start_us = e.at("ts").number();
+    const double dur = e.at("dur").number();
+    if (!(dur >= 0) || !std::isfinite(dur) || !std::isfinite(c.start_us)) e.at("dur").fail("must be a finite time, 0 or more");
+    c.end_us = c.start_us + dur;
+    const JsonReader args = e.at("args");
+    if (!args.has("bytes"))
+      args.fail(
+          "a copy without its bytes: the trace was written by a ucplan run from before calibrate existed; run the "
+          "plan again with --trace");
+    c.bytes = args.at("bytes").integer(1, std::int64_t{1} << 50);
+    copies.push_back(c);
+  }
+  return copies;
+}
+
+// How long a copy ran beside copies in the other direction (one stream each way: those never
+// overlap one another, so sorted by start they are sorted by end too).
+double overlap_us(const Copy& c, const std::vector<const Copy*>& others) {
+  auto it = std::lower_bound(others.begin(), others.end(), c.start_us,
+                             [](const Copy* o, double t) { return o->end_us <= t; });
+  double sum = 0;
+  for (; it != others.end() && (*it)->start_us < c.end_us; ++it)
+    sum += std::min(c.end_us, (*it)->end_us) - std::max(c.start_us, (*it)->start_us);
+  return sum;
+}
+
+struct Direction {
+  std::vector<TransferPoint> alone;
+  int overlapped = 0;
+};
+
+}  // namespace
+
+int run_calibrate(const CalibrateOptions& o) {
+  if (o.traces.empty()) throw UserError("", "--trace", "at least one measured trace (ucplan run PLAN --trace T.json)");
+  if (o.output.empty()) throw UserError("", "-o", "the calibrated profile's file is required");
+  check_output_path(o.output);
+  Profile p = load_profile(o.profile);
+  if (!p.measured())
+    throw UserError(o.profile, "source",
+                    fmt::format("\"{}\" is modelled: calibrate refits a measured profile's copies from measured runs",
+                                p.source));
+  Direction dirs[2];  // d2h, h2d
+  std::vector<std::vector<Copy>> overlapped_copies;
+  for (const std::string& path : o.traces) {
+    std::vector<Copy> copies = read_trace_copies(path, p.network);
+    std::sort(copies.begin(), copies.end(), [](const Copy& a, const Copy& b) { return a.start_us < b.start_us; });
+    std::vector<const Copy*> by_dir[2];
+    for (const Copy& c : copies) by_dir[c.h2d].push_back(&c);
+    std::vector<Copy> left_out;
+    for (const Copy& c : copies) {
+      const double dur = c.end_us - c.start_us;
+      if (overlap_us(c, by_dir[!c.h2d]) > 0.5 * dur) {
+        dirs[c.h2d].overlapped += 1;
+        left_out.push_back(c);
+      } else {
+        dirs[c.h2d].alone.push_back({c.bytes, dur * 1e-6});
+      }
+    }
+    overlapped_copies.push_back(std::move(left_out));
+  }
+  // Per direction: the new fit, its points sorted (the order of --trace changes nothing).
+  const char* names[2] = {"d2h", "h2d"};
+  const char* words[2] = {"device-to-host", "host-to-device"};
+  TransferCosts* costs[2] = {&p.d2h, &p.h2d};
+  std::string report;
+  for (int d : {1, 0}) {
+    Direction& dir = dirs[d];
+    std::sort(dir.alone.begin(), dir.alone.end(), [](const TransferPoint& a, const TransferPoint& b) {
+      return a.bytes != b.bytes ? a.bytes < b.bytes : a.seconds < b.seconds;
+    });
+    std::vector<std::int64_t> sizes;
+    for (const auto& pt : dir.alone) sizes.push_back(pt.bytes);
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    if (sizes.size() < 2)
+      throw UserError(o.traces.front(), "traceEvents",
+                      fmt::format("{} {} copies ran alone in the {} trace(s), of {} size(s): a fit needs copies of "
+                                  "two sizes at least (a plan that offloads more, at a tighter budget, has them)",
+                                  dir.alone.size(), words[d], o.traces.size(), sizes.size()));
+    const TransferCosts& before = *costs[d];
+    TransferCalibration k;
+    k.traces = static_cast<int>(o.traces.size());
+    k.copies = static_cast<int>(dir.alone.size());
+    k.overlapped = dir.overlapped;
+    // Calibrating again replaces the last calibration: "bench" stays the profiler's own fit.
+    k.bench_latency_seconds = before.calibration ? before.calibration->bench_latency_seconds : before.latency_seconds;
+    k.bench_bytes_per_second =
+        before.calibration ? before.calibration->bench_bytes_per_second : before.bytes_per_second;
+    TransferCosts fit = fit_transfers(dir.alone);
+    fit.calibration = k;
+    double measured = 0, bench = 0;
+    for (const auto& pt : dir.alone) {
+      measured += pt.seconds;
+      bench += k.bench_latency_seconds + static_cast<double>(pt.bytes) / k.bench_bytes_per_second;
+    }
+    report += fmt::format("  {}  {:.2f} GB/s + {} (profiler) -> {:.2f} GB/s + {} from {} copies that ran alone; the "
+                          "profiler's fit predicted them {:.3f}x their measured time",
+                          names[d], k.bench_bytes_per_second / 1e9, format_seconds(k.bench_latency_seconds),
+                          fit.bytes_per_second / 1e9, format_seconds(fit.latency_seconds), k.copies, bench / measured);
+    if (dir.overlapped > 0) {
+      double ran = 0, predicted = 0;
+      for (const auto& trace : overlapped_copies)
+        for (const Copy& c : trace)
+          if (c.h2d == (d == 1)) {
+            ran += (c.end_us - c.start_us) * 1e-6;
+            predicted += fit.seconds(c.bytes);
+          }
+      report += fmt::format("; {} left out, overlapped by a copy the other way: they ran {:.2f}x the new fit",
+                            dir.overlapped, predicted > 0 ? ran / predicted : 0.0);
+    }
+    report += "\n";
+    *costs[d] = std::move(fit);
+  }
+  write_file_atomically(o.output, profile_to_json_text(p));
+  fmt::print("calibrated {} b{} ({}) from {} measured trace{} -> {}\n{}", p.network, p.batch, p.device.name,
+             o.traces.size(), o.traces.size() == 1 ? "" : "s", o.output, report);
+  fmt::print("  duplex  {} (as profiled: copies in both directions at once are not refit)\n", p.duplex ? "yes" : "no");
+  return 0;
+}
+
+}  // namespace ucplan

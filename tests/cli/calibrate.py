@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""`ucplan calibrate` refits a measured profile's copies from measured traces. Against copies made
+up here from known lines (host-to-device 7 us + bytes / 20 GB/s, device-to-host 3 us + bytes /
+12.5 GB/s, each within half a microsecond of its line), the fit must recover them; copies that a
+copy in the other direction overlaps for more than half their time must be left out (they are made
+five times slower here, so including them would show); the profile must keep everything else, record
+the profiler's own fit beside the new one and read back; the order of the traces must change
+nothing; and calibrating a calibrated profile must still name the profiler's fit as the bench.
+Usage: calibrate.py UCPLAN_BIN MEASURED_PROFILE"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from checks import check, finish  # tests/cli/checks.py
+
+ucplan, profile_path = sys.argv[1:3]
+profile = json.load(open(profile_path))
+H2D = (7e-6, 20e9)
+D2H = (3e-6, 12.5e9)
+
+
+def copy_event(cat, step, ts_us, dur_us, nbytes):
+    return {"name": f"{cat} t{step}", "cat": cat, "ph": "X", "pid": 1, "tid": 2 if cat == "prefetch" else 3,
+            "ts": ts_us, "dur": dur_us, "args": {"step": step, "round": 0, "bytes": nbytes}}
+
+
+def trace(network, timeline, copies):
+    return {"displayTimeUnit": "ms",
+            "otherData": {"network": network, "timeline": timeline, "profile_source": "measured",
+                          "budget_bytes": 1 << 30, "rounds": 1},
+            "traceEvents": [{"name": "forward conv1", "cat": "forward", "ph": "X", "pid": 1, "tid": 1, "ts": 0.0,
+                             "dur": 5.0, "args": {"step": 0, "round": 0}}] + copies}
+
+
+def made_up(seed):
+    """Copies one after another on each stream; every fourth pair of copies starts together, both
+    ways at once, and takes five times its line (overlapped: to be left out)."""
+    events, t_h2d, t_d2h = [], 100.0, 100.0
+    for k in range(24):
+        nbytes = (1 << 20) * (1 + (k * 7 + seed) % 16)
+        noise = 0.25 * (((k * 13 + seed) % 5) - 2)  # -0.5 .. +0.5 us
+        up = (H2D[0] + nbytes / H2D[1]) * 1e6
+        down = (D2H[0] + nbytes / D2H[1]) * 1e6
+        if k % 4 == 3:
+            start, slow = max(t_h2d, t_d2h) + 10, 5 * max(up, down)
+            events.append(copy_event("offload", 100 + k, start, slow, nbytes))
+            events.append(copy_event("prefetch", 200 + k, start, slow, nbytes))
+            t_h2d = t_d2h = start + slow + 10
+            continue
+        events.append(copy_event("prefetch", 200 + k, t_h2d, (up + noise), nbytes))
+        t_h2d += (up + noise) + 10
+        start = max(t_d2h, t_h2d) + 10  # after the prefetch: alone
+        events.append(copy_event("offload", 300 + k, start, (down + noise), nbytes))
+        t_d2h = t_h2d = start + (down + noise) + 10
+    return events
+
+
+def run(*args):
+    return subprocess.run([ucplan, *args], capture_output=True, text=True)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    a, b = os.path.join(tmp, "a.json"), os.path.join(tmp, "b.json")
+    json.dump(trace(profile["network"], "measured", made_up(0)), open(a, "w"))
+    json.dump(trace(profile["network"], "measured", made_up(5)), open(b, "w"))
+    out1, out2, out3 = (os.path.join(tmp, f"p{i}.json") for i in (1, 2, 3))
+    r = run("calibrate", profile_path, "-t", a, "-t", b, "-o", out1)
+    check(r.returncode == 0, f"calibrate: exit {r.returncode}: {r.stderr.strip()}")
+    print(r.stdout, end="")
+    cal = json.load(open(out1))
+    for name, (lat, bw) in (("h2d", H2D), ("d2h", D2H)):
+        t = cal["transfer"][name]
+        check(abs(t["bytes_per_second"] / bw - 1) < 0.01,
+              f"{name}: fitted {t['bytes_per_second'] / 1e9:.3f} GB/s, made with {bw / 1e9:.3f}")
+        check(abs(t["latency_seconds"] - lat) < 0.5e-6,
+              f"{name}: fitted latency {t['latency_seconds'] * 1e6:.2f} us, made with {lat * 1e6:.2f}")
+        c = t.get("calibration", {})
+        bench = profile["transfer"][name]
+        check(c.get("traces") == 2 and c.get("copies") == len(t["points"]) == 36 and c.get("overlapped") == 12,
+              f"{name}: calibration record {c}, {len(t['points'])} points: expected 36 copies alone from 2 traces, "
+              "12 overlapped")
+        check(c.get("bench_bytes_per_second") == bench["bytes_per_second"] and
+              c.get("bench_latency_seconds") == bench["latency_seconds"],
+              f"{name}: the profiler's fit is not kept beside the new one: {c}")
+    rest = {k: v for k, v in cal.items() if k != "transfer"}
+    check(rest == {k: v for k, v in profile.items() if k != "transfer"}, "calibrate changed more than the copies")
+    check(cal["transfer"]["duplex"] == profile["transfer"]["duplex"], "calibrate changed duplex")
+
+    # The order of the traces changes nothing.
+    r = run("calibrate", profile_path, "-t", b, "-t", a, "-o", out2)
+    check(r.returncode == 0 and open(out1).read() == open(out2).read(), "the order of the traces changed the profile")
+
+    # The calibrated profile plans (it reads back) and calibrates again with the profiler's fit as the bench.
+    r = run("calibrate", out1, "-t", a, "-o", out3)
+    check(r.returncode == 0, f"calibrating a calibrated profile: {r.stderr.strip()}")
+    if r.returncode == 0:
+        again = json.load(open(out3))["transfer"]["h2d"]["calibration"]
+        check(again["bench_bytes_per_second"] == profile["transfer"]["h2d"]["bytes_per_second"] and again["traces"] == 1,
+              f"calibrating again: {again}")
+    r = run("compile", profile["network"], "--profile", out1, "--budget", "1GiB", "-q", "-o",
+            os.path.join(tmp, "plan.json"))
+    check(r.returncode == 0, f"compile from the calibrated profile: {r.stderr.strip()}")
+
+finish("calibrate: ")
