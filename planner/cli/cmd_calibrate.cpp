@@ -12,7 +12,6 @@
 // both directions at once; what they took is reported, not fitted).
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -41,10 +40,11 @@ std::vector<Copy> read_trace_copies(const std::string& path, const std::string& 
   const JsonReader other = r.at("otherData");
   const std::string timeline = other.at("timeline").string();
   if (timeline != "measured")
-    other.at("timeline").fail(fmt::format(
-        "\"{}\": a predicted timeline (ucplan compile or explain --trace); calibrate needs one measured by `ucplan run "
-        "--trace`",
-        timeline));
+    other.at("timeline")
+        .fail(fmt::format("\"{}\": a predicted timeline (ucplan compile or explain --trace); calibrate needs one "
+                          "measured by `ucplan run "
+                          "--trace`",
+                          timeline));
   const std::string traced = other.at("network").string();
   if (traced != network)
     other.at("network").fail(
@@ -59,7 +59,8 @@ std::vector<Copy> read_trace_copies(const std::string& path, const std::string& 
     c.h2d = cat == "prefetch";
     c.start_us = e.at("ts").number();
     const double dur = e.at("dur").number();
-    if (!(dur >= 0) || !std::isfinite(dur) || !std::isfinite(c.start_us)) e.at("dur").fail("must be a finite time, 0 or more");
+    if (!(dur >= 0) || !std::isfinite(dur) || !std::isfinite(c.start_us))
+      e.at("dur").fail("must be a finite time, 0 or more");
     c.end_us = c.start_us + dur;
     const JsonReader args = e.at("args");
     if (!args.has("bytes"))
@@ -96,27 +97,25 @@ int run_calibrate(const CalibrateOptions& o) {
   check_output_path(o.output);
   Profile p = load_profile(o.profile);
   if (!p.measured())
-    throw UserError(o.profile, "source",
-                    fmt::format("\"{}\" is modelled: calibrate refits a measured profile's copies from measured runs",
-                                p.source));
+    throw UserError(
+        o.profile, "source",
+        fmt::format("\"{}\" is modelled: calibrate refits a measured profile's copies from measured runs", p.source));
   Direction dirs[2];  // d2h, h2d
-  std::vector<std::vector<Copy>> overlapped_copies;
+  std::vector<Copy> overlapped_copies;
   for (const std::string& path : o.traces) {
     std::vector<Copy> copies = read_trace_copies(path, p.network);
     std::sort(copies.begin(), copies.end(), [](const Copy& a, const Copy& b) { return a.start_us < b.start_us; });
     std::vector<const Copy*> by_dir[2];
     for (const Copy& c : copies) by_dir[c.h2d].push_back(&c);
-    std::vector<Copy> left_out;
     for (const Copy& c : copies) {
       const double dur = c.end_us - c.start_us;
       if (overlap_us(c, by_dir[!c.h2d]) > 0.5 * dur) {
         dirs[c.h2d].overlapped += 1;
-        left_out.push_back(c);
+        overlapped_copies.push_back(c);
       } else {
         dirs[c.h2d].alone.push_back({c.bytes, dur * 1e-6});
       }
     }
-    overlapped_copies.push_back(std::move(left_out));
   }
   // Per direction: the new fit, its points sorted (the order of --trace changes nothing).
   const char* names[2] = {"d2h", "h2d"};
@@ -147,23 +146,29 @@ int run_calibrate(const CalibrateOptions& o) {
         before.calibration ? before.calibration->bench_bytes_per_second : before.bytes_per_second;
     TransferCosts fit = fit_transfers(dir.alone);
     fit.calibration = k;
+    // What a profile holds (profile.cpp read_transfer): anything else is not a copy of this kind.
+    if (!(fit.bytes_per_second >= 1e6 && std::isfinite(fit.bytes_per_second) && fit.latency_seconds <= 1))
+      throw UserError(o.traces.front(), "traceEvents",
+                      fmt::format("the {} copies fit {:.3g} B/s + {:.3g} s, outside what a profile holds (at least "
+                                  "1 MB/s, at most 1 s to start): are these traces of this device?",
+                                  words[d], fit.bytes_per_second, fit.latency_seconds));
     double measured = 0, bench = 0;
     for (const auto& pt : dir.alone) {
       measured += pt.seconds;
       bench += k.bench_latency_seconds + static_cast<double>(pt.bytes) / k.bench_bytes_per_second;
     }
-    report += fmt::format("  {}  {:.2f} GB/s + {} (profiler) -> {:.2f} GB/s + {} from {} copies that ran alone; the "
-                          "profiler's fit predicted them {:.3f}x their measured time",
-                          names[d], k.bench_bytes_per_second / 1e9, format_seconds(k.bench_latency_seconds),
-                          fit.bytes_per_second / 1e9, format_seconds(fit.latency_seconds), k.copies, bench / measured);
+    report += fmt::format(
+        "  {}  {:.2f} GB/s + {} (profiler) -> {:.2f} GB/s + {} from {} copies that ran alone; the "
+        "profiler's fit predicted them {:.3f}x their measured time",
+        names[d], k.bench_bytes_per_second / 1e9, format_seconds(k.bench_latency_seconds), fit.bytes_per_second / 1e9,
+        format_seconds(fit.latency_seconds), k.copies, bench / measured);
     if (dir.overlapped > 0) {
       double ran = 0, predicted = 0;
-      for (const auto& trace : overlapped_copies)
-        for (const Copy& c : trace)
-          if (c.h2d == (d == 1)) {
-            ran += (c.end_us - c.start_us) * 1e-6;
-            predicted += fit.seconds(c.bytes);
-          }
+      for (const Copy& c : overlapped_copies)
+        if (c.h2d == (d == 1)) {
+          ran += (c.end_us - c.start_us) * 1e-6;
+          predicted += fit.seconds(c.bytes);
+        }
       report += fmt::format("; {} left out, overlapped by a copy the other way: they ran {:.2f}x the new fit",
                             dir.overlapped, predicted > 0 ? ran / predicted : 0.0);
     }
