@@ -43,9 +43,8 @@ int main(int argc, char** argv) {
       return r;
     };
     const auto ref = timed("gemm", [&] { return reference_gradients(g, batch, batch, 0x5eed, gemm); });
-    const auto jit = timed("gemm, jittered", [&] {
-      return reference_gradients(g, batch, batch, 0x5eed, gemm, {}, 1, kRoundingJitter);
-    });
+    const auto jit = timed("gemm, jittered",
+                           [&] { return reference_gradients(g, batch, batch, 0x5eed, gemm, {}, 1, kRoundingJitter); });
     const auto dir = timed("direct", [&] { return reference_gradients(g, batch, batch, 0x5eed, direct); });
     std::printf("%-32s %12s %12s %8s\n", "weight gradient", "direct", "jittered", "ratio");
     std::vector<double> ratios;
