@@ -73,14 +73,30 @@ std::vector<Copy> read_trace_copies(const std::string& path, const std::string& 
   return copies;
 }
 
-// How long a copy ran beside copies in the other direction (one stream each way: those never
-// overlap one another, so sorted by start they are sorted by end too).
-double overlap_us(const Copy& c, const std::vector<const Copy*>& others) {
-  auto it = std::lower_bound(others.begin(), others.end(), c.start_us,
-                             [](const Copy* o, double t) { return o->end_us <= t; });
+// The copies of one direction sorted by start, with the latest end up to each: one stream never
+// runs two at once, but a trace is input, so nothing here relies on that.
+struct Lane {
+  std::vector<const Copy*> by_start;
+  std::vector<double> end_so_far;
+};
+
+Lane make_lane(std::vector<const Copy*> copies) {
+  Lane l{std::move(copies), {}};
+  double latest = -INFINITY;
+  for (const Copy* c : l.by_start) l.end_so_far.push_back(latest = std::max(latest, c->end_us));
+  return l;
+}
+
+// How long a copy ran beside the other direction's copies (summed over them).
+double overlap_us(const Copy& c, const Lane& other) {
+  // The first copy that could reach past c's start: end_so_far is non-decreasing.
+  std::size_t i = static_cast<std::size_t>(
+      std::upper_bound(other.end_so_far.begin(), other.end_so_far.end(), c.start_us) - other.end_so_far.begin());
   double sum = 0;
-  for (; it != others.end() && (*it)->start_us < c.end_us; ++it)
-    sum += std::min(c.end_us, (*it)->end_us) - std::max(c.start_us, (*it)->start_us);
+  for (; i < other.by_start.size() && other.by_start[i]->start_us < c.end_us; ++i) {
+    const Copy& o = *other.by_start[i];
+    sum += std::max(0.0, std::min(c.end_us, o.end_us) - std::max(c.start_us, o.start_us));
+  }
   return sum;
 }
 
@@ -107,9 +123,10 @@ int run_calibrate(const CalibrateOptions& o) {
     std::sort(copies.begin(), copies.end(), [](const Copy& a, const Copy& b) { return a.start_us < b.start_us; });
     std::vector<const Copy*> by_dir[2];
     for (const Copy& c : copies) by_dir[c.h2d].push_back(&c);
+    const Lane lanes[2] = {make_lane(by_dir[0]), make_lane(by_dir[1])};
     for (const Copy& c : copies) {
       const double dur = c.end_us - c.start_us;
-      if (overlap_us(c, by_dir[!c.h2d]) > 0.5 * dur) {
+      if (overlap_us(c, lanes[!c.h2d]) > 0.5 * dur) {
         dirs[c.h2d].overlapped += 1;
         overlapped_copies.push_back(c);
       } else {
