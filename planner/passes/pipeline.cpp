@@ -498,6 +498,15 @@ void assemble_plan(Pipeline& x) {
   s.workspace_peak_bytes = best.workspace_peak_bytes;
   if (!profile.measured())
     p.notes.push_back("times are predicted from a modelled profile (" + profile.source + "), not measured");
+  if (profile.h2d.calibration || profile.d2h.calibration) {
+    std::string lines;
+    for (const auto& [name, t] : {std::pair{"host-to-device", &profile.h2d}, std::pair{"device-to-host", &profile.d2h}})
+      if (t->calibration)
+        lines += fmt::format("{}{} {:.2f} GB/s (the profiler's {:.2f}) from {} copies", lines.empty() ? "" : ", ", name,
+                             t->bytes_per_second / 1e9, t->calibration->bench_bytes_per_second / 1e9,
+                             t->calibration->copies);
+    p.notes.push_back("copy times are calibrated to traced runs (ucplan calibrate): " + lines);
+  }
   if (p.sub_batch_changes_statistics)
     p.notes.push_back(fmt::format(
         "batch-norm statistics are computed per sub-batch of {} samples ({} rounds), as asked with --sub-batch",

@@ -5,7 +5,8 @@ up here from known lines (host-to-device 7 us + bytes / 20 GB/s, device-to-host 
 copy in the other direction overlaps for more than half their time must be left out (they are made
 five times slower here, so including them would show); the profile must keep everything else, record
 the profiler's own fit beside the new one and read back; the order of the traces must change
-nothing; and calibrating a calibrated profile must still name the profiler's fit as the bench.
+nothing; calibrating a calibrated profile must still name the profiler's fit as the bench; and a plan
+from a calibrated profile says so in its notes.
 Usage: calibrate.py UCPLAN_BIN MEASURED_PROFILE"""
 import json
 import os
@@ -102,5 +103,9 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run("compile", profile["network"], "--profile", out1, "--budget", "1GiB", "-q", "-o",
             os.path.join(tmp, "plan.json"))
     check(r.returncode == 0, f"compile from the calibrated profile: {r.stderr.strip()}")
+    if r.returncode == 0:
+        notes = json.load(open(os.path.join(tmp, "plan.json")))["notes"]
+        check(any(n.startswith("copy times are calibrated to traced runs") for n in notes),
+              f"the plan does not say its copies are calibrated: {notes}")
 
 finish("calibrate: ")
