@@ -14,8 +14,8 @@
 #   SHARES: comma-separated percentages of the keep-all peak to compile and run at; none: profile only.
 #   UCPLAN_MEASURE_TORCH=0 leaves PyTorch out; UCPLAN_MEASURE_CALIBRATE=0 the calibration.
 #   UCPLAN_MEASURE_DEVICE=cpu (with UCPLAN_MEASURE_SIZES=undivided UCPLAN_MEASURE_REPEAT=1
-#   UCPLAN_MEASURE_ITERATIONS=2): a dry run of every step on the CPU, for the script's own test
-#   (tests/gpu/measure_test.sh).
+#   UCPLAN_MEASURE_ITERATIONS=2 UCPLAN_MEASURE_SOLVER=fast): a dry run of every step on the CPU, for
+#   the script's own test (tests/gpu/measure_test.sh).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-measure.sh OUT [NET:BATCH[:SHARES]]...}
 shift
@@ -37,6 +37,7 @@ device=${UCPLAN_MEASURE_DEVICE:-cuda}
 sizes=${UCPLAN_MEASURE_SIZES:-powerOfTwo}
 repeat=${UCPLAN_MEASURE_REPEAT:-5}
 iterations=${UCPLAN_MEASURE_ITERATIONS:-20}
+solver=${UCPLAN_MEASURE_SOLVER:-default}
 mkdir -p "$out"
 log=$out/log.txt
 py() { env -u LD_LIBRARY_PATH python3 "$@"; }  # the machine's Python, not the bundle's libraries
@@ -67,7 +68,7 @@ for job in "${jobs[@]}"; do
     plan=$out/plan-$net-b$batch-$s.json
     budget=$(( peak * s / 100 + reserve ))
     echo "== $net b$batch at $s % of the keep-all peak $peak B + reserve $reserve B: budget $budget B" >>"$log"
-    run 300 - "$bin/ucplan" compile "$net" --profile "$profile" --budget "${budget}B" -o "$plan" || continue
+    run 300 - "$bin/ucplan" compile "$net" --profile "$profile" --budget "${budget}B" --solver "$solver" -o "$plan" || continue
     run 200 "$out/run-$net-b$batch-$s.json" "$bin/ucplan" run "$plan" --device "$device" --iterations "$iterations" --json
   done
   # The plans' copies run beside their own kernels, slower than the profiler's copies alone (an H100:
@@ -85,7 +86,7 @@ for job in "${jobs[@]}"; do
       run 60 - "$bin/ucplan" calibrate "$profile" -t "$trace" -o "$calibrated"; then
       for s in "${list[@]}"; do
         plan=$out/plan-$net-b$batch-$s-calibrated.json
-        run 300 - "$bin/ucplan" compile "$net" --profile "$calibrated" --budget "$(( peak * s / 100 + reserve ))B" -o "$plan" || continue
+        run 300 - "$bin/ucplan" compile "$net" --profile "$calibrated" --budget "$(( peak * s / 100 + reserve ))B" --solver "$solver" -o "$plan" || continue
         run 200 "$out/run-$net-b$batch-$s-calibrated.json" "$bin/ucplan" run "$plan" --device "$device" --iterations "$iterations" --json
       done
     fi

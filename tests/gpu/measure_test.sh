@@ -7,7 +7,7 @@
 set -uo pipefail
 src=$1 build=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-UCPLAN_MEASURE_DEVICE=cpu UCPLAN_MEASURE_SIZES=undivided UCPLAN_MEASURE_REPEAT=1 UCPLAN_MEASURE_ITERATIONS=2 UCPLAN_MEASURE_TORCH=0 \
+UCPLAN_MEASURE_DEVICE=cpu UCPLAN_MEASURE_SIZES=undivided UCPLAN_MEASURE_REPEAT=1 UCPLAN_MEASURE_ITERATIONS=2 UCPLAN_MEASURE_SOLVER=fast UCPLAN_MEASURE_TORCH=0 \
   UCPLAN_BUILD_DIR=$build bash "$src/scripts/gpu-measure.sh" "$work/out" resnet20:8:45,30 > "$work/measure.txt" 2>&1
 rc=$?
 [ "$rc" -eq 0 ] || { echo "FAIL: the CPU dry run exited $rc"; tail -30 "$work/out/log.txt"; exit 1; }
