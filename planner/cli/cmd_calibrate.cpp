@@ -101,8 +101,8 @@ double overlap_us(const Copy& c, const Lane& other) {
 }
 
 struct Direction {
-  std::vector<TransferPoint> alone;
-  int overlapped = 0;
+  std::vector<TransferPoint> alone;  // the copies fitted
+  std::vector<Copy> overlapped;      // left out: a copy the other way ran beside them
 };
 
 }  // namespace
@@ -117,7 +117,6 @@ int run_calibrate(const CalibrateOptions& o) {
         o.profile, "source",
         fmt::format("\"{}\" is modelled: calibrate refits a measured profile's copies from measured runs", p.source));
   Direction dirs[2];  // d2h, h2d
-  std::vector<Copy> overlapped_copies;
   for (const std::string& path : o.traces) {
     std::vector<Copy> copies = read_trace_copies(path, p.network);
     std::sort(copies.begin(), copies.end(), [](const Copy& a, const Copy& b) { return a.start_us < b.start_us; });
@@ -126,12 +125,10 @@ int run_calibrate(const CalibrateOptions& o) {
     const Lane lanes[2] = {make_lane(by_dir[0]), make_lane(by_dir[1])};
     for (const Copy& c : copies) {
       const double dur = c.end_us - c.start_us;
-      if (overlap_us(c, lanes[!c.h2d]) > 0.5 * dur) {
-        dirs[c.h2d].overlapped += 1;
-        overlapped_copies.push_back(c);
-      } else {
+      if (overlap_us(c, lanes[!c.h2d]) > 0.5 * dur)
+        dirs[c.h2d].overlapped.push_back(c);
+      else
         dirs[c.h2d].alone.push_back({c.bytes, dur * 1e-6});
-      }
     }
   }
   // Per direction: the new fit, its points sorted (the order of --trace changes nothing).
@@ -156,7 +153,7 @@ int run_calibrate(const CalibrateOptions& o) {
     TransferCalibration k;
     k.traces = static_cast<int>(o.traces.size());
     k.copies = static_cast<int>(dir.alone.size());
-    k.overlapped = dir.overlapped;
+    k.overlapped = static_cast<int>(dir.overlapped.size());
     // Calibrating again replaces the last calibration: "bench" stays the profiler's own fit.
     k.bench_latency_seconds = before.calibration ? before.calibration->bench_latency_seconds : before.latency_seconds;
     k.bench_bytes_per_second =
@@ -179,15 +176,14 @@ int run_calibrate(const CalibrateOptions& o) {
         "profiler's fit predicted them {:.3f}x their measured time",
         names[d], k.bench_bytes_per_second / 1e9, format_seconds(k.bench_latency_seconds), fit.bytes_per_second / 1e9,
         format_seconds(fit.latency_seconds), k.copies, bench / measured);
-    if (dir.overlapped > 0) {
+    if (!dir.overlapped.empty()) {
       double ran = 0, predicted = 0;
-      for (const Copy& c : overlapped_copies)
-        if (c.h2d == (d == 1)) {
-          ran += (c.end_us - c.start_us) * 1e-6;
-          predicted += fit.seconds(c.bytes);
-        }
+      for (const Copy& c : dir.overlapped) {
+        ran += (c.end_us - c.start_us) * 1e-6;
+        predicted += fit.seconds(c.bytes);
+      }
       report += fmt::format("; {} left out, overlapped by a copy the other way: they ran {:.2f}x the new fit",
-                            dir.overlapped, predicted > 0 ? ran / predicted : 0.0);
+                            dir.overlapped.size(), predicted > 0 ? ran / predicted : 0.0);
     }
     report += "\n";
     *costs[d] = std::move(fit);
