@@ -328,7 +328,21 @@ int run_compile(const CompileOptions& o) {
   in.precision = precision;
   in.options = options;
   auto start = std::chrono::steady_clock::now();
-  CompileResult r = make_plan(in);
+  // -v: when no plan is found, why each candidate failed, before the error itself.
+  std::vector<CandidateOutcome> tried_in_vain;
+  if (o.verbose) in.failed_candidates = &tried_in_vain;
+  auto plan_or_explain = [&](const CompileInput& at) {
+    try {
+      return make_plan(at);
+    } catch (const UserError&) {
+      for (const auto& c : tried_in_vain)
+        for (const auto& cand : c.search)
+          fmt::print(stderr, "  search        sub-batch {}: {:<52} {}\n", c.sub_batch, cand.name,
+                     cand.round_ns ? format_ns(cand.round_ns) + " per round" : "no: " + cand.why);
+      throw;
+    }
+  };
+  CompileResult r = plan_or_explain(in);
   // Pinned host memory costs device memory too: the GPU maps every page of it. Measured on an H100
   // (driver 580), the runtime's overhead beside the arena grew 1.2-1.8 MB per GB of the plan's host
   // buffers (resnet50 b128: 132.2 MB with 77 MB of them, 138.1 MB with 3.4 GB), which put a plan
@@ -355,7 +369,7 @@ int run_compile(const CompileOptions& o) {
           known = std::max(known, c.milp_result.bound_round_ns);
         }
       }
-      r = make_plan(in);
+      r = plan_or_explain(in);
     }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.dump_after.empty()) fmt::print("{}", r.dump);

@@ -81,6 +81,9 @@ struct CompileInput {
   // Exact mode: the seconds earlier MILPs of the same compile took (a plan made again): they count
   // against options.time_limit_s, which is the whole compile's.
   double milp_seconds = 0;
+  // When no plan is found (make_plan throws UserError) and this is set, it receives every sub-batch
+  // candidate tried, with its search log: why each table failed (compile -v).
+  std::vector<struct CandidateOutcome>* failed_candidates = nullptr;
 };
 
 struct CandidateOutcome {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "planner/model/errors.h"
+#include "offsets.h"
 #include "simulator.h"
 
 namespace ucplan {
@@ -219,6 +220,7 @@ class Scheduler {
   bool allocate_tensor(int t, bool may_evict);
   BlockView view(const Arena::Block& blk) const;
   Window find_window(std::int64_t size) const;
+  Window find_pool_victims(std::int64_t need, std::int64_t now, std::int64_t copy_free) const;
   bool make_room(std::int64_t size);
   void evict(int t);
   void offload(int t);
@@ -578,6 +580,7 @@ void Scheduler::evict(int t) {
 
 // Copies a tensor's device value to its host buffer on the device-to-host stream.
 void Scheduler::offload(int t) {
+  UCPLAN_CHECK(in_.pool_bytes == 0, "a pool (bytes counted, placed afterwards) only for plans without copies out");
   EmitArgs a;
   a.stream = Stream::D2H;
   a.op = StepOp::Offload;
@@ -630,6 +633,7 @@ Window Scheduler::find_window(std::int64_t size) const {
   const std::int64_t now = timeline_.stream_end(Stream::Compute);
   std::int64_t copy_free = timeline_.stream_end(Stream::D2H);
   if (!costs_.duplex) copy_free = std::max(copy_free, timeline_.stream_end(Stream::H2D));
+  if (in_.pool_bytes > 0) return find_pool_victims(size - arena_.free_bytes(), now, copy_free);
   // Views are filled as the window's front reaches each block; the monotonic queues hold
   // window indices (vectors with a moving head: indices only ever grow).
   std::vector<BlockView>& bs = scratch_views_;
@@ -705,6 +709,59 @@ Window Scheduler::find_window(std::int64_t size) const {
   return best;
 }
 
+// A pool has no addresses to keep whole (Arena::Fit::Pool): the tensors to evict are any set
+// holding `need` bytes, taken one at a time by the window's own order (not fresh, least delay,
+// needed furthest ahead, fewest bytes to copy), so a window and a set agree on a single block.
+Window Scheduler::find_pool_victims(std::int64_t need, std::int64_t now, std::int64_t copy_free) const {
+  Window w;
+  if (need <= 0) {
+    w.found = true;
+    w.delay = 0;
+    w.soonest_use = kNeverUsed;
+    return w;
+  }
+  const auto& blocks = arena_.blocks();
+  std::vector<BlockView>& bs = scratch_views_;
+  bs.clear();
+  std::int64_t there = 0;
+  for (const Arena::Block& blk : blocks) {
+    BlockView v = view(blk);
+    if (v.owner == kWallBlock) continue;
+    there += v.size;
+    bs.push_back(v);
+  }
+  if (there < need) return w;
+  auto delay_of = [&](const BlockView& v) {
+    std::int64_t ready = v.ready_end;
+    if (v.dirty_ns > 0) ready = std::max(ready, std::max(copy_free, now) + v.dirty_ns);
+    return std::max<std::int64_t>(0, ready - now);
+  };
+  auto key = [&](const BlockView& v) {
+    return std::make_tuple(v.fresh_bytes > 0, delay_of(v), -static_cast<std::int64_t>(v.next_use), v.dirty_bytes,
+                           v.off);
+  };
+  std::sort(bs.begin(), bs.end(), [&](const BlockView& a, const BlockView& b) { return key(a) < key(b); });
+  w.found = true;
+  w.delay = 0;
+  w.soonest_use = kNeverUsed;
+  std::int64_t taken = 0, dirty_ns = 0;
+  std::int64_t ready = 0;
+  for (const BlockView& v : bs) {
+    if (taken >= need) break;
+    taken += v.size;
+    w.owners.push_back(v.owner);
+    w.fresh_bytes += v.fresh_bytes;
+    w.dirty_bytes += v.dirty_bytes;
+    dirty_ns += v.dirty_ns;
+    ready = std::max(ready, v.ready_end);
+    w.soonest_use = std::min(w.soonest_use, v.next_use);
+  }
+  if (dirty_ns > 0) ready = std::max(ready, std::max(copy_free, now) + dirty_ns);
+  w.delay = std::max<std::int64_t>(0, ready - now);
+  w.offset = 0;
+  return w;
+}
+
 bool Scheduler::make_room(std::int64_t size) {
   Window w = find_window(size);
   if (!w.found) return false;
@@ -728,6 +785,9 @@ bool Scheduler::allocate_tensor(int t, bool may_evict) {
     if (make_room(size)) at = arena_.allocate(size, t, &waits, top);
   }
   if (!at) return false;
+  // A pool's buffers are placed afterwards, perhaps over any buffer freed by now: whatever
+  // touches this one first comes after every compute step so far (ScheduleInput::pool_bytes).
+  if (in_.pool_bytes > 0) merge_into(waits, timeline_.last_on(Stream::Compute), Stream::Compute);
   s.on_device = true;
   s.offset = *at;
   s.size = size;
@@ -1145,7 +1205,11 @@ ScheduleResult Scheduler::run() {
     res_.failure = fmt::format("the weights and their gradients ({} bytes) do not fit in the budget", resident_end);
     return res_;
   }
-  arena_ = Arena(resident_end, in_.budget_bytes, in_.best_fit ? Arena::Fit::Best : Arena::Fit::First);
+  if (in_.pool_bytes > 0) {
+    arena_ = Arena(resident_end, std::max(resident_end, in_.pool_bytes), Arena::Fit::Pool);
+  } else {
+    arena_ = Arena(resident_end, in_.budget_bytes, in_.best_fit ? Arena::Fit::Best : Arena::Fit::First);
+  }
 
   step_limit_ = 8 * static_cast<int>(order_.size()) + 1000;
   std::int64_t planned = 0;
@@ -1243,6 +1307,15 @@ ScheduleResult Scheduler::run() {
     res_.buffers = std::move(buffers_);
   }
   res_.arena_bytes = arena_.high_water();
+  if (in_.pool_bytes > 0 && in_.record_plan) {  // the buffers get their offsets now
+    const OffsetReassignment o = assign_offsets_after_scheduling(res_.buffers, res_.steps, in_.budget_bytes + 1);
+    if (!o.applied) {
+      res_.failure =
+          fmt::format("its buffers do not fit the budget once placed ({} bytes in use at most)", res_.arena_bytes);
+      return res_;
+    }
+    res_.arena_bytes = o.after_bytes;
+  }
   res_.ok = true;
   return res_;
 }

@@ -16,7 +16,9 @@ namespace ucplan {
 // as there are cores: without and (if in.offload) with offload, each with moDNN's placement and
 // with two-ended placement (ScheduleInput::two_ended); those without offload first, the better
 // of their plans seeding those with; the fastest plan wins (in.quick: only the branch with
-// offload as allowed and moDNN's placement, seeded by the dynamic programming too). Returns the
+// offload as allowed and moDNN's placement, seeded by the dynamic programming too). On networks
+// under kReferenceLayers layers a fifth branch, without offload, places buffers only after
+// scheduling (ScheduleInput::pool_bytes); its plan competes but seeds nothing. Returns the
 // best result found (and its decisions in `table`); `kept`, if given, receives the best of the
 // branches without offload (and `kept_table` its decisions), which exact mode reads back as the
 // MILP's first incumbent.

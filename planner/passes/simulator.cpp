@@ -50,9 +50,10 @@ std::int64_t Timeline::makespan() const { return std::max({end_[0], end_[1], end
 
 Arena::Arena(std::int64_t begin, std::int64_t end, Fit fit) : begin_(begin), end_(end), fit_(fit) {
   UCPLAN_CHECK(begin <= end, "arena bounds");
-  if (end > begin) blocks_.push_back(Block{begin, end - begin, -1, kNoneReady, 0});
+  if (end > begin && fit != Fit::Pool) blocks_.push_back(Block{begin, end - begin, -1, kNoneReady, 0});
   free_bytes_ = end - begin;
   high_water_ = begin;
+  next_ = begin;
 }
 
 std::size_t Arena::index_of(std::int64_t offset) const {
@@ -100,6 +101,16 @@ void Arena::allocate_at(std::int64_t offset, std::int64_t size, int owner, Ready
 }
 
 std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadySet* waits, bool from_top) {
+  if (fit_ == Fit::Pool) {  // new space, so nothing to wait for; the bytes in use bound it
+    UCPLAN_CHECK(size > 0 && owner >= 0, "allocations have a size and an owner");
+    if (size > free_bytes_) return std::nullopt;
+    const std::int64_t at = next_;
+    next_ += (size + kAlignment - 1) / kAlignment * kAlignment;
+    blocks_.push_back(Block{at, size, owner, kNoneReady, 0});
+    free_bytes_ -= size;
+    high_water_ = std::max(high_water_, end_ - free_bytes_);
+    return at;
+  }
   if (from_top) {
     std::int64_t run_end = -1;
     for (std::size_t i = blocks_.size(); i-- > 0;) {
@@ -148,6 +159,7 @@ std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadyS
 }
 
 std::int64_t Arena::largest_free() const {
+  if (fit_ == Fit::Pool) return free_bytes_;
   std::int64_t best = 0, run = 0;
   for (const Block& b : blocks_) {
     run = b.owner < 0 ? run + b.size : 0;
@@ -159,6 +171,11 @@ std::int64_t Arena::largest_free() const {
 void Arena::release(std::int64_t offset, const ReadySet& ready, std::int64_t ready_end) {
   std::size_t i = index_of(offset);
   UCPLAN_CHECK(blocks_[i].offset == offset && blocks_[i].owner >= 0, "release of an allocated block");
+  if (fit_ == Fit::Pool) {  // its bytes go back to the pool; its address is never used again
+    free_bytes_ += blocks_[i].size;
+    blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
+    return;
+  }
   blocks_[i].owner = -1;
   blocks_[i].ready = ready;
   blocks_[i].ready_end = ready_end;

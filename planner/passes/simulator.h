@@ -63,8 +63,11 @@ class Arena {
     std::int64_t ready_end = 0;   // free blocks: when the last of those steps ends
   };
   // First fit (moDNN's linked list) or best fit (the smallest run of free blocks that holds the
-  // request, so large holes stay whole for large tensors).
-  enum class Fit { First, Best };
+  // request, so large holes stay whole for large tensors), or a pool: bytes are counted, not
+  // placed (every request fits while the bytes in use do, at an address never used before), and
+  // the caller places the buffers once the schedule is known (offsets.h), as XLA's heap
+  // simulator places a schedule's buffers; there are no free blocks.
+  enum class Fit { First, Best, Pool };
   Arena(std::int64_t begin, std::int64_t end, Fit fit = Fit::First);
   // On success returns the offset; `waits` receives the ready sets of the free space taken.
   // nullopt when no run of free blocks is large enough (fragmentation or full).
@@ -96,6 +99,7 @@ class Arena {
   std::size_t index_of(std::int64_t offset) const;  // the block containing offset
   std::int64_t high_water_ = 0;
   std::int64_t free_bytes_ = 0;
+  std::int64_t next_ = 0;  // a pool's next address
 };
 
 template <class Settled>
