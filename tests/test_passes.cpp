@@ -82,16 +82,24 @@ TEST_SUITE("simulator") {
     REQUIRE(y);
     CHECK(*x == 100);
     CHECK(*y == 100 + 512);               // aligned, never overlapping an earlier address
+    CHECK(w == kNoneReady);               // bytes never used: nothing to wait for
     CHECK_FALSE(a.allocate(300, 3, &w));  // 200 bytes left
     a.release(*x, ReadySet{7, -1, -1}, 70);
-    CHECK(a.free_bytes() == 600);
-    CHECK(a.largest_free() == 600);  // no holes: every free byte is usable
-    const auto z = a.allocate(600, 4, &w);
+    a.release(*y, ReadySet{-1, -1, 9}, 90);  // read last by a copy out (d2h step 9)
+    CHECK(a.free_bytes() == 1000);
+    CHECK(a.largest_free() == 1000);  // no holes: every free byte is usable
+    // 600 bytes: the 200 never used, then 400 of x's (released first): x's history only.
+    ReadySet w2 = kNoneReady;
+    const auto z = a.allocate(600, 4, &w2);
     REQUIRE(z);
     CHECK(*z > *y);
-    CHECK(w == kNoneReady);         // new space: nothing to wait for (the caller orders it)
-    CHECK(a.high_water() == 1100);  // the most bytes in use at once, above the begin
-    CHECK(a.blocks().size() == 2);  // only what is allocated
+    CHECK(w2 == ReadySet{7, -1, -1});
+    // y's bytes come next, and with them the wait for its copy.
+    ReadySet w3 = kNoneReady;
+    REQUIRE(a.allocate(100, 5, &w3));
+    CHECK(w3 == ReadySet{-1, -1, 9});
+    CHECK(a.high_water() == 100 + 800);  // the most bytes in use at once (x and y), above the begin
+    CHECK(a.blocks().size() == 2);       // only what is allocated
   }
 
   TEST_CASE("two-ended placement: from the top, aligned, below what is taken; the bottom unaffected") {
@@ -475,14 +483,15 @@ TEST_SUITE("plan quality") {
             const ScheduleResult r = simulate_schedule(bi, *s);
             if (r.ok) brute = std::min(brute, r.round_ns);
           }
-          // And as a pool, placed afterwards (ScheduleInput::pool_bytes), as the search's branch
-          // without offload does: tables that keep and recompute only.
-          if (std::find(table.begin(), table.end(), Residency::Offload) == table.end()) {
-            auto kept = make_table_strategy("brute", table, PrefetchMode::Eq4, true, true, false);
+          // And as a pool, placed afterwards (ScheduleInput::pool_bytes), as the search's pool
+          // branches do: with offload, and without for tables that keep and recompute only.
+          for (const bool offload : {true, false}) {
+            if (!offload && std::find(table.begin(), table.end(), Residency::Offload) != table.end()) continue;
+            auto pooled = make_table_strategy("brute", table, PrefetchMode::Eq4, true, true, offload);
             ScheduleInput bi = in;
-            bi.offload = false;
+            bi.offload = offload;
             bi.pool_bytes = in.budget_bytes - in.budget_bytes / 32;
-            const ScheduleResult r = simulate_schedule(bi, *kept);
+            const ScheduleResult r = simulate_schedule(bi, *pooled);
             if (r.ok) brute = std::min(brute, r.round_ns);  // placed within the budget (r.arena_bytes)
           }
         }

@@ -580,7 +580,6 @@ void Scheduler::evict(int t) {
 
 // Copies a tensor's device value to its host buffer on the device-to-host stream.
 void Scheduler::offload(int t) {
-  UCPLAN_CHECK(in_.pool_bytes == 0, "a pool (bytes counted, placed afterwards) only for plans without copies out");
   EmitArgs a;
   a.stream = Stream::D2H;
   a.op = StepOp::Offload;
@@ -785,9 +784,6 @@ bool Scheduler::allocate_tensor(int t, bool may_evict) {
     if (make_room(size)) at = arena_.allocate(size, t, &waits, top);
   }
   if (!at) return false;
-  // A pool's buffers are placed afterwards, perhaps over any buffer freed by now: whatever
-  // touches this one first comes after every compute step so far (ScheduleInput::pool_bytes).
-  if (in_.pool_bytes > 0) merge_into(waits, timeline_.last_on(Stream::Compute), Stream::Compute);
   s.on_device = true;
   s.offset = *at;
   s.size = size;

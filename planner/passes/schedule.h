@@ -96,9 +96,9 @@ struct ScheduleInput {
   // and its buffers are placed within budget_bytes once it is known (offsets.h); a recorded plan
   // that does not fit once placed fails. Fragmentation then costs no recomputation: on resnet50
   // b64 at 26 % of the peak, without offload, every table of the search failed in first fit with
-  // 383 MiB free in five holes, none of them 196 MiB. Only for strategies that never offload, and
-  // allocations wait for the compute stream's last step, so the placement may put any buffer over
-  // any earlier one (a copy's steps would otherwise need their own waits).
+  // 383 MiB free in five holes, none of them 196 MiB. An allocation waits for the histories of the
+  // released bytes it takes (Arena::Fit::Pool), as one in first fit waits for its blocks', so the
+  // placement may put it over the buffers they came from.
   std::int64_t pool_bytes = 0;
   // The ucplan search: more residency tables to start from, the last first (exact mode's MILP
   // solution; the best plan without offload, for the branches with), and the work budget of its

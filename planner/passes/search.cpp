@@ -582,18 +582,21 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       branches.push_back(std::move(b));
     }
   }
-  // Without offload, also a pool (ScheduleInput::pool_bytes): bytes counted, buffers placed once
-  // the schedule is known. It holds kPoolSlack less than the budget at once, for the placement's
-  // own gaps; its plan is placed right after its search (place_pool_plan), with more slack if it
-  // does not fit. Not for networks of kReferenceLayers or more (the placement is quadratic in the
-  // buffers, and ResNet-152's compile must stay under a second), nor in a quick search.
+  // Without and with offload, also a pool each (ScheduleInput::pool_bytes): bytes counted, buffers
+  // placed once the schedule is known. A pool holds 1/2^kPoolSlackShift less than the budget at
+  // once, for the placement's own gaps; its plan is placed right after its search
+  // (place_pool_plan), with more slack if it does not fit. Not for networks of kReferenceLayers or
+  // more (the placement is quadratic in the buffers, and ResNet-152's compile must stay under a
+  // second), nor in a quick search. Each phase then runs three branches on the two cores.
   constexpr int kPoolSlackShift = 5;  // 1/32 of the budget
-  if (!in.quick && layers < kReferenceLayers) {
-    Branch b{shared, "no offload, placed after scheduling: ", {}, {}};
-    b.in.offload = false;
-    b.in.pool_bytes = in.budget_bytes - (in.budget_bytes >> kPoolSlackShift);
-    branches.push_back(std::move(b));
-  }
+  if (!in.quick && layers < kReferenceLayers)
+    for (const bool offload : {false, true}) {
+      if (offload && !in.offload) continue;
+      Branch b{shared, fmt::format("{}, placed after scheduling: ", offload ? "offload" : "no offload"), {}, {}};
+      b.in.offload = offload;
+      b.in.pool_bytes = in.budget_bytes - (in.budget_bytes >> kPoolSlackShift);
+      branches.push_back(std::move(b));
+    }
   // The branches of a phase share nothing but const inputs: they run on as many threads as there
   // are cores, and are merged in a fixed order, so the result does not depend on the threads.
   auto run_phase = [&](const std::vector<Branch*>& phase) {
@@ -678,17 +681,19 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     const std::vector<Residency>* table;
     Placement placement;
     std::string name;
-    bool pool = false;
+    bool pool = false;    // a pool's plan: simulated with more bytes at once, placed within the budget
+    bool offload = true;  // a pool's: as its branch (the others run with offload as allowed, in.offload)
   };
+  const bool won_pool = best.pool_bytes > 0, won_offload = won && won->in.offload;
   std::vector<Again> again{
-      {&best_table, Placement{best.best_fit, best.two_ended}, "the best decisions", best.pool_bytes > 0},
-      {&all_kept, Placement{best.best_fit, best.two_ended}, "everything kept", best.pool_bytes > 0}};
+      {&best_table, Placement{best.best_fit, best.two_ended}, "the best decisions", won_pool, won_offload},
+      {&all_kept, Placement{best.best_fit, best.two_ended}, "everything kept", won_pool, won_offload}};
   for (const Branch& b : branches)
     if (&b != won && b.result.ok)
       again.push_back({&b.table, Placement{b.result.best_fit, b.result.two_ended}, b.name + "its best decisions",
-                       b.result.pool_bytes > 0});
-  // When the pool won, everything kept is also tried as the first-fit branches place it.
-  if (best.pool_bytes > 0)
+                       b.result.pool_bytes > 0, b.in.offload});
+  // When a pool won, everything kept is also tried as the first-fit branches place it.
+  if (won_pool)
     for (const Branch& b : branches)
       if (b.result.ok && b.result.pool_bytes == 0) {
         again.push_back({&all_kept, Placement{b.result.best_fit, b.result.two_ended}, b.name + "everything kept"});
@@ -697,12 +702,13 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   for (std::size_t k = 0; k < again.size(); ++k) {
     if (!best.ok) break;
     const std::vector<Residency>* table = again[k].table;
-    const bool pool = again[k].pool;  // a pool's plan: simulated with more bytes at once, placed within the budget
-    auto strategy = make_table_strategy("ucplan", *table, PrefetchMode::Eq4, true, true, in.offload && !pool);
+    const bool pool = again[k].pool;
+    const bool offload = in.offload && (!pool || again[k].offload);
+    auto strategy = make_table_strategy("ucplan", *table, PrefetchMode::Eq4, true, true, offload);
     for (int shift = 7; shift >= 3; --shift) {
       ScheduleInput room = shared;  // the branches' statics
+      room.offload = offload;
       if (pool) {
-        room.offload = false;
         room.pool_bytes = in.budget_bytes + (in.budget_bytes >> shift);
       } else {
         room.budget_bytes = in.budget_bytes + (in.budget_bytes >> shift);

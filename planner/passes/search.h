@@ -17,8 +17,9 @@ namespace ucplan {
 // with two-ended placement (ScheduleInput::two_ended); those without offload first, the better
 // of their plans seeding those with; the fastest plan wins (in.quick: only the branch with
 // offload as allowed and moDNN's placement, seeded by the dynamic programming too). On networks
-// under kReferenceLayers layers a fifth branch, without offload, places buffers only after
-// scheduling (ScheduleInput::pool_bytes); its plan competes but seeds nothing. Returns the
+// under kReferenceLayers layers two more branches, without and (if in.offload) with offload,
+// place buffers only after scheduling (ScheduleInput::pool_bytes); their plans compete but seed
+// nothing. Returns the
 // best result found (and its decisions in `table`); `kept`, if given, receives the best of the
 // branches without offload (and `kept_table` its decisions), which exact mode reads back as the
 // MILP's first incumbent.

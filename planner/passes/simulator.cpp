@@ -54,6 +54,7 @@ Arena::Arena(std::int64_t begin, std::int64_t end, Fit fit) : begin_(begin), end
   free_bytes_ = end - begin;
   high_water_ = begin;
   next_ = begin;
+  never_used_ = end - begin;
 }
 
 std::size_t Arena::index_of(std::int64_t offset) const {
@@ -104,6 +105,16 @@ std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadyS
   if (fit_ == Fit::Pool) {  // new space, so nothing to wait for; the bytes in use bound it
     UCPLAN_CHECK(size > 0 && owner >= 0, "allocations have a size and an owner");
     if (size > free_bytes_) return std::nullopt;
+    std::int64_t rest = size - std::min(size, never_used_);
+    never_used_ -= size - rest;
+    while (rest > 0) {
+      Released& r = released_.front();
+      if (waits) merge_into(*waits, r.ready);
+      const std::int64_t take = std::min(rest, r.size);
+      r.size -= take;
+      rest -= take;
+      if (r.size == 0) released_.pop_front();
+    }
     const std::int64_t at = next_;
     next_ += (size + kAlignment - 1) / kAlignment * kAlignment;
     blocks_.push_back(Block{at, size, owner, kNoneReady, 0});
@@ -171,8 +182,12 @@ std::int64_t Arena::largest_free() const {
 void Arena::release(std::int64_t offset, const ReadySet& ready, std::int64_t ready_end) {
   std::size_t i = index_of(offset);
   UCPLAN_CHECK(blocks_[i].offset == offset && blocks_[i].owner >= 0, "release of an allocated block");
-  if (fit_ == Fit::Pool) {  // its bytes go back to the pool; its address is never used again
+  if (fit_ == Fit::Pool) {  // its bytes go back to the pool, with its history; its address is never used again
     free_bytes_ += blocks_[i].size;
+    if (!released_.empty() && released_.back().ready == ready)
+      released_.back().size += blocks_[i].size;
+    else
+      released_.push_back({blocks_[i].size, ready});
     blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
     return;
   }

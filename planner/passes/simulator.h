@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -66,7 +67,10 @@ class Arena {
   // request, so large holes stay whole for large tensors), or a pool: bytes are counted, not
   // placed (every request fits while the bytes in use do, at an address never used before), and
   // the caller places the buffers once the schedule is known (offsets.h), as XLA's heap
-  // simulator places a schedule's buffers; there are no free blocks.
+  // simulator places a schedule's buffers; there are no free blocks. A pool's request takes
+  // bytes never used first, then released bytes in the order they were released, and waits for
+  // the histories of the released bytes it takes, as a block of first fit does: the buffers it
+  // takes them from may then share bytes with it once placed.
   enum class Fit { First, Best, Pool };
   Arena(std::int64_t begin, std::int64_t end, Fit fit = Fit::First);
   // On success returns the offset; `waits` receives the ready sets of the free space taken.
@@ -100,6 +104,13 @@ class Arena {
   std::int64_t high_water_ = 0;
   std::int64_t free_bytes_ = 0;
   std::int64_t next_ = 0;  // a pool's next address
+  // A pool's bytes: never used, and released (with the history they must wait for), oldest first.
+  struct Released {
+    std::int64_t size = 0;
+    ReadySet ready = kNoneReady;
+  };
+  std::int64_t never_used_ = 0;
+  std::deque<Released> released_;
 };
 
 template <class Settled>
