@@ -102,7 +102,7 @@ void Arena::allocate_at(std::int64_t offset, std::int64_t size, int owner, Ready
 }
 
 std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadySet* waits, bool from_top) {
-  if (fit_ == Fit::Pool) {  // new space, so nothing to wait for; the bytes in use bound it
+  if (fit_ == Fit::Pool) {  // a new address; the bytes in use bound it
     UCPLAN_CHECK(size > 0 && owner >= 0, "allocations have a size and an owner");
     if (size > free_bytes_) return std::nullopt;
     std::int64_t rest = size - std::min(size, never_used_);
