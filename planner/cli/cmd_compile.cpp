@@ -328,18 +328,24 @@ int run_compile(const CompileOptions& o) {
   in.precision = precision;
   in.options = options;
   auto start = std::chrono::steady_clock::now();
-  // -v: when no plan is found, why each candidate failed, before the error itself.
+  // When no plan is found: with -v, why each candidate failed, before the error itself; without,
+  // the error says that -v would list them.
   std::vector<CandidateOutcome> tried_in_vain;
-  if (o.verbose) in.failed_candidates = &tried_in_vain;
+  in.failed_candidates = &tried_in_vain;
   auto plan_or_explain = [&](const CompileInput& at) {
     try {
       return make_plan(at);
-    } catch (const UserError&) {
+    } catch (const UserError& e) {
+      bool searched = false;
       for (const auto& c : tried_in_vain)
-        for (const auto& cand : c.search)
-          fmt::print(stderr, "  search        sub-batch {}: {:<52} {}\n", c.sub_batch, cand.name,
-                     cand.round_ns ? format_ns(cand.round_ns) + " per round" : "no: " + cand.why);
-      throw;
+        for (const auto& cand : c.search) {
+          searched = true;
+          if (o.verbose)
+            fmt::print(stderr, "  search        sub-batch {}: {:<52} {}\n", c.sub_batch, cand.name,
+                       cand.round_ns ? format_ns(cand.round_ns) + " per round" : "no: " + cand.why);
+        }
+      if (!searched || o.verbose) throw;
+      throw UserError(e.file(), e.where(), e.reason() + "; -v lists every candidate tried and why it failed");
     }
   };
   CompileResult r = plan_or_explain(in);

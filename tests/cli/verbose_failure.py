@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`ucplan compile -v` that finds no plan says why, table by table: every candidate the search
 simulated, with the reason it failed, on stderr before the one-line error; without -v the error
-is the only line. Either way the exit code is 2 and no plan file is written.
+is the only line, and says that -v lists them. Either way the exit code is 2 and no plan file is
+written.
 Usage: verbose_failure.py UCPLAN_BIN PROFILE NETWORK"""
 import os
 import subprocess
@@ -28,6 +29,8 @@ with tempfile.TemporaryDirectory() as tmp:
         searched = [l for l in lines[:-1] if l.lstrip().startswith("search ")]
         if not verbose:
             check(len(lines) == 1, f"without -v the error is the only line, got {len(lines)}")
+            check(lines[-1].endswith("; -v lists every candidate tried and why it failed"),
+                  "without -v the error says what -v adds")
             continue
         check(len(searched) >= 10, f"-v: {len(searched)} search lines")
         check(len(searched) == len(lines) - 1, "-v: every line before the error is a search line")
