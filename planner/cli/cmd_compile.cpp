@@ -253,6 +253,14 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
   return 0;
 }
 
+// compile -v: every candidate the search simulated, with its round time or why it failed.
+void print_search_log(std::FILE* to, const std::vector<CandidateOutcome>& candidates) {
+  for (const auto& c : candidates)
+    for (const auto& cand : c.search)
+      fmt::print(to, "  search        sub-batch {}: {:<52} {}\n", c.sub_batch, cand.name,
+                 cand.round_ns ? format_ns(cand.round_ns) + " per round" : "no: " + cand.why);
+}
+
 }  // namespace
 
 int run_compile(const CompileOptions& o) {
@@ -336,14 +344,9 @@ int run_compile(const CompileOptions& o) {
     try {
       return make_plan(at);
     } catch (const UserError& e) {
-      bool searched = false;
-      for (const auto& c : tried_in_vain)
-        for (const auto& cand : c.search) {
-          searched = true;
-          if (o.verbose)
-            fmt::print(stderr, "  search        sub-batch {}: {:<52} {}\n", c.sub_batch, cand.name,
-                       cand.round_ns ? format_ns(cand.round_ns) + " per round" : "no: " + cand.why);
-        }
+      const bool searched = std::any_of(tried_in_vain.begin(), tried_in_vain.end(),
+                                        [](const CandidateOutcome& c) { return !c.search.empty(); });
+      if (o.verbose) print_search_log(stderr, tried_in_vain);
       if (!searched || o.verbose) throw;
       throw UserError(e.file(), e.where(), e.reason() + "; -v lists every candidate tried and why it failed");
     }
@@ -413,11 +416,7 @@ int run_compile(const CompileOptions& o) {
                 ? std::string()
                 : fmt::format("; lower bound on a {}round {}, its own solution {}", m->offload ? "" : "recompute-only ",
                               format_ns(m->bound_round_ns), format_ns(m->solution_round_ns)));
-    if (o.verbose)
-      for (const auto& c : r.candidates)
-        for (const auto& cand : c.search)
-          fmt::print("  search        sub-batch {}: {:<52} {}\n", c.sub_batch, cand.name,
-                     cand.round_ns ? format_ns(cand.round_ns) + " per round" : "no: " + cand.why);
+    if (o.verbose) print_search_log(stdout, r.candidates);
     // What would help: a batch-norm network is split into sub-batches only when asked; when the
     // plan loses more than 5 % and splitting would be faster, say so (statistics then change).
     const double overhead =

@@ -330,7 +330,6 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
     kept_in.record_stages = true;
     kept_in.best_fit = kept.best_fit;  // as the search placed it
     kept_in.two_ended = kept.two_ended;
-    kept_in.pool_bytes = kept.pool_bytes;
     auto strategy = make_table_strategy("ucplan", kept_table, PrefetchMode::Eq4, true, true, false);
     recorded = simulate_schedule(kept_in, *strategy);
   }
@@ -382,14 +381,13 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
                  "the MILP's solution stage by stage, offloading on demand" + how);
     }
     // Or, as the MILP counts, bytes only, the buffers placed afterwards (ScheduleInput::pool_bytes),
-    // with 1/32, 1/16 and 1/8 of the budget left for the placement's gaps.
-    for (int shift = 5; shift >= 3; --shift) {
+    // with more slack for the placement's gaps until they fit.
+    for (const int shift : kPoolSlackShifts) {
       ScheduleInput pooled = si;
       pooled.offload = false;
-      pooled.pool_bytes = si.budget_bytes - (si.budget_bytes >> shift);
+      pooled.pool_bytes = ScheduleInput::pool_for(si.budget_bytes, shift);
       if (milp_configs) pooled.fixed_config = o.milp_result.config;
       ScheduleResult r = simulate_staged(pooled, o.milp_result.staged, false);
-      r.pool_bytes = pooled.pool_bytes;
       const bool placed = r.ok;
       consider(std::move(r),
                fmt::format("the MILP's solution stage by stage, placed after scheduling ({} at once){}",

@@ -1201,6 +1201,7 @@ ScheduleResult Scheduler::run() {
     res_.failure = fmt::format("the weights and their gradients ({} bytes) do not fit in the budget", resident_end);
     return res_;
   }
+  res_.pool_bytes = in_.pool_bytes;
   if (in_.pool_bytes > 0) {
     arena_ = Arena(resident_end, std::max(resident_end, in_.pool_bytes), Arena::Fit::Pool);
   } else {

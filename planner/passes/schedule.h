@@ -100,6 +100,8 @@ struct ScheduleInput {
   // released bytes it takes (Arena::Fit::Pool), as one in first fit waits for its blocks', so the
   // placement may put it over the buffers they came from.
   std::int64_t pool_bytes = 0;
+  // A pool for `budget`, leaving 1 / 2^slack_shift of it for the placement's gaps.
+  static std::int64_t pool_for(std::int64_t budget, int slack_shift) { return budget - (budget >> slack_shift); }
   // The ucplan search: more residency tables to start from, the last first (exact mode's MILP
   // solution; the best plan without offload, for the branches with), and the work budget of its
   // local search (simulated steps x 10 + arena blocks looked at).
@@ -165,8 +167,12 @@ struct ScheduleResult {
   std::vector<int> config_at;  // and the front index of its conv configuration (-1: not a conv kernel)
   // The ucplan search: the placement its plan was made with (to run its table again).
   bool best_fit = false, two_ended = false;
-  std::int64_t pool_bytes = 0;
+  std::int64_t pool_bytes = 0;  // the pool it was scheduled in (ScheduleInput::pool_bytes), 0: none
 };
+
+// A pool's slack for the placement's gaps (ScheduleInput::pool_for), tried in turn until the plan
+// fits the budget once placed: 1/32, 1/16, then 1/8 of the budget.
+inline constexpr int kPoolSlackShifts[] = {5, 4, 3};
 
 ScheduleResult simulate_schedule(const ScheduleInput& in, Strategy& strategy);
 

@@ -66,22 +66,20 @@ ScheduleResult recorded(const ScheduleInput& in, const std::vector<Residency>& t
 }
 
 // A pool branch's plan (ScheduleInput::pool_bytes), found by a search that counted bytes, with its
-// record and its buffers placed: its table simulated again holding 1/2^slack_shift of the budget
-// less at once, then twice and four times that, until the placement fits the budget (offsets.h).
-ScheduleResult place_pool_plan(const ScheduleInput& in, const std::vector<Residency>& table, ScheduleResult r,
-                               int slack_shift) {
+// record and its buffers placed: its table simulated again in the pool of each slack of
+// kPoolSlackShifts in turn (the search's own first) until the placement fits the budget (offsets.h).
+ScheduleResult place_pool_plan(const ScheduleInput& in, const std::vector<Residency>& table, ScheduleResult r) {
   if (!r.ok) return r;
   std::vector<ScheduleResult::Candidate> log = std::move(r.search_log);
-  for (int shift = slack_shift; shift > slack_shift - 3; --shift) {
+  for (const int shift : kPoolSlackShifts) {
     ScheduleInput at = in;
-    at.pool_bytes = in.budget_bytes - (in.budget_bytes >> shift);
+    at.pool_bytes = ScheduleInput::pool_for(in.budget_bytes, shift);
     ScheduleResult placed = simulate_ucplan_table(at, table, Placement{}, ScheduleResult{}, true);
     log.push_back({fmt::format("the best decisions, {} held at most, placed", format_bytes(at.pool_bytes)),
                    placed.ok ? placed.round_ns : 0, placed.failure});
     if (placed.ok) {
       placed.work = r.work;
       placed.candidates_skipped = r.candidates_skipped;
-      placed.pool_bytes = at.pool_bytes;
       placed.search_log = std::move(log);
       return placed;
     }
@@ -506,7 +504,6 @@ ScheduleResult search_ucplan(const ScheduleInput& in, const std::vector<Schedule
   best.candidates_skipped = skipped;
   best.best_fit = placement.best_fit;
   best.two_ended = placement.two_ended;
-  best.pool_bytes = in.pool_bytes;
   best.search_log = std::move(log);
   if (table_out) *table_out = best_table;
   return best;
@@ -583,8 +580,8 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     }
   }
   // Without and with offload, also a pool each (ScheduleInput::pool_bytes): bytes counted, buffers
-  // placed once the schedule is known. A pool holds 1/2^kPoolSlackShift less than the budget at
-  // once, for the placement's own gaps; its plan is placed right after its search
+  // placed once the schedule is known. A pool holds 1/32 less than the budget at once
+  // (kPoolSlackShifts), for the placement's own gaps; its plan is placed right after its search
   // (place_pool_plan), with more slack if it does not fit. Not for networks of kReferenceLayers or
   // more (the placement is quadratic in the buffers, and ResNet-152's compile must stay under a
   // second), nor in a quick search. Each phase then runs three branches on the two cores.
@@ -593,13 +590,12 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   // without offload alone, 425.0 with neither; the 36 compiles take 259 s instead of 218 and 202.
   // Dropping the two-ended branches instead would give back that time (174 s) but not the
   // quality (396.3 points; resnet20 v100 at 25 %: +81.9 % instead of +58.2 %).
-  constexpr int kPoolSlackShift = 5;  // 1/32 of the budget
   if (!in.quick && layers < kReferenceLayers)
     for (const bool offload : {false, true}) {
       if (offload && !in.offload) continue;
       Branch b{shared, fmt::format("{}, placed after scheduling: ", offload ? "offload" : "no offload"), {}, {}};
       b.in.offload = offload;
-      b.in.pool_bytes = in.budget_bytes - (in.budget_bytes >> kPoolSlackShift);
+      b.in.pool_bytes = ScheduleInput::pool_for(in.budget_bytes, kPoolSlackShifts[0]);
       branches.push_back(std::move(b));
     }
   // The branches of a phase share nothing but const inputs: they run on as many threads as there
@@ -618,7 +614,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
         try {
           Branch& b = *phase[i];
           b.result = search_ucplan(b.in, !b.in.offload || b.in.quick ? checkpoints : no_checkpoints, &b.table);
-          if (b.in.pool_bytes > 0) b.result = place_pool_plan(b.in, b.table, std::move(b.result), kPoolSlackShift);
+          if (b.in.pool_bytes > 0) b.result = place_pool_plan(b.in, b.table, std::move(b.result));
         } catch (...) {
           std::lock_guard<std::mutex> lock(failure_mutex);
           if (!failure) failure = std::current_exception();
@@ -737,7 +733,6 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       r.arena_bytes = o.after_bytes;
       r.best_fit = room.best_fit;
       r.two_ended = room.two_ended;
-      r.pool_bytes = room.pool_bytes;
       best = std::move(r);
       if (table != &best_table) best_table = *table;
     }
