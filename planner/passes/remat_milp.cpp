@@ -461,6 +461,14 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   // 25 % after 600 s (386 nodes, no better solution); on ResNet-50 b64 (106,000 variables instead
   // of 70,000) CBC's root did not end in 60 s, and the bound fell to the trivial one at 85 and
   // 35 % (from +2.5 and +7.4 %). Not kept.
+  // Which side of the gap is loose, measured on resnet20 b64, model:h100, 35 % of the peak, the
+  // default's plan without offload as the start (a round of 2.14 ms; bound 1.95 ms after 45 s):
+  // 900 s of CBC (9,834 nodes) raised the bound to 1.96 ms and found no better solution; a large-
+  // neighbourhood search (all of R and S free for 8 or 20 consecutive activations of the route,
+  // the rest fixed at the incumbent, CBC on each part, sliding by half a part, until a sweep gains
+  // nothing) lowered the MILP's objective by 6.6 us in 40 s, and the plan simulated from it was no
+  // faster. The start is thus near a local optimum of the MILP itself; the gap is the relaxation's.
+  // Not kept.
   ilp.full_strategy = true;
   res.variables = nv;
   res.rows = static_cast<int>(ilp.rows.size());
