@@ -199,7 +199,7 @@ FINE_CASES = [("resnet20", 64, "h100"), ("resnet20", 64, "v100")]
 
 
 def fine_sweep(cli, w, net, batch, dev):
-    """The default at every whole per cent from 100 % to 25 % of the peak: (row, excess list)."""
+    """The default at every whole per cent from 100 % to 25 % of the peak: one row of part C's table."""
     prof = os.path.join(w, f"{net}-b{batch}-{dev}.json")
     cli.run(["ucplan", "profile", net, "--batch", str(batch), "--device", f"model:{dev}", "-o", prof])
     peak = cli.json(["ucplan", "inspect", net, "--batch", str(batch), "--json"])["totals"]["liveness_peak_bytes"]
@@ -215,15 +215,14 @@ def fine_sweep(cli, w, net, batch, dev):
     # smaller budget of the sweep by more than 0.05 points (the tables' rounding).
     excess = []
     for i, (share, ov) in enumerate(points):
-        least = min((o for s2, o in points[i + 1:]), default=None)
+        least = min((o for _, o in points[i + 1:]), default=None)
         if least is not None and ov - least > 0.0005:
             excess.append((share, ov - least))
     worst = max(excess, key=lambda x: x[1]) if excess else None
-    row = [f"{net} b{batch}", f"model:{dev}", len(points), len(excess),
-           f"{100 * worst[1]:.1f} points at {worst[0]} %" if worst else "--",
-           ", ".join(f"{s} % (+{100 * x:.1f})" for s, x in excess) or "--",
-           f"{pct(points[0][1])} / {pct(points[-1][1])}", f"{secs:.0f}"]
-    return row
+    return [f"{net} b{batch}", f"model:{dev}", len(points), len(excess),
+            f"{100 * worst[1]:.1f} points at {worst[0]} %" if worst else "--",
+            ", ".join(f"{s} % (+{100 * x:.1f})" for s, x in excess) or "--",
+            f"{pct(points[0][1])} / {pct(points[-1][1])}", f"{secs:.0f}"]
 
 
 def fine_section(cli, w, note):

@@ -467,8 +467,8 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   // neighbourhood search (all of R and S free for 8 or 20 consecutive activations of the route,
   // the rest fixed at the incumbent, CBC on each part, sliding by half a part, until a sweep gains
   // nothing) lowered the MILP's objective by 6.6 us in 40 s, and the plan simulated from it was no
-  // faster. The start is thus near a local optimum of the MILP itself; the gap is the relaxation's.
-  // Not kept.
+  // faster. The start is thus near a local optimum of the MILP itself, which points at the
+  // relaxation as the loose side (not a proof). Not kept.
   ilp.full_strategy = true;
   res.variables = nv;
   res.rows = static_cast<int>(ilp.rows.size());
