@@ -233,7 +233,7 @@ def fine_section(cli, w, note):
         "liveness peak from 100 % to 25 %, then `ucplan explain --json`. A budget counts as slower than a smaller "
         "one when its overhead is more than 0.05 points above the least overhead of any smaller budget of the "
         "sweep (the excess in brackets). The search is a local search from many seeds and its result is chaotic "
-        "in the budget, so the guarantee holds on the coarse grid of part A but not at every budget; "
+        "in the budget, so the coarse grid of part A is monotone but not every budget is; "
         "`ucplan frontier` reports the envelope (the best plan at or below each budget). "
         f"Machine: {note}.\n",
         table(["network", "profile", "budgets", "slower than a smaller budget", "largest excess", "where",
