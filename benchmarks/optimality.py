@@ -69,10 +69,15 @@ def exact_point(cli, w, net, batch, dev, prof, budget, share, limit):
     return ov, "no bound", None, dt, plan, anyb
 
 
-def sweep(cli, w, net, batch, dev, out, exact_limit=None):
+def profile_and_totals(cli, w, net, batch, dev):
+    """The network's model:DEV profile (written to the work folder) and `ucplan inspect`'s totals."""
     prof = os.path.join(w, f"{net}-b{batch}-{dev}.json")
     cli.run(["ucplan", "profile", net, "--batch", str(batch), "--device", f"model:{dev}", "-o", prof])
-    tot = cli.json(["ucplan", "inspect", net, "--batch", str(batch), "--json"])["totals"]
+    return prof, cli.json(["ucplan", "inspect", net, "--batch", str(batch), "--json"])["totals"]
+
+
+def sweep(cli, w, net, batch, dev, out, exact_limit=None):
+    prof, tot = profile_and_totals(cli, w, net, batch, dev)
     peak, lb = tot["liveness_peak_bytes"], tot["lower_bound_bytes"]
     res = {}  # (share, strategy) -> overhead or None
     default_s = {}  # share -> the default's compile, wall s
@@ -200,9 +205,8 @@ FINE_CASES = [("resnet20", 64, "h100"), ("resnet20", 64, "v100")]
 
 def fine_sweep(cli, w, net, batch, dev):
     """The default at every whole per cent from 100 % to 25 % of the peak: one row of part C's table."""
-    prof = os.path.join(w, f"{net}-b{batch}-{dev}.json")
-    cli.run(["ucplan", "profile", net, "--batch", str(batch), "--device", f"model:{dev}", "-o", prof])
-    peak = cli.json(["ucplan", "inspect", net, "--batch", str(batch), "--json"])["totals"]["liveness_peak_bytes"]
+    prof, tot = profile_and_totals(cli, w, net, batch, dev)
+    peak = tot["liveness_peak_bytes"]
     plan = os.path.join(w, f"fine-{net}-b{batch}-{dev}.plan.json")
     points, secs = [], 0.0
     for share in range(100, 24, -1):
