@@ -490,7 +490,7 @@ TEST_SUITE("plan quality") {
             auto pooled = make_table_strategy("brute", table, PrefetchMode::Eq4, true, true, offload);
             ScheduleInput bi = in;
             bi.offload = offload;
-            bi.pool_bytes = in.budget_bytes - in.budget_bytes / 32;
+            bi.pool_bytes = ScheduleInput::pool_for(in.budget_bytes, kPoolSlackShifts[0]);
             const ScheduleResult r = simulate_schedule(bi, *pooled);
             if (r.ok) brute = std::min(brute, r.round_ns);  // placed within the budget (r.arena_bytes)
           }

@@ -19,10 +19,9 @@ namespace ucplan {
 // offload as allowed and moDNN's placement, seeded by the dynamic programming too). On networks
 // under kReferenceLayers layers two more branches, without and (if in.offload) with offload,
 // place buffers only after scheduling (ScheduleInput::pool_bytes); their plans compete but seed
-// nothing. Returns the
-// best result found (and its decisions in `table`); `kept`, if given, receives the best of the
-// branches without offload (and `kept_table` its decisions), which exact mode reads back as the
-// MILP's first incumbent.
+// nothing. Returns the best result found (and its decisions in `table`); `kept`, if given,
+// receives the best of the branches without offload (and `kept_table` its decisions), which exact
+// mode reads back as the MILP's first incumbent.
 ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* table = nullptr,
                                ScheduleResult* kept = nullptr, std::vector<Residency>* kept_table = nullptr);
 
