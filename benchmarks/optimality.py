@@ -24,10 +24,9 @@ Measures, through the ucplan CLI:
      16-channel blocks, then its pool, fc and loss; made from networks/resnet20.json) at b64 on model:h100,
      between 50 % and 35 % of its liveness peak, where part A's grid has no point.
 All overheads are MODELLED (model:NAME profiles, deterministic); only the compile times are measured.
---compile-times-only measures part B alone, --fine-only part C alone and --off-grid-only part D alone, and each
-replaces its part of
-results/optimality.md, keeping the others as they were (part B: for a change that makes compiling faster
-without changing any plan).
+--compile-times-only measures part B alone, --fine-only part C alone and --off-grid-only part D alone; each
+replaces its part of results/optimality.md, keeping the others as they were (part B: for a change that makes
+compiling faster without changing any plan).
 Writes benchmarks/results/optimality.md and regenerates benchmarks/RESULTS.md.
 """
 import argparse
@@ -335,7 +334,7 @@ def main():
                     help="networks also compiled with --solver exact, comma-separated, or 'none' (default: all four)")
     ap.add_argument("--exact-limit", type=int, default=60, help="exact mode's --time-limit in seconds (default 60)")
     ap.add_argument("--compile-times-only", action="store_true",
-                    help="measure part B only and replace it in results/optimality.md (parts A and C kept as they were)")
+                    help="measure part B only and replace it in results/optimality.md (the other parts kept as they were)")
     ap.add_argument("--fine-only", action="store_true",
                     help="measure part C only and replace it in results/optimality.md (the other parts kept as they were)")
     ap.add_argument("--off-grid-only", action="store_true",
