@@ -228,7 +228,7 @@ def fine_sweep(cli, w, net, batch, dev):
     excess = []
     for i, (share, ov) in enumerate(points):
         least = min((o for _, o in points[i + 1:]), default=None)
-        if least is not None and ov - least > 0.0005:
+        if least is not None and ov - least > EPS:
             excess.append((share, ov - least))
     worst = max(excess, key=lambda x: x[1]) if excess else None
     return [f"{net} b{batch}", f"model:{dev}", len(points), len(excess),
@@ -333,27 +333,26 @@ def main():
     ap.add_argument("--exact", default=",".join(n for n, _ in CASES),
                     help="networks also compiled with --solver exact, comma-separated, or 'none' (default: all four)")
     ap.add_argument("--exact-limit", type=int, default=60, help="exact mode's --time-limit in seconds (default 60)")
-    ap.add_argument("--compile-times-only", action="store_true",
-                    help="measure part B only and replace it in results/optimality.md (the other parts kept as they were)")
-    ap.add_argument("--fine-only", action="store_true",
-                    help="measure part C only and replace it in results/optimality.md (the other parts kept as they were)")
-    ap.add_argument("--off-grid-only", action="store_true",
-                    help="measure part D only and replace it in results/optimality.md (the other parts kept as they were)")
+    # The parts that can be measured alone: flag, letter, heading in results/optimality.md, section.
+    single = [("compile_times_only", "B", COMPILE_TIMES_HEAD, lambda: compile_times_section(cli, w, note)),
+              ("fine_only", "C", FINE_HEAD, lambda: fine_section(cli, w, note)),
+              ("off_grid_only", "D", OFF_GRID_HEAD, lambda: off_grid_section(cli, w, note, a.exact_limit))]
+    for flag, part, _, _ in single:
+        ap.add_argument("--" + flag.replace("_", "-"), action="store_true",
+                        help=f"measure part {part} only and replace it in results/optimality.md (the other parts kept "
+                             "as they were)")
     a = ap.parse_args()
     t0 = time.perf_counter()
     cli = Cli(a.build)
     w = work_dir(a.build, "optimality")
     note = machine_note(cli)
-    if a.compile_times_only or a.fine_only or a.off_grid_only:
+    chosen = [(head, section) for flag, _, head, section in single if getattr(a, flag)]
+    if chosen:
         path = os.path.join(REPO, "benchmarks", "results", "optimality.md")
         if not os.path.exists(path):
             sys.exit(f"{path}: no part to replace; run the whole script")
-        if a.compile_times_only:
-            write_section("optimality.md", replace_part(COMPILE_TIMES_HEAD, compile_times_section(cli, w, note)))
-        if a.fine_only:
-            write_section("optimality.md", replace_part(FINE_HEAD, fine_section(cli, w, note)))
-        if a.off_grid_only:
-            write_section("optimality.md", replace_part(OFF_GRID_HEAD, off_grid_section(cli, w, note, a.exact_limit)))
+        for head, section in chosen:
+            write_section("optimality.md", replace_part(head, section()))
         print(f"optimality: part(s) measured in {time.perf_counter() - t0:.0f} s")
         return 0
     out = {"anomalies": [], "beaten": [], "nonmonotone": [], "default": {}, "points": 0, "exact_vs_default": [],
