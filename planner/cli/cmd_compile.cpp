@@ -335,6 +335,7 @@ int run_compile(const CompileOptions& o) {
   in.budget_bytes = *budget - reserve;  // the plan's budget: the arena's
   in.precision = precision;
   in.options = options;
+  in.stop_after_dump = !o.dump_after.empty() && o.output.empty() && o.trace.empty();
   auto start = std::chrono::steady_clock::now();
   // When no plan is found: with -v, why each candidate failed, before the error itself; without,
   // the error says that -v would list them.

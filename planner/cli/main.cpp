@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
                         "also write the predicted timeline as a Chrome trace (Perfetto) to FILE");
   c_compile->add_option("--dump-after", compile.dump_after,
                         "write the JSON of one pipeline stage to stdout: graph | liveness | lower-bound | conv-configs "
-                        "| sub-batch | schedule");
+                        "| sub-batch | schedule; without -o or --trace the compile stops after that stage");
   c_compile->add_flag("--conv-only", compile.conv_only,
                       "only choose convolution configurations and report them (no memory plan)");
   c_compile->add_option(

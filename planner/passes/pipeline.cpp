@@ -732,7 +732,9 @@ CompileResult make_plan(const CompileInput& in) {
   Pipeline x(in);
   for (const StageRow& stage : kStages) {
     stage.run(x);
-    if (x.opt.dump_after == stage.name) x.out.dump = stage.dump(x);
+    if (x.opt.dump_after != stage.name) continue;
+    x.out.dump = stage.dump(x);
+    if (in.stop_after_dump) return std::move(x.out);
   }
   // 8. Verify (independent re-simulation). A failure here is a planner bug, not a user error.
   const std::string error = find_plan_error(x.out.plan);

@@ -6,7 +6,8 @@
 //   -> verify.
 // The options arrive typed (PlanOptions, parsed once by the caller); what they must agree with in
 // the profile (its precision, its sizes) is checked before the first stage or by the stage that
-// uses it. `dump_after` names a stage whose JSON is returned in CompileResult::dump.
+// uses it. `dump_after` names a stage whose JSON is returned in CompileResult::dump; with
+// CompileInput::stop_after_dump the stages after it do not run (the result then has no plan).
 #pragma once
 
 #include <cstdint>
@@ -84,6 +85,9 @@ struct CompileInput {
   // When no plan is found (make_plan throws UserError) and this is set, it receives every sub-batch
   // candidate tried, with its search log: why each table failed (compile -v).
   std::vector<struct CandidateOutcome>* failed_candidates = nullptr;
+  // Only options.dump_after's JSON is wanted (compile --dump-after without -o or --trace): make_plan
+  // returns after that stage, without the search of the later ones, and with no plan.
+  bool stop_after_dump = false;
 };
 
 struct CandidateOutcome {

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`ucplan compile --dump-after STAGE`: each stage writes one JSON document to stdout, in the
 order `compile --help` lists them, and what it says agrees with `ucplan inspect` (liveness peak,
-lower bound) and with the plan compiled without the flag (schedule). An unknown stage is one
-line, exit code 2. Usage: dump_after.py UCPLAN_BIN PROFILE NETWORK"""
+lower bound) and with the plan compiled without the flag (schedule). Without -o the compile stops
+after the stage; with -o it also writes the plan, the one compiled without the flag. An unknown
+stage is one line, exit code 2. Usage: dump_after.py UCPLAN_BIN PROFILE NETWORK"""
 import json
 import os
 import re
@@ -22,16 +23,19 @@ def run(*argv):
 help_text = run("compile", "--help").stdout
 m = re.search(r"--dump-after TEXT\s+write the JSON of one pipeline stage to stdout: ([a-z| -]+)", help_text)
 stages = [s.strip() for s in m.group(1).split("|")] if m else []
+check(re.search(r"without -o or --trace the\s+compile stops after that stage", help_text) is not None,
+      "--help says that without -o the compile stops after the stage")
 check(stages == ["graph", "liveness", "lower-bound", "conv-configs", "sub-batch", "schedule"],
       f"--help lists the stages in execution order: {stages}")
 with tempfile.TemporaryDirectory() as tmp:
     plan = os.path.join(tmp, "plan.json")
-    base = ["compile", network, "--profile", profile, "--budget", "64MiB", "-o", plan]
+    base = ["compile", network, "--profile", profile, "--budget", "64MiB"]
     batch = json.load(open(profile))["batch"]
     totals = json.loads(run("inspect", network, "--batch", str(batch), "--json").stdout)["totals"]
-    plain = run(*base)
+    plain = run(*base, "-o", plan)
     check(plain.returncode == 0, f"compile without --dump-after: {plain.stderr.strip()}")
     plain_plan = open(plan).read()
+    os.remove(plan)  # written again below, with --dump-after
     dumps = {}
     for s in stages:
         r = run(*base, "--dump-after", s)
@@ -49,6 +53,11 @@ with tempfile.TemporaryDirectory() as tmp:
         check(len(dumps["graph"]["layers"]) > 0 and len(dumps["graph"]["tasks"]) > 0, "the graph dump has layers and tasks")
         check(json.loads(plain_plan)["summary"] == dumps["schedule"]["summary"],
               "the schedule dump is the plan compiled without the flag")
+    r = run(*base, "--dump-after", "liveness", "-o", plan)
+    check(r.returncode == 0 and r.stdout.strip() and json.loads(r.stdout) == dumps.get("liveness"),
+          f"--dump-after liveness -o: the same dump (exit {r.returncode}: {r.stderr.strip()})")
+    check(os.path.exists(plan) and open(plan).read() == plain_plan,
+          "--dump-after liveness -o: the plan written is the one compiled without the flag")
     r = run(*base, "--dump-after", "bogus")
     check(r.returncode == 2 and r.stderr.count("\n") == 1 and
           f"unknown stage \"bogus\" ({', '.join(stages)})" in r.stderr,
