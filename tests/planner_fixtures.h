@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "planner/ir/route.h"
 #include "planner/ir/tasks.h"
@@ -14,7 +17,24 @@
 #include "profiler/model_device.h"
 #include "profiler/profile_network.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define UCPLAN_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UCPLAN_TEST_SANITIZED 1
+#endif
+#endif
+
 namespace ucplan::test {
+
+// Built with AddressSanitizer (scripts/sanitize.sh), where a compile is ten times slower and what
+// the suite looks for is memory errors: tests that compile on a grid of budgets take every second
+// budget of it there. The Release suite runs the whole grid.
+#ifdef UCPLAN_TEST_SANITIZED
+inline constexpr int kGridStride = 2;
+#else
+inline constexpr int kGridStride = 1;
+#endif
 
 // splitmix64, the hash of the deterministic profile times.
 inline std::uint64_t profile_mix(std::uint64_t z) {
@@ -27,14 +47,39 @@ inline std::uint64_t profile_mix(std::uint64_t z) {
 // A measured CPU profile (so plans use the CPU algorithms, and the verifier's exact CPU
 // workspace rules apply) with its times replaced by a deterministic function of the entry: the
 // plans must not depend on how loaded the machine is.
+// The copies are not measured at all (the times are replaced below): measuring them copies
+// 64 MiB buffers a dozen times, most of a test's run time under the sanitizers.
+class CpuKernelsOnlyRunner : public Runner {
+ public:
+  DeviceInfo device() override { return cpu_->device(); }
+  std::string source() const override { return cpu_->source(); }
+  std::vector<std::string> algorithms(const Graph& g, int layer, TaskKind op) override {
+    return cpu_->algorithms(g, layer, op);
+  }
+  Measurement measure(const Graph& g, int layer, TaskKind op, const std::string& algo, std::int64_t batch,
+                      int repeats) override {
+    return cpu_->measure(g, layer, op, algo, batch, repeats);
+  }
+  std::vector<TransferPoint> measure_transfers(bool, const std::vector<std::int64_t>& sizes) override {
+    std::vector<TransferPoint> out;
+    for (std::int64_t bytes : sizes) out.push_back({bytes, 2e-6 + static_cast<double>(bytes) / 4e9});
+    return out;
+  }
+  bool measure_duplex() override { return true; }
+  std::map<std::string, std::string> conditions() override { return cpu_->conditions(); }
+
+ private:
+  std::unique_ptr<Runner> cpu_ = make_cpu_runner();
+};
+
 inline Profile deterministic_cpu_profile(const Network& net, std::int64_t batch,
                                          Precision precision = Precision::FP32) {
-  auto runner = make_cpu_runner();
+  CpuKernelsOnlyRunner runner;
   ProfileOptions o;
   o.batch = batch;
   o.repeat = 1;
   o.precision = precision;
-  Profile p = profile_network(net, "test", *runner, o);
+  Profile p = profile_network(net, "test", runner, o);
   for (SignatureCosts& s : p.signatures)
     for (OpCost& c : s.costs) {
       std::uint64_t h = 0;

@@ -155,7 +155,7 @@ TEST_SUITE("memory planner") {
       const std::int64_t lb = lower_bound_of(net);
       const std::int64_t peak = keep_all_peak(net, prof);
       REQUIRE(lb < peak);
-      for (int k = 0; k <= 8; ++k) {
+      for (int k = 0; k <= 8; k += kGridStride) {
         const std::int64_t budget = lb + (peak - lb) * k / 8;
         CAPTURE(net.name);
         CAPTURE(budget);
@@ -198,7 +198,7 @@ TEST_SUITE("memory planner") {
       const Network net = parse_network_text(text, "test");
       const Profile prof = model_profile(net, 8);
       const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);
-      for (int k : {1, 3, 5, 7}) {
+      for (int k = 1; k <= 7; k += 2 * kGridStride) {
         const std::int64_t budget = lb + (peak - lb) * k / 8;
         const std::int64_t ours = make_plan(input_for(net, prof, budget)).plan.summary.predicted_ns;
         for (const char* s : {"keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"}) {
@@ -956,7 +956,9 @@ TEST_SUITE("plan quality") {
           if (std::string(solver) != "fast") CHECK(ours.summary.predicted_ns <= theirs.summary.predicted_ns);
           if (std::string(solver) == "thorough") CHECK(ours.summary.predicted_ns == theirs.summary.predicted_ns);
           CHECK(ours.solver == solver);
-          CHECK(plan_to_json_text(ours) == plan_to_json_text(make_plan(with(solver)).plan));
+          // Reproduced at one budget of each network: compiling everything twice would double
+          // the test's run time (the golden plans of scripts/test.sh reproduce default plans too).
+          if (k == 4) CHECK(plan_to_json_text(ours) == plan_to_json_text(make_plan(with(solver)).plan));
         }
       }
     }
