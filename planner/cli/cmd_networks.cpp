@@ -20,6 +20,20 @@ Precision parse_precision_option(const std::string& text) {
   return p;
 }
 
+namespace {
+
+// The table's description: its first kDescriptionWidth characters, cut at a space, so that one
+// long description does not widen every line (--json gives them whole).
+constexpr std::size_t kDescriptionWidth = 72;
+std::string headline(const std::string& description) {
+  if (description.size() <= kDescriptionWidth) return description;
+  std::size_t cut = description.rfind(' ', kDescriptionWidth - 3);
+  if (cut == std::string::npos || cut == 0) cut = kDescriptionWidth - 3;
+  return description.substr(0, cut) + "...";
+}
+
+}  // namespace
+
 int run_networks(const NetworksOptions& o) {
   namespace fs = std::filesystem;
   std::string zoo = zoo_directory();
@@ -43,7 +57,7 @@ int run_networks(const NetworksOptions& o) {
     for (std::size_t l = 0; l < g.layers.size(); ++l) act += g.out_bytes_per_sample(static_cast<int>(l));
     std::string input = fmt::format("{}x{}x{}", g.net.input_shape[0], g.net.input_shape[1], g.net.input_shape[2]);
     table.add({name, std::to_string(g.layers.size() - 1), std::to_string(g.conv_count()),
-               with_thousands(g.total_params()), format_bytes(act), input, g.net.description});
+               with_thousands(g.total_params()), format_bytes(act), input, headline(g.net.description)});
     list.push_back({{"name", name},
                     {"layers", g.layers.size() - 1},
                     {"convs", g.conv_count()},
