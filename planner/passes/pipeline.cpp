@@ -530,9 +530,12 @@ void assemble_plan(Pipeline& x) {
     p.notes.push_back(
         fmt::format("the ucplan search stopped {} candidate(s) short: its work budget was spent (large network)",
                     best.candidates_skipped));
+  bool stopped_at_limit = false;  // a MILP ended by --time-limit (without one, each runs to a deterministic end)
   for (const CandidateOutcome& o : x.out.candidates) {
     if (o.sub_batch != x.best_b) continue;
     for (const RematMilpResult* m : o.milps()) {
+      stopped_at_limit |= x.opt.time_limit_s > 0 && (m->status == RematMilpResult::Status::feasible ||
+                                                     m->status == RematMilpResult::Status::no_solution);
       const char* which = m->offload ? "the MILP with offload" : "the rematerialisation MILP";
       if (!m->solved()) {
         p.notes.push_back(fmt::format("exact mode: {} ({} variables, {} rows) found {}", which, m->variables, m->rows,
@@ -550,6 +553,11 @@ void assemble_plan(Pipeline& x) {
           s.offload_bytes > 0 && !m->offload ? " (it also offloads, which this MILP does not model)" : ""));
     }
   }
+  if (stopped_at_limit)
+    p.notes.push_back(
+        "exact mode: a MILP stopped at --time-limit with what CBC had found by then, which depends on how fast this "
+        "machine solved it: the plan may not be reproduced byte for byte (without --time-limit the MILPs run to "
+        "their end, and the plan is the same every time)");
   if (best.pool_bytes > 0)
     p.notes.push_back(
         fmt::format("buffers placed after scheduling: the schedule counted bytes against {} (the budget less room for "
