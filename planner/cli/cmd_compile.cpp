@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "progress_line.h"
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
 #include "planner/views/plan_views.h"
@@ -352,6 +353,8 @@ int run_compile(const CompileOptions& o) {
       throw UserError(e.file(), e.where(), e.reason() + "; -v lists every candidate tried and why it failed");
     }
   };
+  ProgressLine line;  // on a terminal: what the compile is doing, and for how long
+  if (line.enabled()) in.progress = [&line](const std::string& what) { line.show(what); };
   CompileResult r = plan_or_explain(in);
   // Pinned host memory costs device memory too: the GPU maps every page of it. Measured on an H100
   // (driver 580), the runtime's overhead beside the arena grew 1.2-1.8 MB per GB of the plan's host
@@ -382,6 +385,7 @@ int run_compile(const CompileOptions& o) {
       r = plan_or_explain(in);
     }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  line.clear();
   if (!o.dump_after.empty()) fmt::print("{}", r.dump);
   std::vector<std::pair<std::string, std::string>> outputs;
   if (!o.output.empty()) outputs.emplace_back(o.output, plan_to_json_text(r.plan));
@@ -436,12 +440,14 @@ int run_compile(const CompileOptions& o) {
       std::vector<std::optional<Plan>> estimates(2);
       std::vector<std::exception_ptr> failed(2);
       std::vector<std::thread> threads;
+      line.show("the report: estimating the plans at half and a quarter of the batch");
       for (std::size_t k = 0; k < estimates.size(); ++k) {
         const std::int64_t n = r.plan.batch >> (k + 1);
         if (r.plan.network.layers.size() > kHintLayers || n < 1 || r.plan.batch % n != 0) continue;
         CompileInput at = in;
         at.options.sub_batch = {SubBatchOption::Kind::Size, n};
         at.options.dump_after.clear();
+        at.progress = nullptr;             // the hints run on two threads at once; the line shows the compile's steps
         at.options.solver = Solver::Fast;  // a hint: one branch, not another exact solve or thorough search
         at.options.time_limit_s = 0;
         threads.emplace_back([at, &slot = estimates[k], &failure = failed[k]] {
@@ -454,6 +460,7 @@ int run_compile(const CompileOptions& o) {
         });
       }
       for (auto& t : threads) t.join();
+      line.clear();
       for (auto& f : failed)
         if (f) std::rethrow_exception(f);
       std::optional<Plan> split;

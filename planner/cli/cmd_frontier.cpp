@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "progress_line.h"
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
 #include "planner/model/network.h"
@@ -105,7 +106,9 @@ int run_frontier(const FrontierOptions& o) {
   in.batch = o.batch;
   in.options = options;
 
+  ProgressLine line;  // on a terminal: which budget is being compiled, and for how long
   // The ends: the peak of keeping everything, and the lower bound every plan reports.
+  line.show("the keep-all peak");
   in.budget_bytes = std::int64_t{1} << 50;
   CompileInput keep = in;
   keep.options.strategy = "keep-all";
@@ -117,6 +120,7 @@ int run_frontier(const FrontierOptions& o) {
   // one, found by bisection in log space to within 1 %.
   std::int64_t lo = top.summary.lower_bound_bytes;
   auto fits = [&](std::int64_t budget) {
+    line.show(fmt::format("the smallest budget with a plan: trying {}", format_bytes(budget)));
     CompileInput at = in;
     at.budget_bytes = budget;
     try {
@@ -143,6 +147,7 @@ int run_frontier(const FrontierOptions& o) {
     if (i == o.points - 1) p.budget = hi;
     pts.push_back(p);
   }
+  line.clear();
   if (!o.json)
     fmt::print("{}: batch {}, strategy {}{}, {} budgets from {} ({}) to the keep-all peak {}\n", in.network.name,
                top.batch, o.strategy, o.strategy == "ucplan" ? fmt::format(" (solver {})", o.solver) : "", o.points,
@@ -156,6 +161,7 @@ int run_frontier(const FrontierOptions& o) {
   for (int i = 0; i < o.points; ++i) {
     Point& p = pts[i];
     in.budget_bytes = p.budget;
+    line.show(fmt::format("budget {} of {}: {}", i + 1, o.points, format_bytes(p.budget)));
     try {
       const Plan plan = make_plan(in).plan;
       p.ok = true;
@@ -171,6 +177,7 @@ int run_frontier(const FrontierOptions& o) {
     if (p.ok && (best < 0 || p.predicted_ns < pts[best].predicted_ns)) best = i;
     p.held_by = best;
     if (o.json) continue;
+    line.clear();
     if (best < 0) {
       fmt::print("  {:>12}  no plan: {}\n", format_bytes(p.budget), p.why);
     } else {
@@ -182,6 +189,7 @@ int run_frontier(const FrontierOptions& o) {
     }
     std::fflush(stdout);
   }
+  line.done();
   // The knee: the smallest budget whose envelope is within each threshold.
   std::vector<std::pair<double, std::optional<std::int64_t>>> knees;
   for (double t : {0.01, 0.05, 0.10, 0.25}) {

@@ -309,7 +309,11 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
     auto strategy = make_baseline_strategy(x.opt.strategy, x.g, x.tg, ct);
     return simulate_schedule(si, *strategy);
   }
+  auto progress = [&](const std::string& what) {
+    if (in.progress) in.progress(fmt::format("sub-batch {}: {}", ct.sub_batch, what));
+  };
   const bool exact = x.opt.solver == Solver::Exact;
+  progress(exact ? "exact mode, the search that seeds the MILP" : "searching");
   if (!exact) return schedule_default(si, x.opt.solver == Solver::Thorough);
   ScheduleResult kept;  // the default's best plan without offload: the MILP's first incumbent
   std::vector<Residency> kept_table;
@@ -348,6 +352,10 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   // recompute-only MILP's +9.9 / +12.2 / +15.9 %), CBC never leaving the root's fractional copies
   // behind, and its solution gave no faster plan.
   const double first = limit > 0 && si.offload ? std::max(std::min(1.0, limit), limit * 3 / 4) : limit;
+  auto for_up_to = [](double seconds) {
+    return seconds > 0 ? fmt::format(" for up to {}", format_seconds(seconds)) : std::string();
+  };
+  progress("exact mode, the recompute-only MILP (CBC" + for_up_to(first) + ")");
   o.milp_result =
       solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, first, recorded.ok ? &recorded : nullptr, si.fixed_config);
   x.milp_seconds += o.milp_result.seconds;
@@ -356,6 +364,7 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   if (si.offload) {  // a quarter of the limit, less if the first MILP left less
     const double rest =
         limit > 0 ? std::max(std::min(1.0, limit), std::min(limit / 4, limit - o.milp_result.seconds)) : 0;
+    progress("exact mode, the MILP with offload (CBC" + for_up_to(rest) + ")");
     o.milp_offload = solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, rest, recorded.ok ? &recorded : nullptr,
                                       si.fixed_config, true);
     x.milp_seconds += o.milp_offload.seconds;
@@ -363,6 +372,7 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
       si.extra_seeds.push_back({"the offload MILP's decisions", o.milp_offload.table});
   }
   if (o.milp_result.table.empty()) return best;
+  progress("exact mode, the MILP's solution simulated and searched from");
   // The MILP counts bytes, not where they go: the arena's fragmentation can defeat its solution,
   // so it is placed both ways (moDNN's first fit, two-ended). On-demand offload can rescue it too,
   // but it also copies out what the MILP meant to keep: both are simulated.

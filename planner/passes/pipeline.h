@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -88,6 +89,9 @@ struct CompileInput {
   // Only options.dump_after's JSON is wanted (compile --dump-after without -o or --trace): make_plan
   // returns after that stage, without the search of the later ones, and with no plan.
   bool stop_after_dump = false;
+  // When set, told before each long step (a candidate's search, exact mode's MILPs) what it is:
+  // compile's progress line on a terminal. Called from the compiling thread only.
+  std::function<void(const std::string&)> progress;
 };
 
 struct CandidateOutcome {
