@@ -342,10 +342,13 @@ int run_compile(const CompileOptions& o) {
   // the error says that -v would list them.
   std::vector<CandidateOutcome> tried_in_vain;
   in.failed_candidates = &tried_in_vain;
+  ProgressLine line;  // on a terminal: what the compile is doing, and for how long
+  if (line.enabled()) in.progress = [&line](const std::string& what) { line.show(what); };
   auto plan_or_explain = [&](const CompileInput& at) {
     try {
       return make_plan(at);
     } catch (const UserError& e) {
+      line.clear();  // before -v's log of candidates and the error line
       const bool searched = std::any_of(tried_in_vain.begin(), tried_in_vain.end(),
                                         [](const CandidateOutcome& c) { return !c.search.empty(); });
       if (o.verbose) print_search_log(stderr, tried_in_vain);
@@ -353,8 +356,6 @@ int run_compile(const CompileOptions& o) {
       throw UserError(e.file(), e.where(), e.reason() + "; -v lists every candidate tried and why it failed");
     }
   };
-  ProgressLine line;  // on a terminal: what the compile is doing, and for how long
-  if (line.enabled()) in.progress = [&line](const std::string& what) { line.show(what); };
   CompileResult r = plan_or_explain(in);
   // Pinned host memory costs device memory too: the GPU maps every page of it. Measured on an H100
   // (driver 580), the runtime's overhead beside the arena grew 1.2-1.8 MB per GB of the plan's host
