@@ -44,8 +44,8 @@ start=$(date +%s)
 # or chooses: cli/budget_reserve and cli/overhead_report (the budget's reserve and the overhead's
 # breakdown, 126 and 50 s here), thorough and exact modes never slower than the default and exact
 # mode's bound from a larger budget (71 and 26 s; the MILP itself runs here in its brute-force and
-# time-limit tests), "placed again" (46 s; every default compile places its plans again), and
-# conv outputs recomputed rather than copied on a fast device (43 s; what the search chooses), and
+# time-limit tests), "placed again" (46 s; every default compile places its plans again), conv
+# outputs recomputed rather than copied on a fast device (43 s; what the search chooses), and
 # cli/progress (what compile and frontier show on a terminal, an exact-mode compile among them).
 # And gpu/measure_script: the GPU session script's dry run profiles, compiles and runs resnet20 on
 # the CPU through the CLI, whose code the suites above run under the sanitizers already.

@@ -44,11 +44,9 @@ inline std::uint64_t profile_mix(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// A measured CPU profile (so plans use the CPU algorithms, and the verifier's exact CPU
-// workspace rules apply) with its times replaced by a deterministic function of the entry: the
-// plans must not depend on how loaded the machine is.
-// The copies are not measured at all (the times are replaced below): measuring them copies
-// 64 MiB buffers a dozen times, most of a test's run time under the sanitizers.
+// The CPU runner without its copy measurements, for deterministic_cpu_profile, which replaces
+// every time anyway: measuring the copies moves 64 MiB buffers a dozen times, most of a test's
+// run time under the sanitizers.
 class CpuKernelsOnlyRunner : public Runner {
  public:
   DeviceInfo device() override { return cpu_->device(); }
@@ -72,6 +70,9 @@ class CpuKernelsOnlyRunner : public Runner {
   std::unique_ptr<Runner> cpu_ = make_cpu_runner();
 };
 
+// A measured CPU profile (so plans use the CPU algorithms, and the verifier's exact CPU
+// workspace rules apply) with its times replaced by a deterministic function of the entry: the
+// plans must not depend on how loaded the machine is.
 inline Profile deterministic_cpu_profile(const Network& net, std::int64_t batch,
                                          Precision precision = Precision::FP32) {
   CpuKernelsOnlyRunner runner;
