@@ -54,7 +54,8 @@ std::vector<std::int64_t> sub_batch_candidates(const SubBatchOption& o, bool has
     throw UserError(
         "", "--batch",
         fmt::format("the network has batch-norm, so the batch of {} runs whole, but the profile has no "
-                    "measurements at {} samples (it has {}): profile at --batch {}, or pass --sub-batch any or N",
+                    "measurements at {} samples (of its sizes, those that divide it: {}): profile at --batch {}, or "
+                    "pass --sub-batch any or N",
                     batch, batch, sizes, batch));
   }
   std::sort(out.rbegin(), out.rend());
