@@ -21,6 +21,7 @@ while [ $# -gt 0 ]; do
 done
 build=${build:-"$root/build-fuzz"}
 "$root/scripts/sanitize.sh" --build-only "$build"
+build=$(cd "$build" && pwd)  # the fuzzers run from a scratch folder: a relative path would not reach them
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp}
@@ -34,11 +35,16 @@ for kind in network profile plan; do
   cp -r "$root/tests/fuzz/corpus/$kind" "$work/$kind"
   echo "fuzz: $kind loader, $runs inputs"
   (cd "$work" && "$build/bin/fuzz_$kind" -seed=1 -runs="$runs" -max_len=16384 -dict="$root/tests/fuzz/json.dict" \
-       -print_final_stats=1 "$work/$kind" 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added|==|SUMMARY|Done)" || true)
+       -print_final_stats=1 "$work/$kind" > "$work/$kind.log" 2>&1 || true)
+  grep -E "^(stat::number_of_executed_units|stat::new_units_added|==|SUMMARY|Done)" "$work/$kind.log" || true
   # grep hides libFuzzer's chatter; a finding leaves a crash-* file and a non-zero status.
   if ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* >/dev/null 2>&1; then
     mkdir -p "$root/build-fuzz-findings"; cp "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* "$root/build-fuzz-findings/" 2>/dev/null || true
     echo "fuzz: $kind loader: FINDING (inputs copied to build-fuzz-findings/)"; exit 1
   fi
+  # A fuzzer that did not run (missing, or stopped by something other than a finding) is a failure,
+  # not a pass: it must have reported the inputs it executed.
+  grep -q "^stat::number_of_executed_units: $runs\$" "$work/$kind.log" ||
+    { tail -20 "$work/$kind.log"; echo "fuzz: $kind loader: did not run its $runs inputs"; exit 1; }
 done
 echo "fuzz: all passed in $(( $(date +%s) - start )) s"
