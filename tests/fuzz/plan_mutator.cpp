@@ -36,9 +36,14 @@ using namespace ucplan;
 
 namespace {
 
+// One search branch (PlanOptions::quick): the mutants need valid plans of every kind (rounds,
+// offload, recomputation), not the fastest ones; the default search made building the base plans
+// most of the mutator's run under the sanitizers (42 s of scripts/fuzz.sh --quick's 72).
 Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const std::string& strategy,
              const std::string& sub_batch) {
-  return make_plan(test::input_for(net, prof, budget, strategy, sub_batch)).plan;
+  CompileInput in = test::input_for(net, prof, budget, strategy, sub_batch);
+  in.options.quick = true;
+  return make_plan(in).plan;
 }
 
 std::vector<Plan> base_plans() {
