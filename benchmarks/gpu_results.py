@@ -22,12 +22,16 @@ benchmarks/results/gpu-h100.md (a section of RESULTS.md):
   H. a third session (session-3/): the first plan-quality session's default, today's default and exact
      mode side by side, and plans from a profile whose copies `ucplan calibrate` refit to traced runs;
   I. `run --check` of ResNet-50 plans against a fixed tolerance and against the rounding floor, beside
-     the CPU's own gemm-versus-direct distances (session-3/checks/, bench_rounding_floor).
+     the CPU's own gemm-versus-direct distances (session-3/checks/, bench_rounding_floor);
+  J. a fourth session (session-4/): the golden plans from measured profiles replayed, the third session's
+     default beside today's from the profiler's and from calibrated copies, where the copies' time goes
+     (traces), scripts/gpu-measure.sh's calibration chain, and the validation at that commit.
 Every number here is MEASURED on the GPU except where a row says predicted or modelled. Parts D and
 E call the CLI of BUILD (conv-only reports and model profiles); nothing runs on a GPU.
 """
 import argparse
 import glob
+import gzip
 import json
 import math
 import os
@@ -43,7 +47,7 @@ GB = 1e9
 
 
 def load(path):
-    with open(path) as f:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         return json.load(f)
 
 
@@ -609,6 +613,118 @@ def part_session3(d, out):
     out.sections.append("\n".join(s))
 
 
+# --- J. The fourth GPU session: today's default on the device, the golden plans, the calibration chain ---
+
+def trace_split(plan, trace):
+    """Predicted and measured ms of one traced iteration: its span, the compute stream's busy time, and
+    each copy direction's summed time."""
+    dur = {s["id"]: (s["end_ns"] - s["start_ns"]) / 1e6 for s in plan["steps"]}
+    ev = [e for e in trace["traceEvents"] if e.get("ph") == "X" and "step" in e.get("args", {})]
+    t0 = min(e["ts"] for e in ev)
+    got = {"busy": [0.0, 0.0], "offload": [0.0, 0.0], "prefetch": [0.0, 0.0]}
+    for e in ev:
+        key = "busy" if e["tid"] == 1 else e["cat"]
+        if key in got:
+            got[key][0] += dur[e["args"]["step"]]
+            got[key][1] += e["dur"] / 1e3
+    got["span"] = [plan["summary"]["predicted_ns"] / 1e6, max(e["ts"] + e["dur"] - t0 for e in ev) / 1e3]
+    return got
+
+
+def part_session4(d, out):
+    plans = load(os.path.join(d, "plans.json"))
+    dates = [open(os.path.join(d, f"call{i}-date.txt")).read().strip() for i in (1, 2)]
+    gpu = open(os.path.join(d, "call1-gpu-before.txt")).read().splitlines()[1].split(",")[0]
+    version = open(os.path.join(d, "version.txt")).read().strip()[:7]
+    s = ["### J. The fourth session: today's default on the device, the golden plans, the calibration chain\n",
+         f"Fourth H100 session ({dates[0][:10]}, two calls at {dates[0][11:16]} and {dates[1][11:16]} UTC; "
+         f"nvidia-smi: {gpu}), the bundle of commit {version} (the planner of 87f4425). Every number is "
+         "MEASURED except those in brackets, which are the plans' predictions.\n"]
+    grow = []
+    for name in sorted(os.listdir(os.path.join(d, "golden"))):
+        r = load(os.path.join(d, "golden", name))
+        plan = load(os.path.join(REPO, "plans", name[4:]))
+        net, batch = plan["network"]["name"], plan["options"]["batch"]
+        given = plan["options"]["budget_bytes"] + reserve_of(load(os.path.join(REPO, "profiles", "h100",
+                                                                               f"{net}-b{batch}.json")))
+        used = r["arena_bytes"] + r["runtime_overhead_bytes"]
+        grow.append([f"`plans/{name[4:]}`", ms(r["median_seconds"]), ms(r["predicted_seconds"]),
+                     f"{r['measured_over_predicted']:.3f}", f"{used / GB:.3f}", f"{given / GB:.3f}"])
+    s += ["The golden plans compiled from measured H100 profiles (`profiles/h100/`), replayed (`ucplan run "
+          "--device cuda --iterations 20 --json`, median); device memory is the arena plus the runtime's "
+          "measured overhead (as in part A), the budget the plan's plus the profile's reserve:\n",
+          table(["plan", "measured ms", "predicted ms", "measured / predicted", "device memory GB", "budget GB"],
+                grow, "lrrrrr")]
+
+    r2 = os.path.join(d, "replays-2")
+    r1 = os.path.join(d, "replays-1")
+    rows, spread, again = [], [], []
+    for share in (100, 85, 70, 50, 35, 25):
+        cells = [f"{share} %"]
+        for who in ("now-ucplan", "head-ucplan", "headcal-ucplan"):
+            name = f"{who}-{share}"
+            if measured_pair(r2, name) is None:  # at 100 % today's plan is the third session's, byte for byte
+                cells.append("the same plan" if who == "head-ucplan" else "")
+                continue
+            _, text, pair = pair_cell(r2, name, plans)
+            spread.append(abs(pair[0] - pair[1]) / min(pair))
+            first = measured_pair(r1, name)
+            if first:
+                again.append(abs(sum(first) - sum(pair)) / sum(pair))
+            cells.append(text)
+        rows.append(cells)
+    s += ["\nResNet-50 b64 on part F's measured profile at part F's arena budgets, side by side in the second "
+          "call (`scripts/gpu-plan-quality.sh run`, two rounds). `third session`: that session's default (part "
+          "H's `now`, whose prediction equals its exact mode's at every share); `today`: the default of "
+          f"{version}, from the same profile; `today, calibrated`: the same default from "
+          "`profiles/h100/calibrated/resnet50-b64.json` (part H's `ucplan calibrate` of two traced runs), at the "
+          "same `--budget`. Each cell: MEASURED ms (mean of the two rounds' medians), predicted ms in brackets, "
+          "bytes offloaded per iteration:\n",
+          table(["share", "third session: default", "today: default", "today, calibrated: default"], rows, "lrrr"),
+          f"\nThe two rounds differ by at most {100 * max(spread):.1f} % (median {100 * median(spread):.2f} %); "
+          f"the first call replayed the first two columns too, and their means differ from the second call's by "
+          f"at most {100 * max(again):.1f} %."]
+
+    trows = []
+    for name in ("now-ucplan-100", "now-ucplan-85", "head-ucplan-85", "headcal-ucplan-85", "now-ucplan-70",
+                 "head-ucplan-70"):
+        plan = load(os.path.join(d, "traces", f"plan-{name}.json.gz"))
+        got = trace_split(plan, load(os.path.join(d, "traces", f"trace-{name}.json.gz")))
+        cell = lambda k: f"{got[k][1]:.1f} ({got[k][0]:.1f})"  # noqa: E731
+        trows.append([name, cell("span"), cell("busy"),
+                      f"{got['span'][1] - got['busy'][1]:.1f} ({got['span'][0] - got['busy'][0]:.1f})", cell("offload"), cell("prefetch"),
+                      f"{got['offload'][1] / max(got['offload'][0], 1e-9):.2f} / "
+                      f"{got['prefetch'][1] / max(got['prefetch'][0], 1e-9):.2f}"])
+    s += ["\nWhere the time goes: one traced iteration of six of those plans (`ucplan run --trace`, CUDA events "
+          "per step). Measured ms, predicted in brackets: the iteration's span, the compute stream's busy time, "
+          "the rest (compute waiting), and each copy direction's summed time with its measured / predicted "
+          "ratio (`now`: the third session's default, `head`: today's, `headcal`: today's from the calibrated "
+          "profile). Almost no copy overlapped one in the other direction:\n",
+          table(["plan", "span", "compute busy", "compute waiting", "offloads", "prefetches",
+                 "copies measured / predicted"], trows, "lrrrrrr")]
+
+    m = os.path.join(d, "measure")
+    mrows = []
+    for suffix, what in (("25", "the profiler's copies"), ("25-calibrated", "calibrated from its trace")):
+        run = load(os.path.join(m, f"run-resnet50-b64-{suffix}.json"))
+        plan = load(os.path.join(m, f"plan-resnet50-b64-{suffix}.json.gz"))
+        mrows.append([what, ms(run["median_seconds"]), ms(plan["summary"]["predicted_ns"] / 1e9),
+                      f"{run['measured_over_predicted']:.3f}", fmt_bytes(plan["summary"]["offload_bytes"])])
+    log = open(os.path.join(m, "log.txt")).read()
+    t_profile = re.search(r"ucplan profile resnet50 .*\n(?:[^=].*\n)*== exit 0 in ([\d.]+) s", log).group(1)
+    s += [f"\n`scripts/gpu-measure.sh OUT resnet50:64:25` (without PyTorch), its first run on a GPU: a new "
+          f"measured profile ({t_profile} s), the default at 25 % of the keep-all peak plus the profile's reserve, "
+          "that plan traced, the profile calibrated to its copies (`ucplan calibrate`), the default compiled "
+          "again from it and both replayed (medians of 20):\n",
+          table(["plan from", "measured ms", "predicted ms", "ratio", "offloaded"], mrows, "lrrrr")]
+    v = open(os.path.join(d, "validation-report.md")).read().splitlines()
+    s += [f"\n`scripts/gpu-validate.sh` at {version}: {v[0].split(': ')[-1]}, {v[2].split(', ')[-1].rstrip('.')}"
+          " (`session-4/validation-report.md`). `ucplan-cuda-check` of a ResNet-50 b8 keep-all plan did not "
+          "finish within its 150 s (the CPU reference of a 50-layer network), so the rounding floor on a deep "
+          "network is still checked through `run --check` only (part I)."]
+    out.sections.append("\n".join(s))
+
+
 class Out:
     def __init__(self):
         self.sections, self.summary = [], {}
@@ -647,6 +763,9 @@ def main():
     session3 = os.path.join(a.results, "session-3")
     if os.path.isdir(session3):
         part_session3(session3, out)
+    session4 = os.path.join(a.results, "session-4")
+    if os.path.isdir(session4):
+        part_session4(session4, out)
     head = [f"## gpu_results.py: ucplan on an {dev['name']} (MEASURED)\n",
             f"`python3 benchmarks/gpu_results.py {rel(a.build)}` reads what a GPU session brought back: "
             f"`{rel(a.results)}/` (plans, `ucplan run --json` reports, traces, PyTorch runs, the validation report) "
@@ -656,7 +775,7 @@ def main():
             f"TF32; measured on {date}. The measurements: `scripts/gpu-validate.sh` (validation, "
             f"`{rel(a.results)}/validation-report.md`), `scripts/gpu-measure.sh OUT resnet50:128:100,50,25 "
             f"vgg16:64:100,50,25 alexnet:256:100 resnet18:128:none resnet20:64:none` and the mu-cuDNN and DeepBench "
-            f"runs of part D; part F's plan-quality runs came from a later session, parts H and I from a third (their own dates below). This script took {time.perf_counter() - t0:.0f} s.\n"]
+            f"runs of part D; part F's plan-quality runs came from a later session, parts H and I from a third, part J from a fourth (their own dates below). This script took {time.perf_counter() - t0:.0f} s.\n"]
     write_section("gpu-h100.md", "\n".join(head) + "\n" + "\n\n".join(out.sections))
     print(json.dumps(out.summary, indent=1))
 
