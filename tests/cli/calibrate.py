@@ -6,8 +6,10 @@ copy in the other direction overlaps for more than half their time must be left 
 five times slower here, so including them would show); the profile must keep everything else, record
 the profiler's own fit beside the new one and read back; the order of the traces must change
 nothing; calibrating a calibrated profile must still name the profiler's fit as the bench; and a plan
-from a calibrated profile says so in its notes.
-Usage: calibrate.py UCPLAN_BIN MEASURED_PROFILE"""
+from a calibrated profile says so in its notes. A plan that offloads, from a measured CUDA profile
+whose copies are the profiler's, says how to calibrate them; from that profile calibrated, or without
+offload, it does not.
+Usage: calibrate.py UCPLAN_BIN MEASURED_PROFILE MEASURED_CUDA_PROFILE"""
 import json
 import os
 import subprocess
@@ -16,7 +18,7 @@ import tempfile
 
 from checks import check, finish  # tests/cli/checks.py
 
-ucplan, profile_path = sys.argv[1:3]
+ucplan, profile_path, cuda_profile_path = sys.argv[1:4]
 profile = json.load(open(profile_path))
 H2D = (7e-6, 20e9)
 D2H = (3e-6, 12.5e9)
@@ -107,5 +109,31 @@ with tempfile.TemporaryDirectory() as tmp:
         notes = json.load(open(os.path.join(tmp, "plan.json")))["notes"]
         check(any(n.startswith("copy times are calibrated to traced runs") for n in notes),
               f"the plan does not say its copies are calibrated: {notes}")
+
+    # The advice to calibrate: a measured CUDA profile (ResNet-20 b64 on an H100), plans at 45 MiB (they
+    # offload) and at keep-all (they do not), from the profile as measured and calibrated.
+    cuda = json.load(open(cuda_profile_path))
+    cuda_cal = os.path.join(tmp, "cuda-calibrated.json")
+    ta = os.path.join(tmp, "cuda-trace.json")
+    json.dump(trace(cuda["network"], "measured", made_up(0)), open(ta, "w"))
+    r = run("calibrate", cuda_profile_path, "-t", ta, "-o", cuda_cal)
+    check(r.returncode == 0, f"calibrate the CUDA profile: {r.stderr.strip()}")
+    advice = "copy times are the profiler's, each copy timed alone"
+    for prof, budget, want in ((cuda_profile_path, "45MiB", True), (cuda_profile_path, "64GiB", False),
+                               (cuda_cal, "45MiB", False)):
+        plan_path = os.path.join(tmp, "cuda-plan.json")
+        r = run("compile", cuda["network"], "--profile", prof, "--budget", budget, "--reserve", "0B", "--solver",
+                "fast", "-q", "-o", plan_path)
+        check(r.returncode == 0, f"compile from {os.path.basename(prof)} at {budget}: {r.stderr.strip()}")
+        if r.returncode != 0:
+            continue
+        plan = json.load(open(plan_path))
+        offloads = plan["summary"]["offload_bytes"] > 0
+        check(offloads == (budget == "45MiB"), f"{os.path.basename(prof)} at {budget}: offload "
+              f"{plan['summary']['offload_bytes']} B; the test needs a plan that offloads at 45 MiB and one that "
+              "does not at 64 GiB")
+        has = any(n.startswith(advice) for n in plan["notes"])
+        check(has == want, f"{os.path.basename(prof)} at {budget}: the advice to calibrate is "
+              f"{'missing' if want else 'there'}: {plan['notes']}")
 
 finish("calibrate: ")
