@@ -57,6 +57,11 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string description() const = 0;
+  // Throws UserError for a step this backend cannot run (a conv algorithm of another device, one
+  // that does not support the convolution or needs more workspace than the step has), before
+  // allocate() takes the plan's memory: a CUDA plan given to the CPU fails at once, not after
+  // gigabytes are allocated and zeroed. submit() still checks each step it runs.
+  virtual void check_steps(const std::vector<ResolvedStep>& /*steps*/) const {}
   // One arena and the host buffers (pinned where that means something).
   virtual void allocate(std::int64_t arena_bytes, const std::vector<std::int64_t>& host_bytes) = 0;
   virtual void* host(int id) = 0;

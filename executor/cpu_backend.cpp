@@ -43,6 +43,11 @@ class CpuBackend : public Backend {
     return fmt::format("cpu ({}; streams are threads)", cpu::blas_description());
   }
 
+  void check_steps(const std::vector<ResolvedStep>& steps) const override {
+    for (const ResolvedStep& s : steps)
+      if (!s.config.empty()) check_configs(s, g_.layers[static_cast<std::size_t>(s.layer)]);
+  }
+
   void allocate(std::int64_t arena_bytes, const std::vector<std::int64_t>& host_bytes) override {
     arena_bytes_ = std::max<std::int64_t>(arena_bytes, 256);
     const std::size_t size = static_cast<std::size_t>((arena_bytes_ + 255) / 256 * 256);
@@ -178,6 +183,32 @@ class CpuBackend : public Backend {
 
   float* f(std::int64_t off) const { return off < 0 ? nullptr : reinterpret_cast<float*>(arena_ + off); }
 
+  // Each micro-batch of a conv step: a CPU algorithm that supports the convolution within the
+  // step's workspace.
+  static void check_configs(const ResolvedStep& s, const GraphLayer& l) {
+    const std::int64_t have = s.workspace < 0 ? 0 : s.workspace_bytes;
+    for (const auto& m : s.config) {
+      cpu::ConvAlgo algo;
+      if (!cpu::parse_conv_algo(m.algo, &algo))
+        throw UserError(
+            "", "--device cpu",
+            fmt::format("step {} ({} {}) uses \"{}\", which is not a CPU algorithm: compile the plan from a "
+                        "profile of this device",
+                        s.id, s.op, l.name(), m.algo));
+      if (!layer_op_supported_cpu(l, s.op, m.algo, m.batch))
+        throw UserError("", "--device cpu",
+                        fmt::format("step {} ({} {}): the CPU algorithm \"{}\" does not support this "
+                                    "convolution",
+                                    s.id, s.op, l.name(), m.algo));
+      const std::int64_t need = layer_op_workspace_cpu(l, s.op, m.algo, m.batch);
+      if (need > have)
+        throw UserError("", "--device cpu",
+                        fmt::format("step {} ({} {}): \"{}\" on {} samples needs {} bytes of workspace, "
+                                    "the plan gives {}",
+                                    s.id, s.op, l.name(), m.algo, m.batch, need, have));
+    }
+  }
+
   void execute(const Item& item) {
     const ResolvedStep& s = *item.step;
     if (s.op == StepOp::Prefetch || s.op == StepOp::Offload) {
@@ -214,26 +245,7 @@ class CpuBackend : public Backend {
     a.seed = item.ctx.seed;
     a.lr = item.ctx.lr;
     a.loss_scale = item.ctx.loss_scale;
-    for (const auto& m : s.config) {
-      cpu::ConvAlgo algo;
-      if (!cpu::parse_conv_algo(m.algo, &algo))
-        throw UserError(
-            "", "--device cpu",
-            fmt::format("step {} ({} {}) uses \"{}\", which is not a CPU algorithm: compile the plan from a "
-                        "profile of this device",
-                        s.id, s.op, l.name(), m.algo));
-      if (!layer_op_supported_cpu(l, s.op, m.algo, m.batch))
-        throw UserError("", "--device cpu",
-                        fmt::format("step {} ({} {}): the CPU algorithm \"{}\" does not support this "
-                                    "convolution",
-                                    s.id, s.op, l.name(), m.algo));
-      const std::int64_t need = layer_op_workspace_cpu(l, s.op, m.algo, m.batch);
-      if (need > a.workspace_bytes)
-        throw UserError("", "--device cpu",
-                        fmt::format("step {} ({} {}): \"{}\" on {} samples needs {} bytes of workspace, "
-                                    "the plan gives {}",
-                                    s.id, s.op, l.name(), m.algo, m.batch, need, a.workspace_bytes));
-    }
+    check_configs(s, l);
     if (l.type() == LayerType::SoftmaxLoss && a.labels) {
       for (std::int64_t i = 0; i < a.n; ++i)
         if (a.labels[i] < 0 || a.labels[i] >= l.out.c)

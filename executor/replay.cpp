@@ -248,6 +248,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   rep.arena_bytes = plan.arena_bytes;
   rep.predicted_seconds = static_cast<double>(plan.summary.predicted_ns) * 1e-9;
 
+  backend.check_steps(steps);
   std::vector<std::int64_t> host_sizes;
   for (const auto& h : plan.host_buffers) host_sizes.push_back(h.size);
   backend.allocate(plan.arena_bytes, host_sizes);

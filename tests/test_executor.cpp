@@ -41,16 +41,53 @@ Plan compile(const Network& net, const Profile& prof, std::int64_t budget, const
   return make_plan(input_for(net, prof, budget, strategy, sub_batch)).plan;
 }
 
-RunReport replay(const Plan& plan, bool poison = true, bool rounding_floor = false) {
-  const Graph g = build_graph(plan.network, "test");
-  auto backend = make_cpu_backend(g);
+RunOptions check_options(bool poison = true, bool rounding_floor = false) {
   RunOptions o;
   o.iterations = 1;
   o.check = true;
   o.poison = poison;
   o.rounding_floor = rounding_floor;
-  return replay_plan(plan, *backend, o);
+  return o;
 }
+
+RunReport replay(const Plan& plan, bool poison = true, bool rounding_floor = false) {
+  const Graph g = build_graph(plan.network, "test");
+  auto backend = make_cpu_backend(g);
+  return replay_plan(plan, *backend, check_options(poison, rounding_floor));
+}
+
+// The CPU backend, every call passed on; check_steps only with `precheck` (without it a step
+// the CPU cannot run fails when it runs, as on a device whose backend does not check ahead),
+// and whether allocate() was called.
+class WrappedCpu : public Backend {
+ public:
+  WrappedCpu(const Graph& g, bool precheck) : cpu_(make_cpu_backend(g)), precheck_(precheck) {}
+  std::string description() const override { return cpu_->description(); }
+  void check_steps(const std::vector<ResolvedStep>& steps) const override {
+    if (precheck_) cpu_->check_steps(steps);
+  }
+  void allocate(std::int64_t arena, const std::vector<std::int64_t>& hosts) override {
+    allocated = true;
+    cpu_->allocate(arena, hosts);
+  }
+  void* host(int id) override { return cpu_->host(id); }
+  void write(std::int64_t o, const void* src, std::int64_t b) override { cpu_->write(o, src, b); }
+  void read(std::int64_t o, void* dst, std::int64_t b) override { cpu_->read(o, dst, b); }
+  void fill(std::int64_t o, std::int64_t b, unsigned char v) override { cpu_->fill(o, b, v); }
+  void begin() override { cpu_->begin(); }
+  void submit(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) override {
+    cpu_->submit(s, round, ctx, poison);
+  }
+  void barrier() override { cpu_->barrier(); }
+  std::vector<MeasuredStep> end() override { return cpu_->end(); }
+  std::int64_t device_memory_bytes() override { return cpu_->device_memory_bytes(); }
+
+  bool allocated = false;
+
+ protected:
+  std::unique_ptr<Backend> cpu_;
+  bool precheck_;
+};
 
 struct Case {
   const char* text;
@@ -369,7 +406,7 @@ TEST_SUITE("adversarial plans") {
   TEST_CASE("a step that fails while other streams hold queued steps: the error, then a clean stop") {
     // An algorithm the CPU does not have stops the run at that step while copies are still
     // queued; the backend must drain its queues before the steps are freed (under ASan a use
-    // after free would show here).
+    // after free would show here). Without the check ahead, so that the step fails as it runs.
     const Case& c = cases()[0];
     Plan p = compile(c.net, c.prof, c.keep_all_peak * 85 / 100, "vdnn-all", "auto");
     for (auto& s : p.steps)
@@ -377,13 +414,38 @@ TEST_SUITE("adversarial plans") {
         s.config[0].algo = "fft";
         break;
       }
+    const Graph g = build_graph(p.network, "test");  // the backend keeps a reference
+    WrappedCpu backend(g, false);
     bool refused = false;
     try {
-      replay(p);
+      replay_plan(p, backend, check_options());
     } catch (const UserError& e) {
       refused = std::string(e.what()).find("not a CPU algorithm") != std::string::npos;
     }
     CHECK(refused);
+    CHECK(backend.allocated);
+  }
+
+  TEST_CASE("a plan with another device's conv algorithm is refused before its arena is allocated") {
+    // As a CUDA plan given to --device cpu: refused at once, not after its arena (gigabytes for
+    // the golden H100 plans) is allocated and zeroed.
+    const Case& c = cases()[0];
+    Plan p = compile(c.net, c.prof, c.keep_all_peak, "keep-all", "auto");
+    for (auto it = p.steps.rbegin(); it != p.steps.rend(); ++it)
+      if (!it->config.empty()) {
+        it->config.back().algo = "implicit_precomp_gemm";  // cuDNN's name, in the plan's last conv step
+        break;
+      }
+    const Graph g = build_graph(p.network, "test");
+    WrappedCpu backend(g, true);
+    std::string error;
+    try {
+      replay_plan(p, backend, check_options());
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+    CHECK(error.find("\"implicit_precomp_gemm\", which is not a CPU algorithm") != std::string::npos);
+    CHECK_FALSE(backend.allocated);
   }
 }
 
@@ -441,16 +503,10 @@ namespace {
 // A device whose conv algorithms have cuDNN's names, emulated on the CPU backend with the
 // direct algorithm (it needs no workspace; the plan's workspaces are cuDNN's, smaller than the
 // CPU's gemm needs). What `run --device cuda --check` asks of the reference, without a GPU.
-class CudnnNamedCpu : public Backend {
+class CudnnNamedCpu : public WrappedCpu {
  public:
-  explicit CudnnNamedCpu(const Graph& g) : cpu_(make_cpu_backend(g)) {}
+  explicit CudnnNamedCpu(const Graph& g) : WrappedCpu(g, false) {}
   std::string description() const override { return "cpu with cuDNN algorithm names"; }
-  void allocate(std::int64_t arena, const std::vector<std::int64_t>& hosts) override { cpu_->allocate(arena, hosts); }
-  void* host(int id) override { return cpu_->host(id); }
-  void write(std::int64_t o, const void* src, std::int64_t b) override { cpu_->write(o, src, b); }
-  void read(std::int64_t o, void* dst, std::int64_t b) override { cpu_->read(o, dst, b); }
-  void fill(std::int64_t o, std::int64_t b, unsigned char v) override { cpu_->fill(o, b, v); }
-  void begin() override { cpu_->begin(); }
   void submit(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) override {
     // The CPU backend keeps a reference to the step until it has run: the renamed copies live
     // as long as this backend.
@@ -462,12 +518,8 @@ class CudnnNamedCpu : public Backend {
       }
     cpu_->submit(it->second, round, ctx, poison);
   }
-  void barrier() override { cpu_->barrier(); }
-  std::vector<MeasuredStep> end() override { return cpu_->end(); }
-  std::int64_t device_memory_bytes() override { return cpu_->device_memory_bytes(); }
 
  private:
-  std::unique_ptr<Backend> cpu_;
   std::map<int, ResolvedStep> renamed_;
 };
 
