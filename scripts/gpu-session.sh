@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# A GPU session's measurements in one device call, from a bundle (scripts/gpu-bundle.sh) or a
+# checkout with a CUDA build. Every step runs under one deadline, and OUT/session.tgz is written
+# again after each step, so a call cut off at its time limit still brings back what it finished.
+# Steps, most needed first:
+#   golden    the golden plans compiled from measured profiles (plans/*measured*.json), replayed:
+#             ucplan run --device cuda --iterations 20 --json (measured vs predicted, device memory)
+#   validate  scripts/gpu-validate.sh resnet20 64: every CUDA kernel, CUDA replay vs CPU, precisions
+#   quality   the default compiled there from the measured ResNet-50 b64 H100 profile and from its
+#             calibrated copy (ucplan calibrate) at 85 / 70 / 50 / 35 / 25 % of the liveness peak
+#             (--reserve 0B, as benchmarks/gpu_results.py parts F, H and J), replayed side by side
+#             (scripts/gpu-plan-quality.sh run: 20 iterations, two rounds, the second reversed)
+#   measure   scripts/gpu-measure.sh resnet50:64:25 without PyTorch: a new measured profile, the
+#             plan at 25 %, its trace, the profile calibrated to it, the plan again, both replayed
+# OUT/session/steps.txt has one line per step: name, exit status, seconds. nvidia-smi before and after.
+# Not yet run on a GPU as it stands: the fourth session ran the same steps from a hand-written
+# script in 459 s on an H100, with plans compiled beforehand and a ResNet-50 b8 ucplan-cuda-check
+# (cut at 150 s) in place of compiling here. A ResNet-50 b64 compile took 11-12 s there, so the
+# ten of the quality step add about two minutes: about 420 s in all.
+# Usage: scripts/gpu-session.sh OUT [SECONDS (default 540)]
+#   UCPLAN_SESSION_DEVICE=cpu: a dry run of the plumbing on the CPU (the GPU steps fail, and
+#   validate runs its own dry run), for the script's own test (tests/gpu/session_test.sh).
+set -uo pipefail
+out=${1:?usage: scripts/gpu-session.sh OUT [SECONDS]}
+seconds=${2:-540}
+t_end=$(($(date +%s) + seconds))
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -f "$here/../env.sh" ]; then  # inside a bundle
+  # shellcheck disable=SC1091
+  source "$here/../env.sh"
+  # shellcheck disable=SC2154 # bundle: set by env.sh
+  root=$bundle
+  bin=$bundle/bin
+  measured=$bundle/profiles/resnet50-b64-h100.json
+  calibrated=$bundle/profiles/resnet50-b64-h100-calibrated.json
+else
+  root=$(cd "$here/.." && pwd)
+  bin=${UCPLAN_BUILD_DIR:-$root/build}/bin
+  measured=$root/benchmarks/results/gpu-h100/plan-quality/profile-resnet50-b64.json
+  calibrated=$root/profiles/h100/calibrated/resnet50-b64.json
+fi
+device=${UCPLAN_SESSION_DEVICE:-cuda}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+s=$out/session
+rm -rf "$s"
+mkdir -p "$s"
+left() { echo $((t_end - $(date +%s))); }
+cap() {  # CAP: seconds a step may take, CAP or what the deadline leaves (8 s kept for packing)
+  local l=$(($(left) - 8))
+  [ "$l" -lt "$1" ] && echo "$((l > 1 ? l : 1))" || echo "$1"
+}
+pack() {
+  tar czf "$out/session.tgz.part" -C "$out" session && mv "$out/session.tgz.part" "$out/session.tgz"
+}
+step() {  # NAME COMMAND...: run, logged to session/NAME.log; its line in steps.txt; packed
+  local name=$1 t0 rc
+  shift
+  t0=$(date +%s)
+  "$@" >"$s/$name.log" 2>&1
+  rc=$?
+  echo "$name $rc $(($(date +%s) - t0))" >>"$s/steps.txt"
+  echo "gpu-session: $name: exit $rc in $(($(date +%s) - t0)) s, $(left) s left"
+  pack
+}
+smi() { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv; }
+
+golden() {
+  local p
+  mkdir -p "$s/golden"
+  for p in "$root"/plans/*measured*.json; do
+    [ -e "$p" ] || continue
+    timeout "$(cap 60)" "$bin/ucplan" run "$p" --device "$device" --iterations 20 --json \
+      >"$s/golden/run-$(basename "$p")" || echo "golden: $p failed"
+  done
+}
+quality() {
+  local net=resnet50 batch=64 peak share who prof
+  mkdir -p "$s/quality/plans"
+  peak=$("$bin/ucplan" inspect $net --batch $batch --json |
+    env -u LD_LIBRARY_PATH python3 -c "import json,sys; print(json.load(sys.stdin)['totals']['liveness_peak_bytes'])") || return 1
+  for share in 85 70 50 35 25; do
+    for who in measured calibrated; do
+      prof=$measured
+      [ "$who" = calibrated ] && prof=$calibrated
+      [ "$(left)" -gt 30 ] || return 1
+      timeout "$(cap 60)" "$bin/ucplan" compile $net --batch $batch --profile "$prof" \
+        --budget "$((peak * share / 100))B" --reserve 0B -q -o "$s/quality/plans/$who-$share.json" ||
+        echo "quality: $who at $share % did not compile"
+    done
+  done
+  timeout "$(cap 300)" bash "$root/scripts/gpu-plan-quality.sh" run "$s/quality/plans" "$s/quality"
+}
+
+smi >"$s/gpu-before.txt" 2>&1
+date -u +%FT%TZ >"$s/date.txt"
+(cat "$root/VERSION" 2>/dev/null || git -C "$root" rev-parse HEAD) >"$s/version.txt" 2>&1
+step golden golden
+step validate env UCPLAN_VALIDATE_DEVICE="$device" timeout "$(cap 300)" bash "$root/scripts/gpu-validate.sh" \
+  "$s/validate" resnet20 64
+step quality quality
+[ "$(left)" -gt 60 ] &&
+  step measure env UCPLAN_MEASURE_TORCH=0 UCPLAN_MEASURE_DEVICE="$device" timeout "$(cap 400)" \
+    bash "$root/scripts/gpu-measure.sh" "$s/measure" resnet50:64:25
+smi >"$s/gpu-after.txt" 2>&1
+pack
+echo "gpu-session: done in $((seconds - $(left))) s; $out/session.tgz"

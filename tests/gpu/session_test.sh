@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# scripts/gpu-session.sh's plumbing, dry run on the CPU (UCPLAN_SESSION_DEVICE=cpu) with a 12 s
+# deadline: it must end inside the deadline with exit 0, record every step it started in
+# session/steps.txt, try each golden plan from a measured profile (a CUDA plan, which the CPU refuses
+# by name), leave the steps the deadline does not allow, and pack session/ into session.tgz.
+# Usage: session_test.sh SOURCE_DIR BUILD_DIR WORK_DIR
+set -uo pipefail
+src=$1 build=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+t0=$(date +%s)
+UCPLAN_SESSION_DEVICE=cpu UCPLAN_BUILD_DIR=$build bash "$src/scripts/gpu-session.sh" "$work/out" 12 >"$work/session.txt" 2>&1
+rc=$?
+took=$(($(date +%s) - t0))
+cat "$work/session.txt"
+fail() { echo "FAIL: $*"; exit 1; }
+[ "$rc" -eq 0 ] || fail "exit $rc"
+[ "$took" -le 14 ] || fail "took $took s under a 12 s deadline"
+if [ ! -s "$work/out/session.tgz" ] || [ -e "$work/out/session.tgz.part" ]; then
+  fail "no session.tgz (or a half-written one)"
+fi
+mkdir -p "$work/unpacked"
+tar xzf "$work/out/session.tgz" -C "$work/unpacked" || fail "session.tgz does not unpack"
+u=$work/unpacked/session
+for f in steps.txt date.txt version.txt gpu-before.txt gpu-after.txt golden.log validate.log; do
+  [ -e "$u/$f" ] || fail "session.tgz lacks session/$f"
+done
+awk '{print $1}' "$u/steps.txt" | tr '\n' ' ' | grep -q "^golden validate quality $" || fail "steps: $(cat "$u/steps.txt")"
+golden=$(find "$src/plans" -name '*measured*.json' | wc -l)
+[ "$golden" -gt 0 ] || fail "no golden plans from measured profiles in plans/"
+tried=$(grep -c "failed" "$u/golden.log")
+[ "$tried" -eq "$golden" ] || fail "$tried of $golden golden plans tried: $(cat "$u/golden.log")"
+echo "gpu-session dry run: $took s, steps: $(awk '{printf "%s (exit %s) ", $1, $2}' "$u/steps.txt")"
