@@ -34,9 +34,10 @@ start=$(date +%s)
 # in scripts/fuzz.sh. The import pipeline checks (68 torchvision models imported, profiled,
 # planned and verified; four replayed on the CPU) take minutes at sanitizer speed and run the code
 # that test_import and the executor tests already run here; the Release suite runs them. So do
-# the frontier and --dump-after scripts (dozens of whole compiles of resnet20 each, minutes here,
-# through the compile path that test_passes runs here too), and cli/exact_time_limit (two exact-mode
-# compiles, two minutes here, and it asserts a MILP's wall-clock time). Two plan-quality grids of
+# the frontier script (dozens of whole compiles of resnet20, minutes here) and the --dump-after
+# script (three whole compiles), through the compile path that test_passes runs here too, and
+# cli/exact_time_limit (two exact-mode compiles, two minutes here, and it asserts a MILP's
+# wall-clock time). Two plan-quality grids of
 # test_passes (a larger budget at most 1 % slower; offload allowed never slower than never: 104
 # and 72 whole compiles, 92 and 42 s here) assert what the search finds, not how memory is used,
 # through the compile path that "every budget from the lower bound ... gives a verified plan" runs
