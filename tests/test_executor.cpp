@@ -86,6 +86,8 @@ class WrappedCpu : public Backend {
 
  protected:
   std::unique_ptr<Backend> cpu_;
+
+ private:
   bool precheck_;
 };
 
