@@ -89,6 +89,10 @@ std::unique_ptr<Backend> make_cpu_backend(const Graph& g);
 // Throws UserError when no CUDA device is usable. exact: refuse a conv configuration this
 // device cannot run as planned instead of substituting an algorithm (substitute.h).
 std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index, bool exact = false);
+// The CUDA backend's check_steps without a device: every conv step's algorithms are cuDNN's for
+// its op, or UserError naming `option` (e.g. "--device cuda:0"), the step, its layer and the
+// algorithm: a plan compiled from a CPU profile is refused before its arena is allocated.
+void check_cuda_algorithms(const Graph& g, const std::vector<ResolvedStep>& steps, const std::string& option);
 #endif
 
 // Data a kernel cannot work with (e.g. labels out of range) that only a wrong plan produces:

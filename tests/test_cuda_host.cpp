@@ -1,11 +1,16 @@
 // Host-side parts of the CUDA backend that a machine without a GPU can test: what the checks and
-// the backends say when no device can be used, and why.
+// the backends say when no device can be used, and why, and what they refuse before a device is
+// touched.
 #include <doctest/doctest.h>
 
 #include <string>
 
+#include "executor/backend.h"
 #include "executor/cuda/cuda_check.h"
 #include "executor/cuda/nvml.h"
+#include "executor/replay.h"
+#include "planner/ir/program.h"
+#include "planner/model/errors.h"
 
 using namespace ucplan;
 using cuda::DeviceStatus;
@@ -66,4 +71,27 @@ TEST_CASE("sticky CUDA errors are told from recoverable ones") {
   // An allocation failure or a bad argument leaves the context usable: the next measurement runs.
   for (cudaError_t e : {cudaSuccess, cudaErrorMemoryAllocation, cudaErrorInvalidValue, cudaErrorNotSupported})
     CHECK_FALSE(cuda::is_sticky(e));
+}
+
+TEST_CASE("a plan with another device's conv algorithms is refused before the CUDA backend allocates") {
+  // CudaBackend::check_steps, which replay_plan calls before allocate(): the golden CPU plan
+  // (CPU algorithm names) is refused naming a step, its layer and the algorithm; a plan from the
+  // H100 model (cuDNN's names) passes.
+  auto steps_of = [](const std::string& name) {
+    const Plan plan = load_plan(std::string(UCPLAN_SOURCE_DIR) + "/plans/" + name);
+    const Program program = derive_program(plan);
+    return std::make_pair(program.graph, resolve_steps(plan, program));
+  };
+  const auto [cpu_graph, cpu_steps] = steps_of("resnet20-b64-cpu-16mib.json");
+  std::string error;
+  try {
+    check_cuda_algorithms(cpu_graph, cpu_steps, "--device cuda:0");
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  CHECK(error.find("--device cuda:0") != std::string::npos);
+  CHECK(error.find("is not a cuDNN") != std::string::npos);
+  CHECK(error.find("step ") != std::string::npos);
+  const auto [h100_graph, h100_steps] = steps_of("resnet20-b64-h100-bf16-16mib.json");
+  CHECK_NOTHROW(check_cuda_algorithms(h100_graph, h100_steps, "--device cuda:0"));
 }

@@ -64,6 +64,14 @@ bool conv_op_of(StepOp op, cuda::ConvOp* out) {
   return true;
 }
 
+// What a conv step's algorithm that cuDNN does not know for `op` means, and what to do.
+std::string not_cudnn(const std::string& algo, cuda::ConvOp op) {
+  return fmt::format(
+      "\"{}\" is not a cuDNN {} algorithm: the plan was compiled for another device (compile it from a profile made "
+      "with --device cuda)",
+      algo, cuda::conv_op_name(op));
+}
+
 // One op of a layer other than a convolution, or an update: run_layer_op_cpu's semantics on
 // device pointers (LayerArgs holds device pointers here). `loss` receives the summed loss.
 void run_layer_op_cuda(cuda::Context& c, const GraphLayer& l, StepOp op, const LayerArgs& a, double* loss) {
@@ -282,6 +290,12 @@ class CudaBackend : public Backend {
   }
 
   std::string description() const override { return description_; }
+
+  // The algorithm names only (check_cuda_algorithms): whether each fits its workspace here is a
+  // question for cuDNN per step (conv_config), answered when the step is first submitted.
+  void check_steps(const std::vector<ResolvedStep>& steps) const override {
+    check_cuda_algorithms(g_, steps, device_option());
+  }
 
   void allocate(std::int64_t arena_bytes, const std::vector<std::int64_t>& host_bytes) override {
     device_.select();
@@ -695,12 +709,7 @@ class CudaBackend : public Backend {
     };
     for (const MicroStep& m : s.config) {
       cuda::ConvAlgo algo;
-      if (!cuda::parse_conv_algo(c.op, m.algo, &algo))
-        throw UserError(
-            "", device_option(),
-            fmt::format("\"{}\" is not a cuDNN {} algorithm: the plan was compiled for another device (compile "
-                        "it from a profile made with --device cuda)",
-                        m.algo, cuda::conv_op_name(c.op)));
+      if (!cuda::parse_conv_algo(c.op, m.algo, &algo)) throw UserError("", device_option(), not_cudnn(m.algo, c.op));
       const cuda::ConvDims d = conv_dims(l, m.batch);
       const AlgoFit planned = fit(d, algo);
       if (planned.workspace && *planned.workspace <= given) {
@@ -766,6 +775,20 @@ class CudaBackend : public Backend {
 };
 
 }  // namespace
+
+void check_cuda_algorithms(const Graph& g, const std::vector<ResolvedStep>& steps, const std::string& option) {
+  for (const ResolvedStep& s : steps) {
+    cuda::ConvOp op;
+    if (s.config.empty() || !conv_op_of(s.op, &op)) continue;  // not a conv kernel: submit() says so
+    for (const MicroStep& m : s.config) {
+      cuda::ConvAlgo algo;
+      if (!cuda::parse_conv_algo(op, m.algo, &algo))
+        throw UserError("", option,
+                        fmt::format("step {} ({} {}): {}", s.id, step_op_name(s.op),
+                                    g.layers.at(static_cast<std::size_t>(s.layer)).name(), not_cudnn(m.algo, op)));
+    }
+  }
+}
 
 std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index, bool exact) {
   std::string why;
