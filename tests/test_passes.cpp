@@ -473,9 +473,9 @@ TEST_SUITE("plan quality") {
         CAPTURE(std::string(device));
         CAPTURE(share);
         std::int64_t brute = std::numeric_limits<std::int64_t>::max();
-        for (int code = 0; code < 243; ++code) {
+        for (int code = 0; code < 1024; ++code) {  // keep, offload, recompute or hold each
           std::vector<Residency> table(tg.tensors.size(), Residency::Keep);
-          for (int i = 0, c = code; i < 5; ++i, c /= 3) table[acts[i]] = static_cast<Residency>(c % 3);
+          for (int i = 0, c = code; i < 5; ++i, c /= 4) table[acts[i]] = static_cast<Residency>(c % 4);
           auto s = make_table_strategy("brute", table, PrefetchMode::Eq4, true, true);
           for (bool best_fit : {false, true}) {
             ScheduleInput bi = in;
@@ -737,9 +737,76 @@ TEST_SUITE("plan quality") {
     }
   }
 
+  // Hold (schedule.h): a value recomputed for the backward pass stays to its last use. ResNet-20
+  // b8 on the V100 model at 35 % of its keep-all peak is where the search holds values: its plan
+  // verifies, and the simulator's count of recomputations per tensor is the plan's recompute steps.
+  TEST_CASE("a held value is recomputed at most once for the backward pass, and its plans verify") {
+    const Network net = load_network(resolve_network_path("resnet20"));
+    const Profile prof = model_profile(net, 8, "v100");
+    const Graph g = build_graph(net, "test");
+    const TaskGraph tg = build_tasks(g, construct_route(g));
+    const CostTable ct = build_cost_table(g, tg, prof, "test", 8);
+    ScheduleInput in;
+    in.graph = &g;
+    in.tasks = &tg;
+    in.costs = &ct;
+    in.batch = 8;
+    in.budget_bytes = keep_all_peak(net, prof) * 35 / 100;
+    std::vector<Residency> table;
+    const ScheduleResult best = schedule_ucplan(in, &table);
+    REQUIRE(best.ok);
+    REQUIRE(std::count(table.begin(), table.end(), Residency::Hold) > 0);
+    const Plan p = make_plan(input_for(net, prof, in.budget_bytes, "ucplan", "auto")).plan;
+    CHECK(find_plan_error(p) == "");
+    // Recompute steps per tensor, all of them and those after the forward pass.
+    auto recomputed_steps = [&](const ScheduleResult& r, bool after_forward) {
+      std::size_t backward = 0;  // the first compute step of the backward pass
+      while (backward < r.steps.size() &&
+             (r.steps[backward].stream != Stream::Compute || r.steps[backward].op == StepOp::Forward ||
+              r.steps[backward].op == StepOp::Recompute))
+        ++backward;
+      std::vector<int> n(tg.tensors.size(), 0);
+      for (std::size_t k = after_forward ? backward : 0; k < r.steps.size(); ++k)
+        if (r.steps[k].op == StepOp::Recompute) ++n[tg.y_of[g.index_of(r.steps[k].layer)]];
+      return n;
+    };
+    CHECK(recomputed_steps(best, false) == best.recomputations);
+    // Tables that recompute every value they may (segments bounded) at budgets from 25 to 50 %
+    // of the peak redo some values more than once after the forward pass; each, held alone, is
+    // redone there at most once (unless holding it leaves no room for the rest).
+    std::vector<Residency> every(tg.tensors.size(), Residency::Keep);
+    for (std::size_t t = 0; t < every.size(); ++t)
+      if (recomputable(g, tg, static_cast<int>(t))) every[t] = Residency::Recompute;
+    bound_segments(g, tg, every);
+    int checked = 0;
+    for (int share : {25, 30, 35, 40, 50}) {
+      ScheduleInput at = in;
+      at.budget_bytes = keep_all_peak(net, prof) * share / 100;
+      CAPTURE(share);
+      const ScheduleResult r =
+          simulate_schedule(at, *make_table_strategy("every", every, PrefetchMode::Eq4, true, true));
+      if (!r.ok) continue;
+      CHECK(recomputed_steps(r, false) == r.recomputations);
+      const std::vector<int> redone = recomputed_steps(r, true);
+      for (std::size_t t = 0; t < redone.size(); ++t) {
+        if (redone[t] < 2) continue;
+        std::vector<Residency> one = every;
+        one[t] = Residency::Hold;
+        const ScheduleResult h =
+            simulate_schedule(at, *make_table_strategy("held", one, PrefetchMode::Eq4, true, true));
+        CAPTURE(tg.tensors[t].name);
+        if (!h.ok) continue;
+        CHECK(recomputed_steps(h, true)[t] <= 1);
+        CHECK(recomputed_steps(h, false) == h.recomputations);
+        ++checked;
+      }
+    }
+    CHECK(checked > 0);
+  }
+
   // The MILP is a relaxation of recompute-only schedules: its bound may never exceed the round
-  // time of any plan that only recomputes. Brute force: every keep/recompute table of the five
-  // activations, simulated without offloading (vDNN-style prefetch of the inputs only).
+  // time of any plan that only recomputes. Brute force: every keep/recompute/hold table of the
+  // five activations, simulated without offloading (vDNN-style prefetch of the inputs only).
   TEST_CASE("exact mode's MILP bound lies below every recompute-only plan, and is tight with room for all") {
     for (const char* device : {"h100", "k40"}) {
       const Tiny tiny(device);
@@ -779,10 +846,10 @@ TEST_SUITE("plan quality") {
           for (const Task& t : tg.tasks)
             if (t.round_task && t.conv_kernel) CHECK(f.config[t.id] == fixed[t.id]);
         }
-        for (int code = 0; code < 32; ++code) {
+        for (int code = 0; code < 243; ++code) {
           std::vector<Residency> table(tg.tensors.size(), Residency::Keep);
-          for (int i = 0; i < 5; ++i)
-            if (code >> i & 1) table[acts[i]] = Residency::Recompute;
+          for (int i = 0, c = code; i < 5; ++i, c /= 3)
+            table[acts[i]] = c % 3 == 0 ? Residency::Keep : c % 3 == 1 ? Residency::Recompute : Residency::Hold;
           auto strategy = make_table_strategy("recompute only", table, PrefetchMode::OnDemand, false, false);
           const ScheduleResult r = simulate_schedule(in, *strategy);
           if (!r.ok) continue;
@@ -819,9 +886,9 @@ TEST_SUITE("plan quality") {
         const RematMilpResult m = solve_remat_milp(g, tg, ct, in.budget_bytes, 0, nullptr, {}, true);
         CHECK(m.offload);
         std::int64_t fastest = std::numeric_limits<std::int64_t>::max();
-        for (int code = 0; code < 243; ++code) {
+        for (int code = 0; code < 1024; ++code) {  // keep, offload, recompute or hold each
           std::vector<Residency> table(tg.tensors.size(), Residency::Keep);
-          for (int i = 0, c = code; i < 5; ++i, c /= 3) table[acts[i]] = static_cast<Residency>(c % 3);
+          for (int i = 0, c = code; i < 5; ++i, c /= 4) table[acts[i]] = static_cast<Residency>(c % 4);
           auto strategy = make_table_strategy("brute", table, PrefetchMode::Eq4, true, true);
           for (const bool best_fit : {false, true})
             for (const bool two_ended : {false, true}) {

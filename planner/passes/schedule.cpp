@@ -23,6 +23,8 @@ const char* residency_name(Residency r) {
       return "offload";
     case Residency::Recompute:
       return "recompute";
+    case Residency::Hold:
+      return "recompute and hold";
   }
   return "?";
 }
@@ -194,6 +196,7 @@ class Scheduler {
     int lock = 0;
     std::size_t next_use = 0;  // index into uses_
     Residency decision = Residency::Keep;
+    bool held = false;  // Hold, recomputed in the backward pass: no longer dropped to make room
   };
 
   struct EmitArgs {
@@ -330,11 +333,17 @@ void Scheduler::compute_uses() {
   for (auto it = tg_.route.rbegin(); it != tg_.route.rend(); ++it) {
     const int l = *it;
     const int y = tg_.y_of[l];
-    if (l == 0 || st_[y].decision != Residency::Recompute) continue;
+    if (l == 0 || !recomputed(st_[y].decision)) continue;
     merge(y, merged);
     if (merged.empty()) continue;
     const int produced_at = merged.front();  // the forward task itself
-    need.assign(std::upper_bound(merged.begin(), merged.end(), produced_at), merged.end());
+    // Held from its first recomputation in the backward pass: needed no later than that.
+    auto end = merged.end();
+    if (st_[y].decision == Residency::Hold) {
+      end = std::lower_bound(merged.begin(), merged.end(), bwd_start_);
+      if (end != merged.end()) ++end;
+    }
+    need.assign(std::upper_bound(merged.begin(), end, produced_at), end);
     for (int x : recompute_reads_[l]) {
       if (resident_[x]) continue;
       extra[x].insert(extra[x].end(), need.begin(), need.end());
@@ -537,7 +546,7 @@ bool Scheduler::clean(int t) const {
 // inputs are kept alive for every later use of it (compute_uses).
 bool Scheduler::droppable(int t) const {
   const TState& s = st_[t];
-  return s.decision == Residency::Recompute && s.produced;
+  return recomputed(s.decision) && s.produced && !s.held;
 }
 
 void Scheduler::release_device_copy(int t, bool keep_value_on_host) {
@@ -865,6 +874,8 @@ bool Scheduler::recompute(int layer) {
     if (ws >= 0) arena_.release(buffers_[ws].offset, ReadySet{id, -1, -1}, timeline_.step(id).end);
     res_.recompute_ns += a.duration;
     res_.recompute_steps += 1;
+    res_.recomputations[y] += 1;
+    if (st_[y].decision == Residency::Hold && pos_ >= bwd_start_) st_[y].held = true;
     if (in_.record_stages) res_.recomputed_at[pos_].push_back(y);
     st_[y].dropped = false;
     st_[y].fresh = true;
@@ -1166,8 +1177,7 @@ void Scheduler::finish_position(int pos) {
     if (!crossing || !s.on_device || staged_) continue;
     if (s.decision == Residency::Offload && s.host_valid) {
       release_device_copy(d, true);
-    } else if (s.decision == Residency::Recompute && tg_.tensors[d].kind == TensorKind::Activation &&
-               !tg_.tensors[d].host_input) {
+    } else if (recomputed(s.decision) && tg_.tensors[d].kind == TensorKind::Activation && !tg_.tensors[d].host_input) {
       s.dropped = true;
       release_device_copy(d, false);
     }
@@ -1187,6 +1197,7 @@ ScheduleResult Scheduler::run() {
     if (tg_.tensors[t].host_input) st_[t].host_valid = true;
   }
   res_.evicted_dirty.assign(nt, 0);
+  res_.recomputations.assign(nt, 0);
   res_.stall_by_tensor.assign(nt, 0);
   staged_ = nt > 0 && strategy_.keep_into(0, 0).has_value();
   kernel_seen_.assign(tg_.tasks.size(), 0);
@@ -1216,7 +1227,7 @@ ScheduleResult Scheduler::run() {
 
   step_limit_ = 8 * static_cast<int>(order_.size()) + 1000;
   std::int64_t planned = 0;
-  for (int t = 0; t < nt; ++t) planned += st_[t].decision == Residency::Recompute;
+  for (int t = 0; t < nt; ++t) planned += recomputed(st_[t].decision);
   recompute_limit_ = 4 * planned + 64;
   // Branch and bound: the compute stream runs every remaining task at least at its fastest, so
   // a candidate whose compute end plus that exceeds the best round found cannot win.

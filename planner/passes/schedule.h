@@ -26,8 +26,16 @@ enum class Residency {
               // forward use, prefetched before its first backward use (vDNN, moDNN)
   Recompute,  // freed after its last forward use, recomputed from its producer's inputs when a
               // backward task needs it (SuperNeurons §3.4, Chen et al.'s checkpointing)
+  Hold,       // as Recompute, but once recomputed in the backward pass it stays on the device to
+              // its last use: never dropped to make room (a strategy that offloads may still
+              // offload it on demand, as a kept value), so it is never recomputed twice. Checkmate
+              // decides per stage and may keep a value recomputed in one stage for the later ones
+              // (issue 11: one decision per tensor for the whole pass cannot say that); this is
+              // that decision per tensor, which the search makes (search.cpp hold_recomputed).
 };
 const char* residency_name(Residency r);
+// Dropped after its forward uses and recomputed for the backward pass (Recompute or Hold).
+inline bool recomputed(Residency r) { return r == Residency::Recompute || r == Residency::Hold; }
 
 enum class PrefetchMode {
   Eq4,        // moDNN Eq. (4): look ahead, start a prefetch when waiting longer would delay its task
@@ -146,6 +154,7 @@ struct ScheduleResult {
   std::int64_t simulated_arena_bytes = 0;
   std::int64_t offload_bytes = 0, prefetch_bytes = 0, input_bytes = 0;
   std::int64_t recompute_ns = 0, recompute_steps = 0;
+  std::vector<int> recomputations;  // per tensor: how many times it was recomputed in the round
   std::int64_t workspace_peak_bytes = 0;
   std::int64_t stall_ns = 0;  // compute waiting on copies or on freed memory
   std::int64_t work = 0;      // arena blocks looked at while evicting (the cost of simulating)

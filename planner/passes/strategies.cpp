@@ -38,10 +38,17 @@ class TableStrategy : public Strategy {
   bool evict_, by_gain_, may_offload_;
 };
 
+// The per-stage flags say what stays into each stage, so a table's Hold (schedule.h) is a
+// Recompute here: a held value is one the flags keep from its recomputation on.
+std::vector<Residency> unheld(std::vector<Residency> table) {
+  std::replace(table.begin(), table.end(), Residency::Hold, Residency::Recompute);
+  return table;
+}
+
 class StagedStrategy : public TableStrategy {
  public:
   StagedStrategy(const StagedPlan& plan, bool may_offload)
-      : TableStrategy("staged", plan.table, PrefetchMode::Eq4, true, true, may_offload), keep_(plan.keep) {}
+      : TableStrategy("staged", unheld(plan.table), PrefetchMode::Eq4, true, true, may_offload), keep_(plan.keep) {}
   std::optional<bool> keep_into(int tensor, int pos) const override {
     if (pos < 0 || pos >= static_cast<int>(keep_.size())) return true;
     return keep_[pos][tensor] != 0;
@@ -138,7 +145,7 @@ void bound_segments(const Graph& g, const TaskGraph& tg, std::vector<Residency>&
   std::vector<int> depth(g.layers.size(), 0);
   for (int l : tg.route) {
     const int y = tg.y_of[l];
-    if (l == 0 || table[y] != Residency::Recompute) continue;
+    if (l == 0 || !recomputed(table[y])) continue;
     int d = 0;
     for (int in : g.layers[l].inputs) d = std::max(d, depth[in]);
     if (d + 1 > kMaxSegment) {

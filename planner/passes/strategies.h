@@ -24,7 +24,8 @@ std::unique_ptr<Strategy> make_table_strategy(std::string name, std::vector<Resi
                                               bool evict_on_demand, bool by_gain, bool may_offload = true);
 
 // A per-stage plan: per round position, the tensors planned for recomputation that stay on the
-// device into it (Checkmate's S[t, i]); a tensor recomputed anywhere is Recompute in `table`.
+// device into it (Checkmate's S[t, i]); a tensor recomputed anywhere is Recompute in `table` (a
+// Hold there is run as Recompute: the flags say what stays).
 struct StagedPlan {
   std::vector<Residency> table;
   std::vector<std::vector<char>> keep;  // [position][tensor]
