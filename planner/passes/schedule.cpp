@@ -543,7 +543,8 @@ bool Scheduler::clean(int t) const {
 }
 
 // A tensor planned for recomputation may be dropped whenever it holds a value: its producer's
-// inputs are kept alive for every later use of it (compute_uses).
+// inputs are kept alive for every later use of it (compute_uses). A held one (Hold) only until
+// its recomputation in the backward pass: its inputs are kept alive to then, and it stays.
 bool Scheduler::droppable(int t) const {
   const TState& s = st_[t];
   return recomputed(s.decision) && s.produced && !s.held;

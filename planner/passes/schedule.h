@@ -28,7 +28,7 @@ enum class Residency {
               // backward task needs it (SuperNeurons §3.4, Chen et al.'s checkpointing)
   Hold,       // as Recompute, but once recomputed in the backward pass it stays on the device to
               // its last use: never dropped to make room (a strategy that offloads may still
-              // offload it on demand, as a kept value), so it is never recomputed twice. Checkmate
+              // offload it on demand, as a kept value), so the backward pass redoes it once. Checkmate
               // decides per stage and may keep a value recomputed in one stage for the later ones
               // (issue 11: one decision per tensor for the whole pass cannot say that); this is
               // that decision per tensor, which the search makes (search.cpp hold_recomputed).
