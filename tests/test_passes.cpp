@@ -37,6 +37,29 @@
 using namespace ucplan;
 using namespace ucplan::test;
 
+// A network's graph, tasks and costs at one batch, and a schedule input over them.
+struct Scheduled {
+  Scheduled(const Network& net, const Profile& prof, std::int64_t samples)
+      : g(build_graph(net, "test")),
+        tg(build_tasks(g, construct_route(g))),
+        ct(build_cost_table(g, tg, prof, "test", samples)),
+        batch(samples) {}
+  Scheduled(const Scheduled&) = delete;  // input() points into it
+  ScheduleInput input(std::int64_t budget) const {
+    ScheduleInput in;
+    in.graph = &g;
+    in.tasks = &tg;
+    in.costs = &ct;
+    in.batch = batch;
+    in.budget_bytes = budget;
+    return in;
+  }
+  Graph g;
+  TaskGraph tg;
+  CostTable ct;
+  std::int64_t batch;
+};
+
 TEST_SUITE("simulator") {
   TEST_CASE("a step starts when its stream and the steps it waits for are done") {
     Timeline t;
@@ -372,15 +395,11 @@ TEST_SUITE("simulator") {
   TEST_CASE("the engine asks the strategy about every tensor once and every conv kernel once per round") {
     const Network net = parse_network_text(kResidual, "test");
     const Profile prof = model_profile(net, 8, "p100");
-    const Graph g = build_graph(net, "test");
-    const TaskGraph tg = build_tasks(g, construct_route(g));
-    const CostTable ct = build_cost_table(g, tg, prof, "test", 8);
-    ScheduleInput in;
-    in.graph = &g;
-    in.tasks = &tg;
-    in.costs = &ct;
-    in.budget_bytes = std::int64_t{1} << 34;  // room for everything and any workspace
-    in.batch = 8;
+    const Scheduled sc(net, prof, 8);
+    const Graph& g = sc.g;
+    const TaskGraph& tg = sc.tg;
+    const CostTable& ct = sc.ct;
+    const ScheduleInput in = sc.input(std::int64_t{1} << 34);  // room for everything and any workspace
     RecordingStrategy s;
     const ScheduleResult r = simulate_schedule(in, s);
     REQUIRE(r.ok);
@@ -743,15 +762,10 @@ TEST_SUITE("plan quality") {
   TEST_CASE("a held value is recomputed at most once for the backward pass, and its plans verify") {
     const Network net = load_network(resolve_network_path("resnet20"));
     const Profile prof = model_profile(net, 8, "v100");
-    const Graph g = build_graph(net, "test");
-    const TaskGraph tg = build_tasks(g, construct_route(g));
-    const CostTable ct = build_cost_table(g, tg, prof, "test", 8);
-    ScheduleInput in;
-    in.graph = &g;
-    in.tasks = &tg;
-    in.costs = &ct;
-    in.batch = 8;
-    in.budget_bytes = keep_all_peak(net, prof) * 35 / 100;
+    const Scheduled sc(net, prof, 8);
+    const Graph& g = sc.g;
+    const TaskGraph& tg = sc.tg;
+    const ScheduleInput in = sc.input(keep_all_peak(net, prof) * 35 / 100);
     std::vector<Residency> table;
     const ScheduleResult best = schedule_ucplan(in, &table);
     REQUIRE(best.ok);
