@@ -438,38 +438,25 @@ TEST_SUITE("plan quality") {
       {"name": "loss", "type": "softmax_loss", "inputs": ["f1"]}]})";
 
   // kTiny on a device model at batch 64: its graph, tasks, costs and five decidable activations.
-  struct Tiny {
-    explicit Tiny(const char* device)
-        : net(parse_network_text(kTiny, "test")),
-          prof(model_profile(net, 64, device)),
-          g(build_graph(net, "test")),
-          tg(build_tasks(g, construct_route(g))),
-          ct(build_cost_table(g, tg, prof, "test", 64)) {
+  // The network and profile come first (a base), so that Scheduled is built from them.
+  struct TinyNet {
+    explicit TinyNet(const char* device)
+        : net(parse_network_text(kTiny, "test")), prof(model_profile(net, 64, device)) {}
+    Network net;
+    Profile prof;
+  };
+  struct Tiny : TinyNet, Scheduled {
+    explicit Tiny(const char* device) : TinyNet(device), Scheduled(net, prof, 64) {
       for (const Tensor& x : tg.tensors)
         if (x.kind == TensorKind::Activation && x.layer != 0 && g.layers[x.layer].type() != LayerType::SoftmaxLoss)
           acts.push_back(x.id);
       REQUIRE(acts.size() == 5);
     }
-    Tiny(const Tiny&) = delete;  // input() points into it
     // The arena of keeping everything: the budgets of the tests are shares of it.
     std::int64_t keep_all_arena() const {
       return simulate_schedule(input(std::int64_t{1} << 40), *make_baseline_strategy("keep-all", g, tg, ct))
           .arena_bytes;
     }
-    ScheduleInput input(std::int64_t budget) const {
-      ScheduleInput in;
-      in.graph = &g;
-      in.tasks = &tg;
-      in.costs = &ct;
-      in.batch = 64;
-      in.budget_bytes = budget;
-      return in;
-    }
-    Network net;
-    Profile prof;
-    Graph g;
-    TaskGraph tg;
-    CostTable ct;
     std::vector<int> acts;
   };
 
