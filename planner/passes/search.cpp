@@ -124,9 +124,11 @@ std::int64_t forward_ns(const TaskGraph& tg, const CostTable& costs, int t) {
 // off the device; here a recomputed or offloaded tensor is brought back to keep when the budget
 // has room for it (most expensive to redo first), and a kept one is recomputed or offloaded
 // when that frees memory the rest of the schedule can use (most bytes per nanosecond of
-// recomputation first). Moves are tried in groups, split in halves when a group as a whole does
-// not help (as delta debugging does), so a large network with few simulations to spare still
-// gets every move considered; a small one gets them one by one. Passes repeat until none
+// recomputation first). A value the best plan recomputes more than once may be held from its
+// recomputation on (Residency::Hold), and a held one recomputed again. Moves are tried in
+// groups, split in halves when a group as a whole does not help (as delta debugging does), so a
+// large network with few simulations to spare still gets every move considered; a small one gets
+// them one by one. Passes repeat until none
 // improves or the work budget (simulated steps plus arena blocks looked at: deterministic,
 // unlike a time limit) is spent. `need`: backward_needed(), computed once by the search.
 // `focus`, if given: only moves of these tensors are tried.
@@ -149,9 +151,16 @@ void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleRes
     return r;
   };
   auto redo_ns = [&](int t) { return forward_ns(tg, costs, t); };
-  // Tried in tiers: back to keep (the most expensive recomputation first), offloaded to
-  // recomputed, recomputed to offloaded, then kept to recomputed or offloaded (most bytes freed
-  // per nanosecond of recomputation first; an offload ranks as if it freed a thousandth).
+  // Tried in tiers: back to keep (the most expensive recomputation first), offloaded or held to
+  // recomputed and recomputed to held (the most recomputation time repeated first), recomputed to
+  // offloaded, then kept to recomputed or offloaded (most bytes freed per nanosecond of
+  // recomputation first; an offload ranks as if it freed a thousandth). Holds here, and not only
+  // in hold_recomputed after the search, let a hold and a move it makes room for, or needs, be
+  // found together: side by side with holds only after the search, on resnet20 b64 at every 3 %
+  // from 100 to 25 % of the peak (model:h100 and model:v100) the overheads sum to 520.0 points
+  // instead of 529.3 (5 budgets better, by up to 4.7 points; 4 worse, by up to 0.7); on resnet50
+  // and densenet40 b64 and vgg16 b32 at 100 / 85 / 70 / 60 / 50 / 40 / 35 / 25 % to 640.5 instead
+  // of 646.0 (6 better, 2 worse by up to 0.5); ResNet-152 b256 compiles in the same time.
   struct Move {
     int tensor;
     Residency to;
@@ -194,6 +203,8 @@ void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleRes
           moves.push_back({t, Residency::Offload, 3, bytes / redo * 1e-3});  // a copy costs more than its bytes suggest
       }
       if (r == Residency::Offload || r == Residency::Hold) moves.push_back({t, Residency::Recompute, 1, bytes / redo});
+      if (r == Residency::Recompute && best.recomputations[t] >= 2)  // its repeated recomputation time first
+        moves.push_back({t, Residency::Hold, 1, (best.recomputations[t] - 1) * redo});
       if (recomputed(r) && need[t] && in.offload) moves.push_back({t, Residency::Offload, 2, bytes / redo});
     }
     std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
@@ -221,11 +232,12 @@ void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleRes
 
 // Iterated local search (Lourenco, Martin and Stuetzle, "Iterated Local Search", 2003): once the
 // descent above finds no move that helps, a few decisions of the best table are changed at random
-// (a kick: kept to recomputed or offloaded, recomputed or offloaded back to kept) and the descent
-// starts again from there; the better local optimum is kept. The generator is seeded, so the plan
-// stays deterministic. Kicks go on while the work budget lasts, and for at most kKickShare times
-// the work of the first descent: a small network, whose descent ends early, gets many; a large
-// one, whose descent spends the budget, none.
+// (a kick: kept to recomputed or offloaded, recomputed or offloaded back to kept, or one recomputed
+// more than once held, at even odds with kept) and the descent starts again from there; the better
+// local optimum is kept. The generator is seeded, so the plan stays deterministic. Kicks go on
+// while the work budget lasts, and for at most kKickShare times the work of the first descent: a
+// small network, whose descent ends early, gets many; a large one, whose descent spends the
+// budget, none.
 // The descent after a kick tries only the moves of tensors within kWindow layers (route order) of
 // the kicked ones, as ILS's "don't look bits" restrict a local search to where the perturbation
 // was (Bentley 1992; Lourenco et al. §3.2): the rest of the table was a local optimum already.
@@ -265,7 +277,9 @@ void refine_by_local_search(const ScheduleInput& in, const std::vector<char>& ne
     for (std::uint64_t c = 0; c < changes; ++c) {
       const int t = movable[next(movable.size())];
       kicked.push_back(t);
-      if (table[t] != Residency::Keep)
+      if (table[t] == Residency::Recompute && best.recomputations[t] >= 2 && next(2))
+        table[t] = Residency::Hold;
+      else if (table[t] != Residency::Keep)
         table[t] = Residency::Keep;
       else
         table[t] = in.offload && next(2) ? Residency::Offload : Residency::Recompute;
@@ -293,7 +307,9 @@ void refine_by_local_search(const ScheduleInput& in, const std::vector<char>& ne
 // repeated first, kept where the round gets faster, in passes until one keeps nothing. On
 // ResNet-20's first stage (b64, model:h100) the default was +36.3 % at 42 % of its peak where
 // exact mode, which keeps a value recomputed in one stage for the later ones, was +30.4 %: the
-// local search's tables cannot say that. At most kMaxHoldTries simulations: ResNet-152 b256 at
+// local search's tables could not say that then. Descend tries holds too now; this pass stays for
+// a large network, whose descent the work budget cuts short, and for what the last kicks left
+// recomputed more than once. At most kMaxHoldTries simulations: ResNet-152 b256 at
 // 12 GiB (model:h100) had 113 candidates in one branch, and its compile must stay under a second.
 void hold_recomputed(const ScheduleInput& in, ScheduleResult& best, std::vector<Residency>& best_table,
                      Placement placement, std::vector<ScheduleResult::Candidate>& log) {
@@ -574,7 +590,8 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     std::string name;
     ScheduleResult result;
     std::vector<Residency> table;
-    std::vector<Residency> unheld;  // the table before hold_recomputed
+    std::vector<Residency> unheld;        // the table before hold_recomputed
+    std::vector<Residency> nothing_held;  // that table with every Hold a Recompute
   };
   std::vector<Branch> branches;
   ScheduleInput shared = in;  // one set of statics for every simulation of every branch
@@ -615,11 +632,10 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     if (offload != in.offload && (in.quick || offload)) continue;
     for (const bool two_ended : {false, true}) {
       if (two_ended && in.quick) continue;
-      Branch b{shared,
-               fmt::format("{}{}: ", offload ? "offload" : "no offload", two_ended ? ", two-ended placement" : ""),
-               {},
-               {},
-               {}};
+      Branch b{
+          shared, fmt::format("{}{}: ", offload ? "offload" : "no offload", two_ended ? ", two-ended placement" : ""),
+          {},     {},
+          {},     {}};
       b.in.offload = offload;
       b.in.two_ended = two_ended;
       branches.push_back(std::move(b));
@@ -639,7 +655,8 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   if (!in.quick && layers < kReferenceLayers)
     for (const bool offload : {false, true}) {
       if (offload && !in.offload) continue;
-      Branch b{shared, fmt::format("{}, placed after scheduling: ", offload ? "offload" : "no offload"), {}, {}, {}};
+      Branch b{shared, fmt::format("{}, placed after scheduling: ", offload ? "offload" : "no offload"), {}, {}, {},
+               {}};
       b.in.offload = offload;
       b.in.pool_bytes = ScheduleInput::pool_for(in.budget_bytes, kPoolSlackShifts[0]);
       branches.push_back(std::move(b));
@@ -661,6 +678,8 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
           Branch& b = *phase[i];
           b.result =
               search_ucplan(b.in, !b.in.offload || b.in.quick ? checkpoints : no_checkpoints, &b.table, &b.unheld);
+          b.nothing_held = b.unheld;
+          std::replace(b.nothing_held.begin(), b.nothing_held.end(), Residency::Hold, Residency::Recompute);
           if (b.in.pool_bytes > 0) b.result = place_pool_plan(b.in, b.table, std::move(b.result));
         } catch (...) {
           std::lock_guard<std::mutex> lock(failure_mutex);
@@ -740,13 +759,21 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     if (&b != won && b.result.ok)
       again.push_back({&b.table, Placement{b.result.best_fit, b.result.two_ended}, b.name + "its best decisions",
                        b.result.pool_bytes > 0, b.in.offload});
-  // And each branch's decisions before it held values (hold_recomputed): a table that holds less
-  // may use more room better (ResNet-20's first stage at 35 % of its peak, model:h100: +60.7 %
-  // from the unheld decisions placed again, +68.6 % without them).
-  for (const Branch& b : branches)
-    if (b.result.ok && b.unheld != b.table)
-      again.push_back({&b.unheld, Placement{b.result.best_fit, b.result.two_ended},
-                       b.name + "its best decisions before holding", b.result.pool_bytes > 0, b.in.offload});
+  // And each branch's decisions before it held values (hold_recomputed), and those with nothing
+  // held (the local search holds values too): a table that holds less may use more room better
+  // (ResNet-20's first stage at 35 % of its peak, model:h100: +60.7 % from the decisions before
+  // holding placed again, +68.6 % without them; with holds in the local search, +60.7 % from
+  // those with nothing held, +68.6 % without them).
+  for (const Branch& b : branches) {
+    if (!b.result.ok) continue;
+    const Placement placement{b.result.best_fit, b.result.two_ended};
+    if (b.unheld != b.table)
+      again.push_back(
+          {&b.unheld, placement, b.name + "its best decisions before holding", b.result.pool_bytes > 0, b.in.offload});
+    if (b.nothing_held != b.unheld && b.nothing_held != b.table)
+      again.push_back({&b.nothing_held, placement, b.name + "its best decisions, nothing held", b.result.pool_bytes > 0,
+                       b.in.offload});
+  }
   // When a pool won, everything kept is also tried as the first-fit branches place it.
   if (won_pool)
     for (const Branch& b : branches)
