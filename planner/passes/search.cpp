@@ -128,10 +128,10 @@ std::int64_t forward_ns(const TaskGraph& tg, const CostTable& costs, int t) {
 // recomputation on (Residency::Hold), and a held one recomputed again. Moves are tried in
 // groups, split in halves when a group as a whole does not help (as delta debugging does), so a
 // large network with few simulations to spare still gets every move considered; a small one gets
-// them one by one. Passes repeat until none
-// improves or the work budget (simulated steps plus arena blocks looked at: deterministic,
-// unlike a time limit) is spent. `need`: backward_needed(), computed once by the search.
-// `focus`, if given: only moves of these tensors are tried.
+// them one by one. Passes repeat until none improves or the work budget (simulated steps plus
+// arena blocks looked at: deterministic, unlike a time limit) is spent. `need`:
+// backward_needed(), computed once by the search. `focus`, if given: only moves of these tensors
+// are tried.
 void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleResult& best,
              std::vector<Residency>& best_table, Placement placement, std::vector<ScheduleResult::Candidate>& log,
              std::int64_t& spent, const std::string& name, const std::vector<char>* focus = nullptr) {
@@ -632,10 +632,9 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     if (offload != in.offload && (in.quick || offload)) continue;
     for (const bool two_ended : {false, true}) {
       if (two_ended && in.quick) continue;
-      Branch b{
-          shared, fmt::format("{}{}: ", offload ? "offload" : "no offload", two_ended ? ", two-ended placement" : ""),
-          {},     {},
-          {},     {}};
+      Branch b;
+      b.in = shared;
+      b.name = fmt::format("{}{}: ", offload ? "offload" : "no offload", two_ended ? ", two-ended placement" : "");
       b.in.offload = offload;
       b.in.two_ended = two_ended;
       branches.push_back(std::move(b));
@@ -655,8 +654,9 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
   if (!in.quick && layers < kReferenceLayers)
     for (const bool offload : {false, true}) {
       if (offload && !in.offload) continue;
-      Branch b{shared, fmt::format("{}, placed after scheduling: ", offload ? "offload" : "no offload"), {}, {}, {},
-               {}};
+      Branch b;
+      b.in = shared;
+      b.name = fmt::format("{}, placed after scheduling: ", offload ? "offload" : "no offload");
       b.in.offload = offload;
       b.in.pool_bytes = ScheduleInput::pool_for(in.budget_bytes, kPoolSlackShifts[0]);
       branches.push_back(std::move(b));
