@@ -25,7 +25,8 @@ benchmarks/results/gpu-h100.md (a section of RESULTS.md):
      the CPU's own gemm-versus-direct distances (session-3/checks/, bench_rounding_floor);
   J. a fourth session (session-4/): the golden plans from measured profiles replayed, the third session's
      default beside today's from the profiler's and from calibrated copies, where the copies' time goes
-     (traces), scripts/gpu-measure.sh's calibration chain, and the validation at that commit.
+     (traces), scripts/gpu-measure.sh's calibration chain, and the validation at that commit;
+  K. a fifth session (session-5/): scripts/gpu-session.sh's first run, the same replays at a later commit.
 Every number here is MEASURED on the GPU except where a row says predicted or modelled. Parts D and
 E call the CLI of BUILD (conv-only reports and model profiles); nothing runs on a GPU.
 """
@@ -631,6 +632,13 @@ def trace_split(plan, trace):
     return got
 
 
+def golden_reserve(name):
+    """The reserve of the measured profile a golden plan in plans/ was compiled from."""
+    plan = load(os.path.join(REPO, "plans", name))
+    net, batch = plan["network"]["name"], plan["options"]["batch"]
+    return reserve_of(load(os.path.join(REPO, "profiles", "h100", f"{net}-b{batch}.json")))
+
+
 def part_session4(d, out):
     plans = load(os.path.join(d, "plans.json"))
     dates = [open(os.path.join(d, f"call{i}-date.txt")).read().strip() for i in (1, 2)]
@@ -643,10 +651,7 @@ def part_session4(d, out):
     grow = []
     for name in sorted(os.listdir(os.path.join(d, "golden"))):
         r = load(os.path.join(d, "golden", name))
-        plan = load(os.path.join(REPO, "plans", name[4:]))
-        net, batch = plan["network"]["name"], plan["options"]["batch"]
-        given = plan["options"]["budget_bytes"] + reserve_of(load(os.path.join(REPO, "profiles", "h100",
-                                                                               f"{net}-b{batch}.json")))
+        given = r["budget_bytes"] + golden_reserve(name[4:])  # the replayed plan's, not today's in plans/
         used = r["arena_bytes"] + r["runtime_overhead_bytes"]
         grow.append([f"`plans/{name[4:]}`", ms(r["median_seconds"]), ms(r["predicted_seconds"]),
                      f"{r['measured_over_predicted']:.3f}", f"{used / GB:.3f}", f"{given / GB:.3f}"])
@@ -724,6 +729,70 @@ def part_session4(d, out):
     out.sections.append("\n".join(s))
 
 
+def part_session5(d, s4, out):
+    """The fifth session: scripts/gpu-session.sh from a bundle, read beside the fourth session's runs."""
+    plans, old_plans = load(os.path.join(d, "plans.json")), load(os.path.join(s4, "plans.json"))
+    date = open(os.path.join(d, "date.txt")).read().strip()
+    gpu = open(os.path.join(d, "gpu-before.txt")).read().splitlines()[1].split(",")[0]
+    version = open(os.path.join(d, "version.txt")).read().strip()[:7]
+    steps = {n: (int(rc), int(t)) for n, rc, t in (line.split() for line in open(os.path.join(d, "steps.txt")))}
+    s = ["### K. The fifth session: `scripts/gpu-session.sh` at a later planner\n",
+         f"Fifth H100 session ({date[:10]}, {date[11:16]} UTC; nvidia-smi: {gpu}), the bundle of commit {version}: "
+         "`scripts/gpu-session.sh`'s first run on a GPU, in one call ("
+         + ", ".join(f"{n} {t} s" + ("" if rc == 0 else f" (exit {rc})") for n, (rc, t) in steps.items())
+         + "; its fourth step, `measure`, did not fit in the call's 545 s). Every number is MEASURED except those "
+         "in brackets, which are the plans' predictions. Parts J and K ran on different machines of the same kind, "
+         "so a difference between them is a comparison across sessions, not side by side.\n"]
+    grow = []
+    for name in sorted(os.listdir(os.path.join(d, "golden"))):
+        r = load(os.path.join(d, "golden", name))
+        before = load(os.path.join(s4, "golden", name))
+        used = r["arena_bytes"] + r["runtime_overhead_bytes"]
+        given = r["budget_bytes"] + golden_reserve(name[4:])
+        grow.append([f"`plans/{name[4:]}`", f"{ms(r['median_seconds'])} ({ms(r['predicted_seconds'])})",
+                     f"{ms(before['median_seconds'])} ({ms(before['predicted_seconds'])})",
+                     f"{r['measured_over_predicted']:.3f}", f"{used / GB:.3f}", f"{given / GB:.3f}"])
+    s += ["The golden plans from measured profiles, replayed (20 iterations, median); the fourth session's run of "
+          "the plan then in `plans/` beside it (the ResNet-50 plan has changed since: held values and holds in "
+          "the local search), device memory as arena plus the runtime's measured overhead, and the budget as the plan's plus the profile's reserve (as in part J):\n",
+          table(["plan", "today ms", "fourth session ms", "today measured / predicted", "device memory GB",
+                 "budget GB"], grow, "lrrrrr")]
+
+    r4 = os.path.join(s4, "replays-2")
+    r5 = os.path.join(d, "replays")
+    rows, spread, drift = [], [], []
+    for share in (85, 70, 50, 35, 25):
+        cells = [f"{share} %"]
+        for who, old in (("measured", "head-ucplan"), ("calibrated", "headcal-ucplan")):
+            name = f"{who}-{share}"
+            now_m, now_text, pair = pair_cell(r5, name, plans)
+            spread.append(abs(pair[0] - pair[1]) / min(pair))
+            then_m, then_text, _ = pair_cell(r4, f"{old}-{share}", old_plans)
+            same = plans[name]["summary"] == old_plans[f"{old}-{share}"]["summary"]
+            if same:
+                drift.append(abs(now_m - then_m) / then_m)
+            cells += [now_text, then_text + (" (the same plan)" if same else "")]
+        rows.append(cells)
+    s += ["\nResNet-50 b64 on part F's measured profile at part F's arena budgets (`--reserve 0B`), today's default "
+          f"from the profiler's copies and from `profiles/h100/calibrated/resnet50-b64.json`, replayed side by "
+          "side in this call (`scripts/gpu-plan-quality.sh run`, two rounds, the second reversed), beside the "
+          "fourth session's runs of that session's default from the same profiles (part J). Each cell: MEASURED "
+          "ms (mean of the two rounds' medians), predicted ms in brackets, bytes offloaded per iteration; `the "
+          "same plan` where the plan's summary is unchanged:\n",
+          table(["share", "today, profiler's copies", "fourth session", "today, calibrated", "fourth session"],
+                rows, "lrrrr"),
+          f"\nThe two rounds differ by at most {100 * max(spread):.1f} % (median {100 * median(spread):.2f} %). The "
+          f"plans unchanged since the fourth session measure within {100 * max(drift):.2f} % of what that session "
+          f"measured (median {100 * median(drift):.2f} %): the spread between machines and sessions that any "
+          "change across parts J and K must exceed to count."]
+    v = open(os.path.join(d, "validation-report.md")).read().splitlines()
+    check = open(os.path.join(d, "check-measured-25.txt")).read().strip()
+    s += [f"\n`scripts/gpu-validate.sh` at {version}: {v[0].split(': ')[-1]}, {v[2].split(', ')[-1].rstrip('.')}"
+          " (`session-5/validation-report.md`); every replay above ran `CudaBackend::check_steps` (cuDNN's "
+          f"algorithms and workspaces for every conv step) before allocating. Not done: {check}"]
+    out.sections.append("\n".join(s))
+
+
 class Out:
     def __init__(self):
         self.sections, self.summary = [], {}
@@ -765,6 +834,9 @@ def main():
     session4 = os.path.join(a.results, "session-4")
     if os.path.isdir(session4):
         part_session4(session4, out)
+    session5 = os.path.join(a.results, "session-5")
+    if os.path.isdir(session5):
+        part_session5(session5, session4, out)
     head = [f"## gpu_results.py: ucplan on an {dev['name']} (MEASURED)\n",
             f"`python3 benchmarks/gpu_results.py {rel(a.build)}` reads what a GPU session brought back: "
             f"`{rel(a.results)}/` (plans, `ucplan run --json` reports, traces, PyTorch runs, the validation report) "
@@ -774,7 +846,7 @@ def main():
             f"TF32; measured on {date}. The measurements: `scripts/gpu-validate.sh` (validation, "
             f"`{rel(a.results)}/validation-report.md`), `scripts/gpu-measure.sh OUT resnet50:128:100,50,25 "
             f"vgg16:64:100,50,25 alexnet:256:100 resnet18:128:none resnet20:64:none` and the mu-cuDNN and DeepBench "
-            f"runs of part D; part F's plan-quality runs came from a later session, parts H and I from a third, part J from a fourth (their own dates below). This script took {time.perf_counter() - t0:.0f} s.\n"]
+            f"runs of part D; part F's plan-quality runs came from a later session, parts H and I from a third, part J from a fourth, part K from a fifth (their own dates below). This script took {time.perf_counter() - t0:.0f} s.\n"]
     write_section("gpu-h100.md", "\n".join(head) + "\n" + "\n\n".join(out.sections))
     print(json.dumps(out.summary, indent=1))
 
