@@ -305,6 +305,7 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   si.fixed_config = fixed_configs(x.opt.workspace, x.g, x.tg, ct);
   si.offload = x.opt.offload;
   si.quick = x.opt.quick || x.opt.solver == Solver::Fast;
+  si.local_search_budget = std::llround(static_cast<double>(si.local_search_budget) * x.opt.search_work);
   if (x.opt.strategy != "ucplan") {
     auto strategy = make_baseline_strategy(x.opt.strategy, x.g, x.tg, ct);
     return simulate_schedule(si, *strategy);

@@ -54,7 +54,8 @@ struct PlanOptions {
   bool offload = true;                           // --offload allowed (never: the ucplan strategy only)
   std::string loss_scale;                        // "" for the precision's default (precision.h)
   std::string dump_after;                        // "" or one of dump_stage_names()
-  bool quick = false;  // one search branch whatever the solver (tests: exact mode's bound alone, quickly)
+  bool quick = false;      // one search branch whatever the solver (tests: exact mode's bound alone, quickly)
+  double search_work = 1;  // the share of the local search's work budget (the compile report's estimates: less)
 };
 
 // The same options as text: the command line's, or a plan's record of them (plan.h).
