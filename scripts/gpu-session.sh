@@ -16,8 +16,10 @@
 # First run on a GPU (an H100, 2026-11-27, the fifth session, SECONDS 545): golden 14 s, validate
 # 193 s, quality 297 s (ten compiles and twenty replays), 504 s in all, so measure, which needs the
 # last 60 s and more, did not run. The four steps need about 650 s: more than one device call's
-# 600 s, so measure goes in a call of its own (scripts/gpu-measure.sh) when a session has the time.
+# 600 s, so measure goes in a call of its own (UCPLAN_SESSION_STEPS=measure) when a session has the
+# time.
 # Usage: scripts/gpu-session.sh OUT [SECONDS (default 540)]
+#   UCPLAN_SESSION_STEPS: the steps to run, in this order (default "golden validate quality measure")
 #   UCPLAN_SESSION_DEVICE=cpu: a dry run of the plumbing on the CPU (the GPU steps fail, and
 #   validate runs its own dry run), for the script's own test (tests/gpu/session_test.sh).
 set -uo pipefail
@@ -40,6 +42,14 @@ else
   calibrated=$root/profiles/h100/calibrated/resnet50-b64.json
 fi
 device=${UCPLAN_SESSION_DEVICE:-cuda}
+steps=" ${UCPLAN_SESSION_STEPS:-golden validate quality measure} "
+for w in $steps; do
+  case "$w" in
+    golden | validate | quality | measure) ;;
+    *) echo "gpu-session: unknown step \"$w\" in UCPLAN_SESSION_STEPS (golden, validate, quality, measure)" >&2; exit 2 ;;
+  esac
+done
+wanted() { [[ "$steps" == *" $1 "* ]]; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 s=$out/session
@@ -95,11 +105,11 @@ quality() {
 smi >"$s/gpu-before.txt" 2>&1
 date -u +%FT%TZ >"$s/date.txt"
 (cat "$root/VERSION" 2>/dev/null || git -C "$root" rev-parse HEAD) >"$s/version.txt" 2>&1
-step golden golden
-step validate env UCPLAN_VALIDATE_DEVICE="$device" timeout "$(cap 300)" bash "$root/scripts/gpu-validate.sh" \
-  "$s/validate" resnet20 64
-step quality quality
-[ "$(left)" -gt 60 ] &&
+wanted golden && step golden golden
+wanted validate && step validate env UCPLAN_VALIDATE_DEVICE="$device" timeout "$(cap 300)" \
+  bash "$root/scripts/gpu-validate.sh" "$s/validate" resnet20 64
+wanted quality && step quality quality
+wanted measure && [ "$(left)" -gt 60 ] &&
   step measure env UCPLAN_MEASURE_TORCH=0 UCPLAN_MEASURE_DEVICE="$device" timeout "$(cap 400)" \
     bash "$root/scripts/gpu-measure.sh" "$s/measure" resnet50:64:25
 smi >"$s/gpu-after.txt" 2>&1

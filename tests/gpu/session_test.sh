@@ -29,4 +29,14 @@ golden=$(find "$src/plans" -name '*measured*.json' | wc -l)
 [ "$golden" -gt 0 ] || fail "no golden plans from measured profiles in plans/"
 tried=$(grep -c "failed" "$u/golden.log")
 [ "$tried" -eq "$golden" ] || fail "$tried of $golden golden plans tried: $(cat "$u/golden.log")"
+# A chosen step alone (a second device call's), and a step that does not exist refused by name.
+UCPLAN_SESSION_DEVICE=cpu UCPLAN_SESSION_STEPS=golden UCPLAN_BUILD_DIR=$build \
+  bash "$src/scripts/gpu-session.sh" "$work/one" 12 >"$work/one.txt" 2>&1 || fail "golden alone: $(cat "$work/one.txt")"
+[ "$(awk '{print $1}' "$work/one/session/steps.txt" | tr '\n' ' ')" = "golden " ] ||
+  fail "golden alone ran: $(cat "$work/one/session/steps.txt")"
+UCPLAN_SESSION_STEPS="golden mesure" bash "$src/scripts/gpu-session.sh" "$work/bad" 12 >"$work/bad.txt" 2>&1
+rc=$?
+if [ "$rc" -ne 2 ] || ! grep -q 'unknown step "mesure"' "$work/bad.txt"; then
+  fail "a misspelt step: exit $rc, $(cat "$work/bad.txt")"
+fi
 echo "gpu-session dry run: $took s, steps: $(awk '{printf "%s (exit %s) ", $1, $2}' "$u/steps.txt")"
