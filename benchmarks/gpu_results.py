@@ -740,9 +740,10 @@ def part_session5(d, s4, out):
          f"Fifth H100 session ({date[:10]}, {date[11:16]} UTC; nvidia-smi: {gpu}), the bundle of commit {version}: "
          "`scripts/gpu-session.sh`'s first run on a GPU, in one call ("
          + ", ".join(f"{n} {t} s" + ("" if rc == 0 else f" (exit {rc})") for n, (rc, t) in steps.items())
-         + "; its fourth step, `measure`, did not fit in the call's 545 s). Every number is MEASURED except those "
-         "in brackets, which are the plans' predictions. Parts J and K ran on different machines of the same kind, "
-         "so a difference between them is a comparison across sessions, not side by side.\n"]
+         + ("" if "measure" in steps else "; the fourth, `measure`, did not fit in the call")
+         + "). Every number is MEASURED except those in brackets, which are the plans' predictions. Parts J and K "
+         "ran on different machines of the same kind, so a difference between them is a comparison across "
+         "sessions, not side by side.\n"]
     grow = []
     for name in sorted(os.listdir(os.path.join(d, "golden"))):
         r = load(os.path.join(d, "golden", name))
@@ -754,7 +755,8 @@ def part_session5(d, s4, out):
                      f"{r['measured_over_predicted']:.3f}", f"{used / GB:.3f}", f"{given / GB:.3f}"])
     s += ["The golden plans from measured profiles, replayed (20 iterations, median); the fourth session's run of "
           "the plan then in `plans/` beside it (the ResNet-50 plan has changed since: held values and holds in "
-          "the local search), device memory as arena plus the runtime's measured overhead, and the budget as the plan's plus the profile's reserve (as in part J):\n",
+          "the local search), device memory as arena plus the runtime's measured overhead, and the budget as "
+          "the plan's plus the profile's reserve (as in part J):\n",
           table(["plan", "today ms", "fourth session ms", "today measured / predicted", "device memory GB",
                  "budget GB"], grow, "lrrrrr")]
 
@@ -774,7 +776,7 @@ def part_session5(d, s4, out):
             cells += [now_text, then_text + (" (the same plan)" if same else "")]
         rows.append(cells)
     s += ["\nResNet-50 b64 on part F's measured profile at part F's arena budgets (`--reserve 0B`), today's default "
-          f"from the profiler's copies and from `profiles/h100/calibrated/resnet50-b64.json`, replayed side by "
+          "from the profiler's copies and from `profiles/h100/calibrated/resnet50-b64.json`, replayed side by "
           "side in this call (`scripts/gpu-plan-quality.sh run`, two rounds, the second reversed), beside the "
           "fourth session's runs of that session's default from the same profiles (part J). Each cell: MEASURED "
           "ms (mean of the two rounds' medians), predicted ms in brackets, bytes offloaded per iteration; `the "
