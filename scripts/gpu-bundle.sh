@@ -5,11 +5,11 @@
 #   lib/       every library they load that is not glibc's or the NVIDIA driver's: fmt, CBC/Clp/Osi/
 #              CoinUtils/Cgl, OpenBLAS + LAPACK, libgfortran, libquadmath, libstdc++, libgcc_s, zlib,
 #              bzip2, and the CUDA runtime (libcudart.so.13, the one the binaries were built with)
-#   networks/, schemas/, scripts/ (gpu-session.sh, gpu-validate.sh, gpu-measure.sh, gpu-plan-quality.sh),
-#              benchmarks/torch_side_by_side.py; of the golden plans and profiles only what gpu-session.sh
-#              replays: plans/*measured*.json, and in profiles/ the measured ResNet-50 b64 H100 profile
-#              and its calibrated copy (the device makes its own, and the bundle must stay under the
-#              64 MiB carry)
+#   networks/, schemas/, scripts/ (gpu-session.sh, gpu-validate.sh, gpu-measure.sh, gpu-plan-quality.sh,
+#              gpu-where.sh), benchmarks/torch_side_by_side.py; of the golden plans and profiles only
+#              what gpu-session.sh replays: plans/*measured*.json, and in profiles/ the measured
+#              ResNet-50 b64 H100 profile and its calibrated copy (the device makes its own, and the
+#              bundle must stay under the 64 MiB carry)
 #   env.sh     sourced by the launchers: LD_LIBRARY_PATH = lib/ + the cuDNN and cuBLAS it finds on
 #              the machine, UCPLAN_NETWORKS = networks/
 #   ucplan, ucplan-gpu-check, ucplan-cuda-check   launchers (source env.sh, run bin/...)
@@ -74,7 +74,7 @@ done
 cp -r "$root/networks" "$root/schemas" "$out/"
 mkdir -p "$out/scripts"
 cp "$root/scripts/gpu-session.sh" "$root/scripts/gpu-validate.sh" "$root/scripts/gpu-measure.sh" \
-  "$root/scripts/gpu-plan-quality.sh" "$root/scripts/validate_json.py" "$out/scripts/"
+  "$root/scripts/gpu-plan-quality.sh" "$root/scripts/gpu-where.sh" "$root/scripts/validate_json.py" "$out/scripts/"
 mkdir -p "$out/plans" "$out/profiles"
 cp "$root"/plans/*measured*.json "$out/plans/"
 cp "$root/benchmarks/results/gpu-h100/plan-quality/profile-resnet50-b64.json" "$out/profiles/resnet50-b64-h100.json"

@@ -22,17 +22,9 @@ shift
 jobs=("$@")
 [ ${#jobs[@]} -gt 0 ] || jobs=("resnet50:128:100,50,25")
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -f "$here/../env.sh" ]; then  # inside a bundle
-  # shellcheck disable=SC1091
-  source "$here/../env.sh"
-  # shellcheck disable=SC2154 # bundle: set by env.sh
-  bin=$bundle/bin
-  torch_script=$bundle/benchmarks/torch_side_by_side.py
-else
-  root=$(cd "$here/.." && pwd)
-  bin=${UCPLAN_BUILD_DIR:-$root/build}/bin
-  torch_script=$root/benchmarks/torch_side_by_side.py
-fi
+# shellcheck source=scripts/gpu-where.sh
+source "$here/gpu-where.sh"
+torch_script=$root/benchmarks/torch_side_by_side.py
 device=${UCPLAN_MEASURE_DEVICE:-cuda}
 sizes=${UCPLAN_MEASURE_SIZES:-powerOfTwo}
 repeat=${UCPLAN_MEASURE_REPEAT:-5}

@@ -12,14 +12,8 @@
 # benchmarks/gpu_results.py (part F) tabulates what comes back.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -f "$here/../env.sh" ]; then  # inside a bundle
-  # shellcheck disable=SC1091
-  source "$here/../env.sh"
-  # shellcheck disable=SC2154 # bundle: set by env.sh
-  bin=$bundle/bin
-else
-  bin=${UCPLAN_BUILD_DIR:-$(cd "$here/.." && pwd)/build}/bin
-fi
+# shellcheck source=scripts/gpu-where.sh
+source "$here/gpu-where.sh"
 usage="usage: scripts/gpu-plan-quality.sh compile PROFILE DIR [NET [BATCH]] | run DIR OUT"
 case "${1:-}" in
   compile)

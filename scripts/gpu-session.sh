@@ -27,17 +27,12 @@ out=${1:?usage: scripts/gpu-session.sh OUT [SECONDS]}
 seconds=${2:-540}
 t_end=$(($(date +%s) + seconds))
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -f "$here/../env.sh" ]; then  # inside a bundle
-  # shellcheck disable=SC1091
-  source "$here/../env.sh"
-  # shellcheck disable=SC2154 # bundle: set by env.sh
-  root=$bundle
-  bin=$bundle/bin
-  measured=$bundle/profiles/resnet50-b64-h100.json
-  calibrated=$bundle/profiles/resnet50-b64-h100-calibrated.json
+# shellcheck source=scripts/gpu-where.sh
+source "$here/gpu-where.sh"
+if [ "$in_bundle" = 1 ]; then
+  measured=$root/profiles/resnet50-b64-h100.json
+  calibrated=$root/profiles/resnet50-b64-h100-calibrated.json
 else
-  root=$(cd "$here/.." && pwd)
-  bin=${UCPLAN_BUILD_DIR:-$root/build}/bin
   measured=$root/benchmarks/results/gpu-h100/plan-quality/profile-resnet50-b64.json
   calibrated=$root/profiles/h100/calibrated/resnet50-b64.json
 fi

@@ -27,16 +27,9 @@ out=${1:?usage: scripts/gpu-validate.sh OUT [NETWORK] [BATCH]}
 net=${2:-resnet20}
 batch=${3:-64}
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -f "$here/../env.sh" ]; then  # inside a bundle
-  # shellcheck disable=SC1091
-  source "$here/../env.sh"
-  bin=$bundle/bin
-  mode="bundle $bundle"
-else
-  root=$(cd "$here/.." && pwd)
-  bin=${UCPLAN_BUILD_DIR:-$root/build}/bin
-  mode="checkout $root"
-fi
+# shellcheck source=scripts/gpu-where.sh
+source "$here/gpu-where.sh"
+mode="$([ "$in_bundle" = 1 ] && echo bundle || echo checkout) $root"
 export UCPLAN_REQUIRE_GPU=1
 device=${UCPLAN_VALIDATE_DEVICE:-cuda}
 sizes=${UCPLAN_VALIDATE_SIZES:-powerOfTwo}
