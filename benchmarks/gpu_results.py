@@ -632,11 +632,14 @@ def trace_split(plan, trace):
     return got
 
 
-def golden_reserve(name):
-    """The reserve of the measured profile a golden plan in plans/ was compiled from."""
+def golden_memory(r, name):
+    """A replay `r` of the golden plan plans/NAME: the device memory it used (arena plus the runtime's
+    measured overhead) and its budget (the replayed plan's, not today's in plans/, plus the reserve of
+    the measured profile the plan was compiled from), in bytes."""
     plan = load(os.path.join(REPO, "plans", name))
     net, batch = plan["network"]["name"], plan["options"]["batch"]
-    return reserve_of(load(os.path.join(REPO, "profiles", "h100", f"{net}-b{batch}.json")))
+    reserve = reserve_of(load(os.path.join(REPO, "profiles", "h100", f"{net}-b{batch}.json")))
+    return r["arena_bytes"] + r["runtime_overhead_bytes"], r["budget_bytes"] + reserve
 
 
 def part_session4(d, out):
@@ -651,8 +654,7 @@ def part_session4(d, out):
     grow = []
     for name in sorted(os.listdir(os.path.join(d, "golden"))):
         r = load(os.path.join(d, "golden", name))
-        given = r["budget_bytes"] + golden_reserve(name[4:])  # the replayed plan's, not today's in plans/
-        used = r["arena_bytes"] + r["runtime_overhead_bytes"]
+        used, given = golden_memory(r, name[4:])
         grow.append([f"`plans/{name[4:]}`", ms(r["median_seconds"]), ms(r["predicted_seconds"]),
                      f"{r['measured_over_predicted']:.3f}", f"{used / GB:.3f}", f"{given / GB:.3f}"])
     s += ["The golden plans compiled from measured H100 profiles (`profiles/h100/`), replayed (`ucplan run "
@@ -748,8 +750,7 @@ def part_session5(d, s4, out):
     for name in sorted(os.listdir(os.path.join(d, "golden"))):
         r = load(os.path.join(d, "golden", name))
         before = load(os.path.join(s4, "golden", name))
-        used = r["arena_bytes"] + r["runtime_overhead_bytes"]
-        given = r["budget_bytes"] + golden_reserve(name[4:])
+        used, given = golden_memory(r, name[4:])
         grow.append([f"`plans/{name[4:]}`", f"{ms(r['median_seconds'])} ({ms(r['predicted_seconds'])})",
                      f"{ms(before['median_seconds'])} ({ms(before['predicted_seconds'])})",
                      f"{r['measured_over_predicted']:.3f}", f"{used / GB:.3f}", f"{given / GB:.3f}"])
