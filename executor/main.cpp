@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
     o.lr = lr;
     o.fp32_floor = device != "cpu";      // the CPU replays the emulation itself: its errors are 0
     o.rounding_floor = device != "cpu";  // ... and the reference's kernels: it sums in the same order
+    o.progress = [](const std::string& line) { std::fprintf(stderr, "ucplan run: %s\n", line.c_str()); };
     const ucplan::RunReport r = ucplan::replay_plan(plan, *backend, o);
     // What each gradient's floor is the distance of (RunOptions): the larger of these.
     std::vector<std::string> floor_of;

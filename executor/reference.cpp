@@ -13,7 +13,7 @@ namespace ucplan {
 ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int64_t sub_batch, std::uint64_t seed,
                                     const std::map<std::string, std::string>& conv_algo,
                                     const std::map<std::string, std::vector<float>>& weights, double loss_scale,
-                                    double perturb) {
+                                    double perturb, ReferenceScratch* scratch) {
   // Every convolution's output multiplied by 1 + perturb * u, u uniform in [-1, 1) from a fixed
   // sequence: what FP32 sums in another order do to it, at about that size.
   std::uint64_t state = 0x9e3779b97f4a7c15ull;
@@ -63,17 +63,38 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
   std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
   init_labels(batch, std::max<std::int64_t>(1, g.net.labels), seed, labels.data());
   const std::vector<int>& order = g.topo_order;
+  ReferenceScratch own;
+  ReferenceScratch& mem = scratch ? *scratch : own;
+  // A vector of `count` zeros, in the memory it already holds where it can.
+  auto zeros = [](auto& v, std::int64_t count) {
+    v.resize(static_cast<std::size_t>(count));
+    std::fill(v.begin(), v.end(), 0);
+  };
+  // One workspace for every convolution, grown to the largest: a fresh one per layer (an im2col
+  // of ResNet-50 b64's first layer is 472 MB) spent much of the reference's time in page faults.
+  std::vector<float>& ws = mem.workspace;
+  auto workspace = [&](LayerArgs& a, std::int64_t bytes) {
+    const auto floats = static_cast<std::size_t>(bytes / 4 + 1);
+    if (ws.size() < floats) ws.resize(floats);
+    a.workspace = ws.data();
+    a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
+  };
   double loss = 0;
   for (std::int64_t first = 0; first < batch; first += sub_batch) {
     const std::int64_t b = sub_batch;
-    std::vector<std::vector<float>> y(n), dy(n);
-    std::vector<std::vector<unsigned char>> aux(n);
+    auto& y = mem.y;
+    auto& dy = mem.dy;
+    auto& aux = mem.aux;
+    y.resize(static_cast<std::size_t>(n));
+    dy.resize(static_cast<std::size_t>(n));
+    aux.resize(static_cast<std::size_t>(n));
+    std::vector<char> has_dy(static_cast<std::size_t>(n), 0);  // a gradient flows back into the layer's output
     y[0].assign(data.begin() + first * in_per, data.begin() + (first + b) * in_per);
     for (int l : order) {
       if (l == 0) continue;
       const GraphLayer& gl = g.layers[l];
-      y[l].assign(static_cast<std::size_t>(gl.out.elems() * b), 0.0f);
-      aux[l].assign(static_cast<std::size_t>(gl.aux_bytes_per_sample * b + gl.aux_bytes_fixed + 4), 0);
+      zeros(y[l], gl.out.elems() * b);
+      zeros(aux[l], gl.aux_bytes_per_sample * b + gl.aux_bytes_fixed + 4);
       LayerArgs a;
       for (int in : gl.inputs) a.x.push_back(y[in].data());
       a.y = y[l].data();
@@ -87,9 +108,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
       a.loss_scale = loss_scale;
       if (gl.type() == LayerType::Conv) {
         const std::string algo = algo_for(gl, "forward");
-        std::vector<float> ws(static_cast<std::size_t>(layer_op_workspace_cpu(gl, StepOp::Forward, algo, b) / 4 + 1));
-        a.workspace = ws.data();
-        a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
+        workspace(a, layer_op_workspace_cpu(gl, StepOp::Forward, algo, b));
         run_op(gl, StepOp::Forward, algo, a);
         jitter(y[l].data(), static_cast<std::int64_t>(y[l].size()));
       } else {
@@ -111,13 +130,14 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
         init_input(per * batch, seed ^ (0x9e37u + static_cast<std::uint64_t>(l)), all.data());
         round_all(all);
         dy[l].assign(all.begin() + first * per, all.begin() + (first + b) * per);
+        has_dy[l] = 1;
       }
     std::vector<char> written(n, 0);
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       const int l = *it;
       if (l == 0) continue;
       const GraphLayer& gl = g.layers[l];
-      if (gl.type() != LayerType::SoftmaxLoss && dy[l].empty()) continue;  // nothing flows back
+      if (gl.type() != LayerType::SoftmaxLoss && !has_dy[l]) continue;  // nothing flows back
       LayerArgs a;
       for (int in : gl.inputs) {
         a.x.push_back(y[in].data());
@@ -125,7 +145,10 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
           a.dx.push_back(nullptr);
           a.dx_accumulate.push_back(0);
         } else {
-          if (dy[in].empty()) dy[in].assign(static_cast<std::size_t>(g.layers[in].out.elems() * b), 0.0f);
+          if (!has_dy[in]) {
+            zeros(dy[in], g.layers[in].out.elems() * b);
+            has_dy[in] = 1;
+          }
           a.dx.push_back(dy[in].data());
           a.dx_accumulate.push_back(written[in]);
         }
@@ -134,7 +157,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
       a.w = w[l].empty() ? nullptr : w[l].data();
       a.dw = dw[l].empty() ? nullptr : dw[l].data();
       a.aux = aux[l].data();
-      a.dy = dy[l].empty() ? nullptr : dy[l].data();
+      a.dy = has_dy[l] ? dy[l].data() : nullptr;
       a.labels = labels.data() + first;
       a.n = b;
       a.first_sample = first;
@@ -143,13 +166,8 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
       a.loss_scale = loss_scale;
       if (gl.type() == LayerType::Conv || gl.type() == LayerType::Fc) {
         const std::string filter = algo_for(gl, "backward_filter"), data_algo = algo_for(gl, "backward_data");
-        std::vector<float> ws(
-            static_cast<std::size_t>(std::max(layer_op_workspace_cpu(gl, StepOp::BackwardFilter, filter, b),
-                                              layer_op_workspace_cpu(gl, StepOp::BackwardData, data_algo, b)) /
-                                         4 +
-                                     1));
-        a.workspace = ws.data();
-        a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
+        workspace(a, std::max(layer_op_workspace_cpu(gl, StepOp::BackwardFilter, filter, b),
+                              layer_op_workspace_cpu(gl, StepOp::BackwardData, data_algo, b)));
         run_op(gl, StepOp::BackwardFilter, filter, a);
         if (gl.inputs[0] != 0) run_op(gl, StepOp::BackwardData, data_algo, a);
         if (gl.type() == LayerType::Conv && gl.inputs[0] != 0)
@@ -160,9 +178,9 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
         if (any || gl.has_weights()) {
           if (gl.type() == LayerType::BatchNorm && a.dx[0] == nullptr) {
             // bn right after the input: its weight gradients still need the backward.
-            static thread_local std::vector<float> scratch;
-            scratch.assign(static_cast<std::size_t>(gl.out.elems() * b), 0.0f);
-            a.dx[0] = scratch.data();
+            static thread_local std::vector<float> discarded;
+            discarded.assign(static_cast<std::size_t>(gl.out.elems() * b), 0.0f);
+            a.dx[0] = discarded.data();
           }
           run_op(gl, StepOp::Backward, "default", a);
         }

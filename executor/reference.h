@@ -22,6 +22,16 @@ struct ReferenceResult {
   double loss = 0;                                             // mean over the batch
 };
 
+// The storage a reference run fills: every layer's values, gradients and saved state, and the
+// convolutions' workspace. `ucplan run --check` runs two to eight references of one network; given
+// the same scratch, each after the first reuses the memory instead of faulting in fresh pages
+// (ResNet-50 b64 holds 19 GB of them, and zeroing fresh pages took longer than the sums).
+struct ReferenceScratch {
+  std::vector<std::vector<float>> y, dy;
+  std::vector<std::vector<unsigned char>> aux;
+  std::vector<float> workspace;
+};
+
 // conv_algo: "layer:op" (forward, backward_data, backward_filter) -> algorithm; "direct" if absent.
 // weights: "W:layer" -> values to start from (a later iteration's); init_weights(seed) if absent.
 // loss_scale: the loss gradient is multiplied by it (fp16 loss scaling), as in the plan's run.
@@ -29,6 +39,6 @@ struct ReferenceResult {
 ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int64_t sub_batch, std::uint64_t seed,
                                     const std::map<std::string, std::string>& conv_algo = {},
                                     const std::map<std::string, std::vector<float>>& weights = {},
-                                    double loss_scale = 1, double perturb = 0);
+                                    double loss_scale = 1, double perturb = 0, ReferenceScratch* scratch = nullptr);
 
 }  // namespace ucplan

@@ -294,6 +294,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     return true;
   };
   constexpr int kCheckedIterations = 2;
+  ReferenceScratch scratch;  // the memory of every reference run of the check
   for (int it = 0; it < total_iterations; ++it) {
     for (const auto& [tensor, b] : resident)
       if (tg.tensors[static_cast<std::size_t>(tensor)].kind == TensorKind::WeightGrad)
@@ -328,7 +329,18 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       return rep;
     }
     const auto reference_start = std::chrono::steady_clock::now();
+    // One progress line per stage of a checked iteration, with the seconds since the last.
+    auto stage_start = reference_start;
+    auto say = [&](const std::string& what) {
+      if (!o.progress) return;
+      const auto now = std::chrono::steady_clock::now();
+      o.progress(fmt::format("check: iteration {} of {}: {} in {:.1f} s", it + 1, kCheckedIterations, what,
+                             std::chrono::duration<double>(now - stage_start).count()));
+      stage_start = now;
+    };
     if (checking) {
+      stage_start = t0;
+      say(fmt::format("the plan's {} round{} ran", plan.rounds, plan.rounds == 1 ? "" : "s"));
       // This iteration's weight gradients (before its updates) against the reference.
       // The reference runs on the CPU: a plan for another device (cuDNN names) gets the CPU
       // algorithm closest to each of its algorithms (cpu_ops.h reference_conv_algo_cpu).
@@ -343,23 +355,26 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         algos.emplace(ps.layer + ":" + step_op_name(ps.op), cpu_algo);
       }
       ReferenceResult ref =
-          reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos, start_weights, ctx.loss_scale);
+          reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos, start_weights, ctx.loss_scale, 0, &scratch);
+      say("the reference ran on the CPU");
       // The 16-bit floor: the same reference at FP32 (RunOptions::fp32_floor).
       std::map<std::string, std::vector<float>> fp32_gradients;
       if (o.fp32_floor && low_precision_storage(g.precision)) {
         const Graph g32 = build_graph(plan.network, "", Precision::FP32);
-        fp32_gradients =
-            reference_gradients(g32, plan.batch, plan.sub_batch, o.seed, algos, start_weights, ctx.loss_scale)
-                .weight_gradients;
+        fp32_gradients = reference_gradients(g32, plan.batch, plan.sub_batch, o.seed, algos, start_weights,
+                                             ctx.loss_scale, 0, &scratch)
+                             .weight_gradients;
         rep.floor_checked = true;
+        say("the FP32 reference (the floor of 16-bit storage) ran on the CPU");
       }
       // The rounding floor: the same reference with every convolution's output jittered.
       std::map<std::string, std::vector<float>> jittered_gradients;
       if (o.rounding_floor) {
         jittered_gradients = reference_gradients(g, plan.batch, plan.sub_batch, o.seed, algos, start_weights,
-                                                 ctx.loss_scale, kRoundingJitter)
+                                                 ctx.loss_scale, kRoundingJitter, &scratch)
                                  .weight_gradients;
         rep.floor_checked = true;
+        say("the jittered reference (the rounding floor) ran on the CPU");
       }
       rep.checked = true;
       // A scaled loss gradient that overflows (fp16) in the reference overflows in the plan's

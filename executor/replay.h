@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,9 @@ struct RunOptions {
   // an H100's cuDNN plans at 100 % and 25 % of the peak by 0.79 to 1.27 times that, tensor by tensor
   // (benchmarks/RESULTS.md); a fixed 1e-2 failed every ResNet-50 plan, keep-all too.
   bool rounding_floor = false;
+  // Called with one line at each stage of a checked iteration (the plan's run, each reference run,
+  // with its seconds): a check of a large network spends minutes in the CPU reference.
+  std::function<void(const std::string&)> progress;
 };
 
 // The jitter of the rounding floor: every convolution output times 1 + u * 2^-23, u uniform in

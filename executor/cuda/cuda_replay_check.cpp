@@ -288,7 +288,8 @@ void check_plan(const std::string& path, int device, int iterations, double tole
   }
   auto cpu = make_cpu_backend(g);
   const LoopResult rc = run_loop(*cpu, plan, program, cpu_steps, iterations, seed);
-  const ReferenceResult ref = reference_gradients(g, plan.batch, plan.sub_batch, seed);
+  ReferenceScratch scratch;  // both references' memory
+  const ReferenceResult ref = reference_gradients(g, plan.batch, plan.sub_batch, seed, {}, {}, 1, 0, &scratch);
   Tensors want;
   for (const auto& [name, v] : ref.weight_gradients) want["W:" + name.substr(3)] = v;
   const auto [e_gpu, t_gpu] = worst_error(rg.dw0, want);
@@ -302,8 +303,9 @@ void check_plan(const std::string& path, int device, int iterations, double tole
   // the reference (rounding_floor), which a deeper network's batch norm makes larger than 1e-2.
   const bool half = low_precision_storage(plan.precision);
   const ReferenceResult other =
-      half ? reference_gradients(build_graph(plan.network, path, Precision::FP32), plan.batch, plan.sub_batch, seed)
-           : reference_gradients(g, plan.batch, plan.sub_batch, seed, {}, {}, 1, kRoundingJitter);
+      half ? reference_gradients(build_graph(plan.network, path, Precision::FP32), plan.batch, plan.sub_batch, seed, {},
+                                 {}, 1, 0, &scratch)
+           : reference_gradients(g, plan.batch, plan.sub_batch, seed, {}, {}, 1, kRoundingJitter, &scratch);
   GradientError worst;
   double worst_share = 0;
   for (const auto& [name, v] : ref.weight_gradients) {
