@@ -26,7 +26,9 @@ benchmarks/results/gpu-h100.md (a section of RESULTS.md):
   J. a fourth session (session-4/): the golden plans from measured profiles replayed, the third session's
      default beside today's from the profiler's and from calibrated copies, where the copies' time goes
      (traces), scripts/gpu-measure.sh's calibration chain, and the validation at that commit;
-  K. a fifth session (session-5/): scripts/gpu-session.sh's first run, the same replays at a later commit.
+  K. a fifth session (session-5/): scripts/gpu-session.sh's first run, the same replays at a later commit;
+  L. a sixth session (session-6/): `run --check` of ResNet-50 b64 plans stage by stage, before and after
+     the reference reused its buffers; the calibration chain at a later planner; --sub-batch 32 measured.
 Every number here is MEASURED on the GPU except where a row says predicted or modelled. Parts D and
 E call the CLI of BUILD (conv-only reports and model profiles); nothing runs on a GPU.
 """
@@ -796,6 +798,82 @@ def part_session5(d, s4, out):
     out.sections.append("\n".join(s))
 
 
+def check_stages(path):
+    """A `run --check` stderr with timestamps: the seconds of each stage, the wall time and the exit."""
+    text = open(path).read()
+    stages = [float(x) for x in re.findall(r"ran(?: on the CPU)? in ([\d.]+) s", text)]
+    m = re.search(r"real\s+(\d+)m([\d.]+)s", text)
+    return stages, int(m.group(1)) * 60 + float(m.group(2)), int(re.search(r"exit (\d+)", text).group(1))
+
+
+def part_session6(d, s4, out):
+    """The sixth session: `run --check` of ResNet-50 b64 plans with progress lines, before and after the
+    reference reused its buffers; the calibration chain at today's planner; --sub-batch 32 side by side."""
+    date = open(os.path.join(d, "date.txt")).read().strip()
+    s = ["### L. The sixth session: `run --check` of ResNet-50 b64 on the GPU, the calibration chain again\n",
+         f"Sixth H100 session ({date[:10]}, three calls; `session-6/README.md` says what each ran). Every number "
+         "is MEASURED except those in brackets, which are the plans' predictions.\n"]
+    rows = []
+    for call, name, what in (("check-1", "measured-25", "measured-25, fresh buffers per reference"),
+                             ("check-2", "measured-25", "measured-25, reused buffers"),
+                             ("check-2", "s6-calibrated-25", "the calibrated plan below, reused buffers"),
+                             ("check-2", "measured-25-sb32", "measured-25 with --sub-batch 32, reused buffers")):
+        stages, wall, rc = check_stages(os.path.join(d, call, f"check-{name}.err"))
+        report = open(os.path.join(d, call, f"check-{name}.txt")).read()
+        share = re.search(r"the worst used (\d+) %", report).group(1)
+        rows.append([what, f"{stages[0]:.1f}", " / ".join(f"{x:.1f}" for x in stages[1:3]),
+                     f"{stages[3]:.1f}", " / ".join(f"{x:.1f}" for x in stages[4:6]), f"{wall:.0f}",
+                     ("PASSED" if "PASSED" in report else "FAILED") + f", {share} % of its limit" +
+                     ("" if rc == 0 else f" (exit {rc})")])
+    cpu = open(os.path.join(d, "cpu-run.txt")).readline()
+    blas = re.search(r"\((OpenBLAS[^;]*);", cpu).group(1)
+    s += ["`ucplan run --device cuda --check --iterations 1` of the default at 25 % of the liveness peak from part "
+          "F's measured profile (`--reserve 0B`), with the progress lines this session added: each checked "
+          "iteration's plan on the GPU, then on the host's CPU the reference and the jittered reference (the "
+          f"rounding floor), seconds each; the host has 16 cores ({blas}). The fifth session stopped this check "
+          "at 150 s with nothing printed (part K). Before ca29595 each reference faulted in 19 GB of fresh pages "
+          "(ResNet-50 b64's every value, gradient and saved state) and zeroed them on one thread; since, the "
+          "references share one set of buffers:\n",
+          table(["plan, reference", "iteration 1: plan s", "references s", "iteration 2: plan s", "references s",
+                 "wall s", "check"], rows, "lrrrrrl")]
+
+    m = os.path.join(d, "measure")
+    m4 = os.path.join(s4, "measure")
+    mrows = []
+    for suffix, what in (("25", "the profiler's copies"), ("25-calibrated", "calibrated from its trace")):
+        cells = [what]
+        for folder in (m, m4):
+            run = load(os.path.join(folder, f"run-resnet50-b64-{suffix}.json"))
+            plan = load(os.path.join(folder, f"plan-resnet50-b64-{suffix}.json.gz"))
+            cells += [f"{ms(run['median_seconds'])} ({ms(plan['summary']['predicted_ns'] / 1e9)})",
+                      f"{run['measured_over_predicted']:.3f}"]
+        mrows.append(cells)
+    s += ["\n`scripts/gpu-measure.sh OUT resnet50:64:25` at today's planner (`UCPLAN_SESSION_STEPS=measure`), beside "
+          "the fourth session's run of it (part J): each session profiled the device anew, so the two differ by "
+          "profile, planner and machine; medians of 20:\n",
+          table(["plan from", "today ms", "ratio", "fourth session ms", "ratio"], mrows, "lrrrr")]
+
+    r = os.path.join(d, "replays")
+    srows, med = [], {}
+    for name, what in (("measured-25", "the full batch (1 round)"), ("measured-25-sb32", "--sub-batch 32 (2 rounds)")):
+        runs = [load(os.path.join(r, f"run2-{name}-{x}.json")) for x in "ab"]
+        plan = load(os.path.join(d, f"plan-{name}.json.gz"))
+        med[name] = sum(x["median_seconds"] for x in runs) / 2
+        srows.append([what, " / ".join(ms(x["median_seconds"], 2) for x in runs),
+                      ms(plan["summary"]["predicted_ns"] / 1e9, 2), fmt_bytes(runs[0]["bytes_h2d"]),
+                      fmt_bytes(plan["summary"]["peak_bytes"])])
+    gain = 1 - med["measured-25-sb32"] / med["measured-25"]
+    hint = re.search(r"would help\s+(--sub-batch 32: [\d.]+ ms or less)",
+                     open(os.path.join(d, "compile-measured-25.txt")).read()).group(1)
+    s += ["\nThe same budget with `--sub-batch 32` (batch-norm statistics over 32 samples instead of 64, so only when "
+          f"asked): the compile report of the full-batch plan says `would help {hint}` (`compile-measured-25.txt`, "
+          "compiled on the CPU machine), and compiled with it the plan predicts less still. Replayed side by side "
+          f"in one call (20 iterations, order a b, b a), it is {100 * gain:.1f} % faster measured:\n",
+          table(["ResNet-50 b64 at 25 %", "measured ms (a / b)", "predicted ms", "host->device", "plan peak"], srows,
+                "lrrrr")]
+    out.sections.append("\n".join(s))
+
+
 class Out:
     def __init__(self):
         self.sections, self.summary = [], {}
@@ -840,6 +918,9 @@ def main():
     session5 = os.path.join(a.results, "session-5")
     if os.path.isdir(session5):
         part_session5(session5, session4, out)
+    session6 = os.path.join(a.results, "session-6")
+    if os.path.isdir(session6):
+        part_session6(session6, session4, out)
     head = [f"## gpu_results.py: ucplan on an {dev['name']} (MEASURED)\n",
             f"`python3 benchmarks/gpu_results.py {rel(a.build)}` reads what a GPU session brought back: "
             f"`{rel(a.results)}/` (plans, `ucplan run --json` reports, traces, PyTorch runs, the validation report) "
@@ -849,7 +930,7 @@ def main():
             f"TF32; measured on {date}. The measurements: `scripts/gpu-validate.sh` (validation, "
             f"`{rel(a.results)}/validation-report.md`), `scripts/gpu-measure.sh OUT resnet50:128:100,50,25 "
             f"vgg16:64:100,50,25 alexnet:256:100 resnet18:128:none resnet20:64:none` and the mu-cuDNN and DeepBench "
-            f"runs of part D; part F's plan-quality runs came from a later session, parts H and I from a third, part J from a fourth, part K from a fifth (their own dates below). This script took {time.perf_counter() - t0:.0f} s.\n"]
+            f"runs of part D; part F's plan-quality runs came from a later session, parts H and I from a third, part J from a fourth, part K from a fifth, part L from a sixth (their own dates below). This script took {time.perf_counter() - t0:.0f} s.\n"]
     write_section("gpu-h100.md", "\n".join(head) + "\n" + "\n\n".join(out.sections))
     print(json.dumps(out.summary, indent=1))
 
