@@ -53,7 +53,8 @@ start=$(date +%s)
 # outputs recomputed rather than copied on a fast device (43 s; what the search chooses), and the
 # search's held values on ResNet-20 (two compiles and a sweep of tables, 8 s in Release; the
 # simulator's Hold runs here in the brute-force tests), and the default never slower than a
-# baseline strategy (24 s here; the executor's check tests compile and replay superneurons and vdnn-all plans here).
+# baseline strategy (24 s here; the executor's check tests compile and replay superneurons and
+# vdnn-all plans here).
 # And gpu/measure_script and gpu/session_script: the GPU session scripts' dry runs profile, compile
 # and run resnet20 on the CPU through the CLI, whose code the suites above run under the sanitizers
 # already, or test a script's plumbing.
