@@ -70,6 +70,24 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
     v.resize(static_cast<std::size_t>(count));
     std::fill(v.begin(), v.end(), 0);
   };
+  // The same for a value or gradient, in the smallest spare buffer that holds it (ReferenceScratch).
+  auto take = [&](std::vector<float>& v, std::int64_t count) {
+    const auto want = static_cast<std::size_t>(count);
+    if (v.capacity() < want) {
+      auto best = mem.spare.end();
+      for (auto it = mem.spare.begin(); it != mem.spare.end(); ++it)
+        if (it->capacity() >= want && (best == mem.spare.end() || it->capacity() < best->capacity())) best = it;
+      if (best != mem.spare.end()) {
+        std::swap(v, *best);
+        if (best->capacity() == 0) mem.spare.erase(best);
+      }
+    }
+    zeros(v, count);
+  };
+  auto release = [&](std::vector<float>& v) {
+    if (v.capacity() > 0) mem.spare.push_back(std::move(v));
+    v = std::vector<float>();
+  };
   // One workspace for every convolution, grown to the largest: a fresh one per layer (an im2col
   // of ResNet-50 b64's first layer is 472 MB) spent much of the reference's time in page faults.
   std::vector<float>& ws = mem.workspace;
@@ -93,7 +111,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
     for (int l : order) {
       if (l == 0) continue;
       const GraphLayer& gl = g.layers[l];
-      zeros(y[l], gl.out.elems() * b);
+      take(y[l], gl.out.elems() * b);
       zeros(aux[l], gl.aux_bytes_per_sample * b + gl.aux_bytes_fixed + 4);
       LayerArgs a;
       for (int in : gl.inputs) a.x.push_back(y[in].data());
@@ -129,7 +147,8 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
         std::vector<float> all(static_cast<std::size_t>(per * batch));
         init_input(per * batch, seed ^ (0x9e37u + static_cast<std::uint64_t>(l)), all.data());
         round_all(all);
-        dy[l].assign(all.begin() + first * per, all.begin() + (first + b) * per);
+        take(dy[l], per * b);
+        std::copy(all.begin() + first * per, all.begin() + (first + b) * per, dy[l].begin());
         has_dy[l] = 1;
       }
     std::vector<char> written(n, 0);
@@ -137,7 +156,10 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
       const int l = *it;
       if (l == 0) continue;
       const GraphLayer& gl = g.layers[l];
-      if (gl.type() != LayerType::SoftmaxLoss && !has_dy[l]) continue;  // nothing flows back
+      if (gl.type() != LayerType::SoftmaxLoss && !has_dy[l]) {  // nothing flows back
+        release(y[l]);
+        continue;
+      }
       LayerArgs a;
       for (int in : gl.inputs) {
         a.x.push_back(y[in].data());
@@ -146,7 +168,7 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
           a.dx_accumulate.push_back(0);
         } else {
           if (!has_dy[in]) {
-            zeros(dy[in], g.layers[in].out.elems() * b);
+            take(dy[in], g.layers[in].out.elems() * b);
             has_dy[in] = 1;
           }
           a.dx.push_back(dy[in].data());
@@ -187,6 +209,9 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
       }
       for (int in : gl.inputs)
         if (in != 0) written[in] = 1;
+      // Every layer that reads this one's value or gradient has run its backward.
+      release(y[l]);
+      release(dy[l]);
     }
   }
   for (int l = 0; l < n; ++l)

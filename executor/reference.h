@@ -23,11 +23,13 @@ struct ReferenceResult {
 };
 
 // The storage a reference run fills: every layer's values, gradients and saved state, and the
-// convolutions' workspace. `ucplan run --check` runs two to eight references of one network; given
-// the same scratch, each after the first reuses the memory instead of faulting in fresh pages
-// (ResNet-50 b64 holds 19 GB of them, and zeroing fresh pages took longer than the sums).
+// convolutions' workspace. A layer's value and gradient go back to `spare` once its backward has
+// run (every layer that reads them ran before it), and the next value or gradient takes the
+// smallest spare buffer that holds it before new memory is touched. `ucplan run --check` runs two
+// to eight references of one network; given the same scratch, each after the first reuses the
+// memory instead of faulting in fresh pages, which on ResNet-50 b64 took longer than the sums.
 struct ReferenceScratch {
-  std::vector<std::vector<float>> y, dy;
+  std::vector<std::vector<float>> y, dy, spare;
   std::vector<std::vector<unsigned char>> aux;
   std::vector<float> workspace;
 };
