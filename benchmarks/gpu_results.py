@@ -817,7 +817,8 @@ def part_session6(d, s4, out):
     for call, name, what in (("check-1", "measured-25", "measured-25, fresh buffers per reference"),
                              ("check-2", "measured-25", "measured-25, reused buffers"),
                              ("check-2", "s6-calibrated-25", "the calibrated plan below, reused buffers"),
-                             ("check-2", "measured-25-sb32", "measured-25 with --sub-batch 32, reused buffers")):
+                             ("check-2", "measured-25-sb32", "measured-25 with --sub-batch 32, reused buffers"),
+                             ("check-3", "measured-25", "measured-25, buffers handed back after their backward")):
         stages, wall, rc = check_stages(os.path.join(d, call, f"check-{name}.err"))
         report = open(os.path.join(d, call, f"check-{name}.txt")).read()
         share = re.search(r"the worst used (\d+) %", report).group(1)
@@ -825,6 +826,11 @@ def part_session6(d, s4, out):
                      f"{stages[3]:.1f}", " / ".join(f"{x:.1f}" for x in stages[4:6]), f"{wall:.0f}",
                      ("PASSED" if "PASSED" in report else "FAILED") + f", {share} % of its limit" +
                      ("" if rc == 0 else f" (exit {rc})")])
+    rss = {}
+    for line in open(os.path.join(d, "cpu-rss.txt")):
+        if not line.startswith("#"):
+            commit, _, _, kb, _ = line.split()
+            rss[commit] = max(rss.get(commit, 0), int(kb) * 1024 / GB)
     cpu = open(os.path.join(d, "cpu-run.txt")).readline()
     blas = re.search(r"\((OpenBLAS[^;]*);", cpu).group(1)
     s += ["`ucplan run --device cuda --check --iterations 1` of the default at 25 % of the liveness peak from part "
@@ -833,9 +839,14 @@ def part_session6(d, s4, out):
           f"rounding floor), seconds each; the host has 16 cores ({blas}). The fifth session stopped this check "
           "at 150 s with nothing printed (part K). Before ca29595 each reference faulted in 19 GB of fresh pages "
           "(ResNet-50 b64's every value, gradient and saved state) and zeroed them on one thread; since, the "
-          "references share one set of buffers:\n",
+          "references share one set of buffers (ca29595), and since 02d814d each layer's value and gradient goes "
+          "back to the spares once its backward has run:\n",
           table(["plan, reference", "iteration 1: plan s", "references s", "iteration 2: plan s", "references s",
-                 "wall s", "check"], rows, "lrrrrrl")]
+                 "wall s", "check"], rows, "lrrrrrl"),
+          f"\nThe last run's peak resident memory on the host (VmHWM, sampled every 0.5 s): "
+          f"{int(open(os.path.join(d, 'check-3', 'peak-kb.txt')).read()) * 1024 / GB:.1f} GB; the same check of "
+          f"ResNet-50 b8 on the CPU machine peaks at {rss['02d814d']:.2f} GB with the spares, {rss['ca29595']:.2f} GB "
+          "without (ca29595; `session-6/cpu-rss.txt`)."]
 
     m = os.path.join(d, "measure")
     m4 = os.path.join(s4, "measure")
