@@ -10,6 +10,14 @@
 
 namespace ucplan {
 
+std::int64_t reference_bytes_at_least(const Graph& g, std::int64_t sub_batch) {
+  std::int64_t bytes = 0;
+  for (const GraphLayer& l : g.layers)
+    bytes += l.out.elems() * sub_batch * static_cast<std::int64_t>(sizeof(float)) + l.aux_bytes_per_sample * sub_batch +
+             l.aux_bytes_fixed;
+  return bytes;
+}
+
 ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int64_t sub_batch, std::uint64_t seed,
                                     const std::map<std::string, std::string>& conv_algo,
                                     const std::map<std::string, std::vector<float>>& weights, double loss_scale,

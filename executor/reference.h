@@ -34,6 +34,10 @@ struct ReferenceScratch {
   std::vector<float> workspace;
 };
 
+// The least host memory a reference run holds at once, in bytes: every layer's value for one
+// sub-batch (all live at the end of its forward) and every layer's saved state.
+std::int64_t reference_bytes_at_least(const Graph& g, std::int64_t sub_batch);
+
 // conv_algo: "layer:op" (forward, backward_data, backward_filter) -> algorithm; "direct" if absent.
 // weights: "W:layer" -> values to start from (a later iteration's); init_weights(seed) if absent.
 // loss_scale: the loss gradient is multiplied by it (fp16 loss scaling), as in the plan's run.

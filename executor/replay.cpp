@@ -12,6 +12,7 @@
 
 #include "cpu_ops.h"
 #include "planner/model/errors.h"
+#include "planner/model/units.h"
 #include "reference.h"
 
 namespace ucplan {
@@ -251,6 +252,19 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   backend.check_steps(steps);
   std::vector<std::int64_t> host_sizes;
   for (const auto& h : plan.host_buffers) host_sizes.push_back(h.size);
+  if (o.check && o.host_bytes_available > 0) {
+    const std::int64_t reference = reference_bytes_at_least(g, plan.sub_batch);
+    std::int64_t host = 0;
+    for (std::int64_t b : host_sizes) host += b;
+    if (reference + host > o.host_bytes_available)
+      throw UserError("", "--check",
+                      fmt::format("the check's CPU reference run holds at least {} at once (every layer's value for "
+                                  "a sub-batch of {}) beside the plan's {} of host buffers, more than the {} of host "
+                                  "memory available: check the plan compiled at a smaller batch, or on a host with "
+                                  "more memory (ucplan run without --check needs only the host buffers)",
+                                  format_bytes(reference), plan.sub_batch, format_bytes(host),
+                                  format_bytes(o.host_bytes_available)));
+  }
   backend.allocate(plan.arena_bytes, host_sizes);
   rep.device_memory_bytes = backend.device_memory_bytes();
 

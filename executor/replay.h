@@ -73,6 +73,10 @@ struct RunOptions {
   // Called with one line at each stage of a checked iteration (the plan's run, each reference run,
   // with its seconds): a check of a large network spends minutes in the CPU reference.
   std::function<void(const std::string&)> progress;
+  // With check: the host memory free for the run (`ucplan run` reads MemAvailable); a plan whose
+  // host buffers and reference run (reference_bytes_at_least) need more is refused before anything
+  // is allocated, instead of the reference being killed for memory minutes in. 0: not checked.
+  std::int64_t host_bytes_available = 0;
 };
 
 // The jitter of the rounding floor: every convolution output times 1 + u * 2^-23, u uniform in

@@ -523,6 +523,34 @@ TEST_CASE("the reference run's reused memory changes nothing, even filled with N
   CHECK(runs == 32);
 }
 
+TEST_CASE("run --check refuses, before allocating, a plan whose reference would not fit in the host's memory") {
+  const Case& c = cases()[1];  // kResidual, offloaded: host buffers beside the reference
+  const Plan p = compile(c.net, c.prof, 4 * c.keep_all_peak, "vdnn-all", "auto");
+  const Graph g = build_graph(p.network, "test");
+  std::int64_t host = 0;
+  for (const auto& h : p.host_buffers) host += h.size;
+  REQUIRE(host > 0);
+  // A lower bound of what a reference run really holds: what its scratch holds after one.
+  ReferenceScratch scratch;
+  reference_gradients(g, p.batch, p.sub_batch, 3, {}, {}, 1, 0, &scratch);
+  std::int64_t held = 0;
+  for (auto* vs : {&scratch.y, &scratch.dy, &scratch.spare})
+    for (const auto& v : *vs) held += static_cast<std::int64_t>(v.capacity() * sizeof(float));
+  for (const auto& v : scratch.aux) held += static_cast<std::int64_t>(v.capacity());
+  const std::int64_t least = reference_bytes_at_least(g, p.sub_batch);
+  CHECK(least <= held);
+  CHECK(least > held / 2);  // and not a trivial one
+  RunOptions o = check_options();
+  o.host_bytes_available = least + host - 1;
+  WrappedCpu refused(g, true);
+  CHECK_THROWS_WITH_AS(replay_plan(p, refused, o), doctest::Contains("host memory available"), UserError);
+  CHECK_FALSE(refused.allocated);
+  o.host_bytes_available = least + host;
+  WrappedCpu runs(g, true);
+  CHECK(replay_plan(p, runs, o).passed);
+  CHECK(runs.allocated);
+}
+
 TEST_CASE("the reference run maps cuDNN algorithm names to CPU algorithms") {
   // Every cuDNN name of profiler/runner.h, per op, has a CPU counterpart; CPU names stay.
   const std::vector<std::pair<std::string, std::vector<std::string>>> cudnn = {
