@@ -12,6 +12,10 @@
 #             (scripts/gpu-plan-quality.sh run: 20 iterations, two rounds, the second reversed)
 #   measure   scripts/gpu-measure.sh resnet50:64:25 without PyTorch: a new measured profile, the
 #             plan at 25 %, its trace, the profile calibrated to it, the plan again, both replayed
+#   check     (only when asked) the default at 25 % from the measured ResNet-50 b64 profile
+#             (--reserve 0B), then `ucplan run --device cuda --check --iterations 1`, its progress
+#             lines in check.log: 103 s on an H100's 16-core host (sixth session), nearly all of it
+#             the CPU references
 # OUT/session/steps.txt has one line per step: name, exit status, seconds. nvidia-smi before and after.
 # First run on a GPU (an H100, 2026-11-27, the fifth session, SECONDS 545): golden 14 s, validate
 # 193 s, quality 297 s (ten compiles and twenty replays), 504 s in all, so measure, which needs the
@@ -19,7 +23,8 @@
 # 600 s, so measure goes in a call of its own (UCPLAN_SESSION_STEPS=measure) when a session has the
 # time.
 # Usage: scripts/gpu-session.sh OUT [SECONDS (default 540)]
-#   UCPLAN_SESSION_STEPS: the steps to run, in this order (default "golden validate quality measure")
+#   UCPLAN_SESSION_STEPS: the steps to run, in this order (default "golden validate quality measure";
+#   the sixth session's second call would be "measure check")
 #   UCPLAN_SESSION_DEVICE=cpu: a dry run of the plumbing on the CPU (the GPU steps fail, and
 #   validate runs its own dry run), for the script's own test (tests/gpu/session_test.sh).
 set -uo pipefail
@@ -40,8 +45,8 @@ device=${UCPLAN_SESSION_DEVICE:-cuda}
 steps=" ${UCPLAN_SESSION_STEPS:-golden validate quality measure} "
 for w in $steps; do
   case "$w" in
-    golden | validate | quality | measure) ;;
-    *) echo "gpu-session: unknown step \"$w\" in UCPLAN_SESSION_STEPS (golden, validate, quality, measure)" >&2; exit 2 ;;
+    golden | validate | quality | measure | check) ;;
+    *) echo "gpu-session: unknown step \"$w\" in UCPLAN_SESSION_STEPS (golden, validate, quality, measure, check)" >&2; exit 2 ;;
   esac
 done
 wanted() { [[ "$steps" == *" $1 "* ]]; }
@@ -97,6 +102,15 @@ quality() {
   timeout "$(cap 300)" bash "$root/scripts/gpu-plan-quality.sh" run "$s/quality/plans" "$s/quality"
 }
 
+check() {
+  local net=resnet50 batch=64 peak plan=$s/check-measured-25.json
+  peak=$("$bin/ucplan" inspect $net --batch $batch --json |
+    env -u LD_LIBRARY_PATH python3 -c "import json,sys; print(json.load(sys.stdin)['totals']['liveness_peak_bytes'])") || return 1
+  timeout "$(cap 60)" "$bin/ucplan" compile $net --batch $batch --profile "$measured" --budget "$((peak * 25 / 100))B" \
+    --reserve 0B -q -o "$plan" || return 1
+  timeout "$(cap 240)" "$bin/ucplan" run "$plan" --device "$device" --check --iterations 1
+}
+
 smi >"$s/gpu-before.txt" 2>&1
 date -u +%FT%TZ >"$s/date.txt"
 (cat "$root/VERSION" 2>/dev/null || git -C "$root" rev-parse HEAD) >"$s/version.txt" 2>&1
@@ -107,6 +121,7 @@ wanted quality && step quality quality
 wanted measure && [ "$(left)" -gt 60 ] &&
   step measure env UCPLAN_MEASURE_TORCH=0 UCPLAN_MEASURE_DEVICE="$device" timeout "$(cap 400)" \
     bash "$root/scripts/gpu-measure.sh" "$s/measure" resnet50:64:25
+wanted check && step check check
 smi >"$s/gpu-after.txt" 2>&1
 pack
 echo "gpu-session: done in $((seconds - $(left))) s; $out/session.tgz"

@@ -34,6 +34,13 @@ UCPLAN_SESSION_DEVICE=cpu UCPLAN_SESSION_STEPS=golden UCPLAN_BUILD_DIR=$build \
   bash "$src/scripts/gpu-session.sh" "$work/one" 12 >"$work/one.txt" 2>&1 || fail "golden alone: $(cat "$work/one.txt")"
 [ "$(awk '{print $1}' "$work/one/session/steps.txt" | tr '\n' ' ')" = "golden " ] ||
   fail "golden alone ran: $(cat "$work/one/session/steps.txt")"
+# The check step, which no default run takes: recorded when asked (here its compile is cut off by
+# the deadline, as a step that overruns it is).
+UCPLAN_SESSION_DEVICE=cpu UCPLAN_SESSION_STEPS=check UCPLAN_BUILD_DIR=$build \
+  bash "$src/scripts/gpu-session.sh" "$work/check" 12 >"$work/check.txt" 2>&1 || fail "check alone: $(cat "$work/check.txt")"
+[ "$(awk '{print $1}' "$work/check/session/steps.txt" | tr '\n' ' ')" = "check " ] ||
+  fail "check alone ran: $(cat "$work/check/session/steps.txt")"
+[ -e "$work/check/session/check.log" ] || fail "no session/check.log"
 UCPLAN_SESSION_STEPS="golden mesure" bash "$src/scripts/gpu-session.sh" "$work/bad" 12 >"$work/bad.txt" 2>&1
 rc=$?
 if [ "$rc" -ne 2 ] || ! grep -q 'unknown step "mesure"' "$work/bad.txt"; then
