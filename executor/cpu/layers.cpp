@@ -155,11 +155,14 @@ void relu_forward(std::int64_t count, const float* x, float* y) {
 }
 
 void relu_backward(std::int64_t count, const float* y, const float* dy, float* dx, bool accumulate) {
-  // y is never negative, so "not positive" is 0 or a NaN to pass on.
-  for (i64 e = 0; e < count; ++e) {
-    const float g = y[e] > 0 ? dy[e] : (std::isnan(y[e]) ? y[e] : 0.0f);
-    dx[e] = accumulate ? dx[e] + g : g;
-  }
+  // y is never negative, so "not positive" is 0 or a NaN to pass on (v != v: a NaN). Written as
+  // selects in two loops, which the compiler vectorises: with std::isnan and the accumulate test
+  // inside one loop it did not, and this took 17 times relu_forward's time.
+  auto grad = [](float v, float d) { return v > 0 ? d : (v != v ? v : 0.0f); };
+  if (accumulate)
+    for (i64 e = 0; e < count; ++e) dx[e] += grad(y[e], dy[e]);
+  else
+    for (i64 e = 0; e < count; ++e) dx[e] = grad(y[e], dy[e]);
 }
 
 // ---- batch normalisation ----
