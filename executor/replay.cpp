@@ -425,6 +425,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         rep.passed = rep.passed && e.max_rel_error <= check_limit(o.tolerance, e.floor);
       }
       rep.checked_iterations += 1;
+      if (rep.checked_iterations == kCheckedIterations) scratch = ReferenceScratch();  // not held while timing
     }
     const auto reference_time = std::chrono::steady_clock::now() - reference_start;  // not the plan's time
     // Loss scaling: a step with inf/NaN weight gradients is skipped; otherwise the updates take
