@@ -811,7 +811,7 @@ def part_session6(d, s4, out):
     reference reused its buffers; the calibration chain at today's planner; --sub-batch 32 side by side."""
     date = open(os.path.join(d, "date.txt")).read().strip()
     s = ["### L. The sixth session: `run --check` of ResNet-50 b64 on the GPU, the calibration chain again\n",
-         f"Sixth H100 session ({date[:10]}, three calls; `session-6/README.md` says what each ran). Every number "
+         f"Sixth H100 session ({date[:10]}, four calls; `session-6/README.md` says what each ran). Every number "
          "is MEASURED except those in brackets, which are the plans' predictions.\n"]
     rows = []
     for call, name, what in (("check-1", "measured-25", "measured-25, fresh buffers per reference"),

@@ -84,11 +84,14 @@ golden() {
       >"$s/golden/run-$(basename "$p")" || echo "golden: $p failed"
   done
 }
+liveness_peak() {  # NET BATCH: the liveness peak in bytes (`ucplan inspect`)
+  "$bin/ucplan" inspect "$1" --batch "$2" --json |
+    env -u LD_LIBRARY_PATH python3 -c "import json,sys; print(json.load(sys.stdin)['totals']['liveness_peak_bytes'])"
+}
 quality() {
   local net=resnet50 batch=64 peak share who prof
   mkdir -p "$s/quality/plans"
-  peak=$("$bin/ucplan" inspect $net --batch $batch --json |
-    env -u LD_LIBRARY_PATH python3 -c "import json,sys; print(json.load(sys.stdin)['totals']['liveness_peak_bytes'])") || return 1
+  peak=$(liveness_peak $net $batch) || return 1
   for share in 85 70 50 35 25; do
     for who in measured calibrated; do
       prof=$measured
@@ -104,8 +107,7 @@ quality() {
 
 check() {
   local net=resnet50 batch=64 peak plan=$s/check-measured-25.json
-  peak=$("$bin/ucplan" inspect $net --batch $batch --json |
-    env -u LD_LIBRARY_PATH python3 -c "import json,sys; print(json.load(sys.stdin)['totals']['liveness_peak_bytes'])") || return 1
+  peak=$(liveness_peak $net $batch) || return 1
   timeout "$(cap 60)" "$bin/ucplan" compile $net --batch $batch --profile "$measured" --budget "$((peak * 25 / 100))B" \
     --reserve 0B -q -o "$plan" || return 1
   timeout "$(cap 240)" "$bin/ucplan" run "$plan" --device "$device" --check --iterations 1
