@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The progress line of compile and frontier: on a terminal (a pseudo-terminal from script(1)),
 # stderr says what is being done, erased again before the report; into a pipe, nothing is added.
+# And run --check's stage lines, which are a log and go to stderr wherever it goes.
 # Usage: progress.sh UCPLAN SOURCE_DIR WORK_DIR
 set -euo pipefail
 ucplan=$1 src=$2 work=$3
@@ -38,4 +39,16 @@ grep -qF "budget 2 of 2: " <<<"$out" || fail "frontier shows no second budget: $
 "$ucplan" frontier "$net" --profile "$profile" --points 2 --json > "$work/frontier.json" 2> "$work/stderr.txt"
 [ ! -s "$work/stderr.txt" ] || fail "frontier into a pipe wrote to stderr: $(cat "$work/stderr.txt")"
 python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$work/frontier.json"
-echo "ok: progress lines on a terminal only"
+# run --check: a line per stage of each checked iteration with its seconds, on stderr into a pipe
+# too (a log of minutes of CPU references, not a line that is erased), and stdout stays the JSON.
+"$ucplan" profile "$net" --batch 4 --device cpu -o "$work/cpu.json" >/dev/null
+"$ucplan" compile "$net" --profile "$work/cpu.json" --budget 1MiB -q -o "$work/cpu-plan.json"
+"$ucplan" run "$work/cpu-plan.json" --check --json --iterations 1 > "$work/run.json" 2> "$work/stderr.txt"
+for i in 1 2; do
+  for stage in "the plan's 1 round ran in" "the reference ran on the CPU in"; do
+    grep -qE "^ucplan run: check: iteration $i of 2: $stage [0-9.]+ s$" "$work/stderr.txt" ||
+      fail "run --check printed no \"iteration $i of 2: $stage\" line: $(cat "$work/stderr.txt")"
+  done
+done
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['check']['passed']" "$work/run.json"
+echo "ok: progress lines on a terminal only; run --check's stage lines on stderr"
