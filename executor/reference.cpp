@@ -206,13 +206,13 @@ ReferenceResult reference_gradients(const Graph& g, std::int64_t batch, std::int
         bool any = false;
         for (auto* d : a.dx) any = any || d != nullptr;
         if (any || gl.has_weights()) {
+          std::vector<float> discarded;  // bn right after the input: its weight gradients still need the backward
           if (gl.type() == LayerType::BatchNorm && a.dx[0] == nullptr) {
-            // bn right after the input: its weight gradients still need the backward.
-            static thread_local std::vector<float> discarded;
-            discarded.assign(static_cast<std::size_t>(gl.out.elems() * b), 0.0f);
+            take(discarded, gl.out.elems() * b);
             a.dx[0] = discarded.data();
           }
           run_op(gl, StepOp::Backward, "default", a);
+          release(discarded);
         }
       }
       for (int in : gl.inputs)
