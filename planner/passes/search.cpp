@@ -803,7 +803,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       if (!r.ok || !better(r, best)) continue;
       std::vector<PlanBuffer> placed = r.buffers;
       const OffsetReassignment o = pool ? OffsetReassignment{true, r.arena_bytes, r.arena_bytes}
-                                        : assign_offsets_after_scheduling(placed, r.steps, in.budget_bytes + 1);
+                                        : assign_offsets_after_scheduling(placed, r.steps, in.budget_bytes + 1, true);
       const bool fits = o.applied;
       log.push_back({fmt::format("{} simulated with {} more room, placed again", again[k].name,
                                  format_bytes((pool ? room.pool_bytes : room.budget_bytes) - in.budget_bytes)),
