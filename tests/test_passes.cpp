@@ -656,7 +656,7 @@ TEST_SUITE("plan quality") {
           ++first_fit;
           first_fit_ok += cand.round_ns > 0;
         }
-        if (cand.name.starts_with("no offload, placed after scheduling: ")) pool_ok += cand.round_ns > 0;
+        if (cand.name.starts_with("no offload, placed after scheduling (")) pool_ok += cand.round_ns > 0;
       }
     CHECK(first_fit > 10);
     CHECK(first_fit_ok == 0);

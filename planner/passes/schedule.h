@@ -179,9 +179,12 @@ struct ScheduleResult {
   std::int64_t pool_bytes = 0;  // the pool it was scheduled in (ScheduleInput::pool_bytes), 0: none
 };
 
-// A pool's slack for the placement's gaps (ScheduleInput::pool_for), tried in turn until the plan
-// fits the budget once placed: 1/32, 1/16, then 1/8 of the budget.
-inline constexpr int kPoolSlackShifts[] = {5, 4, 3};
+// A pool's slack for the placement's gaps (ScheduleInput::pool_for), from its branch's own
+// (kPoolBranchShifts) on, tried in turn until the plan fits the budget once placed: 1/64, 1/32,
+// 1/16, then 1/8 of the budget.
+inline constexpr int kPoolSlackShifts[] = {6, 5, 4, 3};
+// The pool branches' own slacks: one branch each, searched in the pool it leaves (1/64, 1/32).
+inline constexpr int kPoolBranchShifts[] = {6, 5};
 
 ScheduleResult simulate_schedule(const ScheduleInput& in, Strategy& strategy);
 

@@ -67,11 +67,14 @@ ScheduleResult recorded(const ScheduleInput& in, const std::vector<Residency>& t
 
 // A pool branch's plan (ScheduleInput::pool_bytes), found by a search that counted bytes, with its
 // record and its buffers placed: its table simulated again in the pool of each slack of
-// kPoolSlackShifts in turn (the search's own first) until the placement fits the budget (offsets.h).
-ScheduleResult place_pool_plan(const ScheduleInput& in, const std::vector<Residency>& table, ScheduleResult r) {
+// kPoolSlackShifts in turn, from the search's own (`own_shift`) on, until the placement fits the
+// budget (offsets.h).
+ScheduleResult place_pool_plan(const ScheduleInput& in, int own_shift, const std::vector<Residency>& table,
+                               ScheduleResult r) {
   if (!r.ok) return r;
   std::vector<ScheduleResult::Candidate> log = std::move(r.search_log);
   for (const int shift : kPoolSlackShifts) {
+    if (shift > own_shift) continue;
     ScheduleInput at = in;
     at.pool_bytes = ScheduleInput::pool_for(in.budget_bytes, shift);
     ScheduleResult placed = simulate_ucplan_table(at, table, Placement{}, ScheduleResult{}, true);
@@ -592,6 +595,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
     std::vector<Residency> table;
     std::vector<Residency> unheld;        // the table before hold_recomputed
     std::vector<Residency> nothing_held;  // that table with every Hold a Recompute
+    int pool_shift = 0;                   // a pool branch's slack (kPoolBranchShifts)
   };
   std::vector<Branch> branches;
   ScheduleInput shared = in;  // one set of statics for every simulation of every branch
@@ -640,27 +644,35 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       branches.push_back(std::move(b));
     }
   }
-  // Without and with offload, also a pool each (ScheduleInput::pool_bytes): bytes counted, buffers
-  // placed once the schedule is known. A pool holds 1/32 less than the budget at once
-  // (kPoolSlackShifts), for the placement's own gaps; its plan is placed right after its search
-  // (place_pool_plan), with more slack if it does not fit. Not for networks of kReferenceLayers or
-  // more (the placement is quadratic in the buffers, and ResNet-152's compile must stay under a
-  // second), nor in a quick search. Each phase then runs three branches on the two cores.
+  // Without and with offload, also two pools each (ScheduleInput::pool_bytes): bytes counted,
+  // buffers placed once the schedule is known. A pool holds 1/64 or 1/32 less than the budget at
+  // once (kPoolBranchShifts), for the placement's own gaps; its plan is placed right after its
+  // search (place_pool_plan), with more slack if it does not fit. Not for networks of
+  // kReferenceLayers or more (the placement is quadratic in the buffers, and ResNet-152's compile
+  // must stay under a second), nor in a quick search. Each phase then runs four branches on the
+  // two cores. With the placement's search (offsets.h), the 1/64 pool fits where best fit alone
+  // did not: resnet20 b64 (model:h100 and model:v100, 100 to 25 % of the peak every 3 % and 35 %,
+  // 54 budgets) sums 549.1 points of overhead with the 1/32 pool alone, 538.8 with the 1/64 pool
+  // alone (23 budgets better, 6 worse), 534.5 with both (23 better, none worse), in 201 s
+  // instead of 165 s.
   // Measured on resnet20, resnet50 and densenet40 b64 (model:h100 and model:v100, 100 to 25 % of
   // the peak, 36 points): the overheads sum to 369.2 points with both pools, 389.8 with the one
   // without offload alone, 425.0 with neither; the 36 compiles take 259 s instead of 218 and 202.
   // Dropping the two-ended branches instead would give back that time (174 s) but not the
   // quality (396.3 points; resnet20 v100 at 25 %: +81.9 % instead of +58.2 %).
   if (!in.quick && layers < kReferenceLayers)
-    for (const bool offload : {false, true}) {
-      if (offload && !in.offload) continue;
-      Branch b;
-      b.in = shared;
-      b.name = fmt::format("{}, placed after scheduling: ", offload ? "offload" : "no offload");
-      b.in.offload = offload;
-      b.in.pool_bytes = ScheduleInput::pool_for(in.budget_bytes, kPoolSlackShifts[0]);
-      branches.push_back(std::move(b));
-    }
+    for (const bool offload : {false, true})
+      for (const int shift : kPoolBranchShifts) {
+        if (offload && !in.offload) continue;
+        Branch b;
+        b.in = shared;
+        b.name =
+            fmt::format("{}, placed after scheduling (1/{} slack): ", offload ? "offload" : "no offload", 1 << shift);
+        b.in.offload = offload;
+        b.in.pool_bytes = ScheduleInput::pool_for(in.budget_bytes, shift);
+        b.pool_shift = shift;
+        branches.push_back(std::move(b));
+      }
   // The branches of a phase share nothing but const inputs: they run on as many threads as there
   // are cores, and are merged in a fixed order, so the result does not depend on the threads.
   auto run_phase = [&](const std::vector<Branch*>& phase) {
@@ -680,7 +692,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
               search_ucplan(b.in, !b.in.offload || b.in.quick ? checkpoints : no_checkpoints, &b.table, &b.unheld);
           b.nothing_held = b.unheld;
           std::replace(b.nothing_held.begin(), b.nothing_held.end(), Residency::Hold, Residency::Recompute);
-          if (b.in.pool_bytes > 0) b.result = place_pool_plan(b.in, b.table, std::move(b.result));
+          if (b.in.pool_bytes > 0) b.result = place_pool_plan(b.in, b.pool_shift, b.table, std::move(b.result));
         } catch (...) {
           std::lock_guard<std::mutex> lock(failure_mutex);
           if (!failure) failure = std::current_exception();
