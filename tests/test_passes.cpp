@@ -1458,7 +1458,10 @@ TEST_SUITE("placement search") {
     CHECK_FALSE(assign_offsets_after_scheduling(heuristic, p.steps, p.budget_bytes + 1, false).applied);
     const OffsetReassignment s = assign_offsets_after_scheduling(p.buffers, p.steps, p.budget_bytes + 1, true);
     REQUIRE(s.applied);
+    CHECK(s.search_nodes > 0);
     CHECK(s.after_bytes <= p.budget_bytes);
+    // The compile report says which placed them: the plan as made was placed by the search too.
+    CHECK(std::ranges::any_of(p.notes, [](const std::string& n) { return n.find("a search placed them") != n.npos; }));
     p.arena_bytes = p.summary.peak_bytes = s.after_bytes;
     CHECK(find_plan_error(p) == "");
   }

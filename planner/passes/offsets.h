@@ -38,6 +38,7 @@ struct OffsetReassignment {
   bool applied = false;           // the new offsets were smaller and replaced the old ones
   std::int64_t before_bytes = 0;  // arena with the simulation's offsets
   std::int64_t after_bytes = 0;   // arena with the new offsets (before_bytes when not applied)
+  std::int64_t search_nodes = 0;  // applied by the search of pack_below: the nodes it visited (0: by best fit)
 };
 
 // Applied when the new arena is below `arena_bytes` (to ask for "at most B", pass B + 1).

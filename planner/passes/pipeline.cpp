@@ -578,16 +578,25 @@ void assemble_plan(Pipeline& x) {
         "exact mode: a MILP stopped at --time-limit with what CBC had found by then, which depends on how fast this "
         "machine solved it: the plan may not be reproduced byte for byte (without --time-limit the MILPs run to "
         "their end, and the plan is the same every time)");
+  // Placed by best fit, or, where best fit in three orders did not fit the budget, by the search
+  // (offsets.h); a best fit found now that is smaller replaces the search's placement.
+  const std::string placed_how =
+      best.placement_search_nodes > 0 && !placed.applied
+          ? fmt::format(
+                "a search placed them, as best fit in three orders did not fit them in the budget (MiniMalloc's "
+                "manner, {} nodes)",
+                best.placement_search_nodes)
+          : "each buffer went into the best-fitting gap (as XLA's heap simulator)";
   if (best.pool_bytes > 0)
-    p.notes.push_back(
-        fmt::format("buffers placed after scheduling: the schedule counted bytes against {} (the budget less room for "
-                    "gaps), then each buffer went into the best-fitting gap (as XLA's heap simulator): arena {}",
-                    format_bytes(best.pool_bytes), format_bytes(best.arena_bytes)));
+    p.notes.push_back(fmt::format(
+        "buffers placed after scheduling: the schedule counted bytes against {} ({}), then "
+        "{}: arena {}",
+        format_bytes(best.pool_bytes),
+        best.pool_bytes < p.budget_bytes ? "the budget less room for gaps" : "more than the budget, for a faster plan",
+        placed_how, format_bytes(best.arena_bytes)));
   else if (simulated_arena > best.arena_bytes)
-    p.notes.push_back(
-        fmt::format("offsets placed after scheduling, each buffer into the best-fitting gap (as "
-                    "XLA's heap simulator): arena {} instead of the simulation's {}",
-                    format_bytes(best.arena_bytes), format_bytes(simulated_arena)));
+    p.notes.push_back(fmt::format("offsets placed after scheduling: {}; arena {} instead of the simulation's {}",
+                                  placed_how, format_bytes(best.arena_bytes), format_bytes(simulated_arena)));
   if (best.defragmentations > 0)
     p.notes.push_back(
         fmt::format("{} defragmentation(s) per round: the budget is close to the bound", best.defragmentations));

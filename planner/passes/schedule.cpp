@@ -1330,6 +1330,7 @@ ScheduleResult Scheduler::run() {
       return res_;
     }
     res_.arena_bytes = o.after_bytes;
+    res_.placement_search_nodes = o.search_nodes;
   }
   res_.ok = true;
   return res_;

@@ -176,7 +176,8 @@ struct ScheduleResult {
   std::vector<int> config_at;  // and the front index of its conv configuration (-1: not a conv kernel)
   // The ucplan search: the placement its plan was made with (to run its table again).
   bool best_fit = false, two_ended = false;
-  std::int64_t pool_bytes = 0;  // the pool it was scheduled in (ScheduleInput::pool_bytes), 0: none
+  std::int64_t pool_bytes = 0;              // the pool it was scheduled in (ScheduleInput::pool_bytes), 0: none
+  std::int64_t placement_search_nodes = 0;  // its offsets found by pack_below in this many nodes (0: best fit)
 };
 
 // A pool's slack for the placement's gaps (ScheduleInput::pool_for), from its branch's own

@@ -829,6 +829,7 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
       r.buffers = std::move(placed);
       r.simulated_arena_bytes = pool ? 0 : r.arena_bytes;
       r.arena_bytes = o.after_bytes;
+      if (!pool) r.placement_search_nodes = o.search_nodes;
       r.best_fit = room.best_fit;
       r.two_ended = room.two_ended;
       best = std::move(r);
