@@ -28,7 +28,9 @@ benchmarks/results/gpu-h100.md (a section of RESULTS.md):
      (traces), scripts/gpu-measure.sh's calibration chain, and the validation at that commit;
   K. a fifth session (session-5/): scripts/gpu-session.sh's first run, the same replays at a later commit;
   L. a sixth session (session-6/): `run --check` of ResNet-50 b64 plans stage by stage, before and after
-     the reference reused its buffers; the calibration chain at a later planner; --sub-batch 32 measured.
+     the reference reused its buffers; the calibration chain at a later planner; --sub-batch 32 measured;
+  M. an eighth session (session-8/): `run --check` of plans whose buffers the placement's search placed,
+     the golden plans and part K's plan-quality replays at the planner with that search and its pools.
 Every number here is MEASURED on the GPU except where a row says predicted or modelled. Parts D and
 E call the CLI of BUILD (conv-only reports and model profiles); nothing runs on a GPU.
 """
@@ -885,6 +887,77 @@ def part_session6(d, s4, out):
     out.sections.append("\n".join(s))
 
 
+def part_session8(d, s5, out):
+    """The eighth session: `run --check` of two plans the placement's search placed; the golden plans and the
+    plan-quality replays at today's planner, read beside the fifth session's (part K)."""
+    date = open(os.path.join(d, "date.txt")).read().strip()
+    version = open(os.path.join(d, "version.txt")).read().strip()[:7]
+    steps = [line.split() for line in open(os.path.join(d, "steps.txt"))]
+    plans, old_plans = load(os.path.join(d, "plans.json")), load(os.path.join(s5, "plans.json"))
+    s = ["### M. The eighth session: plans placed by the search, checked and replayed\n",
+         f"Eighth H100 session ({date[:10]}, {date[11:16]} UTC), one call, the bundle of commit {version}: "
+         "`session-8/go7.sh` (" + ", ".join(f"{n} {t} s" + ("" if rc == "0" else f" (exit {rc})")
+                                          for n, rc, t in steps) +
+         "). Every number is MEASURED except those in brackets, which are the plans' predictions.\n"]
+    rows = []
+    for what, plan, text, log in (
+            ("resnet20 b64, 35 % of the liveness peak, measured profile", "plan-r20m-35.json.gz", "check-r20m-35.txt",
+             "check-r20m-35.err"),
+            ("ResNet-50 b64, 25 %, part F's measured profile", "plan-measured-25.json.gz", "check-measured-25.log",
+             "check-measured-25.log")):
+        notes = " ".join(load(os.path.join(d, plan))["notes"])
+        nodes = re.search(r"MiniMalloc's manner, (\d+) nodes", notes).group(1)
+        report = open(os.path.join(d, text)).read()
+        stages = [float(x) for x in re.findall(r"ran(?: on the CPU)? in ([\d.]+) s", open(os.path.join(d, log)).read())]
+        held = re.search(r"device memory held (\S+ \S+) \(arena (\S+ \S+)\); plan peak \S+ \S+; budget (\S+ \S+)",
+                         report)
+        share = re.search(r"the worst used (\d+) %", report).group(1)
+        rows.append([what, nodes, f"{held.group(2)} of {held.group(3)}", f"{sum(stages):.1f}",
+                     ("PASSED" if "PASSED" in report else "FAILED") + f", {share} % of its limit"])
+    s += ["`ucplan run --device cuda --check --iterations 1` of two defaults whose buffers best fit in three orders "
+          "did not fit in the budget and the search of `pack_below` placed (the compile report's note gives its "
+          "nodes), compiled with `--reserve 0B`: the resnet20 plan on the CPU machine, the ResNet-50 plan on the "
+          "GPU host by `scripts/gpu-session.sh check`. Seconds: the plan's two iterations and the CPU references, "
+          "summed from the progress lines:\n",
+          table(["plan", "search nodes", "arena of budget", "check s", "check"], rows, "lrrrl")]
+    r = load(os.path.join(d, "run-r20m-35.json"))
+    s += [f"\nThe resnet20 plan replayed (20 iterations): {ms(r['median_seconds'], 2)} ms ({ms(r['predicted_seconds'], 2)}), "
+          f"measured / predicted {r['measured_over_predicted']:.3f}.\n"]
+
+    grow = []
+    for name in sorted(os.listdir(os.path.join(d, "golden"))):
+        now, before = load(os.path.join(d, "golden", name)), load(os.path.join(s5, "golden", name))
+        grow.append([f"`plans/{name[4:]}`", f"{ms(now['median_seconds'])} ({ms(now['predicted_seconds'])})",
+                     f"{ms(before['median_seconds'])} ({ms(before['predicted_seconds'])})",
+                     f"{100 * (now['median_seconds'] / before['median_seconds'] - 1):+.1f} %"])
+    s += ["The golden plans from measured profiles, replayed (20 iterations, median), beside the fifth session's "
+          "runs of the golden plans then (part K):\n",
+          table(["plan", "today ms", "fifth session ms", "change"], grow, "lrrr")]
+
+    rows, spread = [], []
+    for share in (85, 70, 50, 35, 25):
+        cells = [f"{share} %"]
+        for who in ("measured", "calibrated"):
+            name = f"{who}-{share}"
+            now_m, now_text, pair = pair_cell(os.path.join(d, "replays"), name, plans)
+            spread.append(abs(pair[0] - pair[1]) / min(pair))
+            then_m, then_text, _ = pair_cell(os.path.join(s5, "replays"), name, old_plans)
+            same = plans[name]["summary"] == old_plans[name]["summary"]
+            cells += [now_text, then_text + (" (the same plan)" if same else ""), f"{100 * (now_m / then_m - 1):+.1f} %"]
+        rows.append(cells)
+    s += ["\nPart K's replays again: ResNet-50 b64 at part F's arena budgets (`--reserve 0B`), today's default from "
+          "the profiler's copies and from `profiles/h100/calibrated/resnet50-b64.json`, compiled on the GPU host and "
+          "replayed side by side in this call (two rounds, the second reversed), beside the fifth session's. Each "
+          "cell: MEASURED ms (mean of the two rounds' medians), predicted ms in brackets, bytes offloaded per "
+          "iteration:\n",
+          table(["share", "today, profiler's copies", "fifth session", "change", "today, calibrated", "fifth session",
+                 "change"], rows, "lrrrrrr"),
+          f"\nThe two rounds differ by at most {100 * max(spread):.1f} % (median {100 * median(spread):.2f} %). Parts "
+          "K and M ran on different machines of the same kind: part K measured plans unchanged since the fourth "
+          "session within 0.65 % of that session, the spread a change across sessions must exceed to count."]
+    out.sections.append("\n".join(s))
+
+
 class Out:
     def __init__(self):
         self.sections, self.summary = [], {}
@@ -932,6 +1005,9 @@ def main():
     session6 = os.path.join(a.results, "session-6")
     if os.path.isdir(session6):
         part_session6(session6, session4, out)
+    session8 = os.path.join(a.results, "session-8")
+    if os.path.isdir(session8):
+        part_session8(session8, session5, out)
     head = [f"## gpu_results.py: ucplan on an {dev['name']} (MEASURED)\n",
             f"`python3 benchmarks/gpu_results.py {rel(a.build)}` reads what a GPU session brought back: "
             f"`{rel(a.results)}/` (plans, `ucplan run --json` reports, traces, PyTorch runs, the validation report) "
