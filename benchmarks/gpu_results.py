@@ -955,6 +955,25 @@ def part_session8(d, s5, out):
           f"\nThe two rounds differ by at most {100 * max(spread):.1f} % (median {100 * median(spread):.2f} %). Parts "
           "K and M ran on different machines of the same kind: part K measured plans unchanged since the fourth "
           "session within 0.65 % of that session, the spread a change across sessions must exceed to count."]
+
+    mrows = []
+    for suffix, what in (("25", "the profiler's copies"), ("25-calibrated", "calibrated from its trace")):
+        cells = [what]
+        for folder in (os.path.join(d, "measure"), os.path.join(os.path.dirname(d), "session-6", "measure")):
+            run = load(os.path.join(folder, f"run-resnet50-b64-{suffix}.json"))
+            plan = load(os.path.join(folder, f"plan-resnet50-b64-{suffix}.json.gz"))
+            ideal = plan["summary"]["ideal_ns"] / 1e9
+            cells += [f"{ms(run['median_seconds'])} ({ms(plan['summary']['predicted_ns'] / 1e9)})",
+                      f"{run['measured_over_predicted']:.3f}", f"{100 * (run['median_seconds'] / ideal - 1):+.1f} %"]
+        mrows.append(cells)
+    when = open(os.path.join(d, "measure-date.txt")).read().strip()
+    s += [f"\nA second call ({when[11:16]} UTC, the same bundle; `session-8/go8.sh`): `scripts/gpu-measure.sh OUT "
+          "resnet50:64:25` (a new measured profile, the default at 25 %, its trace, the profile calibrated to it, "
+          "the default again), beside the sixth session's run of it (part L). Each session profiled the device "
+          "anew, so the ideal differs (83.2 and 85.0 ms, predicted); the measured overhead over the plan's own "
+          "ideal compares them. Medians of 20:\n",
+          table(["plan from", "today ms", "ratio", "measured over ideal", "sixth session ms", "ratio",
+                 "measured over ideal"], mrows, "lrrrrrr")]
     out.sections.append("\n".join(s))
 
 
