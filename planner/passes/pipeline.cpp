@@ -595,8 +595,11 @@ void assemble_plan(Pipeline& x) {
         best.pool_bytes < p.budget_bytes ? "the budget less room for gaps" : "more than the budget, for a faster plan",
         placed_how, format_bytes(best.arena_bytes)));
   else if (simulated_arena > best.arena_bytes)
-    p.notes.push_back(fmt::format("offsets placed after scheduling: {}; arena {} instead of the simulation's {}",
-                                  placed_how, format_bytes(best.arena_bytes), format_bytes(simulated_arena)));
+    p.notes.push_back(fmt::format(
+        "offsets placed after scheduling: {}; arena {} {}", placed_how, format_bytes(best.arena_bytes),
+        format_bytes(best.arena_bytes) == format_bytes(simulated_arena)
+            ? fmt::format("({} less than the simulation's)", format_bytes(simulated_arena - best.arena_bytes))
+            : fmt::format("instead of the simulation's {}", format_bytes(simulated_arena))));
   if (best.defragmentations > 0)
     p.notes.push_back(
         fmt::format("{} defragmentation(s) per round: the budget is close to the bound", best.defragmentations));
