@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <fstream>
 #include <optional>
@@ -21,8 +22,11 @@
 #include "planner/model/units.h"
 #include "planner/passes/conv_config.h"
 #include "planner/passes/costs.h"
+#include "planner/passes/liveness.h"
 #include "planner/passes/pipeline.h"
+#include "planner/ir/graph.h"
 #include "planner/ir/route.h"
+#include "planner/ir/tasks.h"
 #include "report.h"
 
 namespace ucplan {
@@ -282,15 +286,11 @@ int run_compile(const CompileOptions& o) {
   if (!o.pareto.empty()) throw UserError("", "--pareto", "only with --conv-only");
   if (o.workspace.size() > 1)
     throw UserError("", "--workspace", "give one setting for a plan (several only with --conv-only)");
-  if (o.budget.empty()) throw UserError("", "--budget", "required: the device memory budget, e.g. --budget 12GiB");
+  if (o.budget.empty())
+    throw UserError("", "--budget", "required: the device memory budget, e.g. --budget 12GiB (or 50%)");
   const std::string_view budget_text =
       std::string_view(o.budget).substr(std::min(o.budget.find_first_not_of(' '), o.budget.size()));
   if (!budget_text.empty() && budget_text.front() == '-')
-    throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
-  auto budget = parse_bytes(o.budget);
-  if (!budget)
-    throw UserError("", "--budget", fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB)", o.budget));
-  if (*budget <= 0)
     throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
   // The budget is the device memory the user gives: what the CUDA context and libraries take
   // (measured by the profiler) is not the arena's.
@@ -313,6 +313,39 @@ int run_compile(const CompileOptions& o) {
       throw UserError("", "--reserve",
                       fmt::format("\"{}\" is not a size with a unit (e.g. 512MiB) or auto", o.reserve));
     reserve = *r;
+  }
+  std::optional<std::int64_t> budget;
+  std::string budget_share;  // for --budget N%: what it came to, for the report
+  if (!budget_text.empty() && budget_text.back() == '%') {
+    // A share of the network's liveness peak at this batch (`ucplan inspect`), the scale of the
+    // issue's and the benchmarks' budgets: the plan's arena gets that share, the reserve comes on top.
+    const std::string_view number = budget_text.substr(0, budget_text.find_last_not_of(" %") + 1);
+    double share = 0;
+    const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), share);
+    if (number.empty() || ec != std::errc() || end != number.data() + number.size() || !(share > 0) || share > 1e6)
+      throw UserError("", "--budget",
+                      fmt::format("\"{}\" is not a share of the liveness peak (e.g. 50%) nor a size with a unit "
+                                  "(e.g. 12GiB)",
+                                  o.budget));
+    const Graph g = build_graph(net, net_path, precision);
+    const std::int64_t batch = o.batch > 0 ? o.batch : prof.batch;
+    const std::int64_t peak = compute_liveness(build_tasks(g, construct_route(g)), batch).liveness_peak;
+    const auto arena = static_cast<std::int64_t>(std::floor(static_cast<double>(peak) * share / 100.0));
+    if (arena <= 0)
+      throw UserError("", "--budget",
+                      fmt::format("{} of the liveness peak ({}) is 0 bytes", o.budget, format_bytes(peak)));
+    budget = arena + reserve;
+    budget_share = fmt::format("{:g} % of the liveness peak {} at batch {}: {} for the plan", share, format_bytes(peak),
+                               batch, format_bytes(arena));
+  } else {
+    budget = parse_bytes(o.budget);
+    if (!budget)
+      throw UserError("", "--budget",
+                      fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB) nor a share of the liveness "
+                                  "peak (e.g. 50%)",
+                                  o.budget));
+    if (*budget <= 0)
+      throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
   }
   if (reserve >= *budget)
     throw UserError("", "--budget",
@@ -403,6 +436,7 @@ int run_compile(const CompileOptions& o) {
                                         format_bytes(page_tables))
                           : "",
           format_bytes(r.plan.budget_bytes));
+    if (!budget_share.empty()) fmt::print("  budget        --budget {}: {}\n", o.budget, budget_share);
     std::string tried;
     for (const auto& c : r.candidates)
       tried +=

@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
       ->required();
   c_compile->add_option("--budget", compile.budget,
                         "device memory budget for the whole iteration (arena: activations, gradients, weights, "
-                        "workspaces), with unit, e.g. 12GiB");
+                        "workspaces), with unit, e.g. 12GiB; or a share of the network's liveness peak at this batch "
+                        "(`ucplan inspect`), e.g. 50%, which the plan's arena gets, the reserve coming on top");
   c_compile->add_option(
       "--reserve", compile.reserve,
       "device memory of the budget kept for the CUDA context, cuDNN and cuBLAS, with unit, or auto "

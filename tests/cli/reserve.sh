@@ -85,4 +85,21 @@ set +e
 out=$("$ucplan" compile resnet20 --profile "$work/profile.json" --budget 2MiB $fast -o "$work/x.json" 2>&1); rc=$?
 set -e
 [ "$rc" -eq 2 ] && grep -q "leaves nothing for the plan" <<<"$out" || { echo "FAIL: budget <= reserve: rc $rc: $out"; exit 1; }
+# --budget N%: that share of the liveness peak `ucplan inspect` reports at the batch goes to the
+# plan's arena, the reserve on top; the plan is the one the same bytes give.
+peak=$("$ucplan" inspect resnet20 --batch 64 --json | python3 -c "import json,sys; print(json.load(sys.stdin)['totals']['liveness_peak_bytes'])")
+"$ucplan" compile resnet20 --profile "$work/profile.json" --budget 37.5% $fast -o "$work/share.json" | tee "$work/share.txt"
+[ "$(budget_of "$work/share.json")" -eq $(( peak * 375 / 1000 )) ] ||
+  { echo "FAIL: --budget 37.5% of $peak: plan budget $(budget_of "$work/share.json")"; exit 1; }
+grep -q "budget        --budget 37.5%: 37.5 % of the liveness peak" "$work/share.txt"
+"$ucplan" compile resnet20 --profile "$work/profile.json" --budget $(( peak * 375 / 1000 + (2 << 20) ))B $fast \
+  -o "$work/share-bytes.json" >/dev/null
+cmp "$work/share.json" "$work/share-bytes.json" || { echo "FAIL: --budget 37.5% and its bytes give different plans"; exit 1; }
+for bad in "%" "0%" "x%" "1e400%" "nan%" "0.0000001%"; do
+  set +e
+  out=$("$ucplan" compile resnet20 --profile "$work/profile.json" --budget "$bad" $fast -o "$work/x.json" 2>&1); rc=$?
+  set -e
+  [ "$rc" -eq 2 ] && grep -q "^ucplan: error: --budget: " <<<"$out" && [ ! -e "$work/x.json" ] ||
+    { echo "FAIL: --budget $bad: rc $rc: $out"; exit 1; }
+done
 echo "ok: reserve kept out of the budget"
