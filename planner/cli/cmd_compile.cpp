@@ -319,7 +319,8 @@ int run_compile(const CompileOptions& o) {
   if (!budget_text.empty() && budget_text.back() == '%') {
     // A share of the network's liveness peak at this batch (`ucplan inspect`), the scale of the
     // issue's and the benchmarks' budgets: the plan's arena gets that share, the reserve comes on top.
-    const std::string_view number = budget_text.substr(0, budget_text.find_last_not_of(" %") + 1);
+    std::string_view number = budget_text.substr(0, budget_text.size() - 1);
+    number = number.substr(0, number.find_last_not_of(' ') + 1);
     double share = 0;
     const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), share);
     if (number.empty() || ec != std::errc() || end != number.data() + number.size() || !(share > 0) || share > 1e6)

@@ -95,7 +95,7 @@ grep -q "budget        --budget 37.5%: 37.5 % of the liveness peak" "$work/share
 "$ucplan" compile resnet20 --profile "$work/profile.json" --budget $(( peak * 375 / 1000 + (2 << 20) ))B $fast \
   -o "$work/share-bytes.json" >/dev/null
 cmp "$work/share.json" "$work/share-bytes.json" || { echo "FAIL: --budget 37.5% and its bytes give different plans"; exit 1; }
-for bad in "%" "0%" "x%" "1e400%" "nan%" "0.0000001%"; do
+for bad in "%" "0%" "x%" "35%%" "1e400%" "nan%" "0.0000001%"; do
   set +e
   out=$("$ucplan" compile resnet20 --profile "$work/profile.json" --budget "$bad" $fast -o "$work/x.json" 2>&1); rc=$?
   set -e
