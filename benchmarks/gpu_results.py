@@ -30,7 +30,8 @@ benchmarks/results/gpu-h100.md (a section of RESULTS.md):
   L. a sixth session (session-6/): `run --check` of ResNet-50 b64 plans stage by stage, before and after
      the reference reused its buffers; the calibration chain at a later planner; --sub-batch 32 measured;
   M. an eighth session (session-8/): `run --check` of plans whose buffers the placement's search placed,
-     the golden plans and part K's plan-quality replays at the planner with that search and its pools.
+     the golden plans and part K's plan-quality replays at the planner with that search and its pools, the
+     calibration chain again, and resnet20's idle time between kernels from traces.
 Every number here is MEASURED on the GPU except where a row says predicted or modelled. Parts D and
 E call the CLI of BUILD (conv-only reports and model profiles); nothing runs on a GPU.
 """
@@ -808,6 +809,19 @@ def check_stages(path):
     return stages, int(m.group(1)) * 60 + float(m.group(2)), int(re.search(r"exit (\d+)", text).group(1))
 
 
+def chain_cells(folder, suffix, over_ideal=False):
+    """One plan of scripts/gpu-measure.sh's calibration chain (resnet50 b64): measured ms (predicted), the ratio,
+    and with `over_ideal` the measured time over the plan's own ideal; and that ideal in seconds."""
+    run = load(os.path.join(folder, f"run-resnet50-b64-{suffix}.json"))
+    plan = load(os.path.join(folder, f"plan-resnet50-b64-{suffix}.json.gz"))
+    ideal = plan["summary"]["ideal_ns"] / 1e9
+    cells = [f"{ms(run['median_seconds'])} ({ms(plan['summary']['predicted_ns'] / 1e9)})",
+             f"{run['measured_over_predicted']:.3f}"]
+    if over_ideal:
+        cells.append(f"{100 * (run['median_seconds'] / ideal - 1):+.1f} %")
+    return cells, ideal
+
+
 def part_session6(d, s4, out):
     """The sixth session: `run --check` of ResNet-50 b64 plans with progress lines, before and after the
     reference reused its buffers; the calibration chain at today's planner; --sub-batch 32 side by side."""
@@ -856,10 +870,7 @@ def part_session6(d, s4, out):
     for suffix, what in (("25", "the profiler's copies"), ("25-calibrated", "calibrated from its trace")):
         cells = [what]
         for folder in (m, m4):
-            run = load(os.path.join(folder, f"run-resnet50-b64-{suffix}.json"))
-            plan = load(os.path.join(folder, f"plan-resnet50-b64-{suffix}.json.gz"))
-            cells += [f"{ms(run['median_seconds'])} ({ms(plan['summary']['predicted_ns'] / 1e9)})",
-                      f"{run['measured_over_predicted']:.3f}"]
+            cells += chain_cells(folder, suffix)[0]
         mrows.append(cells)
     s += ["\n`scripts/gpu-measure.sh OUT resnet50:64:25` at today's planner (`UCPLAN_SESSION_STEPS=measure`), beside "
           "the fourth session's run of it (part J): each session profiled the device anew, so the two differ by "
@@ -956,22 +967,20 @@ def part_session8(d, s5, out):
           "K and M ran on different machines of the same kind: part K measured plans unchanged since the fourth "
           "session within 0.65 % of that session, the spread a change across sessions must exceed to count."]
 
-    mrows = []
+    mrows, ideals = [], []
     for suffix, what in (("25", "the profiler's copies"), ("25-calibrated", "calibrated from its trace")):
         cells = [what]
         for folder in (os.path.join(d, "measure"), os.path.join(os.path.dirname(d), "session-6", "measure")):
-            run = load(os.path.join(folder, f"run-resnet50-b64-{suffix}.json"))
-            plan = load(os.path.join(folder, f"plan-resnet50-b64-{suffix}.json.gz"))
-            ideal = plan["summary"]["ideal_ns"] / 1e9
-            cells += [f"{ms(run['median_seconds'])} ({ms(plan['summary']['predicted_ns'] / 1e9)})",
-                      f"{run['measured_over_predicted']:.3f}", f"{100 * (run['median_seconds'] / ideal - 1):+.1f} %"]
+            got, ideal = chain_cells(folder, suffix, over_ideal=True)
+            cells += got
+            ideals.append(ideal)
         mrows.append(cells)
     when = open(os.path.join(d, "measure-date.txt")).read().strip()
     s += [f"\nA second call ({when[11:16]} UTC, the same bundle; `session-8/go8.sh`): `scripts/gpu-measure.sh OUT "
           "resnet50:64:25` (a new measured profile, the default at 25 %, its trace, the profile calibrated to it, "
           "the default again), beside the sixth session's run of it (part L). Each session profiled the device "
-          "anew, so the ideal differs (83.2 and 85.0 ms, predicted); the measured overhead over the plan's own "
-          "ideal compares them. Medians of 20:\n",
+          f"anew, so the ideal differs ({ms(ideals[0])} and {ms(ideals[1])} ms, predicted); the measured overhead over "
+          "the plan's own ideal compares them. Medians of 20:\n",
           table(["plan from", "today ms", "ratio", "measured over ideal", "sixth session ms", "ratio",
                  "measured over ideal"], mrows, "lrrrrrr")]
 
