@@ -6,8 +6,8 @@
 #                         for the CUDA context and libraries, which compile keeps out of the budget)
 #   run-NET-bB-SHARE.json ucplan run --device cuda --iterations 20 --json of each plan
 #   trace-NET-bB-SHARE.json, profile-NET-bB-calibrated.json, plan-/run-NET-bB-SHARE-calibrated.json
-#                         the tightest plan that copies, traced; the profile's copy lines refit to
-#                         its copies (ucplan calibrate); every share compiled and run again from it
+#                         the tightest plan that copies, traced; the profile's copy lines and launch
+#                         gap refit to its run (ucplan calibrate); every share compiled and run again from it
 #   torch-NET-bB.jsonl    benchmarks/torch_side_by_side.py on the same device, same network and batch
 #   log.txt               every command with its output and seconds
 # Usage: scripts/gpu-measure.sh OUT [NET:BATCH[:SHARES]]...  (default resnet50:128:100,50,25)
@@ -64,8 +64,9 @@ for job in "${jobs[@]}"; do
     run 200 "$out/run-$net-b$batch-$s.json" "$bin/ucplan" run "$plan" --device "$device" --iterations "$iterations" --json
   done
   # The plans' copies run beside their own kernels, slower than the profiler's copies alone (an H100:
-  # 1.06-1.13x): the tightest plan that copies is traced, the profile calibrated to its copies, and
-  # every share compiled from the calibrated profile and run again, beside the first.
+  # 1.06-1.13x), and the compute stream idles between kernels (about 1.25 us each): the tightest plan
+  # that copies is traced, the profile calibrated to its run (copies and launch gap), and every share
+  # compiled from the calibrated profile and run again, beside the first.
   tight=""
   for s in "${list[@]}"; do
     r=$out/run-$net-b$batch-$s.json

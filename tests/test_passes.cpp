@@ -61,6 +61,49 @@ struct Scheduled {
   std::int64_t batch;
 };
 
+// A profile's launch gap (profile.h LaunchGap, fitted by `ucplan calibrate`) is in every kernel's
+// time: a task other than a conv kernel costs its measured time plus the gap, and each of a conv
+// kernel's configurations the sum over its micro-batches of the measured time plus the gap, read
+// here from the profile's own entries.
+TEST_CASE("a launch gap is added to every kernel a task launches") {
+  const Network net = parse_network_text(kModern, "test");
+  Profile prof = model_profile(net, 16, "h100");
+  const Graph g = build_graph(net, "test");
+  const TaskGraph tg = build_tasks(g, construct_route(g));
+  const CostTable plain = build_cost_table(g, tg, prof, "test", 16);
+  prof.launch_gap = LaunchGap{1.25e-6, 1, 100};
+  const CostTable gapped = build_cost_table(g, tg, prof, "test", 16);
+  CHECK(gapped.launch_gap_ns == 1250);
+  int convs = 0, others = 0;
+  for (const Task& t : tg.tasks) {
+    const TaskCost& a = plain.tasks[t.id];
+    const TaskCost& b = gapped.tasks[t.id];
+    CAPTURE(t.id);
+    if (!t.conv_kernel) {
+      CHECK(b.time_ns == a.time_ns + 1250);
+      ++others;
+      continue;
+    }
+    const SignatureCosts* sc = prof.find(layer_signature(g, t.layer));
+    REQUIRE(sc);
+    REQUIRE(!b.front.empty());
+    for (const ConvConfig& c : b.front) {
+      std::int64_t expect = 0;
+      for (const MicroConfig& m : c.micro) {
+        const auto it = std::find_if(sc->costs.begin(), sc->costs.end(), [&](const OpCost& o) {
+          return o.op == step_op_of(t.kind) && o.algo == m.algo && o.batch == m.micro_batch && o.ok();
+        });
+        REQUIRE(it != sc->costs.end());
+        expect += seconds_to_ns(it->seconds) + 1250;
+      }
+      CHECK(c.time_ns == expect);
+    }
+    ++convs;
+  }
+  CHECK(convs > 0);
+  CHECK(others > 0);
+}
+
 TEST_SUITE("simulator") {
   TEST_CASE("a step starts when its stream and the steps it waits for are done") {
     Timeline t;

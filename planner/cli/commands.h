@@ -85,6 +85,7 @@ struct CalibrateOptions {
   std::string profile;              // a measured profile
   std::vector<std::string> traces;  // `ucplan run --trace` of plans made from it
   std::string output;
+  std::string fit = "all";  // all (what the traces can refit) | copies | launch
 };
 int run_calibrate(const CalibrateOptions& o);
 

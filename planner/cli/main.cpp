@@ -192,13 +192,20 @@ int main(int argc, char** argv) {
   ucplan::CalibrateOptions calibrate;
   auto* c_calibrate = app.add_subcommand(
       "calibrate",
-      "refit a measured profile's copy costs from measured runs (ucplan run PLAN --trace T.json): the plan's copies "
-      "beside its own kernels, which the profiler's copies alone do not see");
+      "refit a measured profile from measured runs (ucplan run PLAN --trace T.json): the copy costs (the plan's "
+      "copies beside its own kernels, which the profiler's copies alone do not see) and the launch gap (the "
+      "compute stream's idle time between kernels, which the profiler's kernels, each timed alone, leave out)");
   c_calibrate->add_option("profile", calibrate.profile, "measured profile the plans were made from")->required();
   c_calibrate
       ->add_option("--trace,-t", calibrate.traces,
-                   "a trace written by `ucplan run PLAN --trace T.json` (repeatable; the plans must offload)")
+                   "a trace written by `ucplan run PLAN --trace T.json` (repeatable; for the copies, plans that "
+                   "offload)")
       ->required();
+  c_calibrate
+      ->add_option("--fit", calibrate.fit,
+                   "all: whatever the traces can refit (default) | copies: the copy costs only, an error if the "
+                   "traces cannot | launch: the launch gap only")
+      ->check(CLI::IsMember({"all", "copies", "launch"}));
   c_calibrate->add_option("-o,--output", calibrate.output, "calibrated profile to write (written atomically)")
       ->required();
 

@@ -167,7 +167,7 @@ Profile load_profile(const std::string& path) {
   JsonReader r(j, path, "");
   r.expect_format("profile");
   r.allow_only({"format", "source", "date", "device", "network", "network_sha256", "batch", "precision", "sizes_policy",
-                "sizes", "repeat", "transfer", "signatures"});
+                "sizes", "repeat", "transfer", "launch_gap", "signatures"});
   Profile p;
   p.source = r.at("source").string();
   if (p.source != "measured" && p.source.rfind("model:", 0) != 0)
@@ -207,6 +207,17 @@ Profile load_profile(const std::string& path) {
   p.h2d = read_transfer(t.at("h2d"));
   p.d2h = read_transfer(t.at("d2h"));
   p.duplex = t.at("duplex").boolean();
+  if (auto lg = r.find("launch_gap")) {
+    lg->allow_only({"seconds", "traces", "gaps"});
+    LaunchGap gap;
+    gap.seconds = lg->at("seconds").number();
+    // A millisecond between two kernels is a stall, not a launch.
+    if (!(gap.seconds >= 0 && gap.seconds <= 1e-3)) lg->at("seconds").fail("must be between 0 and 0.001 s");
+    gap.traces = static_cast<int>(lg->at("traces").integer(1, INT32_MAX));
+    gap.gaps = static_cast<int>(lg->at("gaps").integer(1, INT32_MAX));
+    if (!p.measured()) lg->fail("a modelled profile has no launch gap: `ucplan calibrate` fits one from measured runs");
+    p.launch_gap = gap;
+  }
   for (const auto& sr : r.at("signatures").array()) {
     sr.allow_only({"signature", "type", "layers", "costs"});
     SignatureCosts s;
@@ -263,6 +274,8 @@ std::string profile_to_json_text(const Profile& p) {
   j["sizes"] = p.sizes;
   j["repeat"] = p.repeat;
   j["transfer"] = {{"h2d", transfer_json(p.h2d)}, {"d2h", transfer_json(p.d2h)}, {"duplex", p.duplex}};
+  if (const auto& g = p.launch_gap)
+    j["launch_gap"] = {{"seconds", g->seconds}, {"traces", g->traces}, {"gaps", g->gaps}};
   OrderedJson sigs = OrderedJson::array();
   for (const auto& s : p.signatures) {
     OrderedJson sj;

@@ -64,6 +64,18 @@ struct TransferCosts {
 // more); where the intercept comes out negative, the fit through the origin (latency 0).
 TransferCosts fit_transfers(const std::vector<TransferPoint>& points);
 
+// The compute stream's idle time between one kernel and the next when neither waits for anything
+// (a copy, an event, memory), which the profiler's timings (one kernel run back to back, many
+// times) do not show. `ucplan calibrate` fits it from measured runs (`ucplan run --trace`): on an
+// H100 about 1.25 us a kernel, 6 % of ResNet-20 b64's iteration (gpu_results.py part N).
+// The cost table adds it to every kernel a task launches (costs.cpp), so recomputing a step costs
+// its gap too. Absent in profiles that were not calibrated with it: no gap.
+struct LaunchGap {
+  double seconds = 0;  // per kernel
+  int traces = 0;      // measured traces it was fitted from
+  int gaps = 0;        // gaps between consecutive compute kernels it was fitted from
+};
+
 struct DeviceInfo {
   std::string kind;                             // cpu | cuda | model
   std::string name;                             // "AMD EPYC (2 threads)", "NVIDIA H100 80GB HBM3", "model k40"
@@ -94,7 +106,8 @@ struct Profile {
   std::vector<std::int64_t> sizes;  // micro-batch sizes measured
   int repeat = 0;
   TransferCosts h2d, d2h;
-  bool duplex = false;  // host->device and device->host copies overlap
+  bool duplex = false;                  // host->device and device->host copies overlap
+  std::optional<LaunchGap> launch_gap;  // "launch_gap", measured profiles only (`ucplan calibrate`)
   std::vector<SignatureCosts> signatures;
 
   bool measured() const { return source == "measured"; }

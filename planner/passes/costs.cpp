@@ -41,6 +41,9 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
   ct.h2d = p.h2d;
   ct.d2h = p.d2h;
   ct.duplex = p.duplex;
+  // Each kernel a task launches waits the launch gap after the one before: a conv task's micro-
+  // batches are a kernel each (mu-cuDNN), any other task one.
+  ct.launch_gap_ns = p.launch_gap ? seconds_to_ns(p.launch_gap->seconds) : 0;
   ct.tasks.resize(tg.tasks.size());
   ct.forward_task.assign(g.layers.size(), -1);
   // Costs are shared by every task with the same signature and op: compute each once.
@@ -70,7 +73,7 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
       for (const auto& c : sc->costs)
         if (c.op == op && c.ok() && c.batch >= 1 && c.batch <= sub_batch &&
             micro_size_allowed(policy, c.batch, sub_batch))
-          options.push_back({c.algo, c.batch, seconds_to_ns(c.seconds), c.workspace_bytes});
+          options.push_back({c.algo, c.batch, seconds_to_ns(c.seconds) + ct.launch_gap_ns, c.workspace_bytes});
       tc.front = pareto_front(options, sub_batch);
       if (tc.front.empty())
         throw UserError(
@@ -93,7 +96,7 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
             file, fmt::format("layer {} ({})", layer, step_op_name(op)),
             want == 0 ? std::string("no update cost in the profile")
                       : fmt::format("no successful measurement at batch {} (sizes measured: see \"sizes\")", want));
-      tc.time_ns = seconds_to_ns(best->seconds);
+      tc.time_ns = seconds_to_ns(best->seconds) + ct.launch_gap_ns;
       tc.baseline_ns = tc.time_ns;
       tc.undivided_ns = tc.time_ns;
     }

@@ -30,6 +30,7 @@ struct CostTable {
   std::vector<int> forward_task;  // per graph layer: its forward task id (recomputation cost), -1 for the input
   TransferCosts h2d, d2h;
   bool duplex = false;
+  std::int64_t launch_gap_ns = 0;  // the profile's launch gap (profile.h), in every kernel's time below
 
   std::int64_t h2d_ns(std::int64_t bytes) const;
   std::int64_t d2h_ns(std::int64_t bytes) const;

@@ -542,6 +542,11 @@ void assemble_plan(Pipeline& x) {
         "with the copies your runs see: ucplan run PLAN --device cuda --trace T.json, then ucplan calibrate PROFILE "
         "-t T.json -o CALIBRATED.json, and compile from CALIBRATED.json");
   }
+  if (const auto& gap = profile.launch_gap)
+    p.notes.push_back(fmt::format(
+        "every kernel's time includes a launch gap of {} (ucplan calibrate: the compute stream's idle time between "
+        "kernels that wait for nothing, from {} gaps in {} traced run{}), the ideal's too",
+        format_seconds(gap->seconds), gap->gaps, gap->traces, gap->traces == 1 ? "" : "s"));
   if (p.sub_batch_changes_statistics)
     p.notes.push_back(fmt::format(
         "batch-norm statistics are computed per sub-batch of {} samples ({} rounds), as asked with --sub-batch",

@@ -6,7 +6,11 @@ copy in the other direction overlaps for more than half their time must be left 
 five times slower here, so including them would show); the profile must keep everything else, record
 the profiler's own fit beside the new one and read back; the order of the traces must change
 nothing; calibrating a calibrated profile must still name the profiler's fit as the bench; and a plan
-from a calibrated profile says so in its notes. A plan that offloads, from a measured CUDA profile
+from a calibrated profile says so in its notes. The launch gap: from compute kernels made up here
+(three in five follow the one before after 1.7 us, give or take 0.03; the rest wait 3 to 20 us
+more; an update round after the round), the fit must be within 0.05 us of 1.7 and count exactly the
+short gaps; --fit launch leaves the copies as they were, --fit copies the gap absent; a plan from
+the gapped profile has an ideal longer by at least the gap per compute step, and says why. A plan that offloads, from a measured CUDA profile
 whose copies are the profiler's, says how to calibrate them; from that profile calibrated, or without
 offload, it does not.
 Usage: calibrate.py UCPLAN_BIN MEASURED_PROFILE MEASURED_CUDA_PROFILE"""
@@ -33,7 +37,9 @@ def trace(network, timeline, copies):
     return {"displayTimeUnit": "ms",
             "otherData": {"network": network, "timeline": timeline, "profile_source": "measured",
                           "budget_bytes": 1 << 30, "rounds": 1},
-            "traceEvents": [{"name": "forward conv1", "cat": "forward", "ph": "X", "pid": 1, "tid": 1, "ts": 0.0,
+            "traceEvents": [{"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": name}}
+                            for tid, name in ((1, "compute"), (2, "h2d"), (3, "d2h"))] +
+                           [{"name": "forward conv1", "cat": "forward", "ph": "X", "pid": 1, "tid": 1, "ts": 0.0,
                              "dur": 5.0, "args": {"step": 0, "round": 0}}] + copies}
 
 
@@ -58,6 +64,35 @@ def made_up(seed):
         events.append(copy_event("offload", 300 + k, start, (down + noise), nbytes))
         t_d2h = t_h2d = start + (down + noise) + 10
     return events
+
+
+GAP_US = 1.7
+
+
+def kernels(seed, count=300):
+    """Compute kernels of one round, then the updates (round -1), as `ucplan run --trace` writes them."""
+    events, t = [], 1000.0
+    for k in range(count):
+        rnd = 0 if k < count - 40 else -1
+        dur = 5.0 + (k * 11 + seed) % 30
+        events.append({"name": f"forward l{k}", "cat": "forward" if rnd == 0 else "update", "ph": "X", "pid": 1,
+                       "tid": 1, "ts": t, "dur": dur, "args": {"step": k, "round": rnd}})
+        if k == count - 41:
+            wait = 500.0  # between the round and its updates: not a gap of one round
+        elif (k * 7 + seed) % 5 < 3:
+            wait = GAP_US + 0.03 * (((k * 13 + seed) % 3) - 1)
+        else:
+            wait = GAP_US + 3.0 + (k * 17 + seed) % 18
+        t += dur + wait
+    return events
+
+
+def short_gaps(path):
+    """The gaps of a trace file's compute kernels within one round that are the made-up launch gap."""
+    ks = sorted((e for e in json.load(open(path))["traceEvents"] if e.get("tid") == 1 and e.get("ph") == "X"),
+                key=lambda e: e["ts"])
+    return sum(1 for x, y in zip(ks, ks[1:])
+               if x["args"]["round"] == y["args"]["round"] and 0 <= y["ts"] - x["ts"] - x["dur"] < GAP_US + 0.1)
 
 
 def run(*args):
@@ -109,6 +144,44 @@ with tempfile.TemporaryDirectory() as tmp:
         notes = json.load(open(os.path.join(tmp, "plan.json")))["notes"]
         check(any(n.startswith("copy times are calibrated to traced runs") for n in notes),
               f"the plan does not say its copies are calibrated: {notes}")
+
+    # The launch gap, alone and beside the copies.
+    la, lb = os.path.join(tmp, "la.json"), os.path.join(tmp, "lb.json")
+    json.dump(trace(profile["network"], "measured", kernels(0) + made_up(0)), open(la, "w"))
+    json.dump(trace(profile["network"], "measured", kernels(3)), open(lb, "w"))
+    gapped = os.path.join(tmp, "gapped.json")
+    r = run("calibrate", profile_path, "-t", la, "-t", lb, "--fit", "launch", "-o", gapped)
+    check(r.returncode == 0, f"calibrate --fit launch: exit {r.returncode}: {r.stderr.strip()}")
+    if r.returncode == 0:
+        g = json.load(open(gapped))
+        gap = g.get("launch_gap", {})
+        check(abs(gap.get("seconds", 0) * 1e6 - GAP_US) < 0.05,
+              f"launch gap fitted {gap.get('seconds', 0) * 1e6:.3f} us, made with {GAP_US}")
+        want = short_gaps(la) + short_gaps(lb)
+        check(gap.get("gaps") == want and gap.get("traces") == 2,
+              f"launch gap record {gap}: expected {want} short gaps from 2 traces")
+        check({k: v for k, v in g.items() if k != "launch_gap"} == profile, "--fit launch changed more than the gap")
+        r = run("compile", profile["network"], "--profile", gapped, "--budget", "1GiB", "--strategy", "keep-all", "-q",
+                "-o", os.path.join(tmp, "gplan.json"))
+        r0 = run("compile", profile["network"], "--profile", profile_path, "--budget", "1GiB", "--strategy",
+                 "keep-all", "-q", "-o", os.path.join(tmp, "plan0.json"))
+        check(r.returncode == 0 and r0.returncode == 0, f"compile from the gapped profile: {r.stderr.strip()}")
+        if r.returncode == 0 and r0.returncode == 0:
+            gp, p0 = (json.load(open(os.path.join(tmp, f))) for f in ("gplan.json", "plan0.json"))
+            compute = sum(1 for st in gp["steps"] if st["stream"] == "compute")
+            grew = gp["summary"]["ideal_ns"] - p0["summary"]["ideal_ns"]
+            check(grew >= compute * round(gap["seconds"] * 1e9),
+                  f"the ideal grew {grew} ns with the gap, less than {compute} compute steps x the gap")
+            check(any(n.startswith("every kernel's time includes a launch gap") for n in gp["notes"]),
+                  f"the plan does not say its kernels include the gap: {gp['notes']}")
+    both = os.path.join(tmp, "both.json")
+    r = run("calibrate", profile_path, "-t", la, "-o", both)
+    check(r.returncode == 0, f"calibrate copies and gap: {r.stderr.strip()}")
+    if r.returncode == 0:
+        g = json.load(open(both))
+        check("launch_gap" in g and "calibration" in g["transfer"]["h2d"], "the default fit refit not both")
+    r = run("calibrate", profile_path, "-t", la, "--fit", "copies", "-o", both)
+    check(r.returncode == 0 and "launch_gap" not in json.load(open(both)), "--fit copies fitted a launch gap")
 
     # The advice to calibrate: a measured CUDA profile (ResNet-20 b64 on an H100), plans that offload
     # (vdnn-all: every conv input) and that do not (keep-all), from the profile as measured and
