@@ -12,6 +12,12 @@
 #             (scripts/gpu-plan-quality.sh run: 20 iterations, two rounds, the second reversed)
 #   measure   scripts/gpu-measure.sh resnet50:64:25 without PyTorch: a new measured profile, the
 #             plan at 25 %, its trace, the profile calibrated to it, the plan again, both replayed
+#   launch    (only when asked) the launch gap (ucplan calibrate --fit launch) against the device:
+#             resnet20 b64 keep-all and the default at 35 % of the liveness peak (--reserve 0B),
+#             each compiled there from profiles/h100/resnet20-b64.json and from its calibrated copy
+#             with the gap (profiles/h100/calibrated/resnet20-b64.json), replayed side by side
+#             (scripts/gpu-plan-quality.sh run), and the gapped 35 % plan traced and its gap fitted
+#             again (launch/calibrate.txt): gpu_results.py part N's predictions, measured
 #   check     (only when asked) the default at 25 % from the measured ResNet-50 b64 profile
 #             (--reserve 0B), then `ucplan run --device cuda --check --iterations 1`, its progress
 #             lines in check.log: 103 s on an H100's 16-core host (sixth session), nearly all of it
@@ -37,16 +43,20 @@ source "$here/gpu-where.sh"
 if [ "$in_bundle" = 1 ]; then
   measured=$root/profiles/resnet50-b64-h100.json
   calibrated=$root/profiles/resnet50-b64-h100-calibrated.json
+  r20=$root/profiles/resnet20-b64-h100.json
+  r20_gapped=$root/profiles/resnet20-b64-h100-gapped.json
 else
   measured=$root/benchmarks/results/gpu-h100/plan-quality/profile-resnet50-b64.json
   calibrated=$root/profiles/h100/calibrated/resnet50-b64.json
+  r20=$root/profiles/h100/resnet20-b64.json
+  r20_gapped=$root/profiles/h100/calibrated/resnet20-b64.json
 fi
 device=${UCPLAN_SESSION_DEVICE:-cuda}
 steps=" ${UCPLAN_SESSION_STEPS:-golden validate quality measure} "
 for w in $steps; do
   case "$w" in
-    golden | validate | quality | measure | check) ;;
-    *) echo "gpu-session: unknown step \"$w\" in UCPLAN_SESSION_STEPS (golden, validate, quality, measure, check)" >&2; exit 2 ;;
+    golden | validate | quality | measure | launch | check) ;;
+    *) echo "gpu-session: unknown step \"$w\" in UCPLAN_SESSION_STEPS (golden, validate, quality, measure, launch, check)" >&2; exit 2 ;;
   esac
 done
 wanted() { [[ "$steps" == *" $1 "* ]]; }
@@ -105,6 +115,27 @@ quality() {
   timeout "$(cap 300)" bash "$root/scripts/gpu-plan-quality.sh" run "$s/quality/plans" "$s/quality"
 }
 
+launch() {
+  local peak who prof share budget how
+  mkdir -p "$s/launch/plans"
+  peak=$(liveness_peak resnet20 64) || return 1
+  for who in profiled gapped; do
+    prof=$r20
+    [ "$who" = gapped ] && prof=$r20_gapped
+    for share in keep 35; do
+      budget=$((peak * 35 / 100))B how=()
+      [ "$share" = keep ] && budget=64GiB how=(--strategy keep-all)
+      timeout "$(cap 60)" "$bin/ucplan" compile resnet20 --batch 64 --profile "$prof" --budget "$budget" \
+        --reserve 0B "${how[@]}" -q -o "$s/launch/plans/$who-$share.json" || echo "launch: $who $share did not compile"
+    done
+  done
+  timeout "$(cap 120)" bash "$root/scripts/gpu-plan-quality.sh" run "$s/launch/plans" "$s/launch" || return 1
+  timeout "$(cap 30)" "$bin/ucplan" run "$s/launch/plans/gapped-35.json" --device "$device" --iterations 3 \
+    --trace "$s/launch/trace-gapped-35.json" || return 1
+  "$bin/ucplan" calibrate "$r20" -t "$s/launch/trace-gapped-35.json" --fit launch -o "$s/launch/refit.json" \
+    >"$s/launch/calibrate.txt" 2>&1
+}
+
 check() {
   local net=resnet50 batch=64 peak plan=$s/check-measured-25.json
   peak=$(liveness_peak $net $batch) || return 1
@@ -123,6 +154,7 @@ wanted quality && step quality quality
 wanted measure && [ "$(left)" -gt 60 ] &&
   step measure env UCPLAN_MEASURE_TORCH=0 UCPLAN_MEASURE_DEVICE="$device" timeout "$(cap 400)" \
     bash "$root/scripts/gpu-measure.sh" "$s/measure" resnet50:64:25
+wanted launch && step launch launch
 wanted check && step check check
 smi >"$s/gpu-after.txt" 2>&1
 pack

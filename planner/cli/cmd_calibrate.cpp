@@ -12,12 +12,13 @@
 // both directions at once; what they took is reported, not fitted).
 //
 // The profiler times one kernel at a time (run back to back, many times), and a plan's kernels do
-// not follow each other without a pause: in every trace of the H100 sessions (ResNet-20 b64 and ResNet-50 b64, 550 to
-// 590 kernels a round, sessions 3 and 8) the most common gap between two consecutive compute kernels is 1.25 us, and
-// longer ones are kernels that waited (for a copy, an event, memory). The launch gap (profile.h LaunchGap) is the
-// median of the gaps within 1.5 times the shortest tenth's longest: the gap of kernels that wait for nothing, which the
-// simulator then adds to every kernel (costs.cpp). What waiting on an event costs beyond it (about 1.3 us more on those
-// traces) is left out.
+// not follow each other without a pause: in every trace of the H100 sessions (ResNet-20 b64 and
+// ResNet-50 b64, 210 to 590 kernels a round, sessions 3 and 8) the most common gap between two
+// consecutive compute kernels is 1.25 us. The launch gap (profile.h LaunchGap) is the median of
+// the gaps within 1.5 times the longest of the shortest tenth (1.25 to 1.47 us on those traces),
+// which the cost table then adds to every kernel (costs.cpp). The longer gaps are left out: kernels
+// that waited (for a copy, an event, memory), and gaps whose cause is not known yet (2.2 to 2.8 us
+// are common on ResNet-50 plans that copy, before steps that wait for nothing too).
 #include <algorithm>
 #include <cmath>
 #include <optional>

@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
       "calibrate",
       "refit a measured profile from measured runs (ucplan run PLAN --trace T.json): the copy costs (the plan's "
       "copies beside its own kernels, which the profiler's copies alone do not see) and the launch gap (the "
-      "compute stream's idle time between kernels, which the profiler's kernels, each timed alone, leave out)");
+      "compute stream's idle time between kernels, which the profiler's kernel times do not show)");
   c_calibrate->add_option("profile", calibrate.profile, "measured profile the plans were made from")->required();
   c_calibrate
       ->add_option("--trace,-t", calibrate.traces,

@@ -2,7 +2,7 @@
 # scripts/gpu-measure.sh's dry run on the CPU (UCPLAN_MEASURE_DEVICE=cpu): every step a GPU session
 # runs, PyTorch aside, on a small network at budgets where the plans copy: the measured profile, the
 # plans and their runs, then the tightest copying plan traced, the profile calibrated to its copies
-# (ucplan calibrate) and every share compiled from the calibrated profile and run again.
+# and launch gap (ucplan calibrate) and every share compiled from the calibrated profile and run again.
 # Usage: measure_test.sh SOURCE_DIR BUILD_DIR WORK_DIR
 set -uo pipefail
 src=$1 build=$2 work=$3
@@ -32,7 +32,10 @@ for d in ("h2d", "d2h"):
     c = cal["transfer"][d]["calibration"]
     assert c["traces"] == 1 and c["copies"] >= 2, c
     assert c["bench_bytes_per_second"] == profile["transfer"][d]["bytes_per_second"], (c, profile["transfer"][d])
-assert {k: v for k, v in cal.items() if k != "transfer"} == {k: v for k, v in profile.items() if k != "transfer"}
+gap = cal["launch_gap"]  # the default fit refits the launch gap too
+assert gap["traces"] == 1 and gap["gaps"] >= 16 and 0 <= gap["seconds"] <= 1e-3, gap
+assert {k: v for k, v in cal.items() if k not in ("transfer", "launch_gap")} == \
+    {k: v for k, v in profile.items() if k != "transfer"}
 for share in (45, 30):
     run = load(f"run-resnet20-b8-{share}-calibrated.json")
     assert run["median_seconds"] > 0, run
