@@ -8,8 +8,8 @@
 #   networks/, schemas/, scripts/ (gpu-session.sh, gpu-validate.sh, gpu-measure.sh, gpu-plan-quality.sh,
 #              gpu-where.sh), benchmarks/torch_side_by_side.py; of the golden plans and profiles only
 #              what gpu-session.sh replays: plans/*measured*.json, and in profiles/ the measured
-#              ResNet-50 b64 H100 profile and its calibrated copy, the ResNet-20 b64 one and its copy
-#              with a launch gap (the device makes its own, and the bundle must stay under the 64 MiB carry)
+#              ResNet-50 b64 H100 profile and its calibrated copy, and the ResNet-20 b64 one (the device
+#              makes its own, and the bundle must stay under the 64 MiB carry)
 #   env.sh     sourced by the launchers: LD_LIBRARY_PATH = lib/ + the cuDNN and cuBLAS it finds on
 #              the machine, UCPLAN_NETWORKS = networks/
 #   ucplan, ucplan-gpu-check, ucplan-cuda-check   launchers (source env.sh, run bin/...)
@@ -80,7 +80,6 @@ cp "$root"/plans/*measured*.json "$out/plans/"
 cp "$root/benchmarks/results/gpu-h100/plan-quality/profile-resnet50-b64.json" "$out/profiles/resnet50-b64-h100.json"
 cp "$root/profiles/h100/calibrated/resnet50-b64.json" "$out/profiles/resnet50-b64-h100-calibrated.json"
 cp "$root/profiles/h100/resnet20-b64.json" "$out/profiles/resnet20-b64-h100.json"
-cp "$root/profiles/h100/calibrated/resnet20-b64.json" "$out/profiles/resnet20-b64-h100-gapped.json"
 mkdir -p "$out/benchmarks"
 cp "$root/benchmarks/torch_side_by_side.py" "$out/benchmarks/"
 git -C "$root" rev-parse HEAD > "$out/VERSION" 2>/dev/null || echo unknown > "$out/VERSION"

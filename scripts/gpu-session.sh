@@ -13,11 +13,11 @@
 #   measure   scripts/gpu-measure.sh resnet50:64:25 without PyTorch: a new measured profile, the
 #             plan at 25 %, its trace, the profile calibrated to it, the plan again, both replayed
 #   launch    (only when asked) the launch gap (ucplan calibrate --fit launch) against the device:
-#             resnet20 b64 keep-all and the default at 35 % of the liveness peak (--reserve 0B),
-#             each compiled there from profiles/h100/resnet20-b64.json and from its calibrated copy
-#             with the gap (profiles/h100/calibrated/resnet20-b64.json), replayed side by side
-#             (scripts/gpu-plan-quality.sh run), and the gapped 35 % plan traced and its gap fitted
-#             again (launch/calibrate.txt): gpu_results.py part N's predictions, measured
+#             resnet20 b64 keep-all from profiles/h100/resnet20-b64.json traced, the profile
+#             calibrated to the trace's launch gap (launch/calibrate.txt), then keep-all and the
+#             default at 35 % of the liveness peak (--reserve 0B) compiled there from both profiles
+#             and replayed side by side (scripts/gpu-plan-quality.sh run): gpu_results.py part N's
+#             predictions, measured
 #   check     (only when asked) the default at 25 % from the measured ResNet-50 b64 profile
 #             (--reserve 0B), then `ucplan run --device cuda --check --iterations 1`, its progress
 #             lines in check.log: 103 s on an H100's 16-core host (sixth session), nearly all of it
@@ -44,12 +44,10 @@ if [ "$in_bundle" = 1 ]; then
   measured=$root/profiles/resnet50-b64-h100.json
   calibrated=$root/profiles/resnet50-b64-h100-calibrated.json
   r20=$root/profiles/resnet20-b64-h100.json
-  r20_gapped=$root/profiles/resnet20-b64-h100-gapped.json
 else
   measured=$root/benchmarks/results/gpu-h100/plan-quality/profile-resnet50-b64.json
   calibrated=$root/profiles/h100/calibrated/resnet50-b64.json
   r20=$root/profiles/h100/resnet20-b64.json
-  r20_gapped=$root/profiles/h100/calibrated/resnet20-b64.json
 fi
 device=${UCPLAN_SESSION_DEVICE:-cuda}
 steps=" ${UCPLAN_SESSION_STEPS:-golden validate quality measure} "
@@ -116,24 +114,28 @@ quality() {
 }
 
 launch() {
-  local peak who prof share budget how
-  mkdir -p "$s/launch/plans"
+  local peak who share budget how l=$s/launch
+  mkdir -p "$l/plans"
   peak=$(liveness_peak resnet20 64) || return 1
+  plan() {  # WHO SHARE: compiled from WHO's profile
+    local prof=$r20
+    [ "$1" = gapped ] && prof=$l/gapped-profile.json
+    budget=$((peak * 35 / 100))B how=()
+    [ "$2" = keep ] && budget=64GiB how=(--strategy keep-all)
+    timeout "$(cap 60)" "$bin/ucplan" compile resnet20 --batch 64 --profile "$prof" --budget "$budget" \
+      --reserve 0B "${how[@]}" -q -o "$l/plans/$1-$2.json" || echo "launch: $1 $2 did not compile"
+  }
+  plan profiled keep
+  timeout "$(cap 30)" "$bin/ucplan" run "$l/plans/profiled-keep.json" --device "$device" --iterations 3 \
+    --trace "$l/trace-profiled-keep.json" &&
+    "$bin/ucplan" calibrate "$r20" -t "$l/trace-profiled-keep.json" --fit launch -o "$l/gapped-profile.json" \
+      >"$l/calibrate.txt" 2>&1
   for who in profiled gapped; do
-    prof=$r20
-    [ "$who" = gapped ] && prof=$r20_gapped
     for share in keep 35; do
-      budget=$((peak * 35 / 100))B how=()
-      [ "$share" = keep ] && budget=64GiB how=(--strategy keep-all)
-      timeout "$(cap 60)" "$bin/ucplan" compile resnet20 --batch 64 --profile "$prof" --budget "$budget" \
-        --reserve 0B "${how[@]}" -q -o "$s/launch/plans/$who-$share.json" || echo "launch: $who $share did not compile"
+      [ -e "$l/plans/$who-$share.json" ] || plan $who $share
     done
   done
-  timeout "$(cap 120)" bash "$root/scripts/gpu-plan-quality.sh" run "$s/launch/plans" "$s/launch" || return 1
-  timeout "$(cap 30)" "$bin/ucplan" run "$s/launch/plans/gapped-35.json" --device "$device" --iterations 3 \
-    --trace "$s/launch/trace-gapped-35.json" || return 1
-  "$bin/ucplan" calibrate "$r20" -t "$s/launch/trace-gapped-35.json" --fit launch -o "$s/launch/refit.json" \
-    >"$s/launch/calibrate.txt" 2>&1
+  timeout "$(cap 120)" bash "$root/scripts/gpu-plan-quality.sh" run "$l/plans" "$l"
 }
 
 check() {

@@ -41,13 +41,14 @@ UCPLAN_SESSION_DEVICE=cpu UCPLAN_SESSION_STEPS=check UCPLAN_BUILD_DIR=$build \
 [ "$(awk '{print $1}' "$work/check/session/steps.txt" | tr '\n' ' ')" = "check " ] ||
   fail "check alone ran: $(cat "$work/check/session/steps.txt")"
 [ -e "$work/check/session/check.log" ] || fail "no session/check.log"
-# The launch step, asked for alone: its plans compiled (the CPU refuses to replay them), recorded.
+# The launch step, asked for alone: keep-all compiled (the CPU refuses to replay or trace it, so
+# nothing is calibrated), recorded.
 UCPLAN_SESSION_DEVICE=cpu UCPLAN_SESSION_STEPS=launch UCPLAN_BUILD_DIR=$build \
   bash "$src/scripts/gpu-session.sh" "$work/launch" 12 >"$work/launch.txt" 2>&1 || fail "launch alone: $(cat "$work/launch.txt")"
 [ "$(awk '{print $1}' "$work/launch/session/steps.txt" | tr '\n' ' ')" = "launch " ] ||
   fail "launch alone ran: $(cat "$work/launch/session/steps.txt")"
-[ -e "$work/launch/session/launch/plans/profiled-keep.json" ] && [ -e "$work/launch/session/launch/plans/gapped-keep.json" ] ||
-  fail "launch: keep-all not compiled from both profiles: $(cat "$work/launch/session/launch.log")"
+[ -e "$work/launch/session/launch/plans/profiled-keep.json" ] ||
+  fail "launch: keep-all not compiled: $(cat "$work/launch/session/launch.log")"
 UCPLAN_SESSION_STEPS="golden mesure" bash "$src/scripts/gpu-session.sh" "$work/bad" 12 >"$work/bad.txt" 2>&1
 rc=$?
 if [ "$rc" -ne 2 ] || ! grep -q 'unknown step "mesure"' "$work/bad.txt"; then
