@@ -1108,8 +1108,8 @@ def part_launch_gap(cli, d3, d8, w, out):
           table(["plan", "prediction", "measured ms", "predicted ms", "measured / predicted"], prows, "llrrr"),
           f"\nThe gap is {min(f[1] for f in fits.values()):.2f} to {max(f[1] for f in fits.values()):.2f} us on "
           f"every trace of both sessions, and it closes {closed:.0f} % of resnet20 keep-all's excess over its "
-          "prediction; what stays is the kernels running slower beside each other than alone (part M: 4.16 against "
-          "4.01 ms) and longer waits on events than the gap. `profiles/h100/calibrated/resnet20-b64.json` is the "
+          "prediction; what stays is the kernels taking longer in the plan than in the profile (part M: 4.16 "
+          "against 4.01 ms) and gaps longer than the launch gap. `profiles/h100/calibrated/resnet20-b64.json` is the "
           "keep-all fit (tests/CMakeLists.txt reproduces it byte for byte). The golden plans and part F's "
           "profiles stay as profiled: a gap changes their plans, which a device session should measure first."]
     out.sections.append("\n".join(s))
