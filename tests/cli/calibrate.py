@@ -11,9 +11,9 @@ from a calibrated profile says so in its notes. The launch gap: from compute ker
 more; an update round after the round), the fit must be within 0.05 us of 1.7 and count exactly the
 short gaps; --fit launch leaves the copies as they were, --fit copies the gap absent; a plan from
 the gapped profile has an ideal longer by at least the gap per compute step, and says why; a plan of
-short kernels from a measured CUDA profile without a gap says how to calibrate one. A plan that offloads, from a measured CUDA profile
-whose copies are the profiler's, says how to calibrate them; from that profile calibrated, or without
-offload, it does not.
+short kernels from a measured CUDA profile without a gap says how to calibrate one. A plan that
+offloads, from a measured CUDA profile whose copies are the profiler's, says how to calibrate them;
+from that profile calibrated, or without offload, it does not.
 Usage: calibrate.py UCPLAN_BIN MEASURED_PROFILE MEASURED_CUDA_PROFILE"""
 import json
 import os
