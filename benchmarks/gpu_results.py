@@ -1063,40 +1063,36 @@ def part_launch_gap(cli, d3, d8, w, out):
         return load(to)
 
     prows = []
+
+    def row(what, how, measured, predicted):
+        """A row of the table below (seconds in); the ratio back."""
+        prows.append([what, how, f"{ms(measured, 2)}", f"{ms(predicted, 2)}", f"{measured / predicted:.3f}"])
+        return measured / predicted
+
+    def as_measured_and_first_order(run, plan, gap_us, what, how):
+        """The run's own prediction, then with the gap added to each of the plan's compute steps."""
+        steps = sum(1 for st in plan["steps"] if st["stream"] == "compute")
+        row(what, "as profiled (part M)", run["median_seconds"], run["predicted_seconds"])
+        row(what, how + f" ({steps} compute steps)", run["median_seconds"],
+            run["predicted_seconds"] + steps * gap_us * 1e-6)
+
     keep_run = load(os.path.join(d8, "launch", "run-r20m-keep.json"))
     keep_budget = load(os.path.join(d8, "launch", "plan-r20m-keep.json.gz"))["options"]["budget_bytes"]
-    for what, profile, name in (("as profiled (part M)", r20, "keep-0"),
-                                ("gap from its own trace", fits["keep"][0], "keep-own"),
-                                ("gap from the 35 % plan's trace", fits["35"][0], "keep-35")):
-        plan = compiled(profile, keep_budget, name, "--strategy", "keep-all")
-        predicted = plan["summary"]["predicted_ns"] * 1e-9
-        prows.append(["resnet20 b64 keep-all", what, f"{ms(keep_run['median_seconds'], 2)}", f"{ms(predicted, 2)}",
-                      f"{keep_run['median_seconds'] / predicted:.3f}"])
-
-    def first_order(run, plan, gap_us, what, how):
-        steps = sum(1 for st in plan["steps"] if st["stream"] == "compute")
-        predicted = run["predicted_seconds"] + steps * gap_us * 1e-6
-        prows.append([what, how + f" ({steps} compute steps)", f"{ms(run['median_seconds'], 2)}",
-                      f"{ms(predicted, 2)}", f"{run['median_seconds'] / predicted:.3f}"])
-
+    ratios = [row("resnet20 b64 keep-all", what, keep_run["median_seconds"],
+                  compiled(profile, keep_budget, name, "--strategy", "keep-all")["summary"]["predicted_ns"] * 1e-9)
+              for what, profile, name in (("as profiled (part M)", r20, "keep-0"),
+                                          ("gap from its own trace", fits["keep"][0], "keep-own"),
+                                          ("gap from the 35 % plan's trace", fits["35"][0], "keep-35"))]
     r35 = load(os.path.join(d8, "launch", "plan-r20m-35.json.gz"))
     for run_path, when in ((os.path.join(d8, "run-r20m-35.json"), "first call"),
                            (os.path.join(d8, "launch", "run-r20m-35.json"), "third call")):
-        run = load(run_path)
-        prows.append([f"resnet20 b64, default at 35 % ({when})", "as profiled (part M)",
-                      f"{ms(run['median_seconds'], 2)}", f"{ms(run['predicted_seconds'], 2)}",
-                      f"{run['measured_over_predicted']:.3f}"])
-        first_order(run, r35, fits["keep"][1], f"resnet20 b64, default at 35 % ({when})",
-                    "+ keep-all's gap per step")
-    r50 = load(os.path.join(d8, "measure", "plan-resnet50-b64-25-calibrated.json.gz"))
-    run = load(os.path.join(d8, "measure", "run-resnet50-b64-25-calibrated.json"))
-    prows.append(["ResNet-50 b64, default at 25 %, calibrated copies", "as profiled (part M)",
-                  f"{ms(run['median_seconds'], 2)}", f"{ms(run['predicted_seconds'], 2)}",
-                  f"{run['measured_over_predicted']:.3f}"])
-    first_order(run, r50, fits["r50"][1], "ResNet-50 b64, default at 25 %, calibrated copies",
-                "+ its trace's gap per step")
+        as_measured_and_first_order(load(run_path), r35, fits["keep"][1], f"resnet20 b64, default at 35 % ({when})",
+                                    "+ keep-all's gap per step")
+    as_measured_and_first_order(load(os.path.join(d8, "measure", "run-resnet50-b64-25-calibrated.json")),
+                                load(os.path.join(d8, "measure", "plan-resnet50-b64-25-calibrated.json.gz")),
+                                fits["r50"][1], "ResNet-50 b64, default at 25 %, calibrated copies",
+                                "+ its trace's gap per step")
     new35 = compiled(fits["keep"][0], r35["options"]["budget_bytes"], "35-new")
-    ratios = [float(row[4]) for row in prows if row[0] == "resnet20 b64 keep-all"]
     closed = 100 * (1 - (ratios[1] - 1) / (ratios[0] - 1))
     s += ["\nWhat the plans part M replayed are predicted to take with the gap, against what they MEASURED (medians "
           "of 20). Keep-all's decisions do not depend on the costs, so its plan is compiled again from the gapped "
