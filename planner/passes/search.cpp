@@ -751,7 +751,10 @@ ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residenc
     if (moves.size() < 2) break;
     StagedPlan next = plan;
     const std::uint64_t changes = 2 + random(2);
-    for (std::uint64_t c = 0; c < changes; ++c) apply(next, moves[random(moves.size())], best);
+    for (std::uint64_t c = 0; c < changes; ++c) {  // each move's chain checked as the moves before left it
+      const Move& m = moves[random(moves.size())];
+      if (m.change == Change::keep_throughout || !reaches_hold(next.table, m.tensor)) apply(next, m, best);
+    }
     ScheduleResult start = simulate_staged(s, next, s.offload);
     spent += start.work;
     if (!start.ok) continue;
