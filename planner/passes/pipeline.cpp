@@ -471,6 +471,11 @@ void choose_sub_batch(Pipeline& x) {
 }
 
 // 7. The plan: the winner's buffers and steps, the options, the summary and the notes.
+// What the notes on a measured CUDA profile's copies and launch gap tell a user to run.
+constexpr const char* kCalibrateHow =
+    "ucplan run PLAN --device cuda --trace T.json, then ucplan calibrate PROFILE -t T.json -o CALIBRATED.json, and "
+    "compile from CALIBRATED.json";
+
 void assemble_plan(Pipeline& x) {
   const CompileInput& in = x.in;
   const Profile& profile = in.profile;
@@ -536,11 +541,11 @@ void assemble_plan(Pipeline& x) {
     // Measured on an H100 (benchmarks/results/gpu-h100.md parts G, H, J): the plans' copies ran
     // slower than the profiler's copies alone, and the default, trusting the profiler, offloaded up to
     // twice as much as from calibrated copies and measured up to 3.6 ms (4 %) slower for it.
-    p.notes.push_back(
+    p.notes.push_back(fmt::format(
         "copy times are the profiler's, each copy timed alone on an idle device; beside a plan's kernels on an H100 "
         "they took 1.07-1.14x as long, and plans that copy much measured up to 6 % over their prediction. To plan "
-        "with the copies your runs see: ucplan run PLAN --device cuda --trace T.json, then ucplan calibrate PROFILE "
-        "-t T.json -o CALIBRATED.json, and compile from CALIBRATED.json");
+        "with the copies your runs see: {}",
+        kCalibrateHow));
   }
   if (const auto& gap = profile.launch_gap) {
     p.notes.push_back(fmt::format(
@@ -558,10 +563,8 @@ void assemble_plan(Pipeline& x) {
     if (share >= 0.01)
       p.notes.push_back(fmt::format(
           "kernel times are the profiler's, which leave out the compute stream's idle time between kernels: on an "
-          "H100 about {} each, which would add about {:.0f} % to this plan's {} kernels. To plan with it: ucplan run "
-          "PLAN --device cuda --trace T.json, then ucplan calibrate PROFILE -t T.json -o CALIBRATED.json, and compile "
-          "from CALIBRATED.json",
-          format_seconds(kH100GapSeconds), 100 * share, kernels));
+          "H100 about {} each, which would add about {:.0f} % to this plan's {} kernels. To plan with it: {}",
+          format_seconds(kH100GapSeconds), 100 * share, kernels, kCalibrateHow));
   }
   if (p.sub_batch_changes_statistics)
     p.notes.push_back(fmt::format(
