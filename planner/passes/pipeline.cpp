@@ -253,11 +253,13 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   std::vector<Residency> own_kept_table;
   if (!kept) kept = &own_kept;
   if (!kept_table) kept_table = &own_kept_table;
-  ScheduleResult r = schedule_ucplan(si, nullptr, kept, kept_table);
+  std::vector<Residency> r_table, q_table;
+  ScheduleResult r = schedule_ucplan(si, &r_table, kept, kept_table);
   const bool small = static_cast<std::int64_t>(si.tasks->route.size()) < kReferenceLayers;
   if (si.quick) return r;
   auto merge = [&](ScheduleResult q, const std::string& prefix) {
     const bool q_wins = q.ok && (!r.ok || q.round_ns < r.round_ns);
+    if (q_wins) r_table = q_table;
     ScheduleResult& won = q_wins ? q : r;
     const ScheduleResult& lost = q_wins ? r : q;
     std::vector<ScheduleResult::Candidate> log = r.search_log;
@@ -269,7 +271,8 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   if (small) {
     ScheduleInput less = si;
     less.budget_bytes = si.budget_bytes - si.budget_bytes / 128;
-    merge(schedule_ucplan(less), fmt::format("with 1/128 less memory ({}): ", format_bytes(less.budget_bytes)));
+    merge(schedule_ucplan(less, &q_table),
+          fmt::format("with 1/128 less memory ({}): ", format_bytes(less.budget_bytes)));
   }
   if (small || longer) {
     ScheduleInput more = si;
@@ -277,11 +280,15 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
     more.local_search_budget *= 10;
     ScheduleResult more_kept;
     std::vector<Residency> more_kept_table;
-    merge(schedule_ucplan(more, nullptr, &more_kept, &more_kept_table), "ten times the local-search work: ");
+    merge(schedule_ucplan(more, &q_table, &more_kept, &more_kept_table), "ten times the local-search work: ");
     if (more_kept.ok && (!kept->ok || more_kept.round_ns < kept->round_ns)) {
       *kept = std::move(more_kept);
       *kept_table = std::move(more_kept_table);
     }
+  }
+  if (small && r.ok) {  // the winner's decisions stage by stage (search.h)
+    ScheduleResult q = refine_stages(si, r_table, r);
+    if (q.ok && q.round_ns < r.round_ns) r = std::move(q);
   }
   return r;
 }

@@ -48,7 +48,9 @@ std::vector<Residency> unheld(std::vector<Residency> table) {
 class StagedStrategy : public TableStrategy {
  public:
   StagedStrategy(const StagedPlan& plan, bool may_offload)
-      : TableStrategy("staged", unheld(plan.table), PrefetchMode::Eq4, true, true, may_offload), keep_(plan.keep) {}
+      : TableStrategy("staged", plan.holds ? plan.table : unheld(plan.table), PrefetchMode::Eq4, true, true,
+                      may_offload),
+        keep_(plan.keep) {}
   std::optional<bool> keep_into(int tensor, int pos) const override {
     if (pos < 0 || pos >= static_cast<int>(keep_.size())) return true;
     return keep_[pos][tensor] != 0;

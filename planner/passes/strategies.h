@@ -29,6 +29,7 @@ std::unique_ptr<Strategy> make_table_strategy(std::string name, std::vector<Resi
 struct StagedPlan {
   std::vector<Residency> table;
   std::vector<std::vector<char>> keep;  // [position][tensor]
+  bool holds = false;                   // the table's Holds stay Holds (else Recomputes)
 };
 // Runs a staged plan with moDNN's mechanisms (Eq. 4 prefetch, Eq. 5 gain); on-demand offload
 // only if `may_offload`.
