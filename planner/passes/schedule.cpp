@@ -1175,7 +1175,10 @@ void Scheduler::finish_position(int pos) {
     }
     const int next = uses(d)[s.next_use];
     const bool crossing = pos < bwd_start_ && next >= bwd_start_;
-    if (!crossing || !s.on_device || staged_) continue;
+    // A staged plan says itself what stays into each position, except for a held value: it is
+    // dropped here as in a table's schedule, since its inputs' uses end at its first backward use
+    // (compute_uses), and one kept past it and dropped on demand could not be recomputed.
+    if (!crossing || !s.on_device || (staged_ && s.decision != Residency::Hold)) continue;
     if (s.decision == Residency::Offload && s.host_valid) {
       release_device_copy(d, true);
     } else if (recomputed(s.decision) && tg_.tensors[d].kind == TensorKind::Activation && !tg_.tensors[d].host_input) {
