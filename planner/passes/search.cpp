@@ -594,10 +594,12 @@ ScheduleResult search_ucplan(const ScheduleInput& in, const std::vector<Schedule
 // at most kStageKicks and 17 times the first descent's work. In a pool (pool_bytes), a move is
 // taken only if the buffers of its plan fit the budget once placed (for a kick, its end).
 // Measured on resnet20 b64 (model:h100 and model:v100, every 3 % from 100 to 25 % of the peak and
-// 35 %, 54 budgets): the overheads sum to 527.4 points instead of 534.5 (6 budgets faster, by up
-// to 2.8 points: +38.7 % instead of +41.5 % at 25 % on model:h100; none slower), the 54 compiles
-// in 214 s instead of 200 s. With the moves that reach a held value, which the engine cannot run
-// (reaches_hold), it was 526.3; without the moves that keep a recomputed value throughout, 527.7.
+// 35 %, 54 budgets): the overheads sum to 525.9 points instead of 534.5 (6 budgets faster, by up
+// to 2.8 points: +38.7 % instead of +41.5 % at 25 % on model:h100, +44.8 instead of +46.8 % on
+// model:v100; none slower), the 54 compiles in 213 s instead of 200 s. Before the engine dropped
+// held values at the crossing in a staged plan too (Scheduler::finish_position) it was 527.4; then,
+// with the moves that reach a held value, which the engine cannot run (reaches_hold), 526.3, and
+// without the moves that keep a recomputed value throughout, 527.7.
 ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
