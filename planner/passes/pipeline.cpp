@@ -257,15 +257,7 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   ScheduleResult r = schedule_ucplan(si, &r_table, kept, kept_table);
   const bool small = static_cast<std::int64_t>(si.tasks->route.size()) < kReferenceLayers;
   if (si.quick) return r;
-  struct Found {  // each search's plan, for refine_stages
-    std::string prefix;
-    std::vector<Residency> table;
-    ScheduleResult result;
-  };
-  std::vector<Found> found;
-  if (r.ok) found.push_back({"", r_table, r});
   auto merge = [&](ScheduleResult q, const std::string& prefix) {
-    if (q.ok) found.push_back({prefix, q_table, q});
     const bool q_wins = q.ok && (!r.ok || q.round_ns < r.round_ns);
     if (q_wins) r_table = q_table;
     ScheduleResult& won = q_wins ? q : r;
@@ -294,24 +286,9 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
       *kept_table = std::move(more_kept_table);
     }
   }
-  // Each search's plan refined stage by stage (refine_stages, search.h), the fastest kept: the
-  // refinement from a plan the search ranked lower can end faster than from its winner. Measured on
-  // resnet20 b64 (model:h100 and model:v100): at every whole per cent from 100 to 25 % of the peak
-  // (152 budgets) the overheads sum to 1384.8 points instead of 1387.7 with the winner alone
-  // refined, four budgets faster (+36.9 % instead of +38.7 % at 25 % on model:h100), none slower;
-  // at every 3 % and 35 % (54 budgets) to 524.1 instead of 525.9, in 246 s of compiling instead of
-  // 214 s.
-  if (small && r.ok) {
-    for (const Found& f : found) {
-      ScheduleResult q = refine_stages(si, f.table, f.result);
-      if (!q.ok || q.round_ns >= r.round_ns) continue;
-      ScheduleResult::Candidate refined = q.search_log.back();  // the whole log, and this line
-      refined.name = f.prefix + refined.name;
-      q.search_log = std::move(r.search_log);
-      q.search_log.push_back(std::move(refined));
-      q.candidates_skipped = r.candidates_skipped;
-      r = std::move(q);
-    }
+  if (small && r.ok) {  // the winner's decisions stage by stage (search.h)
+    ScheduleResult q = refine_stages(si, r_table, r);
+    if (q.ok && q.round_ns < r.round_ns) r = std::move(q);
   }
   return r;
 }
