@@ -28,7 +28,8 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
 // A plan `from`, found by schedule_ucplan with decisions `table`, refined stage by stage: what
 // stays on the device into each round position (StagedPlan), searched locally from what the
 // table keeps there. Returns a faster plan, recorded, or a result that is not ok when none was
-// found. Called on the default's winner for networks under kReferenceLayers (pipeline.cpp).
+// found. Called on the plan of each of the default's searches for networks under kReferenceLayers
+// (pipeline.cpp).
 ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from);
 
 // ResNet-152's layers (516): the network the search's work budget is set for (its compile must
