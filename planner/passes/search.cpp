@@ -600,7 +600,8 @@ ScheduleResult search_ucplan(const ScheduleInput& in, const std::vector<Schedule
 // held values at the crossing in a staged plan too (Scheduler::finish_position) it was 527.4; then,
 // with the moves that reach a held value, which the engine cannot run (reaches_hold), 526.3, and
 // without the moves that keep a recomputed value throughout, 527.7.
-ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from) {
+ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from,
+                             int max_failed_placements) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
   const int nt = static_cast<int>(tg.tensors.size());
@@ -710,16 +711,11 @@ ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residenc
   // A pool counts bytes (ScheduleInput::pool_bytes); whether they fit the budget is known once the
   // buffers are placed, which a simulation with the plan's record does: a faster plan is taken
   // only if its buffers fit. The placement's search (offsets.h) is not counted in `work`, and in a
-  // tight pool one costs seconds, so after kMaxFailedPlacements that do not fit no move is taken
-  // any more. Measured on densenet40 b64 at 25 % of the peak on model:v100, where refining the plan
-  // of the search with 1/128 less memory tried 48 placements of 1.7 s each and none fitted: 17.4 s
-  // to compile instead of 104 s (9.8 s refining the winner's plan alone), the same plan; on
-  // resnet20 b64 (54 budgets, pipeline.cpp) the same plans as without the bound.
+  // tight pool one costs seconds: hence `max_failed_placements` (pipeline.cpp).
   int failed_placements = 0;
-  constexpr int kMaxFailedPlacements = 2;
   auto placed = [&](const StagedPlan& at) {
     if (s.pool_bytes == 0) return true;
-    if (failed_placements >= kMaxFailedPlacements) return false;
+    if (failed_placements >= max_failed_placements) return false;
     ScheduleInput recorded_in = s;
     recorded_in.record_plan = true;
     ScheduleResult r = simulate_staged(recorded_in, at, s.offload);

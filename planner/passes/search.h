@@ -2,6 +2,7 @@
 // make the schedule engine's round fastest under the budget, judged by the engine itself.
 #pragma once
 
+#include <limits>
 #include <vector>
 
 #include "schedule.h"
@@ -29,8 +30,10 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
 // stays on the device into each round position (StagedPlan), searched locally from what the
 // table keeps there. Returns a faster plan, recorded, or a result that is not ok when none was
 // found. Called on the plan of each of the default's searches for networks under kReferenceLayers
-// (pipeline.cpp).
-ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from);
+// (pipeline.cpp). In a pool (ScheduleInput::pool_bytes) a move is taken only if its plan's buffers
+// fit once placed; after `max_failed_placements` placements that did not, no move is taken.
+ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from,
+                             int max_failed_placements = std::numeric_limits<int>::max());
 
 // ResNet-152's layers (516): the network the search's work budget is set for (its compile must
 // stay under a second). Smaller networks get more work (schedule_ucplan) and a second search
