@@ -258,14 +258,19 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   ScheduleResult r = schedule_ucplan(si, &r_table, kept, kept_table);
   const bool small = static_cast<std::int64_t>(si.tasks->route.size()) < kReferenceLayers;
   if (si.quick) return r;
-  std::vector<std::pair<std::vector<Residency>, ScheduleResult>> plans;  // each search's, for refine_stages
+  struct Found {  // each search's plan, for refine_stages
+    std::string prefix;
+    std::vector<Residency> table;
+    ScheduleResult result;
+  };
+  std::vector<Found> found;
   std::size_t winner = 0;
-  if (r.ok) plans.push_back({r_table, r});
+  if (r.ok) found.push_back({"", r_table, r});
   auto merge = [&](ScheduleResult q, const std::string& prefix) {
-    if (q.ok) plans.push_back({q_table, q});
+    if (q.ok) found.push_back({prefix, q_table, q});
     const bool q_wins = q.ok && (!r.ok || q.round_ns < r.round_ns);
     if (q_wins) {
-      winner = plans.size() - 1;
+      winner = found.size() - 1;
       r_table = q_table;
     }
     ScheduleResult& won = q_wins ? q : r;
@@ -307,11 +312,18 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   // +23.0 %; resnet50 b64 at 25 % on model:v100, +27.4 % instead of +26.9 %).
   constexpr int kMaxFailedPlacements = 2;
   if (small && r.ok) {
-    for (std::size_t k = 0; k < plans.size(); ++k) {
-      const auto& [table, from] = plans[k];
+    for (std::size_t k = 0; k < found.size(); ++k) {
+      const Found& f = found[k];
       ScheduleResult q =
-          refine_stages(si, table, from, k == winner ? std::numeric_limits<int>::max() : kMaxFailedPlacements);
-      if (q.ok && q.round_ns < r.round_ns) r = std::move(q);
+          refine_stages(si, f.table, f.result, k == winner ? std::numeric_limits<int>::max() : kMaxFailedPlacements);
+      if (!q.ok || q.round_ns >= r.round_ns) continue;
+      // The report's log: every search's candidates (merged into r), then this refinement's line.
+      ScheduleResult::Candidate refined = q.search_log.back();
+      refined.name = f.prefix + refined.name;
+      q.search_log = std::move(r.search_log);
+      q.search_log.push_back(std::move(refined));
+      q.candidates_skipped = r.candidates_skipped;
+      r = std::move(q);
     }
   }
   return r;
