@@ -358,6 +358,7 @@ OffsetReassignment assign_offsets_after_scheduling(std::vector<PlanBuffer>& buff
         }
     }
     const Packing packed = pack_below(p, std::min(std::max<std::int64_t>(kSearchWork / m, 2 * m), kMaxSearchNodes));
+    r.search_work = packed.nodes * m;
     if (packed.offsets) {
       r.search_nodes = packed.nodes;
       best_offset.resize(nb, -1);

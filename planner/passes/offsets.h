@@ -39,6 +39,7 @@ struct OffsetReassignment {
   std::int64_t before_bytes = 0;  // arena with the simulation's offsets
   std::int64_t after_bytes = 0;   // arena with the new offsets (before_bytes when not applied)
   std::int64_t search_nodes = 0;  // applied by the search of pack_below: the nodes it visited (0: by best fit)
+  std::int64_t search_work = 0;   // the search's nodes times its buffers, applied or not
 };
 
 // Applied when the new arena is below `arena_bytes` (to ask for "at most B", pass B + 1).

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -264,15 +263,10 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
     ScheduleResult result;
   };
   std::vector<Found> found;
-  std::size_t winner = 0;
   if (r.ok) found.push_back({"", r_table, r});
   auto merge = [&](ScheduleResult q, const std::string& prefix) {
     if (q.ok) found.push_back({prefix, q_table, q});
     const bool q_wins = q.ok && (!r.ok || q.round_ns < r.round_ns);
-    if (q_wins) {
-      winner = found.size() - 1;
-      r_table = q_table;
-    }
     ScheduleResult& won = q_wins ? q : r;
     const ScheduleResult& lost = q_wins ? r : q;
     std::vector<ScheduleResult::Candidate> log = r.search_log;
@@ -303,19 +297,13 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   // a plan ranked lower can end faster. On resnet20 b64 (model:h100 and model:v100, 54 budgets from
   // 100 to 25 % of the peak) the overheads sum to 524.1 points instead of 525.9 (at 25 % on
   // model:h100 +36.9 % instead of +38.7 %, the plan refined from the search with 1/128 less
-  // memory; none slower), the 54 compiles in 245 s instead of 214 s. The plans ranked lower are
-  // refined with at most kMaxFailedPlacements placements that do not fit: without that bound,
+  // memory; none slower), the 54 compiles in 245 s instead of 214 s. A refinement in a pool pays
+  // for the placements it tries (refine_stages counts their search in its work): counted in none,
   // densenet40 b64 at 25 % of the peak on model:v100 compiled in 104 s instead of 10 s (refining
-  // the plan of the search with 1/128 less memory tried 48 placements of 1.7 s each, none fitting);
-  // with it, in 18 s, the same plan. The winner's refinement is not bounded: bounding it too made
-  // two of optimality.py's points slower (vgg16 b32 at 50 % on model:v100, +23.2 % instead of
-  // +23.0 %; resnet50 b64 at 25 % on model:v100, +27.4 % instead of +26.9 %).
-  constexpr int kMaxFailedPlacements = 2;
+  // the plan of the search with 1/128 less memory tried 48 placements of 1.7 s each, none fitting).
   if (small && r.ok) {
-    for (std::size_t k = 0; k < found.size(); ++k) {
-      const Found& f = found[k];
-      ScheduleResult q =
-          refine_stages(si, f.table, f.result, k == winner ? std::numeric_limits<int>::max() : kMaxFailedPlacements);
+    for (const Found& f : found) {
+      ScheduleResult q = refine_stages(si, f.table, f.result);
       if (!q.ok || q.round_ns >= r.round_ns) continue;
       // The report's log: every search's candidates (merged into r), then this refinement's line.
       ScheduleResult::Candidate refined = q.search_log.back();

@@ -1327,6 +1327,7 @@ ScheduleResult Scheduler::run() {
   res_.arena_bytes = arena_.high_water();
   if (in_.pool_bytes > 0 && in_.record_plan) {  // the buffers get their offsets now
     const OffsetReassignment o = assign_offsets_after_scheduling(res_.buffers, res_.steps, in_.budget_bytes + 1, true);
+    res_.placement_work = o.search_work;
     if (!o.applied) {
       res_.failure =
           fmt::format("its buffers do not fit the budget once placed ({} bytes in use at most)", res_.arena_bytes);

@@ -178,6 +178,7 @@ struct ScheduleResult {
   bool best_fit = false, two_ended = false;
   std::int64_t pool_bytes = 0;              // the pool it was scheduled in (ScheduleInput::pool_bytes), 0: none
   std::int64_t placement_search_nodes = 0;  // its offsets found by pack_below in this many nodes (0: best fit)
+  std::int64_t placement_work = 0;          // the placement's search work (OffsetReassignment::search_work)
 };
 
 // A pool's slack for the placement's gaps (ScheduleInput::pool_for), from its branch's own

@@ -600,8 +600,7 @@ ScheduleResult search_ucplan(const ScheduleInput& in, const std::vector<Schedule
 // held values at the crossing in a staged plan too (Scheduler::finish_position) it was 527.4; then,
 // with the moves that reach a held value, which the engine cannot run (reaches_hold), 526.3, and
 // without the moves that keep a recomputed value throughout, 527.7.
-ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from,
-                             int max_failed_placements) {
+ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
   const int nt = static_cast<int>(tg.tensors.size());
@@ -710,17 +709,14 @@ ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residenc
   int tried = 0, kicks = 0, kept = 0;
   // A pool counts bytes (ScheduleInput::pool_bytes); whether they fit the budget is known once the
   // buffers are placed, which a simulation with the plan's record does: a faster plan is taken
-  // only if its buffers fit. The placement's search (offsets.h) is not counted in `work`, and in a
-  // tight pool one costs seconds: hence `max_failed_placements` (pipeline.cpp).
-  int failed_placements = 0;
+  // only if its buffers fit. The placement's search (offsets.h) counts in the work spent: in a
+  // tight pool one tries up to a few million nodes and, fitting or not, takes seconds.
   auto placed = [&](const StagedPlan& at) {
     if (s.pool_bytes == 0) return true;
-    if (failed_placements >= max_failed_placements) return false;
     ScheduleInput recorded_in = s;
     recorded_in.record_plan = true;
     ScheduleResult r = simulate_staged(recorded_in, at, s.offload);
-    spent += r.work;
-    failed_placements += r.ok ? 0 : 1;
+    spent += r.work + r.placement_work;
     return r.ok;
   };
   // `check`: each move taken is placed (the first descent, which the kicks start from); a kick's

@@ -2,7 +2,6 @@
 // make the schedule engine's round fastest under the budget, judged by the engine itself.
 #pragma once
 
-#include <limits>
 #include <vector>
 
 #include "schedule.h"
@@ -31,9 +30,8 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
 // table keeps there. Returns a faster plan, recorded, or a result that is not ok when none was
 // found. Called on the plan of each of the default's searches for networks under kReferenceLayers
 // (pipeline.cpp). In a pool (ScheduleInput::pool_bytes) a move is taken only if its plan's buffers
-// fit once placed; after `max_failed_placements` placements that did not, no move is taken.
-ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from,
-                             int max_failed_placements = std::numeric_limits<int>::max());
+// fit once placed; each placement's search counts in the local-search work it spends.
+ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from);
 
 // ResNet-152's layers (516): the network the search's work budget is set for (its compile must
 // stay under a second). Smaller networks get more work (schedule_ucplan) and a second search
