@@ -1556,6 +1556,14 @@ TEST_SUITE("placement search") {
     CHECK(s.after_bytes <= p.budget_bytes);
     // The compile report says which placed them: the plan as made was placed by the search too.
     CHECK(std::ranges::any_of(p.notes, [](const std::string& n) { return n.find("a search placed them") != n.npos; }));
+    // Asked for no fragmentation at all (the most bytes in use at once), the search finds no
+    // placement within its nodes, and says how much work it spent: refine_stages pays for each
+    // placement it tries, fitting or not (5.46 million nodes times buffers here).
+    std::vector<PlanBuffer> unfragmented = p.buffers;
+    const OffsetReassignment t = assign_offsets_after_scheduling(unfragmented, p.steps, max_bytes_in_use(p) + 1, true);
+    CHECK_FALSE(t.applied);
+    CHECK(t.search_nodes == 0);
+    CHECK(t.search_work > 0);
     p.arena_bytes = p.summary.peak_bytes = s.after_bytes;
     CHECK(find_plan_error(p) == "");
   }
