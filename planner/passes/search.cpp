@@ -710,7 +710,7 @@ ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residenc
   // A pool counts bytes (ScheduleInput::pool_bytes); whether they fit the budget is known once the
   // buffers are placed, which a simulation with the plan's record does: a faster plan is taken
   // only if its buffers fit. The placement's search (offsets.h) counts in the work spent: in a
-  // tight pool one tries up to a few million nodes and, fitting or not, takes seconds.
+  // tight pool one visits up to 6 million buffers in its nodes and, fitting or not, takes seconds.
   auto placed = [&](const StagedPlan& at) {
     if (s.pool_bytes == 0) return true;
     ScheduleInput recorded_in = s;
