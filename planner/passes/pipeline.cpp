@@ -257,15 +257,15 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   ScheduleResult r = schedule_ucplan(si, &r_table, kept, kept_table);
   const bool small = static_cast<std::int64_t>(si.tasks->route.size()) < kReferenceLayers;
   if (si.quick) return r;
-  struct Found {  // each search's plan, for refine_stages
+  struct Found {  // each search's plan, for refine_stages (networks under kReferenceLayers only)
     std::string prefix;
     std::vector<Residency> table;
     ScheduleResult result;
   };
   std::vector<Found> found;
-  if (r.ok) found.push_back({"", r_table, r});
+  if (r.ok && small) found.push_back({"", r_table, r});
   auto merge = [&](ScheduleResult q, const std::string& prefix) {
-    if (q.ok) found.push_back({prefix, q_table, q});
+    if (q.ok && small) found.push_back({prefix, q_table, q});
     const bool q_wins = q.ok && (!r.ok || q.round_ns < r.round_ns);
     ScheduleResult& won = q_wins ? q : r;
     const ScheduleResult& lost = q_wins ? r : q;
