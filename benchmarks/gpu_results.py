@@ -33,7 +33,10 @@ benchmarks/results/gpu-h100.md (a section of RESULTS.md):
      the golden plans and part K's plan-quality replays at the planner with that search and its pools, the
      calibration chain again, and resnet20's idle time between kernels from traces;
   N. the launch gap `ucplan calibrate --fit launch` fits from the traces of sessions 3 and 8, and the
-     predictions of part M's plans with it (computed here from those files; nothing runs on a GPU).
+     predictions of part M's plans with it (computed here from those files; nothing runs on a GPU);
+  O. a fifteenth session (session-15/): resnet20 b64 and VGG-16 b64, the default beside exact mode and the
+     baselines at shares of the liveness peak, replayed side by side; `run --check` of an exact-mode plan and of
+     plans split into sub-batches; the golden plans beside the eighth session's runs.
 Every number here is MEASURED on the GPU except where a row says predicted or modelled. Parts D, E
 and N call the CLI of BUILD (conv-only reports and model profiles); nothing runs on a GPU.
 """
@@ -1010,6 +1013,139 @@ def part_session8(d, s5, out):
     out.sections.append("\n".join(s))
 
 
+STRATEGIES = ("ucplan", "exact", "keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt")
+
+
+def grid_runs(folder, rounds):
+    """{share: {strategy: (round medians in s, predicted s)}} of a folder of run-STRATEGY-SHARE-ROUND.json."""
+    got = {}
+    for path in glob.glob(os.path.join(folder, f"run-*-{rounds[0]}.json")):
+        strategy, share = os.path.basename(path)[4:-7].rsplit("-", 1)
+        runs = [load(f"{path[:-7]}-{r}.json") for r in rounds]
+        got.setdefault(share, {})[strategy] = ([r["median_seconds"] for r in runs], runs[0]["predicted_seconds"])
+    return got
+
+
+def part_session15(d, d8, out):
+    """The fifteenth session: resnet20 b64 and VGG-16 b64 from measured H100 profiles, the default, exact mode and
+    the baselines at shares of the liveness peak replayed side by side; `run --check` of plans of kinds no session
+    had checked on the GPU; the golden plans beside the eighth session's runs of them."""
+    machine = open(os.path.join(d, "machine.txt")).read()
+    date = re.search(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d)", machine, re.M).group(1)
+    version = open(os.path.join(d, "version.txt")).read().strip()
+    s = ["### O. The fifteenth session: the default against exact mode and every baseline on resnet20 and VGG-16\n",
+         f"Fifteenth session ({date[:10]}, {date[11:16]} UTC), three calls on one NVIDIA H100 80GB HBM3, the bundle of "
+         f"commit {version}: `session-15/go15.sh`, `go15b.sh`, `go15c.sh` (plans compiled on the CPU machine, "
+         "`--reserve 0B`, carried). Every number is MEASURED except those in brackets, which are the plans' "
+         "predictions.\n"]
+    grow = []
+    for name in sorted(os.listdir(os.path.join(d, "golden"))):
+        now, before = load(os.path.join(d, "golden", name)), load(os.path.join(d8, "golden", name))
+        grow.append([f"`plans/{name[4:]}`", f"{ms(now['median_seconds'])} ({ms(now['predicted_seconds'])})",
+                     f"{ms(before['median_seconds'])} ({ms(before['predicted_seconds'])})",
+                     f"{100 * (now['median_seconds'] / before['median_seconds'] - 1):+.1f} %"])
+    s += ["The golden plans from measured profiles (unchanged since the eighth session), replayed (20 iterations, "
+          "median) beside the eighth session's runs of them, so that this machine's numbers can be read beside "
+          "parts K and M:\n", table(["plan", "today ms", "eighth session ms", "change"], grow, "lrrr")]
+
+    crows = []
+    for name, what in (("r20-25", "resnet20 b64, the default at 25 %"),
+                       ("r20-exact-25", "resnet20 b64, exact mode at 25 %"),
+                       ("r20-sb", "resnet20 b64 at 6 MiB, `--sub-batch any`"),
+                       ("alex-25", "AlexNet b256, the default at 25 %")):
+        plan = load(os.path.join(d, "check", f"plan-{name}.json.gz"))
+        report = open(os.path.join(d, "check", f"check-{name}.txt")).read()
+        stages = [float(x) for x in re.findall(r"ran(?: on the CPU)? in ([\d.]+) s",
+                                               open(os.path.join(d, "check", f"check-{name}.err")).read())]
+        held = re.search(r"\(arena (\S+ \S+)\); plan peak \S+ \S+; budget (\S+ \S+)", report)
+        share = re.search(r"the worst used (\d+) %", report).group(1)
+        summ = plan["summary"]
+        crows.append([what, str(plan["sub_batch"]), fmt_bytes(summ["offload_bytes"]), str(summ["recompute_steps"]),
+                      f"{held.group(1)} of {held.group(2)}", f"{sum(stages):.1f}",
+                      ("PASSED" if "PASSED" in report else "FAILED") + f", {share} % of its limit"])
+    s += ["\n`ucplan run --device cuda --check --iterations 1` (weight gradients of two iterations against the CPU "
+          "reference and its rounding floor, part I) of plans of kinds no earlier session checked on the GPU: an exact-"
+          "mode plan, and two split into sub-batches (resnet20's batch-norm asked to by `--sub-batch any`; AlexNet "
+          "has none, so the default splits it unasked). resnet20's plans come from "
+          "`profiles/h100/calibrated/resnet20-b64.json`, AlexNet's from `profiles/h100/alexnet-b256.json`. Seconds: "
+          "the plan's two iterations and the CPU references, summed from the progress lines:\n",
+          table(["plan", "sub-batch", "offloaded", "recomputed steps", "arena of budget", "check s", "check"], crows,
+                "lrrrrrl")]
+
+    grid = grid_runs(os.path.join(d, "r20"), "abc")
+    first = grid_runs(os.path.join(d, "r20-20"), "ab")
+    spread20 = max(abs(v[0][0] - v[0][1]) / min(v[0]) for row in first.values() for v in row.values())
+    order = ["inf", "100", "85", "70", "50", "35", "25"]
+    rows, lost, fastest_lost = [], [], []
+    for share in order:
+        row = grid[share]
+        cells = ["keep-all at 64 GiB" if share == "inf" else f"{share} %"]
+        for strategy in STRATEGIES:
+            if strategy not in row:
+                cells.append("-")
+                continue
+            meds, pred = row[strategy]
+            cells.append(f"{ms(median(meds), 2)} [{ms(min(meds), 2)}-{ms(max(meds), 2)}] ({ms(pred, 2)})")
+        rows.append(cells)
+        if share != "inf":
+            mine = row["ucplan"][0]
+            for strategy, (meds, _) in row.items():
+                if strategy not in ("ucplan", "exact"):
+                    if median(meds) < median(mine):
+                        lost.append((share, strategy))
+                    if min(meds) < max(mine):
+                        fastest_lost.append((share, strategy))
+    keep = median(grid["inf"]["keep-all"][0])
+    over = {sh: 100 * (median(grid[sh]["ucplan"][0]) / keep - 1) for sh in order[1:]}
+    apart = max(abs(grid[sh]["exact"][1] - grid[sh]["ucplan"][1]) for sh in order[1:])
+    rounds = max(max(grid[sh][w][0]) / min(grid[sh][w][0]) - 1 for sh in order[1:] for w in ("ucplan", "exact"))
+    s += [f"\nresnet20 b64 from `profiles/h100/calibrated/resnet20-b64.json` (the measured profile with the launch gap of "
+          "part N), every strategy of `scripts/gpu-plan-quality.sh compile` at 100 to 25 % of the liveness peak (exact "
+          "mode with a 60 s limit; a dash: the strategy finds no plan), and keep-all at 64 GiB. A first call replayed "
+          f"each plan for 20 iterations in two rounds, which differed by up to {100 * spread20:.0f} % (`session-15/r20-20/`); "
+          "a second replayed each for 100 iterations in three rounds (a, b in reverse order, c). Each cell: the median of "
+          "the three rounds' medians [the fastest and slowest round] (predicted), ms:\n",
+          table(["share"] + list(STRATEGIES), rows, "lrrrrrrr"),
+          f"\nEvery baseline is measured slower than the default at every share "
+          f"({'none lost' if not lost else 'lost: ' + ', '.join(f'{a} % {b}' for a, b in lost)}), and its fastest round "
+          f"slower than the default's slowest ({'at every share' if not fastest_lost else 'except ' + ', '.join(f'{a} % {b}' for a, b in fastest_lost)}). "
+          "The default's measured overhead over keep-all at 64 GiB: " +
+          ", ".join(f"{sh} % {over[sh]:+.1f} %" for sh in order[1:]) +
+          f". Keep-all at 64 GiB measured / predicted {keep / grid['inf']['keep-all'][1]:.3f} (part M: 1.136 from the "
+          f"profile without the gap). Exact mode's plans are predicted within {max(1e6 * apart, 1):.0f} us of the default's at "
+          "every share; measured, the two differ by less than their own rounds do (the slowest round of either up to "
+          f"{100 * rounds:.0f} % over its fastest on this 4-5 ms iteration), so this call does not tell them apart.\n"]
+
+    vgg = grid_runs(os.path.join(d, "vgg"), "ab")
+    vrows, vlost = [], []
+    for share in order[1:]:
+        row = vgg[share]
+        cells = [f"{share} %"]
+        for strategy in ("ucplan", "exact", "keep-all", "vdnn-conv", "superneurons"):
+            if strategy not in row:
+                cells.append("-")
+                continue
+            meds, pred = row[strategy]
+            cells.append(f"{ms(sum(meds) / 2)} ({ms(pred)})")
+        vrows.append(cells)
+        mine = sum(row["ucplan"][0]) / 2
+        for strategy, (meds, _) in row.items():
+            if strategy != "ucplan" and sum(meds) / 2 < mine:
+                vlost.append(f"{share} % {strategy} by {100 * (mine / (sum(meds) / 2) - 1):.1f} %")
+    vspread = max(abs(v[0][0] - v[0][1]) / min(v[0]) for row in vgg.values() for v in row.values())
+    s += ["VGG-16 b64 from `profiles/h100/vgg16-b64.json` likewise (no batch-norm, so every strategy may split the "
+          "batch into sub-batches): the default, keep-all, vdnn-conv and superneurons at every share and exact mode "
+          "where its plan is predicted faster than the default's (50 %); vdnn-all and checkpoint-sqrt, whose plans "
+          "were predicted at 1.17-2.24 times the default's time at every share when compiled, were left out for time. 20 iterations, two rounds (the "
+          f"second reversed; they differ by at most {100 * vspread:.1f} %); each cell: the mean of the rounds' "
+          "medians (predicted), ms:\n",
+          table(["share", "ucplan", "exact", "keep-all", "vdnn-conv", "superneurons"], vrows, "lrrrrr"),
+          "\nThe default measured slower than another plan: " + ("; ".join(vlost) if vlost else "nowhere") + "."]
+    out.summary["session15_resnet20_lost_to_baselines"] = len(lost)
+    out.summary["session15_vgg16_lost"] = vlost
+    out.sections.append("\n".join(s))
+
+
 def ungzipped(path, w):
     """A path to the file's text: itself, or a copy unpacked into the work folder."""
     if not path.endswith(".gz"):
@@ -1162,6 +1298,9 @@ def main():
     if os.path.isdir(session8):
         part_session8(session8, session5, out)
         part_launch_gap(cli, session3, session8, w, out)
+    session15 = os.path.join(a.results, "session-15")
+    if os.path.isdir(session15):
+        part_session15(session15, session8, out)
     head = [f"## gpu_results.py: ucplan on an {dev['name']} (MEASURED)\n",
             f"`python3 benchmarks/gpu_results.py {rel(a.build)}` reads what a GPU session brought back: "
             f"`{rel(a.results)}/` (plans, `ucplan run --json` reports, traces, PyTorch runs, the validation report) "
@@ -1171,7 +1310,7 @@ def main():
             f"TF32; measured on {date}. The measurements: `scripts/gpu-validate.sh` (validation, "
             f"`{rel(a.results)}/validation-report.md`), `scripts/gpu-measure.sh OUT resnet50:128:100,50,25 "
             f"vgg16:64:100,50,25 alexnet:256:100 resnet18:128:none resnet20:64:none` and the mu-cuDNN and DeepBench "
-            f"runs of part D; part F's plan-quality runs came from a later session, parts H and I from a third, part J from a fourth, part K from a fifth, part L from a sixth (their own dates below). This script took {time.perf_counter() - t0:.0f} s.\n"]
+            f"runs of part D; part F's plan-quality runs came from a later session, parts H and I from a third, part J from a fourth, part K from a fifth, part L from a sixth, parts M and N from an eighth, part O from a fifteenth (their own dates below). This script took {time.perf_counter() - t0:.0f} s.\n"]
     write_section("gpu-h100.md", "\n".join(head) + "\n" + "\n\n".join(out.sections))
     print(json.dumps(out.summary, indent=1))
 
