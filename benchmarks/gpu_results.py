@@ -1099,21 +1099,23 @@ def part_session15(d, d8, out):
     over = {sh: 100 * (median(grid[sh]["ucplan"][0]) / keep - 1) for sh in order[1:]}
     apart = max(abs(grid[sh]["exact"][1] - grid[sh]["ucplan"][1]) for sh in order[1:])
     rounds = max(max(grid[sh][w][0]) / min(grid[sh][w][0]) - 1 for sh in order[1:] for w in ("ucplan", "exact"))
-    s += [f"\nresnet20 b64 from `profiles/h100/calibrated/resnet20-b64.json` (the measured profile with the launch gap of "
-          "part N), every strategy of `scripts/gpu-plan-quality.sh compile` at 100 to 25 % of the liveness peak (exact "
-          "mode with a 60 s limit; a dash: the strategy finds no plan), and keep-all at 64 GiB. A first call replayed "
-          f"each plan for 20 iterations in two rounds, which differed by up to {100 * spread20:.0f} % (`session-15/r20-20/`); "
-          "a second replayed each for 100 iterations in three rounds (a, b in reverse order, c). Each cell: the median of "
-          "the three rounds' medians [the fastest and slowest round] (predicted), ms:\n",
+    s += ["\nresnet20 b64 from `profiles/h100/calibrated/resnet20-b64.json` (the measured profile with the launch gap "
+          "of part N), every strategy of `scripts/gpu-plan-quality.sh compile` at 100 to 25 % of the liveness peak "
+          "(exact mode with a 60 s limit; a dash: the strategy finds no plan), and keep-all at 64 GiB. A first call "
+          f"replayed each plan for 20 iterations in two rounds, which differed by up to {100 * spread20:.0f} % "
+          "(`session-15/r20-20/`); a second replayed each for 100 iterations in three rounds (a, b in reverse order, "
+          "c). Each cell: the median of the three rounds' medians [the fastest and slowest round] (predicted), ms:\n",
           table(["share"] + list(STRATEGIES), rows, "lrrrrrrr"),
-          f"\nEvery baseline is measured slower than the default at every share "
-          f"({'none lost' if not lost else 'lost: ' + ', '.join(f'{a} % {b}' for a, b in lost)}), and its fastest round "
-          f"slower than the default's slowest ({'at every share' if not fastest_lost else 'except ' + ', '.join(f'{a} % {b}' for a, b in fastest_lost)}). "
+          "\nEvery baseline is measured slower than the default at every share "
+          f"({'none lost' if not lost else 'lost: ' + ', '.join(f'{a} % {b}' for a, b in lost)}), and its fastest "
+          "round slower than the default's slowest ("
+          f"{'at every share' if not fastest_lost else 'except ' + ', '.join(f'{a} % {b}' for a, b in fastest_lost)}). "
           "The default's measured overhead over keep-all at 64 GiB: " +
           ", ".join(f"{sh} % {over[sh]:+.1f} %" for sh in order[1:]) +
-          f". Keep-all at 64 GiB measured / predicted {keep / grid['inf']['keep-all'][1]:.3f} (part M: 1.136 from the "
-          f"profile without the gap). Exact mode's plans are predicted within {max(1e6 * apart, 1):.0f} us of the default's at "
-          "every share; measured, the two differ by less than their own rounds do (the slowest round of either up to "
+          f". Keep-all at 64 GiB measured / predicted {keep / grid['inf']['keep-all'][1]:.3f} (part M: 1.136 from "
+          "the profile without the gap). Exact mode's plans are predicted within "
+          f"{max(1e6 * apart, 1):.0f} us of the default's at every share; measured, the two differ by less than their "
+          "own rounds do (the slowest round of either up to "
           f"{100 * rounds:.0f} % over its fastest on this 4-5 ms iteration), so this call does not tell them apart.\n"]
 
     vgg = grid_runs(os.path.join(d, "vgg"), "ab")
@@ -1133,12 +1135,15 @@ def part_session15(d, d8, out):
             if strategy != "ucplan" and sum(meds) / 2 < mine:
                 vlost.append(f"{share} % {strategy} by {100 * (mine / (sum(meds) / 2) - 1):.1f} %")
     vspread = max(abs(v[0][0] - v[0][1]) / min(v[0]) for row in vgg.values() for v in row.values())
+    unreplayed = load(os.path.join(d, "vgg", "unreplayed.json"))["predicted_ns"]
+    times = [t / row["ucplan"] for row in unreplayed.values() for w, t in row.items() if w != "ucplan"]
     s += ["VGG-16 b64 from `profiles/h100/vgg16-b64.json` likewise (no batch-norm, so every strategy may split the "
-          "batch into sub-batches): the default, keep-all, vdnn-conv and superneurons at every share and exact mode "
-          "where its plan is predicted faster than the default's (50 %); vdnn-all and checkpoint-sqrt, whose plans "
-          "were predicted at 1.17-2.24 times the default's time at every share when compiled, were left out for time. 20 iterations, two rounds (the "
-          f"second reversed; they differ by at most {100 * vspread:.1f} %); each cell: the mean of the rounds' "
-          "medians (predicted), ms:\n",
+          "batch into sub-batches): the default, keep-all, vdnn-conv and superneurons at every share, and exact mode "
+          "at 50 %, the one share where its plan was predicted faster than the default's. vdnn-all and "
+          f"checkpoint-sqrt, predicted at {min(times):.2f} to {max(times):.2f} times the default's time "
+          "(`session-15/vgg/unreplayed.json`), were left out for time. 20 iterations, two rounds (the second "
+          f"reversed; they differ by at most {100 * vspread:.1f} %); each cell: the mean of the rounds' medians "
+          "(predicted), ms:\n",
           table(["share", "ucplan", "exact", "keep-all", "vdnn-conv", "superneurons"], vrows, "lrrrrr"),
           "\nThe default measured slower than another plan: " + ("; ".join(vlost) if vlost else "nowhere") + "."]
     out.summary["session15_resnet20_lost_to_baselines"] = len(lost)
