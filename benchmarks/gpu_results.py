@@ -903,6 +903,17 @@ def part_session6(d, s4, out):
     out.sections.append("\n".join(s))
 
 
+def golden_beside(d, before, header):
+    """A table of a session's golden-plan replays (d/golden/run-*.json) beside an earlier session's runs of them."""
+    rows = []
+    for name in sorted(os.listdir(os.path.join(d, "golden"))):
+        now, then = load(os.path.join(d, "golden", name)), load(os.path.join(before, "golden", name))
+        rows.append([f"`plans/{name[4:]}`", f"{ms(now['median_seconds'])} ({ms(now['predicted_seconds'])})",
+                     f"{ms(then['median_seconds'])} ({ms(then['predicted_seconds'])})",
+                     f"{100 * (now['median_seconds'] / then['median_seconds'] - 1):+.1f} %"])
+    return table(["plan", "today ms", header, "change"], rows, "lrrr")
+
+
 def part_session8(d, s5, out):
     """The eighth session: `run --check` of two plans the placement's search placed; the golden plans and the
     plan-quality replays at today's planner, read beside the fifth session's (part K)."""
@@ -940,15 +951,8 @@ def part_session8(d, s5, out):
     s += [f"\nThe resnet20 plan replayed (20 iterations): {ms(r['median_seconds'], 2)} ms ({ms(r['predicted_seconds'], 2)}), "
           f"measured / predicted {r['measured_over_predicted']:.3f}.\n"]
 
-    grow = []
-    for name in sorted(os.listdir(os.path.join(d, "golden"))):
-        now, before = load(os.path.join(d, "golden", name)), load(os.path.join(s5, "golden", name))
-        grow.append([f"`plans/{name[4:]}`", f"{ms(now['median_seconds'])} ({ms(now['predicted_seconds'])})",
-                     f"{ms(before['median_seconds'])} ({ms(before['predicted_seconds'])})",
-                     f"{100 * (now['median_seconds'] / before['median_seconds'] - 1):+.1f} %"])
     s += ["The golden plans from measured profiles, replayed (20 iterations, median), beside the fifth session's "
-          "runs of the golden plans then (part K):\n",
-          table(["plan", "today ms", "fifth session ms", "change"], grow, "lrrr")]
+          "runs of the golden plans then (part K):\n", golden_beside(d, s5, "fifth session ms")]
 
     rows, spread = [], []
     for share in (85, 70, 50, 35, 25):
@@ -1038,15 +1042,9 @@ def part_session15(d, d8, out):
          f"commit {version}: `session-15/go15.sh`, `go15b.sh`, `go15c.sh` (plans compiled on the CPU machine, "
          "`--reserve 0B`, carried). Every number is MEASURED except those in brackets, which are the plans' "
          "predictions.\n"]
-    grow = []
-    for name in sorted(os.listdir(os.path.join(d, "golden"))):
-        now, before = load(os.path.join(d, "golden", name)), load(os.path.join(d8, "golden", name))
-        grow.append([f"`plans/{name[4:]}`", f"{ms(now['median_seconds'])} ({ms(now['predicted_seconds'])})",
-                     f"{ms(before['median_seconds'])} ({ms(before['predicted_seconds'])})",
-                     f"{100 * (now['median_seconds'] / before['median_seconds'] - 1):+.1f} %"])
     s += ["The golden plans from measured profiles (unchanged since the eighth session), replayed (20 iterations, "
           "median) beside the eighth session's runs of them, so that this machine's numbers can be read beside "
-          "parts K and M:\n", table(["plan", "today ms", "eighth session ms", "change"], grow, "lrrr")]
+          "parts K and M:\n", golden_beside(d, d8, "eighth session ms")]
 
     crows = []
     for name, what in (("r20-25", "resnet20 b64, the default at 25 %"),
