@@ -1038,8 +1038,8 @@ def part_session15(d, d8, out):
     date = re.search(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d)", machine, re.M).group(1)
     version = open(os.path.join(d, "version.txt")).read().strip()
     s = ["### O. The fifteenth session: the default against exact mode and every baseline on resnet20 and VGG-16\n",
-         f"Fifteenth session ({date[:10]}, {date[11:16]} UTC), three calls on one NVIDIA H100 80GB HBM3, the bundle of "
-         f"commit {version}: `session-15/go15.sh`, `go15b.sh`, `go15c.sh` (plans compiled on the CPU machine, "
+         f"Fifteenth session ({date[:10]}, {date[11:16]} UTC), three calls, each on a fresh NVIDIA H100 80GB HBM3 "
+         f"machine, the bundle of commit {version}: `session-15/go15.sh`, `go15b.sh`, `go15c.sh` (plans compiled on the CPU machine, "
          "`--reserve 0B`, carried). Every number is MEASURED except those in brackets, which are the plans' "
          "predictions.\n"]
     s += ["The golden plans from measured profiles (unchanged since the eighth session), replayed (20 iterations, "
