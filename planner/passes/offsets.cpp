@@ -47,8 +47,15 @@ class Packer {
       for (int s = from_[i]; s < to_[i]; ++s) total_[s] += p.size[i];
     }
     members_.resize(points.size());
-    for (int i = 0; i < n_; ++i)
-      for (int s = from_[i]; s < to_[i]; ++s) members_[s].push_back(i);
+    slot_from_.resize(n_ + 1, 0);
+    for (int i = 0; i < n_; ++i) {
+      slot_from_[i + 1] = slot_from_[i] + (to_[i] - from_[i]);
+      for (int s = from_[i]; s < to_[i]; ++s) {
+        slots_.push_back(static_cast<int>(members_[s].size()));
+        members_[s].push_back(i);
+      }
+    }
+    unplaced_.resize(points.size());
     seen_.assign(points.size(), 0);
   }
 
@@ -81,6 +88,7 @@ class Packer {
     offset_.assign(n_, -1);
     min_offset_.assign(n_, 0);
     floor_.assign(total_.size(), 0);
+    for (std::size_t s = 0; s < members_.size(); ++s) unplaced_[s] = static_cast<int>(members_[s].size());
     std::vector<Candidate> all(n_);
     for (int r = 0; r < n_; ++r) all[r] = {0, r, preorder[r]};
     const Outcome o = search(all, 0, -1);
@@ -132,6 +140,8 @@ class Packer {
         old_floors.emplace_back(s, floor_[s]);
         floor_[s] = top;
         total_[s] -= p_.size[b];
+        move_member(s, b, unplaced_[s] - 1);
+        --unplaced_[s];
       }
       // A section's floor is no lower than the lowest its unplaced buffers may go.
       ++stamp_;
@@ -139,10 +149,17 @@ class Packer {
         for (int s = from_[change.first]; s < to_[change.first]; ++s) {
           if (seen_[s] == stamp_) continue;
           seen_[s] = stamp_;
+          // Only a rise matters: an unplaced buffer that may go as low as the floor ends the look.
           std::int64_t lowest = std::numeric_limits<std::int64_t>::max();
-          for (int u : members_[s])
-            if (offset_[u] < 0) lowest = std::min(lowest, min_offset_[u]);
-          if (lowest != std::numeric_limits<std::int64_t>::max() && lowest > floor_[s]) {
+          for (int k = 0; k < unplaced_[s]; ++k) {
+            const int u = members_[s][k];
+            if (min_offset_[u] <= floor_[s]) {
+              lowest = std::numeric_limits<std::int64_t>::max();
+              break;
+            }
+            lowest = std::min(lowest, min_offset_[u]);
+          }
+          if (lowest != std::numeric_limits<std::int64_t>::max()) {
             old_floors.emplace_back(s, floor_[s]);
             floor_[s] = lowest;
           }
@@ -152,11 +169,25 @@ class Packer {
       if (below == Outcome::Found) return below;
       for (auto it = raised.rbegin(); it != raised.rend(); ++it) min_offset_[it->first] = it->second;
       for (auto it = old_floors.rbegin(); it != old_floors.rend(); ++it) floor_[it->first] = it->second;
-      for (int s = from_[b]; s < to_[b]; ++s) total_[s] += p_.size[b];
+      for (int s = from_[b]; s < to_[b]; ++s) {
+        total_[s] += p_.size[b];
+        move_member(s, b, unplaced_[s]);
+        ++unplaced_[s];
+      }
       offset_[b] = -1;
       if (below == Outcome::Aborted) return below;
     }
     return Outcome::None;
+  }
+
+  // Swaps buffer b to position k of section s's members (the unplaced ones come first).
+  void move_member(int s, int b, int k) {
+    int& from = slots_[slot_from_[b] + (s - from_[b])];
+    const int other = members_[s][k];
+    members_[s][from] = other;
+    slots_[slot_from_[other] + (s - from_[other])] = from;
+    members_[s][k] = b;
+    from = k;
   }
 
   // Section inference: what is left to place in a section stacks above its floor and above the
@@ -169,9 +200,13 @@ class Packer {
 
   const PackingProblem& p_;
   const int n_;
-  std::vector<int> from_, to_;             // per buffer: its sections [from, to)
-  std::vector<std::vector<int>> members_;  // per section: the buffers alive in it
-  std::vector<std::int64_t> seen_;         // per section: the stamp_ of the last visit
+  std::vector<int> from_, to_;  // per buffer: its sections [from, to)
+  // Per section: the buffers alive in it, the unplaced_ first (their order is of no consequence:
+  // the search looks for the lowest of them); per buffer and section, its place there (slots_,
+  // buffer b's from slot_from_[b]).
+  std::vector<std::vector<int>> members_;
+  std::vector<int> unplaced_, slots_, slot_from_;
+  std::vector<std::int64_t> seen_;  // per section: the stamp_ of the last visit
   std::int64_t stamp_ = 0;
   std::vector<std::int64_t> total_, floor_;  // per section: bytes left to place, top of the placed
   std::vector<std::int64_t> offset_, min_offset_;
