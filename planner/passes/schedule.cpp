@@ -66,11 +66,18 @@ struct ScheduleStatics {
   std::vector<std::vector<int>> recompute_reads;  // per layer of the route: TaskGraph::recompute_reads
   std::vector<std::vector<int>> uses;             // per tensor: positions whose task touches it (sorted)
   std::vector<std::int64_t> rest_ns;              // per position: the tasks from it on at their fastest
+  // The look-ahead's view of the route, per position: its task's inputs (flat: position p's are
+  // [inputs_from[p], inputs_from[p + 1])), what the task allocates at least (its outputs, aligned,
+  // and its conv's smallest workspace) and its time at its fastest. The look-ahead looks at every
+  // position of its window on every task; the tasks' own records lie far apart in memory.
+  std::vector<int> inputs_flat, inputs_from;
+  std::vector<std::int64_t> reserve_at, time_at;
   // Per tensor, at the costs' sub-batch: whether it is resident, its bytes (and aligned), and its
   // copies' times. Looked up on every look at a task; the Tensor records (names and all) are
   // far apart in memory and the copy times a fit to evaluate.
   std::vector<char> resident;
   std::vector<std::int64_t> bytes, aligned_bytes, h2d_ns, d2h_ns;
+  std::vector<int> layer_of;  // per tensor: the layer that makes it
 };
 
 std::shared_ptr<const ScheduleStatics> make_schedule_statics(const Graph& g, const TaskGraph& tg,
@@ -109,15 +116,29 @@ std::shared_ptr<const ScheduleStatics> make_schedule_statics(const Graph& g, con
   sx->aligned_bytes.resize(nt);
   sx->h2d_ns.resize(nt);
   sx->d2h_ns.resize(nt);
+  sx->layer_of.resize(nt);
   for (std::size_t t = 0; t < nt; ++t) {
     sx->resident[t] = tg.tensors[t].resident();
     sx->bytes[t] = tg.tensors[t].bytes(costs.sub_batch);
     sx->aligned_bytes[t] = align_up(sx->bytes[t]);
     sx->h2d_ns[t] = costs.h2d_ns(sx->bytes[t]);
     sx->d2h_ns[t] = costs.d2h_ns(sx->bytes[t]);
+    sx->layer_of[t] = tg.tensors[t].layer;
   }
   sx->rest_ns.assign(n + 1, 0);
   for (std::size_t p = n; p-- > 0;) sx->rest_ns[p] = sx->rest_ns[p + 1] + costs.tasks[sx->order[p]].time_ns;
+  sx->inputs_from.assign(1, 0);
+  for (int task : sx->order) {
+    const Task& t = tg.tasks[task];
+    const std::vector<int>& in = sx->inputs_of[task];
+    sx->inputs_flat.insert(sx->inputs_flat.end(), in.begin(), in.end());
+    sx->inputs_from.push_back(static_cast<int>(sx->inputs_flat.size()));
+    std::int64_t reserve = 0;
+    for (int w : t.writes) reserve += sx->aligned_bytes[w];
+    if (t.conv_kernel) reserve += align_up(costs.tasks[task].min_workspace);
+    sx->reserve_at.push_back(reserve);
+    sx->time_at.push_back(costs.tasks[task].time_ns);
+  }
   return sx;
 }
 
@@ -242,6 +263,12 @@ class Scheduler {
   bool choose_and_allocate_workspace(int task, std::size_t* index, int* ws_buffer, ReadySet* ws_waits);
   void look_ahead(int pos, std::int64_t task_ns);
   bool copies_needed(int t, int depth, std::vector<int>* out) const;
+  // copies_needed's first test, kept in walkable_ for the look-ahead: called wherever a tensor's
+  // on_device, dropped or host_valid changes.
+  void note_state(int t) {
+    const TState& s = st_[t];
+    walkable_[t] = !resident_[t] && !s.on_device && (s.dropped || s.host_valid);
+  }
   void finish_position(int pos);
   void drop_unkept(int pos);
   std::int64_t task_time(int task) const;
@@ -288,6 +315,10 @@ class Scheduler {
   mutable std::vector<int> walked_depth_, walked_in_, empty_depth_, empty_in_;
   mutable std::vector<char> walked_found_;
   mutable int walk_ = 0, look_ = 0;
+  // Per tensor: whether copies_needed would look past its first test (off the device, and dropped
+  // or on the host). Most of the look-ahead's inputs are on the device or not yet made: a byte
+  // each keeps that test out of their (far larger) states.
+  std::vector<char> walkable_;
   std::vector<std::size_t> scratch_over_;  // reused by choose_and_allocate_workspace
   std::vector<char> scratch_probe_;
   ConfigContext scratch_ctx_;
@@ -566,6 +597,7 @@ void Scheduler::release_device_copy(int t, bool keep_value_on_host) {
   s.fresh = false;
   s.writer = s.readers = s.alloc_waits = kNoneReady;
   s.access_end = 0;
+  note_state(t);
 }
 
 void Scheduler::evict(int t) {
@@ -580,7 +612,7 @@ void Scheduler::evict(int t) {
   }
   if (droppable(t)) {
     s.dropped = true;
-    release_device_copy(t, false);
+    release_device_copy(t, false);  // notes the state
     return;
   }
   offload(t);
@@ -600,6 +632,7 @@ void Scheduler::offload(int t) {
   host_buffer_of(t);
   emit(a);
   st_[t].host_valid = true;
+  note_state(t);
   res_.offload_bytes += bytes_[t];
 }
 
@@ -801,6 +834,7 @@ bool Scheduler::allocate_tensor(int t, bool may_evict) {
   }
   if (!at) return false;
   s.on_device = true;
+  note_state(t);
   s.offset = *at;
   s.size = size;
   s.alloc_waits = waits;
@@ -879,6 +913,7 @@ bool Scheduler::recompute(int layer) {
     if (st_[y].decision == Residency::Hold && pos_ >= bwd_start_) st_[y].held = true;
     if (in_.record_stages) res_.recomputed_at[pos_].push_back(y);
     st_[y].dropped = false;
+    note_state(y);
     st_[y].fresh = true;
   }
   lock(srcs, -1);
@@ -1017,7 +1052,8 @@ bool Scheduler::copies_needed(int t, int depth, std::vector<int>* out) const {
   walked_in_[t] = walk_;
   walked_depth_[t] = depth;
   bool found = false;
-  for (int x : recompute_reads_[tg_.tensors[t].layer]) found = copies_needed(x, depth + 1, out) || found;
+  for (int x : recompute_reads_[statics_->layer_of[t]])
+    if (walkable_[x]) found = copies_needed(x, depth + 1, out) || found;
   walked_found_[t] = found;
   if (!found) {
     empty_in_[t] = look_;
@@ -1042,21 +1078,24 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
   int next_layer = -1;
   ++look_;
   for (int p = pos + 1; p < n && p <= pos + in_.lookahead; ++p) {
-    const Task& s = tg_.tasks[order_[p]];
     if (mode == PrefetchMode::NextLayer) {
       // vDNN: only the tasks of the next layer in backward order, started now.
-      if (s.layer != current_layer) {
+      const int layer = tg_.tasks[order_[p]].layer;
+      if (layer != current_layer) {
         if (next_layer < 0)
-          next_layer = s.layer;
-        else if (s.layer != next_layer)
+          next_layer = layer;
+        else if (layer != next_layer)
           break;
       }
     }
-    // Its inputs still on the host, and those that the recomputation of dropped inputs needs.
+    // The task's inputs still on the host, and those that the recomputation of dropped inputs needs.
     std::vector<int>& missing = scratch_missing_;
     missing.clear();
     ++walk_;
-    for (int t : round_inputs(s)) copies_needed(t, 0, &missing);
+    for (int i = statics_->inputs_from[p]; i < statics_->inputs_from[p + 1]; ++i) {
+      const int t = statics_->inputs_flat[i];
+      if (walkable_[t]) copies_needed(t, 0, &missing);
+    }
     std::int64_t bytes = 0, copy_ns = 0;
     for (int t : missing) {
       bytes += aligned_bytes_[t];
@@ -1075,9 +1114,8 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
           if (!prefetch(t, false)) return;
       }
     }
-    for (int t : s.writes) reserve += aligned_bytes_[t];
-    if (s.conv_kernel) reserve += align_up(costs_.tasks[s.id].min_workspace);
-    est += task_time(s.id);
+    reserve += statics_->reserve_at[p];
+    est += statics_->time_at[p];
   }
 }
 
@@ -1142,7 +1180,10 @@ bool Scheduler::run_task(int pos) {
     if (strategy_.may_offload() && st_[d].decision == Residency::Offload && !uses(d).empty() &&
         uses(d).back() >= bwd_start_)
       offload(d);
-  for (int d : t.accumulates) st_[d].host_valid = false;  // the host copy, if any, is stale
+  for (int d : t.accumulates) {
+    st_[d].host_valid = false;  // the host copy, if any, is stale
+    note_state(d);
+  }
   lock(touched, -1);
   return true;
 }
@@ -1159,7 +1200,7 @@ void Scheduler::drop_unkept(int pos) {
     if (s.next_use >= uses(d).size()) continue;
     if (strategy_.keep_into(d, pos + 1).value_or(true)) continue;
     s.dropped = true;
-    release_device_copy(d, false);
+    release_device_copy(d, false);  // notes the state
   }
 }
 
@@ -1171,6 +1212,7 @@ void Scheduler::finish_position(int pos) {
     if (s.next_use == uses(d).size()) {
       if (s.on_device) release_device_copy(d, false);
       s.dropped = false;
+      note_state(d);
       continue;
     }
     const int next = uses(d)[s.next_use];
@@ -1183,7 +1225,7 @@ void Scheduler::finish_position(int pos) {
       release_device_copy(d, true);
     } else if (recomputed(s.decision) && tg_.tensors[d].kind == TensorKind::Activation && !tg_.tensors[d].host_input) {
       s.dropped = true;
-      release_device_copy(d, false);
+      release_device_copy(d, false);  // notes the state
     }
   }
 }
@@ -1200,6 +1242,8 @@ ScheduleResult Scheduler::run() {
     st_[t].decision = strategy_.residency(t);
     if (tg_.tensors[t].host_input) st_[t].host_valid = true;
   }
+  walkable_.assign(nt, 0);
+  for (int t = 0; t < nt; ++t) note_state(t);
   res_.evicted_dirty.assign(nt, 0);
   res_.recomputations.assign(nt, 0);
   res_.stall_by_tensor.assign(nt, 0);

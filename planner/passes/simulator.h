@@ -115,6 +115,7 @@ class Arena {
 
 template <class Settled>
 void Arena::coalesce(Settled settled) {
+  if (fit_ == Fit::Pool) return;  // a pool's blocks are all in use
   // In place: `kept` blocks so far, the last of which may absorb the next.
   std::size_t kept = 0;
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
