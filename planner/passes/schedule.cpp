@@ -1,6 +1,8 @@
 #include "schedule.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <limits>
 #include <iterator>
 #include <memory>
@@ -72,6 +74,9 @@ struct ScheduleStatics {
   // position of its window on every task; the tasks' own records lie far apart in memory.
   std::vector<int> inputs_flat, inputs_from;
   std::vector<std::int64_t> reserve_at, time_at;
+  std::vector<std::int64_t> reserve_before, time_before;  // per position: the sums over the positions before it
+  // Per tensor: the positions where it is an input, once per time (flat as inputs_flat).
+  std::vector<int> input_at_flat, input_at_from;
   // Per tensor, at the costs' sub-batch: whether it is resident, its bytes (and aligned), and its
   // copies' times. Looked up on every look at a task; the Tensor records (names and all) are
   // far apart in memory and the copy times a fit to evaluate.
@@ -139,6 +144,20 @@ std::shared_ptr<const ScheduleStatics> make_schedule_statics(const Graph& g, con
     sx->reserve_at.push_back(reserve);
     sx->time_at.push_back(costs.tasks[task].time_ns);
   }
+  sx->reserve_before.assign(n + 1, 0);
+  sx->time_before.assign(n + 1, 0);
+  for (std::size_t p = 0; p < n; ++p) {
+    sx->reserve_before[p + 1] = sx->reserve_before[p] + sx->reserve_at[p];
+    sx->time_before[p + 1] = sx->time_before[p] + sx->time_at[p];
+  }
+  sx->input_at_from.assign(nt + 1, 0);
+  for (int t : sx->inputs_flat) ++sx->input_at_from[t + 1];
+  for (std::size_t t = 0; t < nt; ++t) sx->input_at_from[t + 1] += sx->input_at_from[t];
+  sx->input_at_flat.resize(sx->inputs_flat.size());
+  std::vector<int> next(sx->input_at_from.begin(), sx->input_at_from.end() - 1);
+  for (std::size_t p = 0; p < n; ++p)
+    for (int i = sx->inputs_from[p]; i < sx->inputs_from[p + 1]; ++i)
+      sx->input_at_flat[next[sx->inputs_flat[i]]++] = static_cast<int>(p);
   return sx;
 }
 
@@ -263,12 +282,25 @@ class Scheduler {
   bool choose_and_allocate_workspace(int task, std::size_t* index, int* ws_buffer, ReadySet* ws_waits);
   void look_ahead(int pos, std::int64_t task_ns);
   bool copies_needed(int t, int depth, std::vector<int>* out) const;
-  // copies_needed's first test, kept in walkable_ for the look-ahead: called wherever a tensor's
-  // on_device, dropped or host_valid changes.
+  // copies_needed's first test, kept in walkable_ for the look-ahead (and counted per position
+  // in walkable_inputs_): called wherever a tensor's on_device, dropped or host_valid changes.
   void note_state(int t) {
     const TState& s = st_[t];
-    walkable_[t] = !resident_[t] && !s.on_device && (s.dropped || s.host_valid);
+    const bool walkable = !resident_[t] && !s.on_device && (s.dropped || s.host_valid);
+    if (walkable == (walkable_[t] != 0)) return;
+    walkable_[t] = walkable;
+    for (int i = statics_->input_at_from[t]; i < statics_->input_at_from[t + 1]; ++i) {
+      const int p = statics_->input_at_flat[i];
+      walkable_inputs_[p] += walkable ? 1 : -1;
+      const std::uint64_t bit = std::uint64_t{1} << (p % 64);
+      if (walkable_inputs_[p] > 0)
+        positions_to_walk_[p / 64] |= bit;
+      else
+        positions_to_walk_[p / 64] &= ~bit;
+    }
   }
+  // The first position from `from` on with a walkable input; `end` when none before it.
+  int next_to_walk(int from, int end) const;
   void finish_position(int pos);
   void drop_unkept(int pos);
   std::int64_t task_time(int task) const;
@@ -319,6 +351,10 @@ class Scheduler {
   // or on the host). Most of the look-ahead's inputs are on the device or not yet made: a byte
   // each keeps that test out of their (far larger) states.
   std::vector<char> walkable_;
+  // Per position: how many of its task's inputs are walkable, and a bit set of those with any.
+  // The look-ahead walks only those: at the others it would find nothing to fetch.
+  std::vector<int> walkable_inputs_;
+  std::vector<std::uint64_t> positions_to_walk_;
   std::vector<std::size_t> scratch_over_;  // reused by choose_and_allocate_workspace
   std::vector<char> scratch_probe_;
   ConfigContext scratch_ctx_;
@@ -1077,7 +1113,8 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
   const int current_layer = tg_.tasks[order_[pos]].layer;
   int next_layer = -1;
   ++look_;
-  for (int p = pos + 1; p < n && p <= pos + in_.lookahead; ++p) {
+  const int last = std::min(n - 1, pos + in_.lookahead);
+  for (int p = pos + 1; p <= last; ++p) {
     if (mode == PrefetchMode::NextLayer) {
       // vDNN: only the tasks of the next layer in backward order, started now.
       const int layer = tg_.tasks[order_[p]].layer;
@@ -1087,6 +1124,14 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
         else if (layer != next_layer)
           break;
       }
+    } else {
+      // A task none of whose inputs is walkable needs nothing fetched: only its reserve and
+      // time count, summed over the run of such tasks up to the next with one.
+      const int q = next_to_walk(p, last + 1);
+      reserve += statics_->reserve_before[q] - statics_->reserve_before[p];
+      est += statics_->time_before[q] - statics_->time_before[p];
+      if (q > last) break;
+      p = q;
     }
     // The task's inputs still on the host, and those that the recomputation of dropped inputs needs.
     std::vector<int>& missing = scratch_missing_;
@@ -1117,6 +1162,16 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
     reserve += statics_->reserve_at[p];
     est += statics_->time_at[p];
   }
+}
+
+int Scheduler::next_to_walk(int from, int end) const {
+  int w = from / 64;
+  std::uint64_t bits = positions_to_walk_[w] & (~std::uint64_t{0} << (from % 64));
+  while (bits == 0) {
+    if (++w * 64 >= end) return end;
+    bits = positions_to_walk_[w];
+  }
+  return std::min(end, w * 64 + std::countr_zero(bits));
 }
 
 bool Scheduler::run_task(int pos) {
@@ -1243,6 +1298,8 @@ ScheduleResult Scheduler::run() {
     if (tg_.tensors[t].host_input) st_[t].host_valid = true;
   }
   walkable_.assign(nt, 0);
+  walkable_inputs_.assign(order_.size(), 0);
+  positions_to_walk_.assign((order_.size() + 63) / 64, 0);
   for (int t = 0; t < nt; ++t) note_state(t);
   res_.evicted_dirty.assign(nt, 0);
   res_.recomputations.assign(nt, 0);
