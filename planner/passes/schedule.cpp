@@ -989,17 +989,23 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
     // only after this task, and is late by whatever the tasks in between cannot hide.
     std::int64_t pre_bytes = 0, pre_ns = 0, between_ns = 0;
     const int n = static_cast<int>(order_.size());
-    for (int p = pos_ + 1; p < n && p <= pos_ + in_.lookahead; ++p) {
-      const Task& s = tg_.tasks[order_[p]];
-      for (int t : round_inputs(s)) {
+    const int last = std::min(n - 1, pos_ + in_.lookahead);
+    for (int p = pos_ + 1; p <= last; ++p) {
+      // A value to prefetch is walkable: the tasks up to the next position with one need none.
+      const int q = next_to_walk(p, last + 1);
+      between_ns += statics_->time_before[q] - statics_->time_before[p];
+      if (q > last) break;
+      p = q;
+      for (int i = statics_->inputs_from[p]; i < statics_->inputs_from[p + 1]; ++i) {
+        const int t = statics_->inputs_flat[i];
         const TState& ts = st_[t];
-        if (!resident_[t] && !ts.on_device && !ts.dropped && ts.host_valid) {
+        if (walkable_[t] && !ts.dropped && ts.host_valid) {
           pre_bytes += aligned_bytes_[t];
           pre_ns += h2d_ns_[t];
         }
       }
       if (pre_bytes > 0) break;
-      between_ns += task_time(order_[p]);
+      between_ns += statics_->time_at[p];
     }
     // Configurations that do not fit in free memory: the delay of making room for them. The
     // window search is linear in the arena's blocks, so at most kProbes of them are probed
