@@ -1186,7 +1186,7 @@ bool Scheduler::run_task(int pos) {
   // merged history costs no time, and a short block list keeps allocation and eviction fast.
   const std::int64_t now = std::min(
       {timeline_.stream_end(Stream::Compute), timeline_.stream_end(Stream::H2D), timeline_.stream_end(Stream::D2H)});
-  arena_.coalesce([&](const Arena::Block& b) { return b.ready_end <= now; });
+  arena_.coalesce(now);
   const int task = order_[pos];
   const Task& t = tg_.tasks[task];
   const std::vector<int>& touched = touched_of_[task];

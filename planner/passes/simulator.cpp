@@ -97,6 +97,8 @@ void Arena::allocate_at(std::int64_t offset, std::int64_t size, int owner, Ready
     blocks_.erase(at, at + static_cast<std::ptrdiff_t>(old - k));
   std::copy(replacement.begin(), replacement.begin() + static_cast<std::ptrdiff_t>(k),
             blocks_.begin() + static_cast<std::ptrdiff_t>(first));
+  // No new pair of adjacent free blocks: a free rest borders what its block bordered, with its
+  // history, so merge_after_ holds.
   free_bytes_ -= size;
   high_water_ = std::max(high_water_, need_end);
 }
@@ -204,7 +206,41 @@ void Arena::release(std::int64_t offset, const ReadySet& ready, std::int64_t rea
   if (i > 0 && blocks_[i - 1].owner < 0 && blocks_[i - 1].ready == ready) {
     blocks_[i - 1].size += blocks_[i].size;
     blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
+    --i;
   }
+  note_free_pairs(i);
+}
+
+void Arena::note_free_pairs(std::size_t i) {
+  const Block& b = blocks_[i];
+  if (b.owner >= 0) return;
+  if (i > 0 && blocks_[i - 1].owner < 0)
+    merge_after_ = std::min(merge_after_, std::max(b.ready_end, blocks_[i - 1].ready_end));
+  if (i + 1 < blocks_.size() && blocks_[i + 1].owner < 0)
+    merge_after_ = std::min(merge_after_, std::max(b.ready_end, blocks_[i + 1].ready_end));
+}
+
+void Arena::coalesce(std::int64_t now) {
+  // A pool's blocks are all in use; before merge_after_ no two free neighbours are both settled.
+  if (fit_ == Fit::Pool || now < merge_after_) return;
+  // In place: `kept` blocks so far, the last of which may absorb the next.
+  std::size_t kept = 0;
+  auto settled = [now](const Block& b) { return b.ready_end <= now; };
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& b = blocks_[i];
+    if (kept > 0 && b.owner < 0 && blocks_[kept - 1].owner < 0 && settled(b) && settled(blocks_[kept - 1])) {
+      Block& into = blocks_[kept - 1];
+      into.size += b.size;
+      merge_into(into.ready, b.ready);
+      into.ready_end = std::max(into.ready_end, b.ready_end);
+    } else {
+      if (kept != i) blocks_[kept] = b;
+      ++kept;
+    }
+  }
+  blocks_.resize(kept);
+  merge_after_ = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t i = 1; i < blocks_.size(); ++i) note_free_pairs(i);
 }
 
 }  // namespace ucplan
