@@ -75,7 +75,8 @@ struct ScheduleStatics {
   std::vector<int> inputs_flat, inputs_from;
   std::vector<std::int64_t> reserve_at, time_at;
   std::vector<std::int64_t> reserve_before, time_before;  // per position: the sums over the positions before it
-  // Per tensor: the positions where it is an input, once per time (flat as inputs_flat).
+  // Per tensor: the positions where it is an input, as often as it is one there (a task may read
+  // a tensor it also accumulates into); flat as inputs_flat.
   std::vector<int> input_at_flat, input_at_from;
   // Per tensor, at the costs' sub-batch: whether it is resident, its bytes (and aligned), and its
   // copies' times. Looked up on every look at a task; the Tensor records (names and all) are
