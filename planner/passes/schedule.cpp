@@ -69,12 +69,12 @@ struct ScheduleStatics {
   std::vector<std::vector<int>> uses;             // per tensor: positions whose task touches it (sorted)
   std::vector<std::int64_t> rest_ns;              // per position: the tasks from it on at their fastest
   // The look-ahead's view of the route, per position: its task's inputs (flat: position p's are
-  // [inputs_from[p], inputs_from[p + 1])), what the task allocates at least (its outputs, aligned,
-  // and its conv's smallest workspace) and its time at its fastest. The look-ahead looks at every
-  // position of its window on every task; the tasks' own records lie far apart in memory.
+  // [inputs_from[p], inputs_from[p + 1])), and over the positions before it, the sums of what
+  // their tasks allocate at least (outputs, aligned, and a conv's smallest workspace) and of their
+  // times at their fastest. The look-ahead looks at its whole window on every task; the tasks'
+  // own records lie far apart in memory.
   std::vector<int> inputs_flat, inputs_from;
-  std::vector<std::int64_t> reserve_at, time_at;
-  std::vector<std::int64_t> reserve_before, time_before;  // per position: the sums over the positions before it
+  std::vector<std::int64_t> reserve_before, time_before;
   // Per tensor: the positions where it is an input, as often as it is one there (a task may read
   // a tensor it also accumulates into); flat as inputs_flat.
   std::vector<int> input_at_flat, input_at_from;
@@ -134,6 +134,8 @@ std::shared_ptr<const ScheduleStatics> make_schedule_statics(const Graph& g, con
   sx->rest_ns.assign(n + 1, 0);
   for (std::size_t p = n; p-- > 0;) sx->rest_ns[p] = sx->rest_ns[p + 1] + costs.tasks[sx->order[p]].time_ns;
   sx->inputs_from.assign(1, 0);
+  sx->reserve_before.assign(1, 0);
+  sx->time_before.assign(1, 0);
   for (int task : sx->order) {
     const Task& t = tg.tasks[task];
     const std::vector<int>& in = sx->inputs_of[task];
@@ -142,14 +144,8 @@ std::shared_ptr<const ScheduleStatics> make_schedule_statics(const Graph& g, con
     std::int64_t reserve = 0;
     for (int w : t.writes) reserve += sx->aligned_bytes[w];
     if (t.conv_kernel) reserve += align_up(costs.tasks[task].min_workspace);
-    sx->reserve_at.push_back(reserve);
-    sx->time_at.push_back(costs.tasks[task].time_ns);
-  }
-  sx->reserve_before.assign(n + 1, 0);
-  sx->time_before.assign(n + 1, 0);
-  for (std::size_t p = 0; p < n; ++p) {
-    sx->reserve_before[p + 1] = sx->reserve_before[p] + sx->reserve_at[p];
-    sx->time_before[p + 1] = sx->time_before[p] + sx->time_at[p];
+    sx->reserve_before.push_back(sx->reserve_before.back() + reserve);
+    sx->time_before.push_back(sx->time_before.back() + costs.tasks[task].time_ns);
   }
   sx->input_at_from.assign(nt + 1, 0);
   for (int t : sx->inputs_flat) ++sx->input_at_from[t + 1];
@@ -988,15 +984,12 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
     // Eq. (5) terms. T_off: delay of making room for the workspace. T_pre: the next task that
     // needs a prefetch; if the workspace leaves too little free memory for that copy, it starts
     // only after this task, and is late by whatever the tasks in between cannot hide.
-    std::int64_t pre_bytes = 0, pre_ns = 0, between_ns = 0;
-    const int n = static_cast<int>(order_.size());
-    const int last = std::min(n - 1, pos_ + in_.lookahead);
-    for (int p = pos_ + 1; p <= last; ++p) {
-      // A value to prefetch is walkable: the tasks up to the next position with one need none.
-      const int q = next_to_walk(p, last + 1);
-      between_ns += statics_->time_before[q] - statics_->time_before[p];
-      if (q > last) break;
-      p = q;
+    std::int64_t pre_bytes = 0, pre_ns = 0;
+    const int last = std::min(static_cast<int>(order_.size()) - 1, pos_ + in_.lookahead);
+    int p = pos_ + 1;
+    for (; p <= last; ++p) {
+      p = next_to_walk(p, last + 1);  // a value to prefetch is walkable: the tasks before need none
+      if (p > last) break;
       for (int i = statics_->inputs_from[p]; i < statics_->inputs_from[p + 1]; ++i) {
         const int t = statics_->inputs_flat[i];
         const TState& ts = st_[t];
@@ -1006,8 +999,8 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
         }
       }
       if (pre_bytes > 0) break;
-      between_ns += statics_->time_at[p];
     }
+    const std::int64_t between_ns = statics_->time_before[p] - statics_->time_before[pos_ + 1];
     // Configurations that do not fit in free memory: the delay of making room for them. The
     // window search is linear in the arena's blocks, so at most kProbes of them are probed
     // (spread over the range, the fastest always among them); the others count as not fitting.
@@ -1113,14 +1106,11 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
   if (mode == PrefetchMode::OnDemand) return;
   // vDNN prefetches during the backward pass only, one layer ahead.
   if (mode == PrefetchMode::NextLayer && pos < bwd_start_ - 1) return;
-  const int n = static_cast<int>(order_.size());
   const std::int64_t t_end = timeline_.stream_end(Stream::Compute) + task_ns;
-  std::int64_t est = t_end;
-  std::int64_t reserve = 0;
   const int current_layer = tg_.tasks[order_[pos]].layer;
   int next_layer = -1;
   ++look_;
-  const int last = std::min(n - 1, pos + in_.lookahead);
+  const int last = std::min(static_cast<int>(order_.size()) - 1, pos + in_.lookahead);
   for (int p = pos + 1; p <= last; ++p) {
     if (mode == PrefetchMode::NextLayer) {
       // vDNN: only the tasks of the next layer in backward order, started now.
@@ -1132,14 +1122,13 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
           break;
       }
     } else {
-      // A task none of whose inputs is walkable needs nothing fetched: only its reserve and
-      // time count, summed over the run of such tasks up to the next with one.
-      const int q = next_to_walk(p, last + 1);
-      reserve += statics_->reserve_before[q] - statics_->reserve_before[p];
-      est += statics_->time_before[q] - statics_->time_before[p];
-      if (q > last) break;
-      p = q;
+      p = next_to_walk(p, last + 1);  // a task none of whose inputs is walkable needs nothing fetched
+      if (p > last) break;
     }
+    // What the tasks before it in the window allocate at least (a prefetch leaves room for it),
+    // and when it starts at the earliest (EST).
+    const std::int64_t reserve = statics_->reserve_before[p] - statics_->reserve_before[pos + 1];
+    const std::int64_t est = t_end + statics_->time_before[p] - statics_->time_before[pos + 1];
     // The task's inputs still on the host, and those that the recomputation of dropped inputs needs.
     std::vector<int>& missing = scratch_missing_;
     missing.clear();
@@ -1166,8 +1155,6 @@ void Scheduler::look_ahead(int pos, std::int64_t task_ns) {
           if (!prefetch(t, false)) return;
       }
     }
-    reserve += statics_->reserve_at[p];
-    est += statics_->time_at[p];
   }
 }
 
