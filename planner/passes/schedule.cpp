@@ -279,7 +279,7 @@ class Scheduler {
   bool choose_and_allocate_workspace(int task, std::size_t* index, int* ws_buffer, ReadySet* ws_waits);
   void look_ahead(int pos, std::int64_t task_ns);
   bool copies_needed(int t, int depth, std::vector<int>* out) const;
-  // copies_needed's first test, kept in walkable_ for the look-ahead (and counted per position
+  // copies_needed's precondition, kept in walkable_ for the look-ahead (and counted per position
   // in walkable_inputs_): called wherever a tensor's on_device, dropped or host_valid changes.
   void note_state(int t) {
     const TState& s = st_[t];
@@ -344,9 +344,9 @@ class Scheduler {
   mutable std::vector<int> walked_depth_, walked_in_, empty_depth_, empty_in_;
   mutable std::vector<char> walked_found_;
   mutable int walk_ = 0, look_ = 0;
-  // Per tensor: whether copies_needed would look past its first test (off the device, and dropped
-  // or on the host). Most of the look-ahead's inputs are on the device or not yet made: a byte
-  // each keeps that test out of their (far larger) states.
+  // Per tensor: whether copies_needed may walk it (off the device, and dropped or on the host).
+  // Most of the look-ahead's inputs are on the device or not yet made: a byte each keeps that
+  // test out of their (far larger) states.
   std::vector<char> walkable_;
   // Per position: how many of its task's inputs are walkable, and a bit set of those with any.
   // The look-ahead walks only those: at the others it would find nothing to fetch.
@@ -1066,13 +1066,11 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
 
 // What must come from the host for tensor t to be on the device: t itself, or, if t was dropped,
 // whatever its recomputation needs (recursively, as deep as a segment may be). Returns whether
-// the walk from t reached a value on the host.
+// the walk from t reached a value on the host. Called only for a walkable t (walkable_: off the
+// device, and dropped or on the host), which its callers test first.
 bool Scheduler::copies_needed(int t, int depth, std::vector<int>* out) const {
-  if (resident_[t]) return false;
   const TState& s = st_[t];
-  if (s.on_device) return false;
   if (!s.dropped) {
-    if (!s.host_valid) return false;
     if (std::find(out->begin(), out->end(), t) == out->end()) out->push_back(t);
     return true;
   }
