@@ -11,6 +11,7 @@
 #include "liveness.h"
 #include "lower_bound.h"
 #include "offsets.h"
+#include "parallel.h"
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
 #include "planner/model/sha256.h"
@@ -254,8 +255,19 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   if (!kept) kept = &own_kept;
   if (!kept_table) kept_table = &own_kept_table;
   std::vector<Residency> r_table, q_table;
-  ScheduleResult r = schedule_ucplan(si, &r_table, kept, kept_table);
   const bool small = static_cast<std::int64_t>(si.tasks->route.size()) < kReferenceLayers;
+  // The first two searches are independent: they run side by side, so that each one's serial
+  // parts (the placements after its branches) overlap the other's branches.
+  ScheduleInput less = si;
+  less.budget_bytes = si.budget_bytes - si.budget_bytes / 128;
+  ScheduleResult r, q_less;
+  std::vector<Residency> less_table;
+  parallel_for(small && !si.quick ? 2 : 1, [&](std::size_t i) {
+    if (i == 0)
+      r = schedule_ucplan(si, &r_table, kept, kept_table);
+    else
+      q_less = schedule_ucplan(less, &less_table);
+  });
   if (si.quick) return r;
   struct Found {  // each search's plan, for refine_stages (networks under kReferenceLayers only)
     std::string prefix;
@@ -276,10 +288,8 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
     if (q_wins) r = std::move(q);
   };
   if (small) {
-    ScheduleInput less = si;
-    less.budget_bytes = si.budget_bytes - si.budget_bytes / 128;
-    merge(schedule_ucplan(less, &q_table),
-          fmt::format("with 1/128 less memory ({}): ", format_bytes(less.budget_bytes)));
+    q_table = std::move(less_table);
+    merge(std::move(q_less), fmt::format("with 1/128 less memory ({}): ", format_bytes(less.budget_bytes)));
   }
   if (small || longer) {
     ScheduleInput more = si;
@@ -302,9 +312,14 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   // densenet40 b64 at 25 % of the peak on model:v100 compiled in 104 s (refining the plan of the
   // search with 1/128 less memory tried 48 placements of 1.7 s each, none fitting); counted, in
   // 14.7 s, the same plan (10 s refining only the winner's plan).
+  // The refinements are independent of each other: they run side by side, and are merged in order.
   if (small && r.ok) {
-    for (const Found& f : found) {
-      ScheduleResult q = refine_stages(si, f.table, f.result);
+    std::vector<ScheduleResult> refinements(found.size());
+    parallel_for(found.size(),
+                 [&](std::size_t i) { refinements[i] = refine_stages(si, found[i].table, found[i].result); });
+    for (std::size_t i = 0; i < found.size(); ++i) {
+      const Found& f = found[i];
+      ScheduleResult& q = refinements[i];
       if (!q.ok || q.round_ns >= r.round_ns) continue;
       // The report's log: every search's candidates (merged into r), then this refinement's line.
       ScheduleResult::Candidate refined = q.search_log.back();
