@@ -682,6 +682,81 @@ TEST_SUITE("plan quality") {
     }
   }
 
+  // The search's memo (search.cpp) answers a repeated simulation against another bound from the
+  // bounds and work the first recorded per position: this is what it relies on.
+  TEST_CASE("a simulation against a bound stops where its recorded bounds first exceed it, with the work by then") {
+    for (const char* text : {kModern, kResidual}) {
+      const Network net = parse_network_text(text, "test");
+      const Profile prof = model_profile(net, 16, "h100");
+      const Graph g = build_graph(net, "test");
+      const TaskGraph tg = build_tasks(g, construct_route(g));
+      const CostTable ct = build_cost_table(g, tg, prof, "test", 16);
+      const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);
+      std::uint64_t state = 11;
+      auto next = [&state](std::uint64_t n) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (state >> 33) % n;
+      };
+      int abandoned = 0, whole = 0;
+      for (int k = 0; k < 24; ++k) {
+        ScheduleInput in;
+        in.graph = &g;
+        in.tasks = &tg;
+        in.costs = &ct;
+        in.batch = 16;
+        in.budget_bytes = lb + (peak - lb) * static_cast<std::int64_t>(1 + next(10)) / 10;
+        in.best_fit = next(2) == 1;
+        in.record_plan = false;
+        in.record_bounds = true;
+        std::vector<Residency> table(tg.tensors.size(), Residency::Keep);
+        for (const Tensor& x : tg.tensors)
+          if (x.kind == TensorKind::Activation && x.layer != 0 && !x.host_input &&
+              g.layers[x.layer].type() != LayerType::SoftmaxLoss)
+            table[x.id] = static_cast<Residency>(next(4));
+        bound_segments(g, tg, table);
+        auto strategy = make_table_strategy("random", table, PrefetchMode::Eq4, true, true);
+        const ScheduleResult free_run = simulate_schedule(in, *strategy);
+        const std::vector<std::int64_t>& at = free_run.bound_at;
+        CAPTURE(net.name);
+        CAPTURE(k);
+        REQUIRE(at.size() == free_run.work_at.size());
+        REQUIRE(!at.empty());
+        CHECK(std::is_sorted(free_run.work_at.begin(), free_run.work_at.end()));
+        if (free_run.ok) CHECK(at.back() >= free_run.round_ns);
+        // Every bound just under a recorded one, and the largest recorded.
+        std::vector<std::int64_t> bounds{*std::max_element(at.begin(), at.end())};
+        for (std::size_t p = 0; p < at.size(); p += 1 + next(4)) bounds.push_back(at[p] - 1);
+        for (const std::int64_t bound : bounds) {
+          ScheduleInput tight = in;
+          tight.abandon_after_ns = bound;
+          const ScheduleResult r = simulate_schedule(tight, *strategy);
+          const auto over = std::find_if(at.begin(), at.end(), [bound](std::int64_t b) { return b > bound; });
+          CAPTURE(bound);
+          if (over != at.end()) {
+            ++abandoned;
+            const ScheduleResult expected = abandoned_schedule(free_run.work_at[over - at.begin()]);
+            CHECK(!r.ok);
+            CHECK(r.failure == expected.failure);
+            CHECK(r.work == expected.work);
+            CHECK(r.round_ns == 0);
+            CHECK(r.bound_at.size() == static_cast<std::size_t>(over - at.begin()) + 1);
+          } else {
+            ++whole;
+            CHECK(r.ok == free_run.ok);
+            CHECK(r.failure == free_run.failure);
+            CHECK(r.round_ns == free_run.round_ns);
+            CHECK(r.work == free_run.work);
+            CHECK(r.recomputations == free_run.recomputations);
+            CHECK(r.evicted_dirty == free_run.evicted_dirty);
+            CHECK(r.stall_by_tensor == free_run.stall_by_tensor);
+          }
+        }
+      }
+      CHECK(abandoned >= 24);  // the bounds cut simulations short, and let others run whole
+      CHECK(whole >= 24);
+    }
+  }
+
   // A plan read back stage by stage (what is on the device when each task starts, what it
   // recomputes) is a solution of the MILP, so CBC starts from the default's plan; replayed stage
   // by stage it makes the same recomputations at about the same time.

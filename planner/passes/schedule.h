@@ -87,6 +87,8 @@ struct ScheduleStatics;
 std::shared_ptr<const ScheduleStatics> make_schedule_statics(const Graph& g, const TaskGraph& tg,
                                                              const CostTable& costs);
 
+struct SimulationMemo;
+
 struct ScheduleInput {
   const Graph* graph = nullptr;
   const TaskGraph* tasks = nullptr;
@@ -133,6 +135,12 @@ struct ScheduleInput {
   // make_schedule_statics for these graph and costs, shared by the simulations of a search; when
   // null, each simulation builds its own.
   std::shared_ptr<const ScheduleStatics> statics;
+  // Record, per round position, the bound the branch and bound compares with abandon_after_ns
+  // there and the work spent by then (ScheduleResult::bound_at, work_at): with them a search
+  // knows what the same simulation against another bound returns (search.cpp, SimulationMemo).
+  bool record_bounds = false;
+  // The search's memo of the simulations of one branch (search.cpp); null outside a search.
+  std::shared_ptr<SimulationMemo> memo;
   // Whether the result holds the plan (steps, buffers, kernels). A search's simulations, of which
   // only the best is ever written out, leave it false and simulate the winner again with it:
   // the simulation is deterministic, so that gives the same schedule, and building every step's
@@ -174,6 +182,10 @@ struct ScheduleResult {
   // value on the device when it starts, and the tensors it recomputes (sorted).
   std::vector<std::vector<int>> on_device_at, recomputed_at;
   std::vector<int> config_at;  // and the front index of its conv configuration (-1: not a conv kernel)
+  // With ScheduleInput::record_bounds, per round position simulated (up to the one where it
+  // ended): the least its round can take as known there (a search abandons the simulation at the
+  // first position where this exceeds its abandon_after_ns), and the work spent by then.
+  std::vector<std::int64_t> bound_at, work_at;
   // The ucplan search: the placement its plan was made with (to run its table again).
   bool best_fit = false, two_ended = false;
   std::int64_t pool_bytes = 0;              // the pool it was scheduled in (ScheduleInput::pool_bytes), 0: none
@@ -189,5 +201,9 @@ inline constexpr int kPoolSlackShifts[] = {6, 5, 4, 3};
 inline constexpr int kPoolBranchShifts[] = {6, 5};
 
 ScheduleResult simulate_schedule(const ScheduleInput& in, Strategy& strategy);
+
+// What simulate_schedule returns when it abandons a simulation (ScheduleInput::abandon_after_ns)
+// after `work`: not ok, the reason, the work, and nothing else.
+ScheduleResult abandoned_schedule(std::int64_t work);
 
 }  // namespace ucplan
