@@ -364,6 +364,7 @@ class Scheduler {
   std::vector<int> resident_buffer_;  // per tensor: plan buffer of a resident tensor
   bool in_defrag_retry_ = false;
   bool staged_ = false;               // the strategy gives a per-stage plan (Strategy::keep_into)
+  std::vector<int> recomputed_ids_;   // a staged plan's tensors decided Recompute, ascending (drop_unkept)
   int step_limit_ = 0;                // steps a round may take before it counts as a runaway
   std::int64_t recompute_limit_ = 0;  // recomputations a round may take likewise
   bool runaway_ = false;
@@ -1241,9 +1242,9 @@ bool Scheduler::run_task(int pos) {
 // (the MILP's memory row counts the task's tensors and what is kept), and after the task.
 void Scheduler::drop_unkept(int pos) {
   if (pos + 1 >= static_cast<int>(order_.size())) return;
-  for (int d = 0; d < static_cast<int>(st_.size()); ++d) {
+  for (int d : recomputed_ids_) {
     TState& s = st_[d];
-    if (s.decision != Residency::Recompute || !s.on_device || !s.produced || s.lock > 0) continue;
+    if (!s.on_device || !s.produced || s.lock > 0) continue;
     if (s.next_use >= uses(d).size()) continue;
     if (strategy_.keep_into(d, pos + 1).value_or(true)) continue;
     s.dropped = true;
@@ -1297,6 +1298,10 @@ ScheduleResult Scheduler::run() {
   res_.recomputations.assign(nt, 0);
   res_.stall_by_tensor.assign(nt, 0);
   staged_ = nt > 0 && strategy_.keep_into(0, 0).has_value();
+  recomputed_ids_.clear();
+  if (staged_)
+    for (int t = 0; t < nt; ++t)
+      if (st_[t].decision == Residency::Recompute) recomputed_ids_.push_back(t);
   kernel_seen_.assign(tg_.tasks.size(), 0);
   compute_uses();
   if (in_.record_plan) meta_.reserve(2 * order_.size() + 64);  // a round emits about one step per task plus its copies
@@ -1304,8 +1309,8 @@ ScheduleResult Scheduler::run() {
     res_.bound_at.reserve(order_.size());
     res_.work_at.reserve(order_.size());
   }
-  // A buffer per tensor and about one per position more (workspace, recomputations): grown one
-  // doubling at a time, the list cost 4 % of resnet20's compile in copies and allocations.
+  // A buffer per tensor and about one per position more (workspace, recomputations), allocated
+  // once instead of grown one doubling at a time.
   buffers_.reserve(nt + 2 * order_.size());
 
   // Weights and weight gradients: resident at the bottom for the whole program, laid out once
