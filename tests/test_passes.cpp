@@ -61,6 +61,39 @@ struct Scheduled {
   std::int64_t batch;
 };
 
+// Random residency tables and budgets over a test network at batch 16 on model:h100, from a seeded
+// generator (the same on every run), for tests that simulate one table in two ways.
+struct RandomTables {
+  RandomTables(const char* text, std::uint64_t seed)
+      : net(parse_network_text(text, "test")),
+        prof(model_profile(net, 16, "h100")),
+        s(net, prof, 16),
+        lb(lower_bound_of(net)),
+        peak(keep_all_peak(net, prof)),
+        state(seed) {}
+  std::uint64_t next(std::uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  }
+  // A budget at one of the tenths from the lower bound to the keep-all peak.
+  ScheduleInput input() { return s.input(lb + (peak - lb) * static_cast<std::int64_t>(1 + next(10)) / 10); }
+  // Every activation but the input and the loss at one of the first `kinds` residencies.
+  std::vector<Residency> table(int kinds) {
+    std::vector<Residency> t(s.tg.tensors.size(), Residency::Keep);
+    for (const Tensor& x : s.tg.tensors)
+      if (x.kind == TensorKind::Activation && x.layer != 0 && !x.host_input &&
+          s.g.layers[x.layer].type() != LayerType::SoftmaxLoss)
+        t[x.id] = static_cast<Residency>(next(static_cast<std::uint64_t>(kinds)));
+    bound_segments(s.g, s.tg, t);
+    return t;
+  }
+  Network net;
+  Profile prof;
+  Scheduled s;
+  std::int64_t lb, peak;
+  std::uint64_t state;
+};
+
 // A profile's launch gap (profile.h LaunchGap, fitted by `ucplan calibrate`) is in every kernel's
 // time: a task other than a conv kernel costs its measured time plus the gap, and each of a conv
 // kernel's configurations the sum over its micro-batches of the measured time plus the gap, read
@@ -623,37 +656,17 @@ TEST_SUITE("plan quality") {
   // record. Both shortcuts must leave every figure the search compares, and the plan, unchanged.
   TEST_CASE("a simulation without the plan's record, or with shared statics, gives the same schedule") {
     for (const char* text : {kModern, kResidual}) {
-      const Network net = parse_network_text(text, "test");
-      const Profile prof = model_profile(net, 16, "h100");
-      const Graph g = build_graph(net, "test");
-      const TaskGraph tg = build_tasks(g, construct_route(g));
-      const CostTable ct = build_cost_table(g, tg, prof, "test", 16);
-      const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);
-      std::uint64_t state = 7;
-      auto next = [&state](std::uint64_t n) {
-        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-        return (state >> 33) % n;
-      };
+      RandomTables tables(text, 7);
+      const Network& net = tables.net;
       int compared = 0;
       for (int k = 0; k < 24; ++k) {
-        ScheduleInput in;
-        in.graph = &g;
-        in.tasks = &tg;
-        in.costs = &ct;
-        in.batch = 16;
-        in.budget_bytes = lb + (peak - lb) * static_cast<std::int64_t>(1 + next(10)) / 10;
-        in.two_ended = next(2) == 1;
-        in.best_fit = next(2) == 1;
-        std::vector<Residency> table(tg.tensors.size(), Residency::Keep);
-        for (const Tensor& x : tg.tensors)
-          if (x.kind == TensorKind::Activation && x.layer != 0 && !x.host_input &&
-              g.layers[x.layer].type() != LayerType::SoftmaxLoss)
-            table[x.id] = static_cast<Residency>(next(3));
-        bound_segments(g, tg, table);
-        auto strategy = make_table_strategy("random", table, PrefetchMode::Eq4, true, true);
+        ScheduleInput in = tables.input();
+        in.two_ended = tables.next(2) == 1;
+        in.best_fit = tables.next(2) == 1;
+        auto strategy = make_table_strategy("random", tables.table(3), PrefetchMode::Eq4, true, true);
         const ScheduleResult full = simulate_schedule(in, *strategy);
         ScheduleInput fast = in;
-        fast.statics = make_schedule_statics(g, tg, ct);
+        fast.statics = make_schedule_statics(tables.s.g, tables.s.tg, tables.s.ct);
         const ScheduleResult shared = simulate_schedule(fast, *strategy);
         fast.record_plan = false;
         const ScheduleResult light = simulate_schedule(fast, *strategy);
@@ -686,35 +699,15 @@ TEST_SUITE("plan quality") {
   // bounds and work the first recorded per position: this is what it relies on.
   TEST_CASE("a simulation against a bound stops where its recorded bounds first exceed it, with the work by then") {
     for (const char* text : {kModern, kResidual}) {
-      const Network net = parse_network_text(text, "test");
-      const Profile prof = model_profile(net, 16, "h100");
-      const Graph g = build_graph(net, "test");
-      const TaskGraph tg = build_tasks(g, construct_route(g));
-      const CostTable ct = build_cost_table(g, tg, prof, "test", 16);
-      const std::int64_t lb = lower_bound_of(net), peak = keep_all_peak(net, prof);
-      std::uint64_t state = 11;
-      auto next = [&state](std::uint64_t n) {
-        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-        return (state >> 33) % n;
-      };
+      RandomTables tables(text, 11);
+      const Network& net = tables.net;
       int abandoned = 0, whole = 0;
       for (int k = 0; k < 24; ++k) {
-        ScheduleInput in;
-        in.graph = &g;
-        in.tasks = &tg;
-        in.costs = &ct;
-        in.batch = 16;
-        in.budget_bytes = lb + (peak - lb) * static_cast<std::int64_t>(1 + next(10)) / 10;
-        in.best_fit = next(2) == 1;
+        ScheduleInput in = tables.input();
+        in.best_fit = tables.next(2) == 1;
         in.record_plan = false;
         in.record_bounds = true;
-        std::vector<Residency> table(tg.tensors.size(), Residency::Keep);
-        for (const Tensor& x : tg.tensors)
-          if (x.kind == TensorKind::Activation && x.layer != 0 && !x.host_input &&
-              g.layers[x.layer].type() != LayerType::SoftmaxLoss)
-            table[x.id] = static_cast<Residency>(next(4));
-        bound_segments(g, tg, table);
-        auto strategy = make_table_strategy("random", table, PrefetchMode::Eq4, true, true);
+        auto strategy = make_table_strategy("random", tables.table(4), PrefetchMode::Eq4, true, true);
         const ScheduleResult free_run = simulate_schedule(in, *strategy);
         const std::vector<std::int64_t>& at = free_run.bound_at;
         CAPTURE(net.name);
@@ -725,7 +718,7 @@ TEST_SUITE("plan quality") {
         if (free_run.ok) CHECK(at.back() >= free_run.round_ns);
         // Every bound just under a recorded one, and the largest recorded.
         std::vector<std::int64_t> bounds{*std::max_element(at.begin(), at.end())};
-        for (std::size_t p = 0; p < at.size(); p += 1 + next(4)) bounds.push_back(at[p] - 1);
+        for (std::size_t p = 0; p < at.size(); p += 1 + tables.next(4)) bounds.push_back(at[p] - 1);
         for (const std::int64_t bound : bounds) {
           ScheduleInput tight = in;
           tight.abandon_after_ns = bound;
