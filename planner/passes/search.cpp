@@ -113,6 +113,21 @@ struct SimulationMemo {
         return &e;
     return nullptr;
   }
+  // A simulation of `table` against `bound`: in `seen` (its earlier entry, which it replaces), or
+  // a new entry while the memo holds less than kMaxBytes.
+  void remember(Entry* seen, std::uint64_t h, const ScheduleInput& in, const std::vector<Residency>& table,
+                Placement placement, std::int64_t bound, const ScheduleResult& r) {
+    if (seen) {
+      bytes -= bytes_of(*seen);
+      seen->result = r;
+      seen->bound = bound;
+      bytes += bytes_of(*seen);
+    } else if (bytes < kMaxBytes) {
+      std::vector<Entry>& same = entries[h];
+      same.push_back({table, placement, in.budget_bytes, in.pool_bytes, in.offload, bound, r});
+      bytes += bytes_of(same.back());
+    }
+  }
   // What the entry's simulation returns against `bound`, if it can be known from it.
   static std::optional<ScheduleResult> against(const Entry& e, std::int64_t bound) {
     const std::vector<std::int64_t>& at = e.result.bound_at;
@@ -138,27 +153,17 @@ ScheduleResult simulate_ucplan_table(const ScheduleInput& in, const std::vector<
   if (best.ok) bounded.abandon_after_ns = best.round_ns;
   SimulationMemo* memo = in.memo && in.memo->serves(bounded) ? in.memo.get() : nullptr;
   std::uint64_t h = 0;
+  SimulationMemo::Entry* seen = nullptr;
   if (memo) {
     h = SimulationMemo::hash(in, table, placement);
-    if (SimulationMemo::Entry* e = memo->find(in, table, placement, h)) {
-      if (std::optional<ScheduleResult> known = SimulationMemo::against(*e, bounded.abandon_after_ns)) return *known;
-      bounded.record_bounds = true;
-      auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, in.offload);
-      memo->bytes -= SimulationMemo::bytes_of(*e);
-      e->result = simulate_schedule(bounded, *strategy);
-      e->bound = bounded.abandon_after_ns;
-      memo->bytes += SimulationMemo::bytes_of(*e);
-      return e->result;
-    }
+    seen = memo->find(in, table, placement, h);
+    if (seen)
+      if (std::optional<ScheduleResult> known = SimulationMemo::against(*seen, bounded.abandon_after_ns)) return *known;
     bounded.record_bounds = true;
   }
   auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, in.offload);
   ScheduleResult r = simulate_schedule(bounded, *strategy);
-  if (memo && memo->bytes < SimulationMemo::kMaxBytes) {
-    std::vector<SimulationMemo::Entry>& same = memo->entries[h];
-    same.push_back({table, placement, in.budget_bytes, in.pool_bytes, in.offload, bounded.abandon_after_ns, r});
-    memo->bytes += SimulationMemo::bytes_of(same.back());
-  }
+  if (memo) memo->remember(seen, h, in, table, placement, bounded.abandon_after_ns, r);
   return r;
 }
 
