@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
@@ -21,6 +22,7 @@
 #include "planner/model/profile.h"
 #include "planner/model/sha256.h"
 #include "planner/model/units.h"
+#include "planner/passes/parallel.h"
 #include "planner/passes/pipeline.h"
 
 namespace ucplan {
@@ -157,13 +159,51 @@ int run_frontier(const FrontierOptions& o) {
   if (!o.json)
     fmt::print("  {:>12}  {:>12}  {:>10}  {:>10}  {:>12}  {}\n", "budget", "predicted", "overhead", "recompute",
                "offload", "plan");
+  // The points are independent compiles (each deterministic): they run side by side, on as many
+  // threads as there are cores (each compile's own search shares them), and each row is printed
+  // once it and every row before it are done, so the table, the envelope and the JSON are what
+  // compiling one budget after the other gives.
+  std::mutex mutex;  // guards pts, done, running, best, printed, stdout and the progress line
+  std::vector<char> done(pts.size(), 0);
+  std::size_t printed = 0;
   int best = -1;
-  for (int i = 0; i < o.points; ++i) {
-    Point& p = pts[i];
-    in.budget_bytes = p.budget;
-    line.show(fmt::format("budget {} of {}: {}", i + 1, o.points, format_bytes(p.budget)));
+  auto print_ready = [&] {  // mutex held
+    for (; printed < pts.size() && done[printed]; ++printed) {
+      Point& p = pts[printed];
+      if (p.ok && (best < 0 || p.predicted_ns < pts[best].predicted_ns)) best = static_cast<int>(printed);
+      p.held_by = best;
+      if (o.json) continue;
+      line.clear();
+      if (best < 0) {
+        fmt::print("  {:>12}  no plan: {}\n", format_bytes(p.budget), p.why);
+      } else {
+        const Point& q = pts[best];
+        fmt::print("  {:>12}  {:>12}  {:>10}  {:>10}  {:>12}  {}\n", format_bytes(p.budget), format_ns(q.predicted_ns),
+                   format_percent(overhead(q)), format_ns(q.recompute_ns), format_bytes(q.offload_bytes),
+                   best == static_cast<int>(printed) ? fmt::format("sub-batch {}", q.sub_batch)
+                                                     : fmt::format("the plan at {} (faster)", format_bytes(q.budget)));
+      }
+      std::fflush(stdout);
+    }
+  };
+  std::vector<char> running(pts.size(), 0);
+  auto show = [&](std::size_t i) {  // mutex held: budget i, being compiled, on the progress line
+    const auto side_by_side = std::count(running.begin(), running.end(), 1);
+    line.show(fmt::format("budget {} of {}: {}{}", i + 1, pts.size(), format_bytes(pts[i].budget),
+                          side_by_side > 1 ? fmt::format(" ({} side by side)", side_by_side) : ""));
+  };
+  const std::vector<Point> asked = pts;  // the budgets, read by the threads while others write results
+  parallel_for(asked.size(), [&](std::size_t i) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      running[i] = 1;
+      show(i);
+    }
+    Point p = asked[i];
+    CompileInput at = in;
+    at.budget_bytes = p.budget;
     try {
-      const Plan plan = make_plan(in).plan;
+      const Plan plan = make_plan(at).plan;
       p.ok = true;
       p.predicted_ns = plan.summary.predicted_ns;
       p.ideal_ns = plan.summary.ideal_ns;
@@ -174,21 +214,14 @@ int run_frontier(const FrontierOptions& o) {
     } catch (const UserError& e) {
       p.why = e.what();
     }
-    if (p.ok && (best < 0 || p.predicted_ns < pts[best].predicted_ns)) best = i;
-    p.held_by = best;
-    if (o.json) continue;
-    line.clear();
-    if (best < 0) {
-      fmt::print("  {:>12}  no plan: {}\n", format_bytes(p.budget), p.why);
-    } else {
-      const Point& q = pts[best];
-      fmt::print("  {:>12}  {:>12}  {:>10}  {:>10}  {:>12}  {}\n", format_bytes(p.budget), format_ns(q.predicted_ns),
-                 format_percent(overhead(q)), format_ns(q.recompute_ns), format_bytes(q.offload_bytes),
-                 best == i ? fmt::format("sub-batch {}", q.sub_batch)
-                           : fmt::format("the plan at {} (faster)", format_bytes(q.budget)));
-    }
-    std::fflush(stdout);
-  }
+    std::lock_guard<std::mutex> lock(mutex);
+    pts[i] = std::move(p);
+    done[i] = 1;
+    running[i] = 0;
+    print_ready();
+    const auto still = std::find(running.begin(), running.end(), 1);
+    if (still != running.end()) show(static_cast<std::size_t>(still - running.begin()));
+  });
   line.done();
   // The knee: the smallest budget whose envelope is within each threshold.
   std::vector<std::pair<double, std::optional<std::int64_t>>> knees;
