@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`ucplan frontier` end to end: the JSON curve is ordered by budget, its envelope never gets slower
-as the budget grows, every envelope point is a plan that fits its budget, the knees agree with the
-envelope, and the SVG is well-formed XML. The curve is made with --solver fast (one search branch per
+as the budget grows, every envelope point is a plan that fits its budget, a point is what a compile at
+its budget alone gives (the budgets compile side by side), the knees agree with the envelope, and the
+SVG is well-formed XML. The curve is made with --solver fast (one search branch per
 budget): what is checked here is the frontier's own logic, and the default search's plans are checked
 by test_passes.  Usage: frontier_check.py UCPLAN PROFILE NETWORK"""
 import json
@@ -19,6 +20,17 @@ with tempfile.TemporaryDirectory() as d:
                          capture_output=True, text=True, check=True).stdout
     j = json.loads(out)
     ET.parse(svg)
+    # The budgets compile side by side: each point is what a compile at that budget alone gives.
+    for p in j["points"][::3]:
+        plan = os.path.join(d, "p.json")
+        rc = subprocess.run([ucplan, "compile", network, "--profile", profile, "--budget", f"{p['budget_bytes']}B",
+                             "--solver", "fast", "-q", "-o", plan], capture_output=True, text=True).returncode
+        assert (rc == 0) == p["ok"], (p, rc)
+        if rc == 0:
+            with open(plan) as f:
+                summary = json.load(f)["summary"]
+            for key in ["predicted_ns", "peak_bytes", "recompute_ns", "offload_bytes"]:
+                assert summary[key] == p[key], (key, summary[key], p)
 assert j["solver"] == "fast", j["solver"]
 pts = j["points"]
 assert len(pts) == 8, len(pts)
