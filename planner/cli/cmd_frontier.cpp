@@ -192,14 +192,14 @@ int run_frontier(const FrontierOptions& o) {
     line.show(fmt::format("budget {} of {}: {}{}", i + 1, pts.size(), format_bytes(pts[i].budget),
                           side_by_side > 1 ? fmt::format(" ({} side by side)", side_by_side) : ""));
   };
-  const std::vector<Point> asked = pts;  // the budgets, read by the threads while others write results
-  parallel_for(asked.size(), [&](std::size_t i) {
+  parallel_for(pts.size(), [&](std::size_t i) {
+    Point p;
     {
       std::lock_guard<std::mutex> lock(mutex);
       running[i] = 1;
       show(i);
+      p = pts[i];
     }
-    Point p = asked[i];
     CompileInput at = in;
     at.budget_bytes = p.budget;
     try {
