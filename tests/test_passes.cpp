@@ -909,6 +909,72 @@ TEST_SUITE("plan quality") {
     }
   }
 
+  // recompute_unneeded_inputs (strategies.h), by hand on the residual network: recomputing s1 =
+  // relu(add1) re-runs the relu, which reads add1's output; no backward task reads that (an add's
+  // backward needs nothing, a relu's its own output), nor a2's (read only by the add), so both are
+  // recomputed too; a2's input ar1 and the add's other input r0 are read by backward tasks (conv
+  // a2's filter gradient, conv b1's) and stay. Then, on every network and from every recomputable
+  // tensor: only kept, recomputable tensors no backward task reads change, each an input of one
+  // recomputed, and none is left kept that a recomputed one's layer reads and nothing else needs.
+  TEST_CASE("a recomputation's inputs kept only for it are recomputed with it") {
+    {
+      const Network net = parse_network_text(kResidual, "test");
+      const Graph g = build_graph(net, "test");
+      const TaskGraph tg = build_tasks(g, construct_route(g));
+      auto id = [&](const std::string& name) {
+        for (const Tensor& t : tg.tensors)
+          if (t.name == name) return t.id;
+        FAIL("no tensor " << name);
+        return -1;
+      };
+      std::vector<Residency> table(tg.tensors.size(), Residency::Keep);
+      table[id("Y:s1")] = Residency::Recompute;
+      recompute_unneeded_inputs(g, tg, backward_needed(tg), table, {id("Y:s1")});
+      std::set<std::string> redone;
+      for (const Tensor& t : tg.tensors)
+        if (table[t.id] != Residency::Keep) redone.insert(t.name);
+      CHECK(redone == std::set<std::string>{"Y:s1", "Y:add1", "Y:a2"});
+    }
+    int closed = 0;
+    for (const char* text : {kChain, kResidual, kConcat, kModern}) {
+      const Network net = parse_network_text(text, "test");
+      const Graph g = build_graph(net, "test");
+      const TaskGraph tg = build_tasks(g, construct_route(g));
+      std::vector<char> read_backward(tg.tensors.size(), 0);
+      for (const Task& task : tg.tasks)
+        if (task.kind != TaskKind::Forward)
+          for (int x : task.reads) read_backward[x] = 1;
+      for (const Tensor& y : tg.tensors) {
+        if (!recomputable(g, tg, y.id)) continue;
+        std::vector<Residency> table(tg.tensors.size(), Residency::Keep);
+        table[y.id] = Residency::Recompute;
+        recompute_unneeded_inputs(g, tg, backward_needed(tg), table, {y.id});
+        CAPTURE(net.name);
+        CAPTURE(y.name);
+        for (const Tensor& x : tg.tensors) {
+          const bool redone = table[x.id] != Residency::Keep;
+          if (x.id != y.id && redone) {
+            ++closed;
+            CHECK(table[x.id] == Residency::Recompute);
+            CHECK(recomputable(g, tg, x.id));
+            CHECK(!read_backward[x.id]);
+            bool feeds_redone = false;  // x's layer is an input of a recomputed layer
+            for (const Tensor& z : tg.tensors)
+              if (table[z.id] != Residency::Keep && z.kind == TensorKind::Activation)
+                for (int in : g.layers[z.layer].inputs) feeds_redone = feeds_redone || in == x.layer;
+            CHECK(feeds_redone);
+          }
+          if (redone && x.kind == TensorKind::Activation)
+            for (int in : g.layers[x.layer].inputs) {
+              const int w = tg.y_of[in];
+              if (w >= 0 && recomputable(g, tg, w) && !read_backward[w]) CHECK(table[w] != Residency::Keep);
+            }
+        }
+      }
+    }
+    CHECK(closed > 0);
+  }
+
   // Hold (schedule.h): a value recomputed for the backward pass stays to its last use. ResNet-20
   // b8 on the V100 model at 35 % of its keep-all peak is where the search holds values: its plan
   // verifies, and the simulator's count of recomputations per tensor is the plan's recompute steps.

@@ -262,10 +262,12 @@ std::int64_t forward_ns(const TaskGraph& tg, const CostTable& costs, int t) {
 // them one by one. Passes repeat until none improves or the work budget (simulated steps plus
 // arena blocks looked at: deterministic, unlike a time limit) is spent. `need`:
 // backward_needed(), computed once by the search. `focus`, if given: only moves of these tensors
-// are tried.
+// are tried. `close_inputs`: a move alone that recomputes a value and does not help is tried again
+// with the inputs kept only for that recomputation recomputed too (refine_by_local_search).
 void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleResult& best,
              std::vector<Residency>& best_table, Placement placement, std::vector<ScheduleResult::Candidate>& log,
-             std::int64_t& spent, const std::string& name, const std::vector<char>* focus = nullptr) {
+             std::int64_t& spent, const std::string& name, const std::vector<char>* focus = nullptr,
+             bool close_inputs = false) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
   const CostTable& costs = *in.costs;
@@ -304,6 +306,12 @@ void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleRes
         if (spent > budget) return;
         std::vector<Residency> table = best_table;
         for (std::size_t i = lo; i < hi; ++i) table[moves[i].tensor] = moves[i].to;
+        std::vector<Residency> closed;  // close_inputs: the move with those inputs recomputed
+        if (close_inputs && hi - lo == 1 && recomputed(moves[lo].to)) {
+          closed = table;
+          recompute_unneeded_inputs(g, tg, need, closed, {moves[lo].tensor});
+          bound_segments(g, tg, closed);
+        }
         bound_segments(g, tg, table);
         if (table == best_table) return;
         ScheduleResult r = run(table);
@@ -312,6 +320,15 @@ void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleRes
           best_table = std::move(table);
           accepted += static_cast<int>(hi - lo);
           return;
+        }
+        if (!closed.empty() && closed != table && closed != best_table) {
+          ScheduleResult c = run(closed);
+          if (better(c, best)) {
+            best = std::move(c);
+            best_table = std::move(closed);
+            ++accepted;
+            return;
+          }
         }
         if (hi - lo == 1) return;
         const std::size_t mid = lo + (hi - lo) / 2;
@@ -377,6 +394,26 @@ void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleRes
 // 25 MiB) and densenet40 b64 at 50 % of the peak: +62.4 / +15.9 / +41.7 / +8.7 % instead of
 // +72.1 / +17.4 / +42.5 / +9.3 % (windows of 1, 2, 4, 6, 8 and 16 layers measured no better
 // overall), in the same compile time.
+// Then a second round of kicks, for at most kClosedKickShare times the first descent's work more,
+// in which a kick that recomputes a value also recomputes the inputs its recomputation reads
+// that no backward task needs and that were kept only for it (recompute_unneeded_inputs: a batch
+// norm's output under its ReLU, an add's): else dropping the value frees nothing. Its descents
+// try a move that recomputes a value that way too when the move alone does not help. Kicks and
+// moves to recompute reach only tensors some backward task reads, and the seeds alone recomputed
+// the others, so the first round cannot trade a value kept inside a block for the block's output,
+// which exact mode's plan for ResNet-20's first stage at 42 % of its peak does. The first round
+// runs as before, so each branch ends at least as fast. Measured (MODELLED overheads, sums of
+// percentage points): ResNet-20's first stage (b64, model:h100) at every whole per cent from 50 to
+// 35 % of its peak 531.5 instead of 558.8, at 43 to 39 % +30.4 % (exact mode's plan at 42 and
+// 39 %) instead of +35.8 %; resnet20 b64 every 3 % from 100 to 25 % 199.6 / 283.6 instead of
+// 200.0 / 287.4 (model:h100 / model:v100), every whole per cent from 45 to 25 % 373.2 / 494.9
+// instead of 370.4 / 504.3 (budgets slower than a smaller one: 6 / 0 instead of 5 / 4); resnet50
+// and densenet40 b64 and vgg16 b32 at 100 / 85 / 70 / 50 / 35 / 25 % on both profiles 271.3
+// instead of 273.1; those compiles about a fifth to a third longer (resnet20's 52 budgets 73 s
+// instead of 56 s on 2 cores; ResNet-152, whose descent spends the budget, kicks never and
+// compiles as before). A second round of 16 times the first descent's work: 521.9 / 198.5 / 283.3
+// in 50-70 % more time. One round of kicks, all closed: 520.3 / 207.3 / 286.9 (at 25 % of
+// resnet20's peak +38.5 / +46.1 % instead of +36.9 / +44.8 %).
 void refine_by_local_search(const ScheduleInput& in, const std::vector<char>& need, ScheduleResult& best,
                             std::vector<Residency>& best_table, Placement placement,
                             std::vector<ScheduleResult::Candidate>& log) {
@@ -391,40 +428,54 @@ void refine_by_local_search(const ScheduleInput& in, const std::vector<char>& ne
   SplitMix64 next;
   // At most kKickShare times the work of the first descent, so kicks cost in proportion to it.
   constexpr int kMaxKicks = 1024;
-  constexpr std::int64_t kKickShare = 16;
+  constexpr std::int64_t kKickShare = 16, kClosedKickShare = 8;
   const std::vector<int> route_at = route_positions(g, tg);
-  const std::int64_t kick_budget = std::min(in.local_search_budget, spent * (1 + kKickShare));
-  int kicks = 0, kept = 0;
-  for (; kicks < kMaxKicks && spent <= kick_budget; ++kicks) {
-    std::vector<Residency> table = best_table;
-    const std::uint64_t changes = 2 + next(3);
-    std::vector<int> kicked;
-    for (std::uint64_t c = 0; c < changes; ++c) {
-      const int t = movable[next(movable.size())];
-      kicked.push_back(t);
-      if (table[t] == Residency::Recompute && best.recomputations[t] >= 2 && next(2))
-        table[t] = Residency::Hold;
-      else if (table[t] != Residency::Keep)
-        table[t] = Residency::Keep;
-      else
-        table[t] = in.offload && next(2) ? Residency::Offload : Residency::Recompute;
+  // Kicks until `until` work is spent (or kMaxKicks); `closed`: with the inputs kept only for a
+  // recomputation recomputed too.
+  auto kick = [&](bool closed, std::int64_t until) {
+    int kicks = 0, kept = 0;
+    for (; kicks < kMaxKicks && spent <= until; ++kicks) {
+      std::vector<Residency> table = best_table;
+      const std::uint64_t changes = 2 + next(3);
+      std::vector<int> kicked;
+      for (std::uint64_t c = 0; c < changes; ++c) {
+        const int t = movable[next(movable.size())];
+        kicked.push_back(t);
+        if (table[t] == Residency::Recompute && best.recomputations[t] >= 2 && next(2))
+          table[t] = Residency::Hold;
+        else if (table[t] != Residency::Keep)
+          table[t] = Residency::Keep;
+        else
+          table[t] = in.offload && next(2) ? Residency::Offload : Residency::Recompute;
+      }
+      if (closed) {
+        std::vector<int> dropped;
+        for (int t : kicked)
+          if (recomputed(table[t])) dropped.push_back(t);
+        recompute_unneeded_inputs(g, tg, need, table, std::move(dropped));
+      }
+      bound_segments(g, tg, table);
+      if (table == best_table) continue;
+      ScheduleResult start = simulate_ucplan_table(in, table, placement, ScheduleResult{});
+      spent += start.work;
+      if (!start.ok) continue;
+      std::vector<ScheduleResult::Candidate> unlogged;
+      const std::vector<char> focus = near_tensors(tg, route_at, kicked);
+      descend(in, need, start, table, placement, unlogged, spent, "kick", &focus, closed);
+      if (better(start, best)) {
+        best = std::move(start);
+        best_table = std::move(table);
+        ++kept;
+      }
     }
-    bound_segments(g, tg, table);
-    if (table == best_table) continue;
-    ScheduleResult start = simulate_ucplan_table(in, table, placement, ScheduleResult{});
-    spent += start.work;
-    if (!start.ok) continue;
-    std::vector<ScheduleResult::Candidate> unlogged;
-    const std::vector<char> focus = near_tensors(tg, route_at, kicked);
-    descend(in, need, start, table, placement, unlogged, spent, "kick", &focus);
-    if (better(start, best)) {
-      best = std::move(start);
-      best_table = std::move(table);
-      ++kept;
-    }
-  }
-  if (kicks > 0)
-    log.push_back({fmt::format("iterated local search: {} kicks, {} kept", kicks, kept), best.round_ns, ""});
+    if (kicks > 0)
+      log.push_back({fmt::format("iterated local search{}: {} kicks, {} kept",
+                                 closed ? ", recomputing the inputs kept only for a recomputation" : "", kicks, kept),
+                     best.round_ns, ""});
+  };
+  const std::int64_t first = spent;
+  kick(false, std::min(in.local_search_budget, first * (1 + kKickShare)));
+  kick(true, std::min(in.local_search_budget, spent + first * kClosedKickShare));
 }
 
 // Recompute -> Hold (schedule.h), one tensor at a time, for each tensor the best plan recomputes

@@ -158,6 +158,20 @@ void bound_segments(const Graph& g, const TaskGraph& tg, std::vector<Residency>&
   }
 }
 
+void recompute_unneeded_inputs(const Graph& g, const TaskGraph& tg, const std::vector<char>& need,
+                               std::vector<Residency>& table, std::vector<int> from) {
+  while (!from.empty()) {
+    const int y = from.back();
+    from.pop_back();
+    for (int in : g.layers[tg.tensors[y].layer].inputs) {
+      const int x = tg.y_of[in];
+      if (x < 0 || need[x] || !recomputable(g, tg, x) || table[x] != Residency::Keep) continue;
+      table[x] = Residency::Recompute;
+      from.push_back(x);
+    }
+  }
+}
+
 std::vector<Residency> baseline_table(const std::string& name, const Graph& g, const TaskGraph& tg) {
   const int nt = static_cast<int>(tg.tensors.size());
   std::vector<Residency> table(nt, Residency::Keep);

@@ -48,5 +48,12 @@ std::vector<char> sqrt_checkpoints(const Graph& g, const TaskGraph& tg, int stri
 // Turns back to Keep every Recompute whose recomputation would reach back through more than a
 // bounded number of recomputed layers (a residual stream would otherwise be one segment).
 void bound_segments(const Graph& g, const TaskGraph& tg, std::vector<Residency>& table);
+// Recomputing y re-runs its layer, which reads the layer's inputs again then. An input that no
+// backward task reads (`need`: backward_needed(); a batch norm's output under its ReLU, an add's)
+// and that is kept would stay on the device only for that recomputation, so dropping y would
+// free nothing: such inputs of each of `from` become Recompute too, and theirs in turn. Kept or
+// needed inputs are left as they are.
+void recompute_unneeded_inputs(const Graph& g, const TaskGraph& tg, const std::vector<char>& need,
+                               std::vector<Residency>& table, std::vector<int> from);
 
 }  // namespace ucplan
