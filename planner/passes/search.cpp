@@ -409,9 +409,9 @@ void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleRes
 // 200.0 / 287.4 (model:h100 / model:v100), every whole per cent from 45 to 25 % 373.2 / 494.9
 // instead of 370.4 / 504.3 (budgets slower than a smaller one: 6 / 0 instead of 5 / 4); resnet50
 // and densenet40 b64 and vgg16 b32 at 100 / 85 / 70 / 50 / 35 / 25 % on both profiles 271.3
-// instead of 273.1; those compiles about a fifth to a third longer (resnet20's 52 budgets 73 s
-// instead of 56 s on 2 cores; ResNet-152, whose descent spends the budget, kicks never and
-// compiles as before). A second round of 16 times the first descent's work: 521.9 / 198.5 / 283.3
+// instead of 273.1; those compiles about a fifth to a third longer (resnet20's 26 budgets on
+// model:h100 73 s instead of 56 s on 2 cores; ResNet-152, whose descent spends the budget, kicks
+// never and compiles as before). A second round of 16 times the first descent's work: 521.9 / 198.5 / 283.3
 // in 50-70 % more time. One round of kicks, all closed: 520.3 / 207.3 / 286.9 (at 25 % of
 // resnet20's peak +38.5 / +46.1 % instead of +36.9 / +44.8 %).
 void refine_by_local_search(const ScheduleInput& in, const std::vector<char>& need, ScheduleResult& best,
