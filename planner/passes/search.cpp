@@ -306,12 +306,6 @@ void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleRes
         if (spent > budget) return;
         std::vector<Residency> table = best_table;
         for (std::size_t i = lo; i < hi; ++i) table[moves[i].tensor] = moves[i].to;
-        std::vector<Residency> closed;  // close_inputs: the move with those inputs recomputed
-        if (close_inputs && hi - lo == 1 && recomputed(moves[lo].to)) {
-          closed = table;
-          recompute_unneeded_inputs(g, tg, need, closed, {moves[lo].tensor});
-          bound_segments(g, tg, closed);
-        }
         bound_segments(g, tg, table);
         if (table == best_table) return;
         ScheduleResult r = run(table);
@@ -321,13 +315,18 @@ void descend(const ScheduleInput& in, const std::vector<char>& need, ScheduleRes
           accepted += static_cast<int>(hi - lo);
           return;
         }
-        if (!closed.empty() && closed != table && closed != best_table) {
-          ScheduleResult c = run(closed);
-          if (better(c, best)) {
-            best = std::move(c);
-            best_table = std::move(closed);
-            ++accepted;
-            return;
+        if (hi - lo == 1 && close_inputs && recomputed(moves[lo].to)) {  // the move with those inputs recomputed
+          std::vector<Residency> closed = best_table;
+          closed[moves[lo].tensor] = moves[lo].to;
+          recompute_unneeded_inputs(g, tg, need, closed, {moves[lo].tensor});
+          bound_segments(g, tg, closed);
+          if (closed != table && closed != best_table) {
+            ScheduleResult c = run(closed);
+            if (better(c, best)) {
+              best = std::move(c);
+              best_table = std::move(closed);
+              ++accepted;
+            }
           }
         }
         if (hi - lo == 1) return;
