@@ -296,6 +296,14 @@ TEST_SUITE("conv configuration choice") {
     ctx.evict_delay = {0, 0, std::int64_t{1} << 60};
     ctx.prefetch_penalty = {0, 5, 0};
     CHECK(choose_config_by_gain(ctx) == 0);
+    // T_pre by hand: a prefetch of 100 bytes taking 50 ns, its task 20 ns of compute away.
+    CHECK(prefetch_penalty_ns(300, 150, 100, 50, 20) == 0);   // 150 free after: it still fits
+    CHECK(prefetch_penalty_ns(300, 250, 100, 50, 20) == 30);  // 50 free after: it waits for the task
+    CHECK(prefetch_penalty_ns(300, 200, 100, 50, 20) == 0);   // exactly 100 free after: it fits
+    CHECK(prefetch_penalty_ns(300, 250, 100, 50, 60) == 0);   // the compute between hides it
+    CHECK(prefetch_penalty_ns(300, 0, 100, 50, 20) == 0);     // no workspace delays nothing
+    CHECK(prefetch_penalty_ns(80, 16, 100, 50, 20) == 0);     // 80 free: it waits with any workspace
+    CHECK(prefetch_penalty_ns(300, 250, 0, 0, 20) == 0);      // nothing to prefetch
     // SuperNeurons: the fastest that fits in 150 free bytes is config 1.
     CHECK(choose_fastest_fitting(ctx) == 1);
   }
@@ -1728,32 +1736,44 @@ TEST_SUITE("placement search") {
     CHECK(short_of_nodes.nodes == 1);
   }
 
-  // A real plan: resnet20 b64 on model:v100 at 35 % of the peak, where the default's winner is a
-  // pool branch's plan, placed after scheduling. Its buffers do not fit the budget again by XLA's
-  // best fit in its three orders; the search places them, and the verifier accepts the plan.
+  // Real plans: resnet20 b64 on model:v100 at 35 and 29 % of the peak, where the default's winner
+  // is a pool branch's plan, placed after scheduling. Its buffers do not fit the budget again by
+  // XLA's best fit in its three orders; the search places them, and the verifier accepts the plan.
+  // Asked for no fragmentation at all (the most bytes in use at once), the search finds no
+  // placement within its nodes for the second (for the first it does: whether it can is the
+  // plan's), and says how much work it spent: refine_stages pays for each placement it tries,
+  // fitting or not.
   TEST_CASE("places a real plan's buffers where the heuristic orders do not") {
     const Network net = load_network(resolve_network_path("resnet20"));
     const Profile prof = model_profile(net, 64, "v100");
-    Plan p = make_plan(input_for(net, prof, keep_all_peak(net, prof) * 35 / 100, "ucplan", "auto")).plan;
-    REQUIRE(find_plan_error(p) == "");
-    std::vector<PlanBuffer> heuristic = p.buffers;
-    CHECK_FALSE(assign_offsets_after_scheduling(heuristic, p.steps, p.budget_bytes + 1, false).applied);
-    const OffsetReassignment s = assign_offsets_after_scheduling(p.buffers, p.steps, p.budget_bytes + 1, true);
-    REQUIRE(s.applied);
-    CHECK(s.search_nodes > 0);
-    CHECK(s.after_bytes <= p.budget_bytes);
-    // The compile report says which placed them: the plan as made was placed by the search too.
-    CHECK(std::ranges::any_of(p.notes, [](const std::string& n) { return n.find("a search placed them") != n.npos; }));
-    // Asked for no fragmentation at all (the most bytes in use at once), the search finds no
-    // placement within its nodes, and says how much work it spent: refine_stages pays for each
-    // placement it tries, fitting or not (5.46 million nodes times buffers here).
-    std::vector<PlanBuffer> unfragmented = p.buffers;
-    const OffsetReassignment t = assign_offsets_after_scheduling(unfragmented, p.steps, max_bytes_in_use(p) + 1, true);
-    CHECK_FALSE(t.applied);
-    CHECK(t.search_nodes == 0);
-    CHECK(t.search_work > 0);
-    p.arena_bytes = p.summary.peak_bytes = s.after_bytes;
-    CHECK(find_plan_error(p) == "");
+    int placed = 0, unplaced = 0;
+    for (int share : {35, 29}) {
+      CAPTURE(share);
+      Plan p = make_plan(input_for(net, prof, keep_all_peak(net, prof) * share / 100, "ucplan", "auto")).plan;
+      REQUIRE(find_plan_error(p) == "");
+      std::vector<PlanBuffer> heuristic = p.buffers;
+      if (assign_offsets_after_scheduling(heuristic, p.steps, p.budget_bytes + 1, false).applied) continue;
+      const OffsetReassignment s = assign_offsets_after_scheduling(p.buffers, p.steps, p.budget_bytes + 1, true);
+      REQUIRE(s.applied);
+      ++placed;
+      CHECK(s.search_nodes > 0);
+      CHECK(s.after_bytes <= p.budget_bytes);
+      // The compile report says which placed them: the plan as made was placed by the search too.
+      CHECK(
+          std::ranges::any_of(p.notes, [](const std::string& n) { return n.find("a search placed them") != n.npos; }));
+      std::vector<PlanBuffer> unfragmented = p.buffers;
+      const OffsetReassignment t =
+          assign_offsets_after_scheduling(unfragmented, p.steps, max_bytes_in_use(p) + 1, true);
+      if (!t.applied) {
+        ++unplaced;
+        CHECK(t.search_nodes == 0);
+        CHECK(t.search_work > 0);
+      }
+      p.arena_bytes = p.summary.peak_bytes = s.after_bytes;
+      CHECK(find_plan_error(p) == "");
+    }
+    CHECK(placed > 0);
+    CHECK(unplaced > 0);
   }
 }
 

@@ -76,6 +76,12 @@ class Strategy {
 // moDNN Eq. (5): gain = T_base - T_alg - T_off,alg - T_pre,alg; the maximum wins (ties: smaller
 // workspace). Used by the ucplan strategy; exposed for tests.
 std::size_t choose_config_by_gain(const ConfigContext& ctx);
+// Eq. (5)'s T_pre for a workspace of `ws_bytes`: the next prefetch (`pre_bytes`, `pre_ns` of
+// copies, its task `between_ns` of compute away) starts only after this task if the workspace
+// leaves too little free memory for it, and is late by what those tasks cannot hide. Charged only
+// where the copy would fit without the workspace: short of memory already, it waits anyway.
+std::int64_t prefetch_penalty_ns(std::int64_t free_bytes, std::int64_t ws_bytes, std::int64_t pre_bytes,
+                                 std::int64_t pre_ns, std::int64_t between_ns);
 // SuperNeurons §3.5 / vDNN: the fastest configuration that fits in free memory now.
 std::size_t choose_fastest_fitting(const ConfigContext& ctx);
 
