@@ -569,6 +569,12 @@ TEST_CASE("solve_ilp equals brute force on small random ILPs (0-1 and bounded in
       CHECK(find_ilp_violation(ilp, r.x) == "");
       CHECK(r.tightenings == 0);
       optimal += full;
+      // Stopped after one node, what it proves (the LP relaxation's optimum at least, solved before
+      // branch and bound, in the objective's units after CBC's scaling) never passes the optimum.
+      Ilp stopped = ilp;
+      stopped.max_nodes = 1;
+      const IlpResult s = solve_ilp(stopped);
+      if (s.status != IlpStatus::no_solution) CHECK(s.bound <= *truth);
     }
   }
   CHECK(optimal > 100);
