@@ -173,7 +173,7 @@ CbcAnswer run_cbc(const Ilp& ilp, bool full_strategy) {
   double root_lp = -COIN_DBL_MAX;
   solver.initialSolve();
   if (solver.isProvenOptimal()) root_lp = solver.getObjValue();
-  progress.lp_bound = std::max(progress.lp_bound, root_lp);
+  progress.lp_bound = root_lp;  // this solve's own: a forked child inherits the parent's last value
 
   CbcModel model(solver);  // clones the solver
   model.setLogLevel(0);
