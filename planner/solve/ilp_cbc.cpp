@@ -87,7 +87,7 @@ struct CbcAnswer {
 // What the child process of run_cbc_isolated knows while CBC runs, for its deadline (below).
 struct Progress {
   CbcModel* bab = nullptr;          // the model branch and bound runs on (CbcMain1 copies ours)
-  double lp_bound = -COIN_DBL_MAX;  // the root LP's best optimum so far, scaled: a bound
+  double lp_bound = -COIN_DBL_MAX;  // the LP relaxation's optimum, then the root's best after cuts (scaled)
   double obj_scale = 1.0;
   const Ilp* ilp = nullptr;
   std::int64_t* x = nullptr;  // room for the answer, allocated before CBC starts
@@ -282,8 +282,9 @@ bool send_answer(int fd, std::int64_t infeasible, std::int64_t proven_optimal, s
 // rematerialisation MILPs (resnet50 b64, 70,000 variables) the root alone took 81 s under a 60 s
 // limit. So the child also has a deadline of its own, a little after CBC's: a timer signal, whose
 // handler sends what is known then (the incumbent branch and bound holds, if any; the root LP's
-// bound after its last round of cuts, or branch and bound's once it has nodes; none before the
-// first round, which on resnet50 b64 takes over 16 s) and exits. The parent checks that answer as
+// bound after its last round of cuts, or branch and bound's once it has nodes; before the first
+// round, which on resnet50 b64 takes over 16 s, the LP relaxation's, solved before CBC starts)
+// and exits. The parent checks that answer as
 // any other (an incumbent read mid-update fails the exact check and is dropped), and kills a
 // child that sends nothing well after the deadline. An alarm after CBC returned but before the
 // timer is stopped sends the same answer with less in it.
