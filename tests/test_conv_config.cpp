@@ -569,8 +569,8 @@ TEST_CASE("solve_ilp equals brute force on small random ILPs (0-1 and bounded in
       CHECK(find_ilp_violation(ilp, r.x) == "");
       CHECK(r.tightenings == 0);
       optimal += full;
-      // Stopped after one node, what it proves (the LP relaxation's optimum at least, solved before
-      // branch and bound, in the objective's units after CBC's scaling) never passes the optimum.
+      // Stopped after one node, what it proves (at least the LP relaxation's optimum, solved before
+      // branch and bound and scaled back from CBC's objective units) never passes the optimum.
       Ilp stopped = ilp;
       stopped.max_nodes = 1;
       const IlpResult s = solve_ilp(stopped);

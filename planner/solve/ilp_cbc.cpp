@@ -284,10 +284,9 @@ bool send_answer(int fd, std::int64_t infeasible, std::int64_t proven_optimal, s
 // handler sends what is known then (the incumbent branch and bound holds, if any; the root LP's
 // bound after its last round of cuts, or branch and bound's once it has nodes; before the first
 // round, which on resnet50 b64 takes over 16 s, the LP relaxation's, solved before CBC starts)
-// and exits. The parent checks that answer as
-// any other (an incumbent read mid-update fails the exact check and is dropped), and kills a
-// child that sends nothing well after the deadline. An alarm after CBC returned but before the
-// timer is stopped sends the same answer with less in it.
+// and exits. The parent checks that answer as any other (an incumbent read mid-update fails the
+// exact check and is dropped), and kills a child that sends nothing well after the deadline. An
+// alarm after CBC returned but before the timer is stopped sends the same answer with less in it.
 constexpr double kDeadlineGraceSeconds = 1.0;
 
 void send_at_deadline(int) {
