@@ -411,7 +411,7 @@ int run_compile(const CompileOptions& o) {
       // its MILPs proved at the larger budget hold at the smaller one too.
       for (const auto& c : r.candidates) {
         if (!c.milp) continue;
-        in.milp_seconds += c.milp_result.seconds + c.milp_offload.seconds;
+        in.milp_seconds += c.milp_seconds;
         if (c.milp_result.solved()) {
           std::int64_t& known = in.milp_bounds[c.sub_batch];
           known = std::max(known, c.milp_result.bound_round_ns);

@@ -3,6 +3,8 @@
 // on the threads or their timing (plans stay byte-identical, DESIGN.md "Determinism").
 #pragma once
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -12,6 +14,14 @@
 #include <vector>
 
 namespace ucplan {
+
+// The cores this process may run on (its CPU affinity, as nproc counts them; taskset and
+// container CPU sets lower it), at least 1. std::thread::hardware_concurrency counts the machine's.
+inline unsigned usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 // Runs fn(0) ... fn(n - 1), each once, on up to as many threads as there are cores, this one
 // among them. The first exception any call throws is rethrown here once every thread has been

@@ -393,32 +393,50 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   const double limit =
       x.opt.time_limit_s > 0 ? std::max(std::min(1.0, x.opt.time_limit_s), x.opt.time_limit_s - spent) : 0;
   // With offload allowed, a second MILP models the copies too (remat_milp.h), so its bound holds for
-  // every plan. The recompute-only MILP comes first, with three quarters of the limit: its solution
-  // leads the seeds, and its bound says what offload buys. The second gets a quarter (at most what
-  // the first left). Measured on resnet20 b64, model:h100, at 50 / 35 / 25 % of the peak, with 60 s
-  // for the offload MILP alone: its bound was +1.3 / +1.3 / +3.1 % over the ideal (the
-  // recompute-only MILP's +9.9 / +12.2 / +15.9 %), CBC never leaving the root's fractional copies
-  // behind, and its solution gave no faster plan.
-  const double first = limit > 0 && si.offload ? std::max(std::min(1.0, limit), limit * 3 / 4) : limit;
+  // every plan. CBC uses one core: where this process may use two or more, the two MILPs run side
+  // by side, each with the whole limit (each in a process of its own, ilp_cbc.cpp); on one core the
+  // recompute-only MILP comes first with three quarters of the limit (its solution leads the seeds,
+  // and its bound says what offload buys), then the MILP with offload with the rest. The latter's
+  // LP is slow since it counts what leaves the device (remat_milp.h, A): on resnet20 b64,
+  // model:h100, at 25 % of the peak, a quarter of 60 s ended before it (the bound stayed the ideal
+  // round, 1.75 ms), the whole 60 s did not (1.84 ms); standalone, Clp's dual simplex takes 1.4 /
+  // 11 / 33 s at 70 / 50 / 25 %.
+  const bool side_by_side = si.offload && usable_cores() >= 2;
+  const double first = limit > 0 && si.offload && !side_by_side ? std::max(std::min(1.0, limit), limit * 3 / 4) : limit;
   auto for_up_to = [](double seconds) {
     return seconds > 0 ? fmt::format(" for up to {}", format_seconds(seconds)) : std::string();
   };
-  progress("exact mode, the recompute-only MILP (CBC" + for_up_to(first) + ")");
-  o.milp_result =
-      solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, first, recorded.ok ? &recorded : nullptr, si.fixed_config);
-  x.milp_seconds += o.milp_result.seconds;
+  const ScheduleResult* start = recorded.ok ? &recorded : nullptr;
+  auto solve_offload = [&](double seconds) {
+    o.milp_offload = solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, seconds, start, si.fixed_config, true);
+  };
+  if (side_by_side) {
+    progress("exact mode, the recompute-only MILP and the MILP with offload side by side (CBC" + for_up_to(limit) +
+             ")");
+    parallel_for(2, [&](std::size_t i) {
+      if (i == 0)
+        o.milp_result = solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, limit, start, si.fixed_config);
+      else
+        solve_offload(limit);
+    });
+    o.milp_seconds = std::max(o.milp_result.seconds, o.milp_offload.seconds);
+  } else {
+    progress("exact mode, the recompute-only MILP (CBC" + for_up_to(first) + ")");
+    o.milp_result = solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, first, start, si.fixed_config);
+    o.milp_seconds = o.milp_result.seconds;
+    if (si.offload) {  // the rest of the limit, at most a quarter
+      const double rest =
+          limit > 0 ? std::max(std::min(1.0, limit), std::min(limit / 4, limit - o.milp_result.seconds)) : 0;
+      progress("exact mode, the MILP with offload (CBC" + for_up_to(rest) + ")");
+      solve_offload(rest);
+      o.milp_seconds += o.milp_offload.seconds;
+    }
+  }
+  x.milp_seconds += o.milp_seconds;
   if (auto known = in.milp_bounds.find(ct.sub_batch); known != in.milp_bounds.end() && o.milp_result.solved())
     o.milp_result.bound_round_ns = std::max(o.milp_result.bound_round_ns, known->second);
-  if (si.offload) {  // a quarter of the limit, less if the first MILP left less
-    const double rest =
-        limit > 0 ? std::max(std::min(1.0, limit), std::min(limit / 4, limit - o.milp_result.seconds)) : 0;
-    progress("exact mode, the MILP with offload (CBC" + for_up_to(rest) + ")");
-    o.milp_offload = solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, rest, recorded.ok ? &recorded : nullptr,
-                                      si.fixed_config, true);
-    x.milp_seconds += o.milp_offload.seconds;
-    if (!o.milp_offload.table.empty() && o.milp_offload.table != o.milp_result.table)
-      si.extra_seeds.push_back({"the offload MILP's decisions", o.milp_offload.table});
-  }
+  if (si.offload && !o.milp_offload.table.empty() && o.milp_offload.table != o.milp_result.table)
+    si.extra_seeds.push_back({"the offload MILP's decisions", o.milp_offload.table});
   if (o.milp_result.table.empty()) return best;
   progress("exact mode, the MILP's solution simulated and searched from");
   // The MILP counts bytes, not where they go: the arena's fragmentation can defeat its solution,

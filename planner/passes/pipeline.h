@@ -104,6 +104,7 @@ struct CandidateOutcome {
   bool milp = false;                              // exact mode ran the MILP for this sub-batch
   RematMilpResult milp_result;                    // recompute-only: its solution leads the seeds
   RematMilpResult milp_offload;                   // with offload allowed: the MILP that models copies too
+  double milp_seconds = 0;                        // their wall clock (side by side: the longer one's)
   // The MILPs exact mode solved for this sub-batch (none, the recompute-only one, or both).
   std::vector<const RematMilpResult*> milps() const {
     if (!milp) return {};

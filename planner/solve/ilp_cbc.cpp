@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdint>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -307,8 +308,15 @@ void send_at_deadline(int) {
   ::_exit(ok ? 0 : 1);
 }
 
+// Exact mode solves two MILPs side by side from two threads (pipeline.cpp), each forking a child.
+// A child inherits every descriptor open at its fork: had it the other solve's pipe's write end,
+// that parent would see no end of its answer until both children had exited. So a pipe's write
+// end stays open in this process only while this lock is held, from pipe() to the close after fork.
+std::mutex forking;
+
 std::optional<CbcAnswer> run_cbc_isolated(const Ilp& ilp) {
   int fds[2];
+  std::unique_lock<std::mutex> lock(forking);
   if (::pipe(fds) != 0) return std::nullopt;
   std::fflush(nullptr);
   const pid_t pid = ::fork();
@@ -342,6 +350,7 @@ std::optional<CbcAnswer> run_cbc_isolated(const Ilp& ilp) {
     ::_exit(ok ? 0 : 1);
   }
   ::close(fds[1]);
+  lock.unlock();
   std::string bytes;
   char buf[1 << 16];
   // A child that has sent nothing complete well after its own deadline is killed.
@@ -385,6 +394,11 @@ std::optional<CbcAnswer> run_cbc_isolated(const Ilp& ilp) {
   if (nx > 0) std::memcpy(a.x.data(), bytes.data() + sizeof head + sizeof bound, nx * sizeof(std::int64_t));
   return a;
 }
+
+// The in-process solves of solve_ilp (plain branch and bound, and the fallback when a child
+// fails), one at a time: run_cbc's Progress is one for the process, and two solves may be asked at
+// once (exact mode's MILPs side by side).
+std::mutex in_process;
 
 }  // namespace
 
@@ -433,7 +447,13 @@ IlpResult solve_ilp(const Ilp& ilp) {
         }
       }
     }
-    CbcAnswer a = full ? std::move(*full) : run_cbc(model, false);
+    CbcAnswer a;
+    if (full) {
+      a = std::move(*full);
+    } else {
+      const std::lock_guard<std::mutex> one(in_process);
+      a = run_cbc(model, false);
+    }
     res.nodes += a.nodes;
     // The bound of the first solve holds for the original rows (tightened ones only cut off
     // points); rounded down, with a tolerance for the LP's round-off.
