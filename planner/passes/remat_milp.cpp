@@ -358,8 +358,8 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
     // satisfy these rows. Without them the relaxation kept half of a tensor, copied out the other
     // half late and brought that half back (P <= Y holds stage by stage, not since it left), or
     // brought back a tenth in each of ten stages after copying out a tenth: on resnet20 b64,
-    // model:h100, its LP found rounds with no overhead at 70 and 50 % of the peak; with them 5.0 and
-    // 34.2 us (and at 35 / 25 %, 21 / 54 -> 61 / 88 us).
+    // model:h100, its LP found rounds with no overhead at 70, 50 and 35 % of the peak and 6.9 us
+    // at 25 %; with them 5.0, 34.2, 61.2 and 88.3 us.
     std::vector<std::vector<int>> reads_of(nt);
     for (int s = 0; s < n; ++s)
       for (int x : tg.tasks[order[s]].reads)
