@@ -1216,7 +1216,7 @@ TEST_SUITE("plan quality") {
   // inverted bottlenecks at batch 16, half-way from its lower bound to its peak on model:k40, the
   // MILP with offload is solved to its end within its 100 nodes, its bound 719,897 ns a round
   // (the search's plan: 735,104); without those rows, after 100 nodes its bound was the ideal
-  // round with the batch's copy (712,296 ns), which says nothing. A quarter of the way on
+  // round with the batch's copy (712,296 ns), which says nothing. Three eighths of the way on
   // model:h100 its bound rose from that floor (281,545 ns) to 284,804 ns. Both stay below the
   // search's plans, which offload.
   TEST_CASE("the MILP with offload bounds a small network's plans above the ideal, below the search") {

@@ -400,7 +400,7 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   // LP is slow since it counts what leaves the device (remat_milp.h, A): on resnet20 b64,
   // model:h100, at 25 % of the peak, a quarter of 60 s ended before it (the bound stayed the ideal
   // round, 1.75 ms), the whole 60 s did not (1.84 ms); standalone, Clp's dual simplex takes 1.4 /
-  // 11 / 33 s at 70 / 50 / 25 %.
+  // 11 / 33 s at 70 / 50 / 25 %, and at 35 % (and at 50 % on model:v100) it does not end in 60 s.
   const bool side_by_side = si.offload && usable_cores() >= 2;
   const double first = limit > 0 && si.offload && !side_by_side ? std::max(std::min(1.0, limit), limit * 3 / 4) : limit;
   auto for_up_to = [](double seconds) {

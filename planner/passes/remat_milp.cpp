@@ -432,7 +432,7 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
       }
       x[evar[s + 1]] = e;
     }
-    for (const Absent& a : absent)  // what the start recomputes by a read, absent since (as much as the rows allow)
+    for (const Absent& a : absent)  // 1 at a recomputation and at the stages of its window before it
       x[a.var] = std::min<std::int64_t>(1, x[R(a.tensor, a.stage)] + (a.next >= 0 ? x[a.next] : 0));
   };
 
