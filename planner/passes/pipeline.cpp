@@ -17,6 +17,7 @@
 #include "planner/model/sha256.h"
 #include "planner/model/units.h"
 #include "planner/ir/route.h"
+#include "planner/solve/ilp.h"
 #include "search.h"
 #include "strategies.h"
 #include "sub_batch.h"
@@ -225,22 +226,6 @@ void build_costs(Pipeline& x) {
   x.modnn_b = modnn_sub_batch(x.tg, cand_tables, in.budget_bytes);
 }
 
-// Exact mode's MILPs side by side fork their CBC children from two threads (ilp_cbc.cpp). glibc's
-// malloc survives a fork while another thread allocates (fork takes its arena locks); the
-// AddressSanitizer's allocator does not: in the sanitizer build a child inherited one of its locks
-// held and hung in CBC's first allocation. There the MILPs run one after the other.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kForkFromThreads = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kForkFromThreads = false;
-#else
-constexpr bool kForkFromThreads = true;
-#endif
-#else
-constexpr bool kForkFromThreads = true;
-#endif
-
 // The ucplan search, and for a network smaller than ResNet-152 (kReferenceLayers) the search again
 // with 1/128 less memory: the faster plan wins (a tie, the first). The search is chaotic in its
 // start, so a second start is worth about what twice the local search's work is, and a plan
@@ -417,7 +402,7 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   // model:h100, at 25 % of the peak, a quarter of 60 s ended before it (the bound stayed the ideal
   // round, 1.75 ms), the whole 60 s did not (1.84 ms); standalone, Clp's dual simplex takes 1.4 /
   // 11 / 33 s at 70 / 50 / 25 %, and at 35 % (and at 50 % on model:v100) it does not end in 60 s.
-  const bool side_by_side = si.offload && kForkFromThreads && usable_cores() >= 2;
+  const bool side_by_side = si.offload && ilp_solves_may_overlap() && usable_cores() >= 2;
   const double first = limit > 0 && si.offload && !side_by_side ? std::max(std::min(1.0, limit), limit * 3 / 4) : limit;
   auto for_up_to = [](double seconds) {
     return seconds > 0 ? fmt::format(" for up to {}", format_seconds(seconds)) : std::string();

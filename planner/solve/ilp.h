@@ -82,6 +82,12 @@ struct IlpResult {
 
 IlpResult solve_ilp(const Ilp& ilp);
 
+// Whether solve_ilp may be called from two threads at once (exact mode's MILPs side by side). Each
+// full-strategy solve forks a child; glibc's malloc survives a fork while another thread allocates
+// (fork takes its arena locks), AddressSanitizer's allocator does not (a child inherited one of its
+// locks held and hung in CBC's first allocation): false in a sanitizer build.
+bool ilp_solves_may_overlap();
+
 // Exact check of x against the bounds and every row: "" when feasible, else what is violated.
 std::string find_ilp_violation(const Ilp& ilp, const std::vector<std::int64_t>& x);
 

@@ -402,6 +402,17 @@ std::mutex in_process;
 
 }  // namespace
 
+bool ilp_solves_may_overlap() {
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr bool asan = true;
+#elif defined(__has_feature)
+  constexpr bool asan = __has_feature(address_sanitizer);
+#else
+  constexpr bool asan = false;
+#endif
+  return !asan;
+}
+
 std::string find_ilp_violation(const Ilp& ilp, const std::vector<std::int64_t>& x) {
   if (x.size() != ilp.objective.size()) return "solution has the wrong number of variables";
   for (std::size_t j = 0; j < x.size(); ++j)
