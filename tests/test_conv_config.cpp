@@ -607,6 +607,59 @@ TEST_CASE("solve_ilp equals brute force on small random ILPs (0-1 and bounded in
   CHECK(r.objective == 31);
 }
 
+TEST_CASE("solve_ilps answers each ILP as solve_ilp alone, its children side by side") {
+  // 0-1 knapsacks of 14 items against brute force, two in three with CBC's full strategy (a child
+  // each, all forked before any is waited for), the third plain (in this process, in turn).
+  std::vector<Ilp> ilps;
+  std::vector<std::int64_t> truth;
+  for (std::uint64_t seed = 9000; seed < 9009; ++seed) {
+    Rng rng(seed);
+    const int n = 14;
+    Ilp k;
+    IlpRow cap{{}, IlpSense::le, 0};
+    for (int j = 0; j < n; ++j) {
+      k.objective.push_back(-rng.uniform(1, 60));
+      cap.terms.push_back({j, rng.uniform(1, 40)});
+      cap.rhs += cap.terms.back().coef;
+    }
+    cap.rhs /= 3;
+    k.rows.push_back(cap);
+    k.full_strategy = seed % 3 != 0;
+    k.max_seconds = 30;
+    std::int64_t best = 0;
+    for (int mask = 0; mask < (1 << n); ++mask) {
+      std::int64_t z = 0, w = 0;
+      for (int j = 0; j < n; ++j)
+        if (mask >> j & 1) z += k.objective[j], w += cap.terms[j].coef;
+      if (w <= cap.rhs) best = std::min(best, z);
+    }
+    ilps.push_back(k);
+    truth.push_back(best);
+  }
+  std::vector<const Ilp*> all;
+  for (const Ilp& k : ilps) all.push_back(&k);
+  const std::vector<IlpResult> together = solve_ilps(all);
+  REQUIRE(together.size() == ilps.size());
+  for (std::size_t k = 0; k < ilps.size(); ++k) {
+    CAPTURE(k);
+    REQUIRE(together[k].status == IlpStatus::optimal);
+    CHECK(together[k].objective == truth[k]);
+    CHECK(find_ilp_violation(ilps[k], together[k].x) == "");
+    CHECK(together[k].full_strategy_failures == 0);
+  }
+  // Every child dies: each full-strategy ILP falls back to plain branch and bound, with the same answer.
+  ::setenv("UCPLAN_TEST_CBC_CHILD_CRASH", "1", 1);
+  const std::vector<IlpResult> crashed = solve_ilps(all);
+  ::unsetenv("UCPLAN_TEST_CBC_CHILD_CRASH");
+  for (std::size_t k = 0; k < ilps.size(); ++k) {
+    CAPTURE(k);
+    CHECK(crashed[k].full_strategy_failures == (ilps[k].full_strategy ? 1 : 0));
+    REQUIRE(crashed[k].status == IlpStatus::optimal);
+    CHECK(crashed[k].objective == truth[k]);
+  }
+  CHECK(solve_ilps({}).empty());
+}
+
 TEST_CASE("solve_ilp hands a model of 100,000 rows to CBC without copying it row by row") {
   // Rows x_j + x_{j+1} <= 1 over a path of n vertices: the LP's optimum is its first basis (nothing
   // chosen, objective 0 when every x costs 1), so the time is the model's hand-over. Built row by

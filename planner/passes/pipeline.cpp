@@ -400,9 +400,11 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   // and its bound says what offload buys), then the MILP with offload with the rest. The latter's
   // LP is slow since it counts what leaves the device (remat_milp.h, A): on resnet20 b64,
   // model:h100, at 25 % of the peak, a quarter of 60 s ended before it (the bound stayed the ideal
-  // round, 1.75 ms), the whole 60 s did not (1.84 ms); standalone, Clp's dual simplex takes 1.4 /
-  // 11 / 33 s at 70 / 50 / 25 %, and at 35 % (and at 50 % on model:v100) it does not end in 60 s.
-  const bool side_by_side = si.offload && ilp_solves_may_overlap() && usable_cores() >= 2;
+  // round, 1.75 ms), the whole 60 s did (1.84 ms). Its time is chaotic: standalone, as run_cbc
+  // solves it, 2 s at 70 %, 47 s at 25 % and 67 s at 35 %; Clp's dual simplex through ClpSolve 43 s
+  // at 35 % but 107 s at 25 %; at 50 % on model:v100 the dual simplex did not end in 90 s and the
+  // primal did in 40 s, which does not end at 35 % on model:h100 in 90 s.
+  const bool side_by_side = si.offload && usable_cores() >= 2;
   const double first = limit > 0 && si.offload && !side_by_side ? std::max(std::min(1.0, limit), limit * 3 / 4) : limit;
   auto for_up_to = [](double seconds) {
     return seconds > 0 ? fmt::format(" for up to {}", format_seconds(seconds)) : std::string();
@@ -414,12 +416,17 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   if (side_by_side) {
     progress("exact mode, the recompute-only MILP and the MILP with offload side by side (CBC" + for_up_to(limit) +
              ")");
-    parallel_for(2, [&](std::size_t i) {
-      if (i == 0)
-        o.milp_result = solve_remat_milp(x.g, x.tg, ct, in.budget_bytes, limit, start, si.fixed_config);
-      else
-        solve_offload(limit);
-    });
+    // Both built here, then both children forked from this thread before either is waited for
+    // (solve_ilps): no other thread runs at a fork.
+    const RematMilp only = build_remat_milp(x.g, x.tg, ct, in.budget_bytes, limit, start, si.fixed_config);
+    const RematMilp with = build_remat_milp(x.g, x.tg, ct, in.budget_bytes, limit, start, si.fixed_config, true);
+    std::vector<const Ilp*> ilps;
+    for (const RematMilp* m : {&only, &with})
+      if (m->solve) ilps.push_back(&m->ilp);
+    const std::vector<IlpResult> answers = solve_ilps(ilps);
+    std::size_t k = 0;
+    o.milp_result = only.read(only.solve ? answers[k++] : IlpResult{});
+    o.milp_offload = with.read(with.solve ? answers[k++] : IlpResult{});
     o.milp_seconds = std::max(o.milp_result.seconds, o.milp_offload.seconds);
   } else {
     progress("exact mode, the recompute-only MILP (CBC" + for_up_to(first) + ")");

@@ -31,10 +31,11 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a >= 0 ? (a + b -
 
 }  // namespace
 
-RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
-                                 double max_seconds, const ScheduleResult* start, const std::vector<int>& fixed_config,
-                                 bool offload) {
+RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
+                           double max_seconds, const ScheduleResult* start, const std::vector<int>& fixed_config,
+                           bool offload) {
   const auto start_time = std::chrono::steady_clock::now();
+  RematMilp milp;
   RematMilpResult res;
   res.offload = offload;
   const int nt = static_cast<int>(tg.tensors.size());
@@ -248,7 +249,9 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
     if (need - away > budget_bytes) {  // this task alone does not fit: no plan (of the MILP's kind) exists
       res.status = RematMilpResult::Status::infeasible;
       res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
-      return res;
+      milp.solve = false;
+      milp.read = [res](const IlpResult&) { return res; };
+      return milp;
     }
     // T_s reads i: present, carried in, recomputed or (offload) brought back in this stage.
     for (int x : task.reads)
@@ -515,51 +518,65 @@ RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const Cost
   res.variables = nv;
   res.rows = static_cast<int>(ilp.rows.size());
 
-  const IlpResult r = solve_ilp(ilp);
-  res.nodes = r.nodes;
-  res.plain_fallback = r.full_strategy_failures > 0;
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
-  switch (r.status) {
-    case IlpStatus::optimal:
-      res.status = RematMilpResult::Status::optimal;
-      break;
-    case IlpStatus::feasible:
-      res.status = RematMilpResult::Status::feasible;
-      break;
-    case IlpStatus::infeasible:
-      res.status = RematMilpResult::Status::infeasible;
-      return res;
-    case IlpStatus::no_solution:
-      res.status = RematMilpResult::Status::no_solution;
-      return res;
-  }
-  res.bound_round_ns = tasks_ns + std::max<std::int64_t>(r.bound, 0);
-  res.solution_round_ns = tasks_ns + r.objective;
-  // As a table (a seed for the search): recomputed in the backward pass. Stage by stage: what
-  // is recomputed anywhere may be dropped, and S says when.
-  res.table.assign(nt, Residency::Keep);
-  res.staged.table.assign(nt, Residency::Keep);
-  res.staged.keep.assign(n, std::vector<char>(nt, 1));
-  res.config.assign(tg.tasks.size(), -1);
-  for (int s = 0; s < n; ++s) {
-    if (zcount[s] == 0) continue;
-    res.config[order[s]] = zfirst[s];
-    if (zbase[s] >= 0)
-      for (int k = 0; k < zcount[s]; ++k)
-        if (r.x[zbase[s] + k]) res.config[order[s]] = k;
-  }
-  for (int i = 0; i < nt; ++i) {
-    if (base[i] < 0) continue;
-    bool back = false;  // brought back from the host somewhere: offloaded
-    for (int t = born[i] + 1; t <= last[i]; ++t) {
-      if (r.x[R(i, t)]) (t >= bwd_start ? res.table[i] : res.staged.table[i]) = Residency::Recompute;
-      res.staged.keep[t][i] = r.x[S(i, t)] ? 1 : 0;
-      back = back || (offload && r.x[P(i, t)]);
+  milp.ilp = std::move(ilp);
+  // The read-back keeps copies of what it needs (the graphs need not outlive the build).
+  milp.read = [res, start_time, tasks_ns, nt, n, ntasks = tg.tasks.size(), order, zfirst, zbase, zcount, base, born,
+               last, per, bwd_start, offload](const IlpResult& r) {
+    RematMilpResult out = res;
+    out.nodes = r.nodes;
+    out.plain_fallback = r.full_strategy_failures > 0;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+    switch (r.status) {
+      case IlpStatus::optimal:
+        out.status = RematMilpResult::Status::optimal;
+        break;
+      case IlpStatus::feasible:
+        out.status = RematMilpResult::Status::feasible;
+        break;
+      case IlpStatus::infeasible:
+        out.status = RematMilpResult::Status::infeasible;
+        return out;
+      case IlpStatus::no_solution:
+        out.status = RematMilpResult::Status::no_solution;
+        return out;
     }
-    if (res.table[i] == Residency::Recompute) res.staged.table[i] = Residency::Recompute;
-    if (back) res.table[i] = res.staged.table[i] = Residency::Offload;
-  }
-  return res;
+    out.bound_round_ns = tasks_ns + std::max<std::int64_t>(r.bound, 0);
+    out.solution_round_ns = tasks_ns + r.objective;
+    // As a table (a seed for the search): recomputed in the backward pass. Stage by stage: what
+    // is recomputed anywhere may be dropped, and S says when.
+    out.table.assign(nt, Residency::Keep);
+    out.staged.table.assign(nt, Residency::Keep);
+    out.staged.keep.assign(n, std::vector<char>(nt, 1));
+    out.config.assign(ntasks, -1);
+    for (int s = 0; s < n; ++s) {
+      if (zcount[s] == 0) continue;
+      out.config[order[s]] = zfirst[s];
+      if (zbase[s] >= 0)
+        for (int k = 0; k < zcount[s]; ++k)
+          if (r.x[zbase[s] + k]) out.config[order[s]] = k;
+    }
+    for (int i = 0; i < nt; ++i) {
+      if (base[i] < 0) continue;
+      bool back = false;  // brought back from the host somewhere: offloaded
+      for (int t = born[i] + 1; t <= last[i]; ++t) {
+        const int v = base[i] + per * (t - born[i] - 1);  // R; S and P follow it
+        if (r.x[v]) (t >= bwd_start ? out.table[i] : out.staged.table[i]) = Residency::Recompute;
+        out.staged.keep[t][i] = r.x[v + 1] ? 1 : 0;
+        back = back || (offload && r.x[v + 2]);
+      }
+      if (out.table[i] == Residency::Recompute) out.staged.table[i] = Residency::Recompute;
+      if (back) out.table[i] = out.staged.table[i] = Residency::Offload;
+    }
+    return out;
+  };
+  return milp;
+}
+
+RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
+                                 double max_seconds, const ScheduleResult* start, const std::vector<int>& fixed_config,
+                                 bool offload) {
+  const RematMilp milp = build_remat_milp(g, tg, costs, budget_bytes, max_seconds, start, fixed_config, offload);
+  return milp.read(milp.solve ? solve_ilp(milp.ilp) : IlpResult{});
 }
 
 }  // namespace ucplan

@@ -59,10 +59,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "costs.h"
+#include "planner/solve/ilp.h"
 #include "strategies.h"
 
 namespace ucplan {
@@ -96,5 +98,17 @@ const char* remat_milp_status_name(RematMilpResult::Status s);
 RematMilpResult solve_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
                                  double max_seconds, const ScheduleResult* start = nullptr,
                                  const std::vector<int>& fixed_config = {}, bool offload = false);
+
+// solve_remat_milp in two halves, for MILPs solved together (solve_ilps: exact mode's two side by
+// side): the ILP, and what its answer means. `solve` is false when the answer is known without
+// solving (a task alone does not fit: infeasible); then `read` ignores its argument.
+struct RematMilp {
+  Ilp ilp;
+  bool solve = true;
+  std::function<RematMilpResult(const IlpResult&)> read;
+};
+RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable& costs, std::int64_t budget_bytes,
+                           double max_seconds, const ScheduleResult* start = nullptr,
+                           const std::vector<int>& fixed_config = {}, bool offload = false);
 
 }  // namespace ucplan

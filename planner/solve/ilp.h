@@ -82,11 +82,14 @@ struct IlpResult {
 
 IlpResult solve_ilp(const Ilp& ilp);
 
-// Whether solve_ilp may be called from two threads at once (exact mode's MILPs side by side). Each
-// full-strategy solve forks a child; glibc's malloc survives a fork while another thread allocates
-// (fork takes its arena locks), AddressSanitizer's allocator does not (a child inherited one of its
-// locks held and hung in CBC's first allocation): false in a sanitizer build.
-bool ilp_solves_may_overlap();
+// Several ILPs solved at once, each full-strategy one by CBC in a child process of its own (the
+// others in this process, one after another): every child is forked from this thread before any
+// answer is waited for, so they run side by side (one core each) while no other thread of this
+// process runs. A fork while another thread allocates is safe with glibc's malloc (fork takes its
+// arena locks), not with every allocator: under AddressSanitizer a child forked from one thread
+// while the other allocated inherited one of its locks held and hung in CBC's first allocation.
+// The same answers as solve_ilp on each, in the same order.
+std::vector<IlpResult> solve_ilps(const std::vector<const Ilp*>& ilps);
 
 // Exact check of x against the bounds and every row: "" when feasible, else what is violated.
 std::string find_ilp_violation(const Ilp& ilp, const std::vector<std::int64_t>& x);

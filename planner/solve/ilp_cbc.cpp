@@ -324,15 +324,24 @@ void send_at_deadline(int) {
   ::_exit(ok ? 0 : 1);
 }
 
-// Exact mode solves two MILPs side by side from two threads (pipeline.cpp), each forking a child.
-// A child inherits every descriptor open at its fork: had it the other solve's pipe's write end,
-// that parent would see no end of its answer until both children had exited. So a pipe's write
-// end stays open in this process only while this lock is held, from pipe() to the close after fork.
+// A child solving with CBC's full strategy, and when the parent gives up waiting for it.
+struct CbcChild {
+  pid_t pid = -1;
+  int fd = -1;  // the read end of its pipe
+  bool deadline = false;
+  std::chrono::steady_clock::time_point kill_at;
+};
+
+// solve_ilp may also be called from several threads at once (with glibc's malloc a fork survives
+// another thread's allocation; solve_ilps needs no such luck). A child inherits every descriptor
+// open at its fork: had it another solve's pipe's write end, that parent would see no end of its
+// answer until both children had exited. So a pipe's write end stays open in this process only
+// while this lock is held, from pipe() to the close after fork.
 std::mutex forking;
 
-std::optional<CbcAnswer> run_cbc_isolated(const Ilp& ilp) {
+std::optional<CbcChild> start_cbc_child(const Ilp& ilp) {
   int fds[2];
-  std::unique_lock<std::mutex> lock(forking);
+  const std::lock_guard<std::mutex> lock(forking);
   if (::pipe(fds) != 0) return std::nullopt;
   std::fflush(nullptr);
   const pid_t pid = ::fork();
@@ -366,32 +375,41 @@ std::optional<CbcAnswer> run_cbc_isolated(const Ilp& ilp) {
     ::_exit(ok ? 0 : 1);
   }
   ::close(fds[1]);
-  lock.unlock();
+  CbcChild c;
+  c.pid = pid;
+  c.fd = fds[0];
+  // A child that has sent nothing complete well after its own deadline is killed.
+  c.deadline = ilp.max_seconds > 0;
+  c.kill_at = std::chrono::steady_clock::now() +
+              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                  std::chrono::duration<double>(ilp.max_seconds + 10 * kDeadlineGraceSeconds + 10.0));
+  return c;
+}
+
+// The child's answer; nullopt if it died or sent no complete answer.
+std::optional<CbcAnswer> finish_cbc_child(const CbcChild& c) {
   std::string bytes;
   char buf[1 << 16];
-  // A child that has sent nothing complete well after its own deadline is killed.
-  const auto kill_at = std::chrono::steady_clock::now() +
-                       std::chrono::duration<double>(ilp.max_seconds + 10 * kDeadlineGraceSeconds + 10.0);
   for (;;) {
-    if (ilp.max_seconds > 0) {
+    if (c.deadline) {
       const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - std::chrono::steady_clock::now());
-      pollfd p{fds[0], POLLIN, 0};
+          std::chrono::duration_cast<std::chrono::milliseconds>(c.kill_at - std::chrono::steady_clock::now());
+      pollfd p{c.fd, POLLIN, 0};
       const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
       if (ready < 0 && errno == EINTR) continue;
       if (ready == 0) {
-        ::kill(pid, SIGKILL);
+        ::kill(c.pid, SIGKILL);
         break;
       }
     }
-    const ssize_t r = ::read(fds[0], buf, sizeof buf);
+    const ssize_t r = ::read(c.fd, buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     bytes.append(buf, static_cast<std::size_t>(r));
   }
-  ::close(fds[0]);
+  ::close(c.fd);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
   std::int64_t head[4];
@@ -411,23 +429,27 @@ std::optional<CbcAnswer> run_cbc_isolated(const Ilp& ilp) {
   return a;
 }
 
+std::optional<CbcAnswer> run_cbc_isolated(const Ilp& ilp) {
+  const std::optional<CbcChild> c = start_cbc_child(ilp);
+  return c ? finish_cbc_child(*c) : std::nullopt;
+}
+
 // The in-process solves of solve_ilp (plain branch and bound, and the fallback when a child
-// fails), one at a time: run_cbc's Progress is one for the process, and two solves may be asked at
-// once (exact mode's MILPs side by side).
+// fails), one at a time: run_cbc's Progress is one for the process, and solve_ilp may be called
+// from several threads.
 std::mutex in_process;
 
-}  // namespace
-
-bool ilp_solves_may_overlap() {
-#if defined(__SANITIZE_ADDRESS__)
-  constexpr bool asan = true;
-#elif defined(__has_feature)
-  constexpr bool asan = __has_feature(address_sanitizer);
-#else
-  constexpr bool asan = false;
-#endif
-  return !asan;
+void check_ilp(const Ilp& ilp) {
+  const std::size_t n = ilp.objective.size();
+  UCPLAN_CHECK(ilp.upper.empty() || ilp.upper.size() == n, "ILP bounds have the wrong size");
+  for (std::int64_t u : ilp.upper) UCPLAN_CHECK(u >= 0, "ILP variable with a negative bound");
+  for (const IlpRow& r : ilp.rows)
+    for (const IlpTerm& t : r.terms)
+      UCPLAN_CHECK(t.var >= 0 && std::size_t(t.var) < n, "ILP term refers to no variable");
+  UCPLAN_CHECK(ilp.start.empty() || ilp.start.size() == n, "ILP start has the wrong size");
 }
+
+}  // namespace
 
 std::string find_ilp_violation(const Ilp& ilp, const std::vector<std::int64_t>& x) {
   if (x.size() != ilp.objective.size()) return "solution has the wrong number of variables";
@@ -439,31 +461,31 @@ std::string find_ilp_violation(const Ilp& ilp, const std::vector<std::int64_t>& 
   return "";
 }
 
-IlpResult solve_ilp(const Ilp& ilp) {
-  const std::size_t n = ilp.objective.size();
-  UCPLAN_CHECK(ilp.upper.empty() || ilp.upper.size() == n, "ILP bounds have the wrong size");
-  for (std::int64_t u : ilp.upper) UCPLAN_CHECK(u >= 0, "ILP variable with a negative bound");
-  for (const IlpRow& r : ilp.rows)
-    for (const IlpTerm& t : r.terms)
-      UCPLAN_CHECK(t.var >= 0 && std::size_t(t.var) < n, "ILP term refers to no variable");
-  UCPLAN_CHECK(ilp.start.empty() || ilp.start.size() == n, "ILP start has the wrong size");
+namespace {
 
+// The rest of solve_ilp once its first full-strategy child, if it has one, is running: `first` is
+// that child (nullopt: it could not be started), `started` when it was.
+IlpResult finish_ilp(const Ilp& ilp, std::optional<std::optional<CbcChild>> first,
+                     std::chrono::steady_clock::time_point started) {
   IlpResult res;
   const bool start_ok = !ilp.start.empty() && find_ilp_violation(ilp, ilp.start).empty();
   // Tolerances can make CBC accept a point that, rounded to integers, violates an inequality by a
   // few units (bytes). Then that row's rhs is tightened by the violation and the model solved
   // again; the exact check below is what decides feasibility, never CBC's own.
   Ilp model = ilp;
-  const auto started = std::chrono::steady_clock::now();
   for (int attempt = 0; attempt < 4; ++attempt) {
-    if (ilp.max_seconds > 0) {  // one limit for all attempts together
+    const bool running = attempt == 0 && first && *first;  // a child to hear from, whatever the time
+    if (ilp.max_seconds > 0 && !running) {                 // one limit for all attempts together
       model.max_seconds =
           ilp.max_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       if (model.max_seconds <= 0) break;
     }
     std::optional<CbcAnswer> full;
     if (model.full_strategy) {
-      full = run_cbc_isolated(model);
+      if (attempt == 0 && first)  // started by solve_ilps (nullopt: it could not be)
+        full = *first ? finish_cbc_child(**first) : std::nullopt;
+      else
+        full = run_cbc_isolated(model);
       if (!full) {  // the full strategy failed: plain branch and bound from here on, in the time left
         model.full_strategy = false;
         ++res.full_strategy_failures;
@@ -519,6 +541,24 @@ IlpResult solve_ilp(const Ilp& ilp) {
   if (res.status == IlpStatus::optimal) res.bound = res.objective;
   if (!res.x.empty()) res.bound = std::min(res.bound, res.objective);
   return res;
+}
+
+}  // namespace
+
+IlpResult solve_ilp(const Ilp& ilp) {
+  check_ilp(ilp);
+  return finish_ilp(ilp, std::nullopt, std::chrono::steady_clock::now());
+}
+
+std::vector<IlpResult> solve_ilps(const std::vector<const Ilp*>& ilps) {
+  for (const Ilp* ilp : ilps) check_ilp(*ilp);
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<std::optional<std::optional<CbcChild>>> first(ilps.size());
+  for (std::size_t k = 0; k < ilps.size(); ++k)
+    if (ilps[k]->full_strategy) first[k] = start_cbc_child(*ilps[k]);
+  std::vector<IlpResult> results;
+  for (std::size_t k = 0; k < ilps.size(); ++k) results.push_back(finish_ilp(*ilps[k], first[k], started));
+  return results;
 }
 
 }  // namespace ucplan
