@@ -663,7 +663,7 @@ TEST_CASE("solve_ilps answers each ILP as solve_ilp alone, its children side by 
 TEST_CASE("solve_ilp hands a model of 100,000 rows to CBC without copying it row by row") {
   // Rows x_j + x_{j+1} <= 1 over a path of n vertices: the LP's optimum is its first basis (nothing
   // chosen, objective 0 when every x costs 1), so the time is the model's hand-over. Built row by
-  // row into CBC's matrix, each row copied the matrix so far: 25 s for this model, which exact
+  // row into CBC's matrix, each row copied the matrix so far: 24 s for this model, which exact
   // mode's time limit paid before its LP had started (20 s of 60 for resnet20's offload MILP).
   const int n = 100'001;
   Ilp path;

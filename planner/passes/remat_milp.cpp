@@ -104,9 +104,10 @@ RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable&
     }
   }
   auto in_span = [&](int i, int t) { return decided[i] && t > born[i] && t <= last[i]; };
-  auto R = [&](int i, int t) { return base[i] + per * (t - born[i] - 1); };
-  auto S = [&](int i, int t) { return base[i] + per * (t - born[i] - 1) + 1; };
-  auto P = [&](int i, int t) { return base[i] + per * (t - born[i] - 1) + 2; };
+  // By value: the read-back of the answer (below) outlives this function's locals.
+  auto R = [base, born, per](int i, int t) { return base[i] + per * (t - born[i] - 1); };
+  auto S = [base, born, per](int i, int t) { return base[i] + per * (t - born[i] - 1) + 1; };
+  auto P = [base, born, per](int i, int t) { return base[i] + per * (t - born[i] - 1) + 2; };
   auto Y = [&](int i, int t) { return base[i] + per * (t - born[i] - 1) + 3; };  // i's copy out ended by E_t
   // "i is on the device for stage t": kept, recomputed, or (with offload) brought back.
   auto there = [&](int i, int t, std::int64_t sign) {
@@ -521,7 +522,7 @@ RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable&
   milp.ilp = std::move(ilp);
   // The read-back keeps copies of what it needs (the graphs need not outlive the build).
   milp.read = [res, start_time, tasks_ns, nt, n, ntasks = tg.tasks.size(), order, zfirst, zbase, zcount, base, born,
-               last, per, bwd_start, offload](const IlpResult& r) {
+               last, R, S, P, bwd_start, offload](const IlpResult& r) {
     RematMilpResult out = res;
     out.nodes = r.nodes;
     out.plain_fallback = r.full_strategy_failures > 0;
@@ -559,10 +560,9 @@ RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable&
       if (base[i] < 0) continue;
       bool back = false;  // brought back from the host somewhere: offloaded
       for (int t = born[i] + 1; t <= last[i]; ++t) {
-        const int v = base[i] + per * (t - born[i] - 1);  // R; S and P follow it
-        if (r.x[v]) (t >= bwd_start ? out.table[i] : out.staged.table[i]) = Residency::Recompute;
-        out.staged.keep[t][i] = r.x[v + 1] ? 1 : 0;
-        back = back || (offload && r.x[v + 2]);
+        if (r.x[R(i, t)]) (t >= bwd_start ? out.table[i] : out.staged.table[i]) = Residency::Recompute;
+        out.staged.keep[t][i] = r.x[S(i, t)] ? 1 : 0;
+        back = back || (offload && r.x[P(i, t)]);
       }
       if (out.table[i] == Residency::Recompute) out.staged.table[i] = Residency::Recompute;
       if (back) out.table[i] = out.staged.table[i] = Residency::Offload;

@@ -27,7 +27,6 @@
 #include <numeric>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "ilp.h"
@@ -123,25 +122,17 @@ CbcAnswer run_cbc(const Ilp& ilp, bool full_strategy) {
   std::vector<CoinBigIndex> starts{0};
   std::vector<int> columns;
   std::vector<double> elements, row_lo, row_hi;
-  std::vector<std::pair<int, double>> row;
   for (const IlpRow& r : ilp.rows) {
     std::uint64_t largest = magnitude(r.rhs);
     for (const IlpTerm& t : r.terms) largest = std::max(largest, magnitude(t.coef));
     // Each row scaled to at most 2^16 in magnitude, so Clp's absolute tolerances (1e-7) stay
     // far below one unit of any row.
     const double s = power_of_two_scale(largest, 16);
-    row.clear();
-    for (const IlpTerm& t : r.terms)
-      if (t.coef != 0) row.emplace_back(t.var, double(t.coef) * s);
-    std::sort(row.begin(), row.end());
-    for (std::size_t k = 0; k < row.size(); ++k) {  // a variable named twice: one coefficient
-      if (k > 0 && row[k].first == row[k - 1].first)
-        elements.back() += row[k].second;
-      else {
-        columns.push_back(row[k].first);
-        elements.push_back(row[k].second);
+    for (const IlpTerm& t : r.terms)  // each variable at most once (ilp.h)
+      if (t.coef != 0) {
+        columns.push_back(t.var);
+        elements.push_back(double(t.coef) * s);
       }
-    }
     starts.push_back(CoinBigIndex(columns.size()));
     const double rhs = double(r.rhs) * s;
     row_lo.push_back(r.sense == IlpSense::le ? -inf : rhs);
@@ -324,7 +315,8 @@ void send_at_deadline(int) {
   ::_exit(ok ? 0 : 1);
 }
 
-// A child solving with CBC's full strategy, and when the parent gives up waiting for it.
+// A child solving with CBC's full strategy (pid -1: it could not be started), and when the parent
+// gives up waiting for it.
 struct CbcChild {
   pid_t pid = -1;
   int fd = -1;  // the read end of its pipe
@@ -339,16 +331,16 @@ struct CbcChild {
 // while this lock is held, from pipe() to the close after fork.
 std::mutex forking;
 
-std::optional<CbcChild> start_cbc_child(const Ilp& ilp) {
+CbcChild start_cbc_child(const Ilp& ilp) {
   int fds[2];
   const std::lock_guard<std::mutex> lock(forking);
-  if (::pipe(fds) != 0) return std::nullopt;
+  if (::pipe(fds) != 0) return {};
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
-    return std::nullopt;
+    return {};
   }
   if (pid == 0) {  // the child: solve, send, and leave without running the parent's exit handlers
     ::close(fds[0]);
@@ -430,8 +422,8 @@ std::optional<CbcAnswer> finish_cbc_child(const CbcChild& c) {
 }
 
 std::optional<CbcAnswer> run_cbc_isolated(const Ilp& ilp) {
-  const std::optional<CbcChild> c = start_cbc_child(ilp);
-  return c ? finish_cbc_child(*c) : std::nullopt;
+  const CbcChild c = start_cbc_child(ilp);
+  return c.pid > 0 ? finish_cbc_child(c) : std::nullopt;
 }
 
 // The in-process solves of solve_ilp (plain branch and bound, and the fallback when a child
@@ -464,9 +456,8 @@ std::string find_ilp_violation(const Ilp& ilp, const std::vector<std::int64_t>& 
 namespace {
 
 // The rest of solve_ilp once its first full-strategy child, if it has one, is running: `first` is
-// that child (nullopt: it could not be started), `started` when it was.
-IlpResult finish_ilp(const Ilp& ilp, std::optional<std::optional<CbcChild>> first,
-                     std::chrono::steady_clock::time_point started) {
+// that child (null: none was started for it), `started` when it was.
+IlpResult finish_ilp(const Ilp& ilp, const CbcChild* first, std::chrono::steady_clock::time_point started) {
   IlpResult res;
   const bool start_ok = !ilp.start.empty() && find_ilp_violation(ilp, ilp.start).empty();
   // Tolerances can make CBC accept a point that, rounded to integers, violates an inequality by a
@@ -474,16 +465,16 @@ IlpResult finish_ilp(const Ilp& ilp, std::optional<std::optional<CbcChild>> firs
   // again; the exact check below is what decides feasibility, never CBC's own.
   Ilp model = ilp;
   for (int attempt = 0; attempt < 4; ++attempt) {
-    const bool running = attempt == 0 && first && *first;  // a child to hear from, whatever the time
-    if (ilp.max_seconds > 0 && !running) {                 // one limit for all attempts together
+    const bool running = attempt == 0 && first && first->pid > 0;  // a child to hear from, whatever the time
+    if (ilp.max_seconds > 0 && !running) {                         // one limit for all attempts together
       model.max_seconds =
           ilp.max_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       if (model.max_seconds <= 0) break;
     }
     std::optional<CbcAnswer> full;
     if (model.full_strategy) {
-      if (attempt == 0 && first)  // started by solve_ilps (nullopt: it could not be)
-        full = *first ? finish_cbc_child(**first) : std::nullopt;
+      if (attempt == 0 && first)  // started by solve_ilps (or not, if it could not be)
+        full = first->pid > 0 ? finish_cbc_child(*first) : std::nullopt;
       else
         full = run_cbc_isolated(model);
       if (!full) {  // the full strategy failed: plain branch and bound from here on, in the time left
@@ -547,17 +538,18 @@ IlpResult finish_ilp(const Ilp& ilp, std::optional<std::optional<CbcChild>> firs
 
 IlpResult solve_ilp(const Ilp& ilp) {
   check_ilp(ilp);
-  return finish_ilp(ilp, std::nullopt, std::chrono::steady_clock::now());
+  return finish_ilp(ilp, nullptr, std::chrono::steady_clock::now());
 }
 
 std::vector<IlpResult> solve_ilps(const std::vector<const Ilp*>& ilps) {
   for (const Ilp* ilp : ilps) check_ilp(*ilp);
   const auto started = std::chrono::steady_clock::now();
-  std::vector<std::optional<std::optional<CbcChild>>> first(ilps.size());
+  std::vector<CbcChild> first(ilps.size());
   for (std::size_t k = 0; k < ilps.size(); ++k)
     if (ilps[k]->full_strategy) first[k] = start_cbc_child(*ilps[k]);
   std::vector<IlpResult> results;
-  for (std::size_t k = 0; k < ilps.size(); ++k) results.push_back(finish_ilp(*ilps[k], first[k], started));
+  for (std::size_t k = 0; k < ilps.size(); ++k)
+    results.push_back(finish_ilp(*ilps[k], ilps[k]->full_strategy ? &first[k] : nullptr, started));
   return results;
 }
 
