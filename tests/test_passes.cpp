@@ -11,6 +11,8 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <stdexcept>
+#include <thread>
 
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
@@ -19,6 +21,7 @@
 #include "planner/passes/lower_bound.h"
 #include "planner/passes/pipeline.h"
 #include "planner/passes/offsets.h"
+#include "planner/passes/parallel.h"
 #include "planner/passes/remat_milp.h"
 #include "planner/ir/route.h"
 #include "planner/passes/search.h"
@@ -135,6 +138,42 @@ TEST_CASE("a launch gap is added to every kernel a task launches") {
   }
   CHECK(convs > 0);
   CHECK(others > 0);
+}
+
+TEST_CASE("parallel_for runs every index once, on no more threads than the process has cores") {
+  cpu_set_t all;
+  REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+  for (const bool one_core : {true, false}) {
+    CAPTURE(one_core);
+    if (one_core) {  // as under `taskset -c N`: the machine's other cores are not this process's
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &all)) {
+          CPU_SET(c, &one);
+          break;
+        }
+      REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+      CHECK(usable_cores() == 1);
+    }
+    std::vector<int> runs(48, 0);
+    std::vector<std::thread::id> on(48);
+    parallel_for(runs.size(), [&](std::size_t i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // long enough for any other thread to take some
+      ++runs[i];
+      on[i] = std::this_thread::get_id();
+    });
+    REQUIRE(sched_setaffinity(0, sizeof all, &all) == 0);
+    CHECK(std::all_of(runs.begin(), runs.end(), [](int r) { return r == 1; }));
+    const std::set<std::thread::id> threads(on.begin(), on.end());
+    CHECK(threads.size() <= usable_cores());
+    if (one_core) CHECK(threads == std::set<std::thread::id>{std::this_thread::get_id()});
+  }
+  // The first exception is rethrown once every thread has been joined.
+  CHECK_THROWS_AS(parallel_for(16, [](std::size_t i) {
+                    if (i == 5) throw std::runtime_error("five");
+                  }),
+                  std::runtime_error);
 }
 
 TEST_SUITE("simulator") {

@@ -23,14 +23,14 @@ inline unsigned usable_cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-// Runs fn(0) ... fn(n - 1), each once, on up to as many threads as there are cores, this one
-// among them. The first exception any call throws is rethrown here once every thread has been
+// Runs fn(0) ... fn(n - 1), each once, on up to as many threads as this process has cores
+// (usable_cores), this one among them. The first exception any call throws is rethrown here once every thread has been
 // joined; the indices not yet started then are not run. Calls may nest (a search inside a
 // search): the inner calls start threads of their own, and the cores are shared.
 template <class Fn>
 void parallel_for(std::size_t n, Fn&& fn) {
   if (n == 0) return;
-  const std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, n);
+  const std::size_t threads = std::clamp<std::size_t>(usable_cores(), 1, n);
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
