@@ -170,9 +170,10 @@ TEST_CASE("parallel_for runs every index once, on no more threads than the proce
     if (one_core) CHECK(threads == std::set<std::thread::id>{std::this_thread::get_id()});
   }
   // The first exception is rethrown once every thread has been joined.
-  CHECK_THROWS_AS(parallel_for(16, [](std::size_t i) {
-                    if (i == 5) throw std::runtime_error("five");
-                  }),
+  CHECK_THROWS_AS(parallel_for(16,
+                               [](std::size_t i) {
+                                 if (i == 5) throw std::runtime_error("five");
+                               }),
                   std::runtime_error);
 }
 
