@@ -515,6 +515,20 @@ RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable&
   // bytes in units of the three most common activation sizes, 4, 2 and 1 MiB on ResNet-20 b64)
   // moved the 60 s bounds at 50 / 35 / 25 % of the peak by +0.1 / +0.2 / +1.3 points (H100 model)
   // and +0.4 / +0.1 / -0.5 points (V100): CBC's own cuts find most of that. Not kept.
+  // Two valid strengthenings of the MILP with offload, measured on resnet20 b64, model:h100 (its
+  // LP solved apart by HiGHS 1.16 from the MPS): what its LP does at 50 % of the peak is recompute
+  // the stem's and layer1's ReLU outputs a fraction of a per cent per stage all through the
+  // backward pass from 2.4-2.9 % of their batch-norm outputs, brought back once: the same slice
+  // of the input serves every slice of the output, which no plan can do. (a) Memory of copies back
+  // under way (a buffer exists from its copy's start: F_s >= the large arrivals for s+1..t less
+  // what the stream can carry between T_s and m_t, for every t, 14,000 rows): the LP's optimum
+  // stayed 34.2 us over the round with the batch's copy, the 60 s bound fell from 1.79 to 1.75 ms
+  // (the LP no longer ended) and stayed 1.76 ms at 70 %; it held against brute force. (b) What
+  // is built in a window needs its input there at least once: S[c,y] - S[a,y] - Σ_[a,c) P[t,y]
+  // <= there(x,a) + Σ_(a,c) (R[t,x] + P[t,x]) per recomputation input x of y, read c of y and
+  // stage a (5,086 rows, 847,000 non-zeros): the LP rose to 42.3 us (+0.4 points) and took 239 s
+  // instead of 110 s, now copying 0.8 % of each batch-norm output out once and back in every
+  // stage. Neither kept: the slices are the relaxation's weakness, and rows cannot name them.
   ilp.full_strategy = true;
   res.variables = nv;
   res.rows = static_cast<int>(ilp.rows.size());
