@@ -24,9 +24,9 @@ inline unsigned usable_cores() {
 }
 
 // Runs fn(0) ... fn(n - 1), each once, on up to as many threads as this process has cores
-// (usable_cores), this one among them. The first exception any call throws is rethrown here once every thread has been
-// joined; the indices not yet started then are not run. Calls may nest (a search inside a
-// search): the inner calls start threads of their own, and the cores are shared.
+// (usable_cores), this one among them. The first exception any call throws is rethrown here once
+// every thread has been joined; the indices not yet started then are not run. Calls may nest (a
+// search inside a search): the inner calls start threads of their own, and the cores are shared.
 template <class Fn>
 void parallel_for(std::size_t n, Fn&& fn) {
   if (n == 0) return;
