@@ -4,7 +4,15 @@
 // Figs. 10 and 12. Every instance comes from a fixed generator, so runs are identical.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
 #include <cstdlib>
 #include <chrono>
 #include <cstdint>
@@ -658,6 +666,85 @@ TEST_CASE("solve_ilps answers each ILP as solve_ilp alone, its children side by 
     CHECK(crashed[k].objective == truth[k]);
   }
   CHECK(solve_ilps({}).empty());
+}
+
+namespace {
+
+struct ProcStat {
+  char state = 0;  // 0: no such process
+  long parent = 0;
+};
+
+// A process's state letter and parent from /proc/PID/stat.
+ProcStat proc_stat(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string line;
+  ProcStat st;
+  const std::size_t close = std::getline(in, line) ? line.rfind(')') : std::string::npos;  // the name may hold ')'
+  if (close != std::string::npos) std::istringstream(line.substr(close + 1)) >> st.state >> st.parent;
+  return st;
+}
+
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+        proc_stat(pid).parent == parent)
+      out.push_back(static_cast<pid_t>(std::stol(pid)));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a CBC child dies with the process that started it") {
+  // A market-split instance (Cornuejols and Dawande): equality rows over 0-1 variables with random
+  // weights, each row's right-hand side half its weights' sum, slack penalised. Branch and bound
+  // takes far longer than this test waits, so the solve is still running when its process dies.
+  Ilp split;
+  Rng rng(4242);
+  const int n = 36, m = 4;
+  split.objective.assign(n, 0);
+  for (int r = 0; r < m; ++r) {
+    IlpRow row{{}, IlpSense::eq, 0};
+    std::int64_t sum = 0;
+    for (int j = 0; j < n; ++j) {
+      row.terms.push_back({j, rng.uniform(0, 99)});
+      sum += row.terms.back().coef;
+    }
+    row.rhs = sum / 2;
+    for (const std::int64_t sign : {1, -1}) {  // slack either way, each costing its size
+      row.terms.push_back({static_cast<int>(split.objective.size()), sign});
+      split.objective.push_back(1);
+    }
+    split.rows.push_back(row);
+  }
+  split.upper.assign(n, 1);
+  split.upper.resize(split.objective.size(), 10'000);
+  split.full_strategy = true;
+  split.max_seconds = 120;
+  const pid_t solver = ::fork();
+  REQUIRE(solver >= 0);
+  if (solver == 0) {
+    (void)solve_ilp(split);
+    ::_exit(0);
+  }
+  std::vector<pid_t> cbc;  // the solver's CBC child
+  for (int wait = 0; wait < 200 && cbc.empty(); ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    cbc = children_of(solver);
+  }
+  ::kill(solver, SIGKILL);
+  ::waitpid(solver, nullptr, 0);
+  REQUIRE(cbc.size() == 1);
+  char state = proc_stat(std::to_string(cbc[0])).state;
+  for (int wait = 0; wait < 100 && state != 0 && state != 'Z'; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    state = proc_stat(std::to_string(cbc[0])).state;
+  }
+  CHECK((state == 0 || state == 'Z'));  // gone, or dead and waiting for whoever adopted it to reap it
+  if (state != 0 && state != 'Z') ::kill(cbc[0], SIGKILL);  // failed: not for the rest of its limit
 }
 
 TEST_CASE("solve_ilp hands a model of 100,000 rows to CBC without copying it row by row") {

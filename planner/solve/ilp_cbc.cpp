@@ -9,6 +9,7 @@
 #include <OsiClpSolverInterface.hpp>
 
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -336,6 +337,7 @@ CbcChild start_cbc_child(const Ilp& ilp) {
   const std::lock_guard<std::mutex> lock(forking);
   if (::pipe(fds) != 0) return {};
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -343,6 +345,11 @@ CbcChild start_cbc_child(const Ilp& ilp) {
     return {};
   }
   if (pid == 0) {  // the child: solve, send, and leave without running the parent's exit handlers
+    // It dies with the process that wants its answer (killed, aborted, or stopped by `timeout`):
+    // no CBC solves on for up to the time limit with nobody to hear it. The signal follows the
+    // thread that forked, which waits for this child before it returns, so it never comes early.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);  // that process died before the line above
     ::close(fds[0]);
     if (std::getenv("UCPLAN_TEST_CBC_CHILD_CRASH")) ::raise(SIGKILL);  // fault injection for the fallback test
     std::vector<std::int64_t> room(ilp.objective.size());
