@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -745,6 +746,51 @@ TEST_CASE("a CBC child dies with the process that started it") {
   }
   CHECK((state == 0 || state == 'Z'));  // gone, or dead and waiting for whoever adopted it to reap it
   if (state != 0 && state != 'Z') ::kill(cbc[0], SIGKILL);  // failed: not for the rest of its limit
+}
+
+TEST_CASE("a time limit that stops the LP still leaves a valid bound from its dual prices") {
+  // A regular set cover: each of n unit-cost columns covers k rows (counted with multiplicity, from
+  // shuffled row stubs), each of m rows is covered d = nk/m times. Its LP's optimum is m/k exactly:
+  // x = 1/d everywhere is feasible and costs n/d = m/k, and row prices 1/k are dual feasible
+  // (each column's k entries price to its cost) with that value. Its LP is degenerate enough that
+  // dual simplex needs over a minute for it; a one-second limit stops it, and the bound must then come from the prices
+  // it had reached: above the trivial 0 (no cost is negative), at most m/k. Before, such a solve reported no bound at
+  // all, or another ILP's (below). (Dual simplex reached 253 in 0.5 s and 460 in 58 s on the development machine.)
+  const int n = 20'000, m = 4'000, k = 8, d = n * k / m;
+  Rng rng(515);
+  std::vector<int> stubs;
+  for (int r = 0; r < m; ++r) stubs.insert(stubs.end(), d, r);
+  for (std::size_t i = stubs.size() - 1; i > 0; --i)
+    std::swap(stubs[i], stubs[static_cast<std::size_t>(rng.uniform(0, static_cast<std::int64_t>(i)))]);
+  Ilp cover;
+  cover.objective.assign(n, 1);
+  cover.rows.assign(m, IlpRow{{}, IlpSense::ge, 1});
+  for (int j = 0; j < n; ++j) {
+    std::map<int, std::int64_t> entries;
+    for (int e = 0; e < k; ++e) ++entries[stubs[static_cast<std::size_t>(j) * k + e]];
+    for (const auto& [r, times] : entries) cover.rows[r].terms.push_back({j, times});
+  }
+  const std::int64_t lp_optimum = m / k;
+
+  // An ILP solved in this process last, whose LP bound is far above: a forked child inherits what
+  // this process last knew, and must not send it as its own.
+  Ilp far;
+  far.objective = {2 * lp_optimum};
+  far.rows = {{{{0, 1}}, IlpSense::ge, 1}};
+  REQUIRE(solve_ilp(far).objective == 2 * lp_optimum);
+
+  cover.start.assign(n, 1);  // every column: feasible, poor
+  cover.full_strategy = true;
+  cover.max_seconds = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  const IlpResult r = solve_ilps({&cover})[0];
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(r.status == IlpStatus::feasible);
+  CHECK(r.bound > 0);
+  CHECK(r.bound <= lp_optimum);
+  CHECK(seconds < 10.0);
+  MESSAGE("regular set cover of " << n << " columns and " << m << " rows: LP optimum " << lp_optimum << "; bound "
+                                  << r.bound << " after " << seconds << " s");
 }
 
 TEST_CASE("solve_ilp hands a model of 100,000 rows to CBC without copying it row by row") {
