@@ -69,7 +69,9 @@ struct IlpResult {
   std::int64_t objective = 0;   // exact Σ objective[j] x_j
   std::int64_t nodes = 0;       // branch-and-bound nodes
   // Proven lower bound on the optimum (the best LP bound of the open nodes, rounded down);
-  // equals `objective` when optimal. Meaningless when infeasible or when no LP was solved.
+  // equals `objective` when optimal. With a time limit that stopped the LP relaxation of a
+  // full-strategy solve, the Lagrangian bound of the dual prices reached by then (ilp_cbc.cpp).
+  // Meaningless when infeasible or when no LP was solved.
   std::int64_t bound = 0;
   // Times a row's rhs had to be tightened and the model re-solved because CBC's answer, rounded
   // to integers, violated that row in exact arithmetic (a floating-point tolerance artefact). After
