@@ -176,23 +176,28 @@ struct RootLp {
   double bound = -COIN_DBL_MAX;  // in the solver's (scaled) objective units
 };
 
-// The probe above: true when primal simplex from `start` ends at an optimum within its caps.
-bool easy_from(const OsiClpSolverInterface& solver, const std::vector<std::int64_t>& start, double seconds) {
-  if (start.empty()) return false;
+// The probe above: the LP's optimum when primal simplex from `start` reaches it within its caps.
+std::optional<double> optimum_from(const OsiClpSolverInterface& solver, const std::vector<std::int64_t>& start,
+                                   double seconds) {
+  if (start.empty()) return std::nullopt;
   ClpSimplex lp(*solver.getModelPtr());  // a copy
   lp.setLogLevel(0);
   std::copy(start.begin(), start.end(), lp.primalColumnSolution());
   lp.setMaximumIterations(lp.numberRows() / 20);
   lp.setMaximumWallSeconds(seconds);
   lp.primal(1);
-  return lp.status() == 0;
+  if (lp.status() != 0) return std::nullopt;
+  return lp.objectiveValue();
 }
 
 RootLp solve_root_lp_within(OsiClpSolverInterface& solver, double seconds, const std::vector<std::int64_t>& start) {
   const auto started = std::chrono::steady_clock::now();
   ClpSimplex lp(*solver.getModelPtr());  // a copy: the solver's own model stays as CBC expects it
   ClpPresolve presolve;
-  ClpSimplex* reduced = easy_from(solver, start, seconds / 20) ? nullptr : presolve.presolvedModel(lp, 1e-8);
+  const std::optional<double> easy = optimum_from(solver, start, seconds / 20);
+  // Clp's own solve below has no limit of its own: the child's deadline sends this bound meanwhile.
+  if (easy) progress.lp_bound = *easy;
+  ClpSimplex* reduced = easy ? nullptr : presolve.presolvedModel(lp, 1e-8);
   RootLp root;
   int status = -1;
   if (reduced != nullptr) {
@@ -222,7 +227,10 @@ RootLp solve_root_lp_within(OsiClpSolverInterface& solver, double seconds, const
     solver.initialSolve();
   }
   root.optimal = solver.isProvenOptimal();
-  if (root.optimal) root.bound = solver.getObjValue();
+  if (root.optimal)
+    root.bound = solver.getObjValue();
+  else if (easy)
+    root.bound = *easy;
   return root;
 }
 
