@@ -146,30 +146,32 @@ double lagrangian_bound(const ClpSimplex& lp, const double* prices) {
   return static_cast<double>(bound);
 }
 
-// The LP relaxation of a full-strategy solve within `seconds` of wall clock, by dual simplex on
-// the presolved LP. Optimal: the solver holds an optimal basis, which CBC's root starts from, and
-// the bound is the optimum. Stopped by the limit: the bound is the Lagrangian one of the prices dual
-// simplex had reached (above), valid for the presolved LP, whose optimum is the LP's (presolve keeps
-// it, and Clp reports the objective offset it removed), so valid here. Dual simplex's prices
-// improve as it goes, late more than early: on the offload MILPs of resnet20 b64, model:h100, the
-// bound after 15 and 32 s of a 41 s solve (25 % of the peak) was 27 and 90 % of the optimum, after
-// 31 and 42 s of a 63 s one (35 %) 0 and 85 %. (Without presolve it rises sooner, 65 % after 10 s,
-// but the LP takes up to three times as long.) Before, a solve whose LP --time-limit stopped
-// reported the trivial bound, or the last one this process had found for another ILP.
+// The LP relaxation of a full-strategy solve within `seconds` of wall clock. First an easy LP is
+// told apart cheaply: primal simplex from the ILP's start (Clp's values pass), for at most a pivot
+// per 20 rows and a twentieth of the limit. Where the start is an optimum of the LP or close to one
+// (exact mode's MILPs at the liveness peak) it ends within that, and Clp's own initial solve
+// follows, as without a limit: on resnet50 b64's MILP with offload (293,071 rows, model:h100) the
+// values pass took 445 pivots (0.7 s), Clp's initial solve 2.5 s, and the presolved dual below
+// 26 s. Elsewhere it costs about a second (resnet20 b64 at 70 %: 22,085 pivots, 10.9 s, to the
+// end; its cap is 2,535).
+//
+// Otherwise dual simplex on the presolved LP. Optimal: the solver holds an optimal basis, which
+// CBC's root starts from, and the bound is the optimum. Stopped by the limit: the bound is the
+// Lagrangian one of the prices dual simplex had reached (above), valid for the presolved LP, whose
+// optimum is the LP's (presolve keeps it, and Clp reports the objective offset it removed), so
+// valid here. Dual simplex's prices improve as it goes, late more than early: on the offload MILPs
+// of resnet20 b64, model:h100, the bound after 15 and 32 s of a 41 s solve (25 % of the peak) was
+// 27 and 90 % of the optimum, after 31 and 42 s of a 63 s one (35 %) 0 and 85 %. (Without presolve
+// it rises sooner, 65 % after 10 s, but the LP takes up to three times as long.) Before, a solve
+// whose LP --time-limit stopped reported the trivial bound, or the last one this process had found
+// for another ILP.
 //
 // Where the LP ended within a quarter of the limit, Clp's own initial solve runs again from
 // scratch: CBC's search depends on the root's basis, and from this one it did worse on a small
 // case (the offload MILP of test_passes's five-layer network on model:k40: not proven optimal
-// within its 100 nodes, against 16 from Clp's own basis). Beyond a quarter, CBC keeps this basis: solving
-// twice would leave it little time. Anything else (presolve or Clp gives up): Clp's initial solve.
-//
-// Before all this, an easy LP is told apart cheaply: primal simplex from the ILP's start (Clp's
-// values pass), for at most a pivot per 20 rows and a twentieth of the limit. Where the start is an
-// optimum of the LP or close to one (exact mode's MILPs at the liveness peak) it ends within that,
-// and Clp's own initial solve follows, as without a limit: on resnet50 b64's MILP with offload
-// (293,071 rows, model:h100) the values pass took 445 pivots (0.7 s), Clp's initial solve 2.5 s, and
-// the presolved dual above 26 s. Elsewhere it costs about a second (resnet20 b64 at 70 %: 22,085
-// pivots, 10.9 s, to the end; its cap is 2,535).
+// within its 100 nodes, against 16 from Clp's own basis). Beyond a quarter, CBC keeps this basis:
+// solving twice would leave it little time. Anything else (presolve or Clp gives up): Clp's
+// initial solve.
 struct RootLp {
   bool optimal = false;
   bool stopped = false;          // by the limit
