@@ -1301,7 +1301,13 @@ ScheduleResult Scheduler::run() {
   empty_depth_.assign(nt, 0);
   for (int t = 0; t < nt; ++t) {
     st_[t].decision = strategy_.residency(t);
-    if (tg_.tensors[t].host_input) st_[t].host_valid = true;
+    // Only a layer's output can be made again by running the layer: a gradient, saved state or
+    // input planned for recomputation would be dropped with nothing to bring it back.
+    const Tensor& x = tg_.tensors[t];
+    UCPLAN_CHECK(!recomputed(st_[t].decision) ||
+                     (x.kind == TensorKind::Activation && !x.host_input && x.layer >= 0 && tg_.y_of[x.layer] == t),
+                 "a strategy plans " + x.name + " for recomputation, which only a layer's output can be");
+    if (x.host_input) st_[t].host_valid = true;
   }
   walkable_.assign(nt, 0);
   walkable_inputs_.assign(order_.size(), 0);
