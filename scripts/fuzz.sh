@@ -3,7 +3,8 @@
 # coverage) in build-fuzz/, then
 #  1. the plan mutator: N mutants of valid plans; every one the verifier accepts must replay
 #     with correct gradients and intact inputs (and, here, without a sanitizer report);
-#  2. libFuzzer on the network, profile and plan loaders (the plan's also runs the verifier).
+#  2. libFuzzer on the network, profile and plan loaders (the plan's also runs the verifier) and
+#     the ONNX importer.
 # Usage: scripts/fuzz.sh [--quick] [--mutants N] [--runs N] [BUILD_DIR]
 #   --quick: what CI runs (scripts/test.sh): 300 mutants and 20,000 inputs per loader, seeded.
 #   default: 5,000 mutants and 1,000,000 inputs per loader (about an hour on 2 cores).
@@ -30,11 +31,14 @@ echo "fuzz: plan mutator, $mutants mutants (ASan + UBSan)"
 "$build/bin/ucplan-plan-mutator" --mutants "$mutants" --seed 1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for kind in network profile plan; do
+for kind in network profile plan onnx; do
   # A copy of the seed corpus: libFuzzer adds what it finds to the first folder it is given.
   cp -r "$root/tests/fuzz/corpus/$kind" "$work/$kind"
   echo "fuzz: $kind loader, $runs inputs"
-  (cd "$work" && "$build/bin/fuzz_$kind" -seed=1 -runs="$runs" -max_len=16384 -dict="$root/tests/fuzz/json.dict" \
+  # JSON loaders: text with the dictionary's keys; ONNX: protobuf, mutated mostly as a parsed model
+  # (fuzz_onnx.cpp's own mutator), seeded with exports of up to 58 KiB.
+  if [ "$kind" = onnx ]; then opts=(-max_len=65536); else opts=(-max_len=16384 -dict="$root/tests/fuzz/json.dict"); fi
+  (cd "$work" && "$build/bin/fuzz_$kind" -seed=1 -runs="$runs" "${opts[@]}" \
        -print_final_stats=1 "$work/$kind" > "$work/$kind.log" 2>&1 || true)
   grep -E "^(stat::number_of_executed_units|stat::new_units_added|==|SUMMARY|Done)" "$work/$kind.log" || true
   # grep hides libFuzzer's chatter; a finding leaves a crash-* file and a non-zero status.

@@ -567,7 +567,11 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
     dim->set_dim_param("height");
     CHECK(error_of(b) ==
           "m.onnx: graph input \"x\": shape [?, 3, ?, 64] is not [batch, C, H, W] (or [batch, features]) "
-          "with C, H, W known; export with a fixed input size");
+          "with C, H, W known (at most 1048576); export with a fixed input size");
+    dim->set_dim_value(std::int64_t{1} << 21);  // known, but no network is that large
+    CHECK(error_of(b) ==
+          "m.onnx: graph input \"x\": shape [?, 3, 2097152, 64] is not [batch, C, H, W] (or [batch, features]) "
+          "with C, H, W known (at most 1048576); export with a fixed input size");
   }
   SUBCASE("a Reshape that is not a flatten") {
     ModelBuilder b = alexnet_like(Weights::DimsOnly);
@@ -604,6 +608,49 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
     CHECK(error_of(c) ==
           "m.onnx: node 24 \"pool_nhwc\" (MaxPool): input \"nhwc\" is in NHWC order (after a Transpose); ucplan "
           "supports only LayerNormalization, MatMul, Add and activations there, then a Transpose back");
+  }
+  SUBCASE("values a broken or hostile exporter writes (what tests/fuzz/fuzz_onnx.cpp found): one error, no crash") {
+    // conv1 (node 0): attributes kernel_shape, strides, pads, dilations, group; its weight is
+    // initializer 0, [16, 3, 7, 7].
+    auto conv1 = [](ModelBuilder& b) { return b.g->mutable_node(0); };
+    ModelBuilder d5 = resnet_block(Weights::DimsOnly);
+    d5.g->mutable_initializer(0)->add_dims(1);  // ONNX 1.12's own shape inference crashed on this
+    CHECK(error_of(d5) ==
+          "m.onnx: node 0 \"conv1\" (Conv): weight \"conv1.weight\" has dims [16, 3, 7, 7, 1]; ucplan supports 2-d "
+          "convolutions");
+    for (std::int64_t bad : {std::int64_t{-1}, std::int64_t{1} << 62}) {
+      ModelBuilder b = resnet_block(Weights::DimsOnly);
+      b.g->mutable_initializer(0)->set_dims(1, bad);  // a negative size was read as 2^64 - 1 values
+      CHECK(error_of(b) == "m.onnx: initializer \"conv1.weight\": dimension " + std::to_string(bad) +
+                               " is not between 0 and 1073741824");
+    }
+    ModelBuilder group = resnet_block(Weights::DimsOnly);
+    conv1(group)->mutable_attribute(4)->set_i(std::int64_t{1} << 62);  // 3 channels per group x 2^62 overflowed
+    CHECK(error_of(group) ==
+          "m.onnx: node 0 \"conv1\" (Conv): group 4611686018427387904 must be between 1 and 1048576");
+    ModelBuilder stride = resnet_block(Weights::DimsOnly);
+    stride.g->mutable_node(0)->mutable_attribute(1)->set_ints(0, std::int64_t{1} << 40);
+    CHECK(error_of(stride) ==
+          "m.onnx: node 0 \"conv1\" (Conv): strides [1099511627776, 2] must be between 1 and 1048576");
+    ModelBuilder pads = resnet_block(Weights::DimsOnly);
+    for (int k = 0; k < 4; ++k) conv1(pads)->mutable_attribute(2)->set_ints(k, INT64_MAX);  // input + 2 pad overflowed
+    CHECK(error_of(pads) ==
+          "m.onnx: node 0 \"conv1\" (Conv): pads [9223372036854775807, 9223372036854775807, 9223372036854775807, "
+          "9223372036854775807] must be between 0 and 1048576");
+    ModelBuilder orphan = resnet_block(Weights::DimsOnly);
+    orphan.g->mutable_node(2)->clear_input();  // read its first input regardless
+    CHECK(error_of(orphan) == "m.onnx: node 2 \"relu1\" (Relu): the node has no input");
+    ModelBuilder sum = resnet_block(Weights::DimsOnly);  // shape arithmetic, folded by the importer
+    sum.int64_constant("big", {INT64_MAX});
+    sum.int64_constant("one", {1});
+    sum.node("Add", {"big", "one"}, {"more"}, "more");
+    CHECK(error_of(sum) == "m.onnx: node 23 \"more\" (Add): Add 9223372036854775807 1 overflows 64-bit integers");
+    sum.g->mutable_node(23)->set_op_type("Mul");
+    sum.g->mutable_node(23)->mutable_input()->RemoveLast();  // its second operand was read anyway
+    CHECK(error_of(sum) == "m.onnx: node 23 \"more\" (Mul): Mul of integer constants takes two inputs");
+    ModelBuilder empty = resnet_block(Weights::DimsOnly);
+    empty.int64_constant("nothing", {});  // zero values: no copy from a null pointer (UBSan)
+    CHECK(build_graph(import(empty), "").total_params() == 21296 + 288 + 330);
   }
   SUBCASE("bytes that are not ONNX") {
     CHECK(error_of_bytes("{\"format\": \"ucplan-network/1\"}") ==

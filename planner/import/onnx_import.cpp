@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 #include <google/protobuf/stubs/logging.h>
 #include <onnx/onnx_pb.h>
-#include <onnx/shape_inference/implementation.h>
 
 #include "planner/model/errors.h"
 #include "planner/ir/graph.h"
@@ -25,6 +24,9 @@ namespace ucplan {
 namespace {
 
 using Dims = std::vector<std::int64_t>;  // -1: a dimension the file leaves unknown or symbolic
+// The largest dimension of a weight (a fully connected layer's inputs may exceed kMaxDim, as
+// a network file's out_features may): larger ones are refused, so products of a few stay exact.
+constexpr std::int64_t kMaxWeightDim = std::int64_t{1} << 30;
 
 // Names in an ONNX file are arbitrary bytes. In messages, control and non-ASCII bytes are written
 // as \xNN, so an error stays one line; in layer names they become '_', so the network's JSON is
@@ -107,12 +109,11 @@ class Importer {
   Network import() {
     for (const auto& op : model_.opset_import())
       if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = op.version();
-    try {
-      // Fills value_info where the file lacks it; a graph ONNX cannot infer still imports when
-      // its weights' dims or the ops' attributes give the shapes.
-      onnx::shape_inference::InferShapes(model_);
-    } catch (const std::exception&) {
-    }
+    // ONNX's own shape inference is not run: every shape used here comes from the file's
+    // declarations and the ops' attributes (the 68 torchvision exports of tests/data/onnx gave
+    // byte-identical networks without it, and test_import's models pass), and ONNX 1.12's
+    // inference functions assume valid graphs: a Conv whose weight has more dimensions than its
+    // input crashed convPoolShapeInference (found by tests/fuzz/fuzz_onnx.cpp).
     collect_dims();
     for (const auto& node : g_.node())
       for (const auto& in : node.input()) ++uses_[in];
@@ -151,9 +152,14 @@ class Importer {
     throw UserError(file_, where, what);
   }
 
+  // A declared dimension outside [0, kMaxWeightDim] is as good as unknown (-1): nothing ucplan
+  // imports has one, and a layer whose shape needs it fails for want of it.
   static Dims dims_of(const onnx::TypeProto& t) {
     Dims d;
-    for (const auto& dim : t.tensor_type().shape().dim()) d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    for (const auto& dim : t.tensor_type().shape().dim()) {
+      const bool known = dim.has_dim_value() && dim.dim_value() >= 0 && dim.dim_value() <= kMaxWeightDim;
+      d.push_back(known ? dim.dim_value() : -1);
+    }
     return d;
   }
 
@@ -165,6 +171,10 @@ class Importer {
     for (const auto& v : g_.output()) add_typed(v);
     for (const auto& v : g_.input()) add_typed(v);
     for (const auto& t : g_.initializer()) {
+      for (auto d : t.dims())
+        if (d < 0 || d > kMaxWeightDim)
+          throw UserError(file_, fmt::format("initializer \"{}\"", t.name()),
+                          fmt::format("dimension {} is not between 0 and {}", d, kMaxWeightDim));
       dims_[t.name()] = Dims(t.dims().begin(), t.dims().end());
       constants_.insert(t.name());
       read_constant(t.name(), t);
@@ -174,18 +184,21 @@ class Importer {
   // Small integer and float constants (Reshape's shape, Dropout's ratio); data may be absent.
   void read_constant(const std::string& name, const onnx::TensorProto& t) {
     std::int64_t n = 1;
-    for (auto d : t.dims()) n *= d;
-    if (n > 16) return;
+    for (auto d : t.dims()) {
+      if (d < 0 || d > 16) return;  // not a tensor, or more values than a small constant has
+      n *= d;                       // at most 16 * 16: no overflow
+      if (n > 16) return;
+    }
     if (t.data_type() == onnx::TensorProto::INT64) {
       std::vector<std::int64_t> v(t.int64_data().begin(), t.int64_data().end());
-      if (v.empty() && t.raw_data().size() == static_cast<std::size_t>(n) * 8) {
+      if (v.empty() && n > 0 && t.raw_data().size() == static_cast<std::size_t>(n) * 8) {
         v.resize(n);
         std::memcpy(v.data(), t.raw_data().data(), t.raw_data().size());
       }
       if (static_cast<std::int64_t>(v.size()) == n) ints_[name] = v;
     } else if (t.data_type() == onnx::TensorProto::FLOAT) {
       std::vector<float> v(t.float_data().begin(), t.float_data().end());
-      if (v.empty() && t.raw_data().size() == static_cast<std::size_t>(n) * 4) {
+      if (v.empty() && n > 0 && t.raw_data().size() == static_cast<std::size_t>(n) * 4) {
         v.resize(n);
         std::memcpy(v.data(), t.raw_data().data(), t.raw_data().size());
       }
@@ -219,13 +232,14 @@ class Importer {
     const std::string name = candidates[0];
     auto it = dims_.find(name);
     Dims d = it == dims_.end() ? Dims{} : it->second;
-    bool known = std::all_of(d.begin() + (d.empty() ? 0 : 1), d.end(), [](std::int64_t x) { return x > 0; });
+    bool known =
+        std::all_of(d.begin() + (d.empty() ? 0 : 1), d.end(), [](std::int64_t x) { return x > 0 && x <= kMaxDim; });
     if (!known || (d.size() != 4 && d.size() != 2))
       throw UserError(
           file_, fmt::format("graph input \"{}\"", name),
-          fmt::format("shape {} is not [batch, C, H, W] (or [batch, features]) with C, H, W known; export with a "
-                      "fixed input size",
-                      dims_text(d)));
+          fmt::format("shape {} is not [batch, C, H, W] (or [batch, features]) with C, H, W known (at most {}); "
+                      "export with a fixed input size",
+                      dims_text(d), kMaxDim));
     batch_ = d[0];
     net_.input_name = safe_name(name);
     used_names_.insert(net_.input_name);
@@ -374,6 +388,8 @@ class Importer {
       fail(index, n, fmt::format("pads {} is not 2-d (ucplan supports 2-d windows)", dims_text(pads)));
     if (pads[0] != pads[2] || pads[1] != pads[3])
       fail(index, n, fmt::format("asymmetric pads {}; ucplan pads both sides of an axis equally", dims_text(pads)));
+    if (std::min(pads[0], pads[1]) < 0 || std::max(pads[0], pads[1]) > kMaxDim)
+      fail(index, n, fmt::format("pads {} must be between 0 and {}", dims_text(pads), kMaxDim));
     return {pads[0], pads[1]};
   }
   std::array<std::int64_t, 2> pair_attr(int index, const onnx::NodeProto& n, const char* name, std::int64_t fallback) {
@@ -381,7 +397,8 @@ class Importer {
     if (v.empty()) return {fallback, fallback};
     if (v.size() != 2)
       fail(index, n, fmt::format("{} {} is not 2-d (ucplan supports 2-d windows)", name, dims_text(v)));
-    if (v[0] < 1 || v[1] < 1) fail(index, n, fmt::format("{} {} must be positive", name, dims_text(v)));
+    if (std::min(v[0], v[1]) < 1 || std::max(v[0], v[1]) > kMaxDim)
+      fail(index, n, fmt::format("{} {} must be between 1 and {}", name, dims_text(v), kMaxDim));
     return {v[0], v[1]};
   }
   void expect_rank4(int index, const onnx::NodeProto& n, const Value& x) {
@@ -398,6 +415,7 @@ class Importer {
     const std::string& op = n.op_type();
     if (n.output_size() < 1) fail(i, n, "the node has no output");
     if (op == "Constant") return constant(i, n);
+    if (n.input_size() < 1) fail(i, n, "the node has no input");  // every other op it imports has one
     if (op == "Identity") return identity(i, n);
     if (op == "Conv") return conv(i, n);
     if (fold_ints(i, n)) return;
@@ -505,8 +523,10 @@ class Importer {
       set(d);
       return true;
     }
-    if (!all_ints()) return false;
+    if (!all_ints() || !ints_of(0)) return false;
     const Dims& a = *ints_of(0);
+    const bool binary = op == "Gather" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div";
+    if (binary && !ints_of(1)) fail(i, n, fmt::format("{} of integer constants takes two inputs", op));
     if (op == "Unsqueeze" || op == "Squeeze" || op == "Cast" || op == "Identity") {
       set(a);  // a 0-d or 1-d integer constant: the values are what matter
       return true;
@@ -535,7 +555,16 @@ class Importer {
       for (std::size_t k = 0; k < v.size(); ++k) {
         const std::int64_t x = a[a.size() == 1 ? 0 : k], y = b[b.size() == 1 ? 0 : k];
         if (op == "Div" && y == 0) fail(i, n, "integer division by zero");
-        v[k] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
+        bool overflow = x == INT64_MIN && y == -1;  // Div's one overflow
+        if (op == "Add")
+          overflow = __builtin_add_overflow(x, y, &v[k]);
+        else if (op == "Sub")
+          overflow = __builtin_sub_overflow(x, y, &v[k]);
+        else if (op == "Mul")
+          overflow = __builtin_mul_overflow(x, y, &v[k]);
+        else if (!overflow)
+          v[k] = x / y;
+        if (overflow) fail(i, n, fmt::format("{} {} {} overflows 64-bit integers", op, x, y));
       }
       set(v);
       return true;
@@ -824,7 +853,8 @@ class Importer {
     l.inputs = {x.ref};
     auto& c = l.conv;
     c.groups = attr_int(n, "group", 1);
-    if (c.groups < 1) fail(i, n, fmt::format("group {} must be positive", c.groups));
+    if (c.groups < 1 || c.groups > kMaxDim)
+      fail(i, n, fmt::format("group {} must be between 1 and {}", c.groups, kMaxDim));
     Dims w = known_dims(n.input(1));
     std::int64_t kh = -1, kw = -1;
     if (!w.empty()) {
@@ -863,6 +893,10 @@ class Importer {
                          "shape of output \"{}\"",
                          n.input(1), n.output(0)));
     }
+    if (std::max({kh, kw, c.out_channels}) > kMaxDim)
+      fail(i, n,
+           fmt::format("a kernel {}x{} with {} outputs: ucplan takes at most {} in each", kh, kw, c.out_channels,
+                       kMaxDim));
     c.kernel = {kh, kw};
     c.stride = pair_attr(i, n, "strides", 1);
     c.dilation = pair_attr(i, n, "dilations", 1);

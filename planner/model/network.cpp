@@ -32,8 +32,6 @@ constexpr TypeRow kTypes[] = {
 };
 const TypeRow& row(LayerType t) { return kTypes[static_cast<int>(t)]; }
 
-constexpr std::int64_t kMaxDim = 1 << 20;
-
 // A spatial parameter written either as one integer or as [h, w].
 std::array<std::int64_t, 2> read_pair(const JsonReader& r, std::int64_t min) {
   if (r.is_array()) {

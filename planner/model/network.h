@@ -129,6 +129,9 @@ struct Layer {
 // The largest mini-batch ucplan takes (profile, compile, plans): larger ones are not trained at
 // once, and their profiles and compiles would take minutes and gigabytes for nothing.
 constexpr std::int64_t kMaxBatch = 65536;
+// The largest channel count, spatial size, window, stride, padding or dilation a network may
+// have (its loaders, JSON and ONNX, refuse larger ones): products of a few stay far from overflow.
+constexpr std::int64_t kMaxDim = 1 << 20;
 
 struct Network {
   std::string name;
