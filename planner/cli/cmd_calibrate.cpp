@@ -266,6 +266,13 @@ int run_calibrate(const CalibrateOptions& o) {
   }
   if (want_launch) {
     const std::optional<LaunchGap> gap = fit_launch_gap(gaps_us, static_cast<int>(o.traces.size()));
+    // What a profile holds (profile.cpp): a calibrated profile that its own loader refused was
+    // written from a trace whose kernels stood a second apart.
+    if (gap && !(gap->seconds <= LaunchGap::kMaxSeconds))
+      throw UserError(o.traces.front(), "traceEvents",
+                      fmt::format("the gaps between compute kernels fit {} a kernel, more than a launch takes (at "
+                                  "most {}): are these traces of this device, with nothing else running?",
+                                  format_seconds(gap->seconds), format_seconds(LaunchGap::kMaxSeconds)));
     if (gap) {
       report += fmt::format(
           "  launch  {} between kernels that wait for nothing{} (the median of the {} gaps within 1.5x the shortest "

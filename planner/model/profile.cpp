@@ -211,8 +211,8 @@ Profile load_profile(const std::string& path) {
     lg->allow_only({"seconds", "traces", "gaps"});
     LaunchGap gap;
     gap.seconds = lg->at("seconds").number();
-    // A millisecond between two kernels is a stall, not a launch.
-    if (!(gap.seconds >= 0 && gap.seconds <= 1e-3)) lg->at("seconds").fail("must be between 0 and 0.001 s");
+    if (!(gap.seconds >= 0 && gap.seconds <= LaunchGap::kMaxSeconds))
+      lg->at("seconds").fail(fmt::format("must be between 0 and {} s", LaunchGap::kMaxSeconds));
     gap.traces = static_cast<int>(lg->at("traces").integer(1, INT32_MAX));
     gap.gaps = static_cast<int>(lg->at("gaps").integer(1, INT32_MAX));
     if (!p.measured()) lg->fail("a modelled profile has no launch gap: `ucplan calibrate` fits one from measured runs");

@@ -71,9 +71,10 @@ TransferCosts fit_transfers(const std::vector<TransferPoint>& points);
 // The cost table adds it to every kernel a task launches (costs.cpp), so recomputing a step costs
 // its gap too. Absent in profiles that were not calibrated with it: no gap.
 struct LaunchGap {
-  double seconds = 0;  // per kernel
-  int traces = 0;      // measured traces it was fitted from
-  int gaps = 0;        // gaps between consecutive compute kernels it was fitted from
+  static constexpr double kMaxSeconds = 1e-3;  // a millisecond between two kernels is a stall, not a launch
+  double seconds = 0;                          // per kernel, at most kMaxSeconds
+  int traces = 0;                              // measured traces it was fitted from
+  int gaps = 0;                                // gaps between consecutive compute kernels it was fitted from
 };
 
 struct DeviceInfo {

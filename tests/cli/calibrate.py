@@ -146,6 +146,17 @@ with tempfile.TemporaryDirectory() as tmp:
         check(any(n.startswith("copy times are calibrated to traced runs") for n in notes),
               f"the plan does not say its copies are calibrated: {notes}")
 
+    # Kernels 2 ms apart fit a "launch gap" no profile holds: refused (exit 2, one line, nothing
+    # written), where a profile was written that compile then refused to read.
+    slow = [dict(e, ts=e["ts"] * 1000) for e in kernels(0)]  # every wait (1.7-22.7 us) a thousand times longer
+    slow_trace, slow_out = os.path.join(tmp, "slow.json"), os.path.join(tmp, "slow-profile.json")
+    json.dump(trace(profile["network"], "measured", slow), open(slow_trace, "w"))
+    r = run("calibrate", profile_path, "-t", slow_trace, "--fit", "launch", "-o", slow_out)
+    check(r.returncode == 2 and r.stderr.count("\n") == 1 and "more than a launch takes" in r.stderr and
+          not os.path.exists(slow_out),
+          f"calibrate with kernels milliseconds apart: exit {r.returncode}, {r.stderr.strip()!r}, "
+          f"file written: {os.path.exists(slow_out)}")
+
     # The launch gap, alone and beside the copies.
     la, lb = os.path.join(tmp, "la.json"), os.path.join(tmp, "lb.json")
     json.dump(trace(profile["network"], "measured", kernels(0) + made_up(0)), open(la, "w"))
