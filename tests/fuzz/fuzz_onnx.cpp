@@ -5,6 +5,7 @@
 // far, so the mutator works on the parsed ModelProto half of the time: an operator's type, an
 // attribute, an input, a node or a dimension changed to a value at an edge (0, -1, 2^31, 2^62...),
 // as files from a broken or hostile exporter would hold them.
+#include <cstdio>
 #include <random>
 
 #include <onnx/onnx_pb.h>
@@ -179,5 +180,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const ucplan::Network net = ucplan::import_onnx_file(path, {});
     const ucplan::Graph g = ucplan::build_graph(net, path);
     ucplan::build_tasks(g, ucplan::construct_route(g));
+    // What `ucplan import` writes, every other command must read: a network the importer accepts
+    // and the network loader refuses is a finding too.
+    try {
+      ucplan::build_graph(ucplan::parse_network_text(ucplan::network_to_json_text(net), "reloaded"), "reloaded");
+    } catch (const ucplan::UserError& e) {
+      std::fprintf(stderr, "imported, then refused on reading back: %s\n", e.what());
+      std::abort();
+    }
   });
 }
