@@ -648,6 +648,9 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
     sum.g->mutable_node(23)->set_op_type("Mul");
     sum.g->mutable_node(23)->mutable_input()->RemoveLast();  // its second operand was read anyway
     CHECK(error_of(sum) == "m.onnx: node 23 \"more\" (Mul): Mul of integer constants takes two inputs");
+    ModelBuilder eps = resnet_block(Weights::DimsOnly);
+    eps.g->mutable_node(1)->mutable_attribute(0)->set_f(0);  // bn1's epsilon: imported, then refused on reading
+    CHECK(error_of(eps) == "m.onnx: node 1 \"bn1\" (BatchNormalization): ucplan's bn layer's eps must be positive");
     ModelBuilder empty = resnet_block(Weights::DimsOnly);
     empty.int64_constant("nothing", {});  // zero values: no copy from a null pointer (UBSan)
     CHECK(build_graph(import(empty), "").total_params() == 21296 + 288 + 330);

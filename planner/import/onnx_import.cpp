@@ -339,6 +339,11 @@ class Importer {
 
   // Appends a layer and binds the node's first output to it.
   Value& add_layer(int index, const onnx::NodeProto& n, Layer layer, Shape out, int rank, bool nhwc = false) {
+    // What the network loader would refuse in the file `ucplan import` writes (an epsilon of 0).
+    if (const auto e = find_layer_param_error(layer))
+      fail(index, n,
+           fmt::format("ucplan's {} layer{} {}", layer_type_name(layer.type),
+                       e->field.empty() ? "" : fmt::format("'s {}", e->field), e->reason));
     layer.name = unique_name(n, index);
     expected_[layer.name] = out;
     net_.layers.push_back(std::move(layer));

@@ -1,5 +1,6 @@
 #include "network.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -54,6 +55,42 @@ OrderedJson pair_json(const std::array<std::int64_t, 2>& p) {
   return OrderedJson::array({p[0], p[1]});
 }
 
+}  // namespace
+
+std::optional<LayerParamError> find_layer_param_error(const Layer& l) {
+  auto positive = [](double v) { return std::isfinite(v) && v > 0; };
+  auto non_negative = [](double v) { return std::isfinite(v) && v >= 0; };
+  switch (l.type) {
+    case LayerType::BatchNorm:
+      if (!positive(l.bn.eps)) return LayerParamError{"eps", "must be positive"};
+      break;
+    case LayerType::LayerNorm:
+      if (!positive(l.ln.eps)) return LayerParamError{"eps", "must be positive"};
+      break;
+    case LayerType::Lrn:
+      if (!positive(l.lrn.k)) return LayerParamError{"k", "must be positive"};
+      if (!non_negative(l.lrn.alpha)) return LayerParamError{"alpha", "must not be negative"};
+      if (!non_negative(l.lrn.beta)) return LayerParamError{"beta", "must not be negative"};
+      break;
+    case LayerType::Dropout:
+      if (!(non_negative(l.dropout.ratio) && l.dropout.ratio < 1)) return LayerParamError{"ratio", "must be in [0, 1)"};
+      break;
+    case LayerType::HardSigmoid:
+      if (!positive(l.hardsigmoid.alpha)) return LayerParamError{"alpha", "must be positive"};
+      if (!std::isfinite(l.hardsigmoid.beta)) return LayerParamError{"beta", "must be finite"};
+      break;
+    case LayerType::Clip:
+      if (!(std::isfinite(l.clip.min) && std::isfinite(l.clip.max) && l.clip.min < l.clip.max))
+        return LayerParamError{"", fmt::format("min {} must be less than max {}", l.clip.min, l.clip.max)};
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
 Layer read_layer(const JsonReader& at_index) {
   Layer l;
   l.name = at_index.at("name").string();
@@ -101,7 +138,6 @@ Layer read_layer(const JsonReader& at_index) {
     case LayerType::BatchNorm: {
       r.allow_only({"name", "type", "inputs", "eps"});
       l.bn.eps = r.number_or("eps", 1e-5);
-      if (!(l.bn.eps > 0)) r.at("eps").fail("must be positive");
       break;
     }
     case LayerType::Lrn: {
@@ -110,9 +146,6 @@ Layer read_layer(const JsonReader& at_index) {
       l.lrn.alpha = r.number_or("alpha", 1e-4);
       l.lrn.beta = r.number_or("beta", 0.75);
       l.lrn.k = r.number_or("k", 1.0);
-      if (!(l.lrn.k > 0)) r.at("k").fail("must be positive");
-      if (l.lrn.alpha < 0) r.at("alpha").fail("must not be negative");
-      if (l.lrn.beta < 0) r.at("beta").fail("must not be negative");
       break;
     }
     case LayerType::Fc: {
@@ -124,21 +157,18 @@ Layer read_layer(const JsonReader& at_index) {
     case LayerType::Dropout: {
       r.allow_only({"name", "type", "inputs", "ratio"});
       l.dropout.ratio = r.number_or("ratio", 0.5);
-      if (!(l.dropout.ratio >= 0 && l.dropout.ratio < 1)) r.at("ratio").fail("must be in [0, 1)");
       break;
     }
     case LayerType::HardSigmoid: {
       r.allow_only({"name", "type", "inputs", "alpha", "beta"});
       l.hardsigmoid.alpha = r.number_or("alpha", 1.0 / 6.0);
       l.hardsigmoid.beta = r.number_or("beta", 0.5);
-      if (!(l.hardsigmoid.alpha > 0)) r.at("alpha").fail("must be positive");
       break;
     }
     case LayerType::Clip: {
       r.allow_only({"name", "type", "inputs", "min", "max"});
       l.clip.min = r.number_or("min", 0.0);
       l.clip.max = r.number_or("max", 6.0);
-      if (!(l.clip.min < l.clip.max)) r.fail(fmt::format("min {} must be less than max {}", l.clip.min, l.clip.max));
       break;
     }
     case LayerType::Gelu: {
@@ -152,7 +182,6 @@ Layer read_layer(const JsonReader& at_index) {
     case LayerType::LayerNorm: {
       r.allow_only({"name", "type", "inputs", "eps"});
       l.ln.eps = r.number_or("eps", 1e-5);
-      if (!(l.ln.eps > 0)) r.at("eps").fail("must be positive");
       break;
     }
     case LayerType::ChannelShuffle: {
@@ -180,6 +209,7 @@ Layer read_layer(const JsonReader& at_index) {
       r.allow_only({"name", "type", "inputs"});
       break;
   }
+  if (const auto e = find_layer_param_error(l)) (e->field.empty() ? r : r.at(e->field)).fail(e->reason);
   return l;
 }
 

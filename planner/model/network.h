@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,15 @@ struct Network {
   DType dtype = DType::Float32;
   std::vector<Layer> layers;
 };
+
+// What is wrong with a layer's own real-valued parameters, if anything: the field (its JSON
+// key; empty for the layer as a whole) and why. The network loader and the ONNX importer refuse
+// what it names, so what `ucplan import` writes always reads back. Non-finite values are wrong
+// too: JSON cannot hold them.
+struct LayerParamError {
+  std::string field, reason;
+};
+std::optional<LayerParamError> find_layer_param_error(const Layer& l);
 
 // Reads a network file: any malformed content is a UserError naming file, JSON path and reason.
 // Structural checks that need shapes (unknown input names, cycles, shape mismatches) are made
