@@ -651,6 +651,12 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
     ModelBuilder eps = resnet_block(Weights::DimsOnly);
     eps.g->mutable_node(1)->mutable_attribute(0)->set_f(0);  // bn1's epsilon: imported, then refused on reading
     CHECK(error_of(eps) == "m.onnx: node 1 \"bn1\" (BatchNormalization): ucplan's bn layer's eps must be positive");
+    ModelBuilder producer = resnet_block(Weights::DimsOnly);
+    producer.model.set_producer_name("torch\x94");  // not UTF-8: writing the network threw (exit 134)
+    const Network from_bytes = import_onnx_bytes(producer.bytes(), "r\xe9seau.onnx", {});
+    CHECK(from_bytes.name == "r_seau");
+    CHECK(from_bytes.source.rfind("ONNX from torch\\x94 ", 0) == 0);
+    CHECK(parse_network_text(network_to_json_text(from_bytes), "reloaded").name == "r_seau");
     ModelBuilder empty = resnet_block(Weights::DimsOnly);
     empty.int64_constant("nothing", {});  // zero values: no copy from a null pointer (UBSan)
     CHECK(build_graph(import(empty), "").total_params() == 21296 + 288 + 330);

@@ -122,11 +122,13 @@ class Importer {
     for (int i = 0; i < g_.node_size(); ++i) import_node(i, g_.node(i));
     add_losses();
     // Not the graph's name: exporters write their own ("main_graph", "torch_jit").
-    net_.name = !options_.name.empty() ? options_.name : stem(file_);
-    net_.description = fmt::format("imported from {} by ucplan import", base_name(file_));
+    // Everything written into the network file is valid UTF-8 (nlohmann::json refuses to write
+    // anything else): file names and the producer's strings are arbitrary bytes.
+    net_.name = safe_name(!options_.name.empty() ? options_.name : stem(file_));
+    net_.description = fmt::format("imported from {} by ucplan import", printable(base_name(file_)));
     if (!model_.producer_name().empty())
-      net_.source =
-          fmt::format("ONNX from {} {} (opset {})", model_.producer_name(), model_.producer_version(), opset_);
+      net_.source = fmt::format("ONNX from {} {} (opset {})", printable(model_.producer_name()),
+                                printable(model_.producer_version()), opset_);
     Graph graph = build_graph(net_, file_);  // the same validation as a hand-written network
     for (std::size_t l = 1; l < graph.layers.size(); ++l) {
       auto it = expected_.find(graph.layers[l].name());

@@ -243,4 +243,44 @@ with tempfile.TemporaryDirectory() as tmp:
               f"keep-all from {os.path.basename(prof)}: the launch gap's advice should be "
               f"{'there' if want else 'replaced by the gap'}: {notes}")
 
+# Traces from anywhere (seeded): each valid trace with one to three fields set to an edge value.
+# Calibrate must either write a profile that the planner then reads, or refuse with one line,
+# exit 2 and no file; never crash.
+EDGES = [0, -1, -1e-9, 1e-300, 1e300, 1e308, -1e308, 2**53, 2**63 - 1, -(2**63), 2**64, 0.5, "x", None, [], {}, True]
+
+
+def mutated(rng, base):
+    events = json.loads(json.dumps(base))
+    for _ in range(rng.randint(1, 3)):
+        e = rng.choice(events["traceEvents"])
+        where = e["args"] if "args" in e and rng.random() < 0.4 else e
+        key = rng.choice(sorted(where)) if where else "ts"
+        if rng.random() < 0.15:
+            where.pop(key, None)
+        else:
+            where[key] = rng.choice(EDGES)
+    return events
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    import random
+    rng = random.Random(1)
+    base = trace(profile["network"], "measured", kernels(0) + made_up(0))
+    t_path, out = os.path.join(tmp, "t.json"), os.path.join(tmp, "out.json")
+    outcomes = {"written": 0, "refused": 0}
+    for k in range(60):
+        json.dump(mutated(rng, base), open(t_path, "w"))
+        if os.path.exists(out):
+            os.remove(out)
+        r = run("calibrate", profile_path, "-t", t_path, "-o", out)
+        if r.returncode == 0:
+            outcomes["written"] += 1
+            r2 = run("compile", profile["network"], "--profile", out, "--budget", "1GiB", "--conv-only", "-q")
+            check(r2.returncode == 0, f"mutant {k}: calibrate wrote a profile that compile refuses: {r2.stderr.strip()}")
+        else:
+            outcomes["refused"] += 1
+            check(r.returncode == 2 and r.stderr.count("\n") == 1 and not os.path.exists(out),
+                  f"mutant {k}: exit {r.returncode}, {r.stderr.strip()!r}, file written: {os.path.exists(out)}")
+    print(f"adversarial traces: {outcomes['written']} calibrated, {outcomes['refused']} refused")
+
 finish("calibrate: ")
