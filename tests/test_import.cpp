@@ -637,6 +637,10 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
     CHECK(error_of(pads) ==
           "m.onnx: node 0 \"conv1\" (Conv): pads [9223372036854775807, 9223372036854775807, 9223372036854775807, "
           "9223372036854775807] must be between 0 and 1048576");
+    ModelBuilder window = resnet_block(Weights::DimsOnly);
+    window.g->mutable_node(3)->mutable_attribute(0)->set_ints(1, INT64_MIN);  // pool1's kernel_shape
+    CHECK(error_of(window) ==
+          "m.onnx: node 3 \"pool1\" (MaxPool): kernel_shape [3, -9223372036854775808] must be between 1 and 1048576");
     ModelBuilder orphan = resnet_block(Weights::DimsOnly);
     orphan.g->mutable_node(2)->clear_input();  // read its first input regardless
     CHECK(error_of(orphan) == "m.onnx: node 2 \"relu1\" (Relu): the node has no input");

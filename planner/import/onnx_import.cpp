@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <google/protobuf/stubs/logging.h>
 #include <onnx/onnx_pb.h>
 
@@ -51,6 +52,9 @@ const char* const kSupported =
     "[batch, features], Add, Sum, Concat, Split and Slice on channels, the channel shuffle Reshape-Transpose-Reshape, "
     "Dropout, LRN, Softmax or LogSoftmax as the last op, Identity, Constant, and shape arithmetic on constants "
     "(Shape, Gather, Unsqueeze, Squeeze, Concat, Add, Sub, Mul, Div, Cast)";
+
+// An attribute's integers as the file holds them (dims_text writes a negative dimension as "?").
+std::string ints_text(const Dims& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
 std::string dims_text(const Dims& d) {
   std::string s = "[";
@@ -396,7 +400,7 @@ class Importer {
     if (pads[0] != pads[2] || pads[1] != pads[3])
       fail(index, n, fmt::format("asymmetric pads {}; ucplan pads both sides of an axis equally", dims_text(pads)));
     if (std::min(pads[0], pads[1]) < 0 || std::max(pads[0], pads[1]) > kMaxDim)
-      fail(index, n, fmt::format("pads {} must be between 0 and {}", dims_text(pads), kMaxDim));
+      fail(index, n, fmt::format("pads {} must be between 0 and {}", ints_text(pads), kMaxDim));
     return {pads[0], pads[1]};
   }
   std::array<std::int64_t, 2> pair_attr(int index, const onnx::NodeProto& n, const char* name, std::int64_t fallback) {
@@ -405,7 +409,7 @@ class Importer {
     if (v.size() != 2)
       fail(index, n, fmt::format("{} {} is not 2-d (ucplan supports 2-d windows)", name, dims_text(v)));
     if (std::min(v[0], v[1]) < 1 || std::max(v[0], v[1]) > kMaxDim)
-      fail(index, n, fmt::format("{} {} must be between 1 and {}", name, dims_text(v), kMaxDim));
+      fail(index, n, fmt::format("{} {} must be between 1 and {}", name, ints_text(v), kMaxDim));
     return {v[0], v[1]};
   }
   void expect_rank4(int index, const onnx::NodeProto& n, const Value& x) {
@@ -943,7 +947,7 @@ class Importer {
     l.inputs = {x.ref};
     auto& p = l.pool;
     p.mode = mode;
-    p.kernel = {ks[0], ks[1]};
+    p.kernel = pair_attr(i, n, "kernel_shape", 1);  // 2-d (above) and within [1, kMaxDim]
     p.stride = pair_attr(i, n, "strides", 1);
     auto dil = pair_attr(i, n, "dilations", 1);
     if (dil[0] != 1 || dil[1] != 1) fail(i, n, fmt::format("dilated pooling ({}x{}) is not supported", dil[0], dil[1]));
