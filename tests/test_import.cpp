@@ -654,7 +654,8 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
     CHECK(error_of(sum) == "m.onnx: node 23 \"more\" (Mul): Mul of integer constants takes two inputs");
     ModelBuilder eps = resnet_block(Weights::DimsOnly);
     eps.g->mutable_node(1)->mutable_attribute(0)->set_f(0);  // bn1's epsilon: imported, then refused on reading
-    CHECK(error_of(eps) == "m.onnx: node 1 \"bn1\" (BatchNormalization): ucplan's bn layer's eps must be positive");
+    CHECK(error_of(eps) ==
+          "m.onnx: node 1 \"bn1\" (BatchNormalization): ucplan's bn layer's eps must be positive, got 0");
     ModelBuilder producer = resnet_block(Weights::DimsOnly);
     producer.model.set_producer_name("torch\x94");  // not UTF-8: writing the network threw (exit 134)
     const Network from_bytes = import_onnx_bytes(producer.bytes(), "r\xe9seau.onnx", {});

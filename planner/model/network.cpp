@@ -62,22 +62,23 @@ std::optional<LayerParamError> find_layer_param_error(const Layer& l) {
   auto non_negative = [](double v) { return std::isfinite(v) && v >= 0; };
   switch (l.type) {
     case LayerType::BatchNorm:
-      if (!positive(l.bn.eps)) return LayerParamError{"eps", "must be positive"};
+      if (!positive(l.bn.eps)) return LayerParamError{"eps", "must be positive", l.bn.eps};
       break;
     case LayerType::LayerNorm:
-      if (!positive(l.ln.eps)) return LayerParamError{"eps", "must be positive"};
+      if (!positive(l.ln.eps)) return LayerParamError{"eps", "must be positive", l.ln.eps};
       break;
     case LayerType::Lrn:
-      if (!positive(l.lrn.k)) return LayerParamError{"k", "must be positive"};
-      if (!non_negative(l.lrn.alpha)) return LayerParamError{"alpha", "must not be negative"};
-      if (!non_negative(l.lrn.beta)) return LayerParamError{"beta", "must not be negative"};
+      if (!positive(l.lrn.k)) return LayerParamError{"k", "must be positive", l.lrn.k};
+      if (!non_negative(l.lrn.alpha)) return LayerParamError{"alpha", "must not be negative", l.lrn.alpha};
+      if (!non_negative(l.lrn.beta)) return LayerParamError{"beta", "must not be negative", l.lrn.beta};
       break;
     case LayerType::Dropout:
-      if (!(non_negative(l.dropout.ratio) && l.dropout.ratio < 1)) return LayerParamError{"ratio", "must be in [0, 1)"};
+      if (!(non_negative(l.dropout.ratio) && l.dropout.ratio < 1))
+        return LayerParamError{"ratio", "must be in [0, 1)", l.dropout.ratio};
       break;
     case LayerType::HardSigmoid:
-      if (!positive(l.hardsigmoid.alpha)) return LayerParamError{"alpha", "must be positive"};
-      if (!std::isfinite(l.hardsigmoid.beta)) return LayerParamError{"beta", "must be finite"};
+      if (!positive(l.hardsigmoid.alpha)) return LayerParamError{"alpha", "must be positive", l.hardsigmoid.alpha};
+      if (!std::isfinite(l.hardsigmoid.beta)) return LayerParamError{"beta", "must be finite", l.hardsigmoid.beta};
       break;
     case LayerType::Clip:
       if (!(std::isfinite(l.clip.min) && std::isfinite(l.clip.max) && l.clip.min < l.clip.max))

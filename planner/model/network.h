@@ -151,6 +151,7 @@ struct Network {
 // too: JSON cannot hold them.
 struct LayerParamError {
   std::string field, reason;
+  double value = 0;  // the field's (meaningless when field is empty)
 };
 std::optional<LayerParamError> find_layer_param_error(const Layer& l);
 
