@@ -1,10 +1,10 @@
-// libFuzzer harness: the ONNX importer on any bytes (protobuf parsing, ONNX's own shape
-// inference, every operator's attributes and shapes), then the graph and the task graph of what
-// it returns. `ucplan import` reads files from anywhere, exported by tools ucplan does not control.
-// Byte-level mutation of a protobuf rarely gets past the parser with a model the importer walks
-// far, so the mutator works on the parsed ModelProto half of the time: an operator's type, an
-// attribute, an input, a node or a dimension changed to a value at an edge (0, -1, 2^31, 2^62...),
-// as files from a broken or hostile exporter would hold them.
+// libFuzzer harness: the ONNX importer on any bytes (protobuf parsing, every operator's
+// attributes and shapes), then the graph and the task graph of what it returns, and the network
+// read back through the network loader. `ucplan import` reads files from anywhere, exported by
+// tools ucplan does not control. Byte-level mutation of a protobuf rarely gets past the parser
+// with a model the importer walks far, so the mutator works on the parsed ModelProto half of the
+// time: an operator's type, an attribute, an input, a node or a dimension changed to a value at
+// an edge (0, -1, 2^31, 2^62...), as files from a broken or hostile exporter would hold them.
 #include <cstdio>
 #include <random>
 
@@ -20,59 +20,16 @@ extern "C" std::size_t LLVMFuzzerMutate(std::uint8_t* data, std::size_t size, st
 
 namespace {
 
-const char* const kOps[] = {"Conv",
-                            "BatchNormalization",
-                            "Relu",
-                            "Sigmoid",
-                            "HardSigmoid",
-                            "HardSwish",
-                            "Clip",
-                            "Gelu",
-                            "Erf",
-                            "Mul",
-                            "Div",
-                            "Add",
-                            "Sum",
-                            "Sub",
-                            "LayerNormalization",
-                            "Transpose",
-                            "MaxPool",
-                            "AveragePool",
-                            "GlobalAveragePool",
-                            "GlobalMaxPool",
-                            "ReduceMean",
-                            "Gemm",
-                            "MatMul",
-                            "Flatten",
-                            "Reshape",
-                            "Concat",
-                            "Split",
-                            "Slice",
-                            "Dropout",
-                            "LRN",
-                            "Softmax",
-                            "LogSoftmax",
-                            "Identity",
-                            "Constant",
-                            "Shape",
-                            "Gather",
-                            "Unsqueeze",
-                            "Squeeze",
-                            "Cast"};
-const std::int64_t kEdges[] = {0,
-                               1,
-                               2,
-                               3,
-                               -1,
-                               -2,
-                               7,
-                               64,
-                               1 << 16,
-                               std::int64_t{1} << 31,
-                               std::int64_t{1} << 40,
-                               std::int64_t{1} << 62,
-                               INT64_MAX,
-                               INT64_MIN};
+// clang-format off
+const char* const kOps[] = {
+    "Conv", "BatchNormalization", "Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Clip", "Gelu", "Erf", "Mul",
+    "Div", "Add", "Sum", "Sub", "LayerNormalization", "Transpose", "MaxPool", "AveragePool", "GlobalAveragePool",
+    "GlobalMaxPool", "ReduceMean", "Gemm", "MatMul", "Flatten", "Reshape", "Concat", "Split", "Slice", "Dropout",
+    "LRN", "Softmax", "LogSoftmax", "Identity", "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast"};
+const std::int64_t kEdges[] = {
+    0, 1, 2, 3, -1, -2, 7, 64, 1 << 16, std::int64_t{1} << 31, std::int64_t{1} << 40, std::int64_t{1} << 62,
+    INT64_MAX, INT64_MIN};
+// clang-format on
 
 template <class Rng>
 std::int64_t edge(Rng& rng) {
