@@ -629,7 +629,7 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
     CHECK(error_of(group) ==
           "m.onnx: node 0 \"conv1\" (Conv): group 4611686018427387904 must be between 1 and 1048576");
     ModelBuilder stride = resnet_block(Weights::DimsOnly);
-    stride.g->mutable_node(0)->mutable_attribute(1)->set_ints(0, std::int64_t{1} << 40);
+    conv1(stride)->mutable_attribute(1)->set_ints(0, std::int64_t{1} << 40);
     CHECK(error_of(stride) ==
           "m.onnx: node 0 \"conv1\" (Conv): strides [1099511627776, 2] must be between 1 and 1048576");
     ModelBuilder pads = resnet_block(Weights::DimsOnly);
@@ -648,7 +648,8 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
     sum.int64_constant("big", {INT64_MAX});
     sum.int64_constant("one", {1});
     sum.node("Add", {"big", "one"}, {"more"}, "more");
-    CHECK(error_of(sum) == "m.onnx: node 23 \"more\" (Add): Add 9223372036854775807 1 overflows 64-bit integers");
+    CHECK(error_of(sum) ==
+          "m.onnx: node 23 \"more\" (Add): Add of 9223372036854775807 and 1 overflows 64-bit integers");
     sum.g->mutable_node(23)->set_op_type("Mul");
     sum.g->mutable_node(23)->mutable_input()->RemoveLast();  // its second operand was read anyway
     CHECK(error_of(sum) == "m.onnx: node 23 \"more\" (Mul): Mul of integer constants takes two inputs");

@@ -576,7 +576,7 @@ class Importer {
           overflow = __builtin_mul_overflow(x, y, &v[k]);
         else if (!overflow)
           v[k] = x / y;
-        if (overflow) fail(i, n, fmt::format("{} {} {} overflows 64-bit integers", op, x, y));
+        if (overflow) fail(i, n, fmt::format("{} of {} and {} overflows 64-bit integers", op, x, y));
       }
       set(v);
       return true;

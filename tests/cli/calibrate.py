@@ -17,6 +17,7 @@ from that profile calibrated, or without offload, it does not.
 Usage: calibrate.py UCPLAN_BIN MEASURED_PROFILE MEASURED_CUDA_PROFILE"""
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -263,7 +264,6 @@ def mutated(rng, base):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    import random
     rng = random.Random(1)
     base = trace(profile["network"], "measured", kernels(0) + made_up(0))
     t_path, out = os.path.join(tmp, "t.json"), os.path.join(tmp, "out.json")
