@@ -663,6 +663,12 @@ TEST_CASE("unsupported or unrepresentable graphs: one error naming the file, the
     CHECK(from_bytes.name == "r_seau");
     CHECK(from_bytes.source.rfind("ONNX from torch\\x94 ", 0) == 0);
     CHECK(parse_network_text(network_to_json_text(from_bytes), "reloaded").name == "r_seau");
+    ModelBuilder wide(Weights::DimsOnly);  // each dimension allowed, their product not as classes
+    wide.input("x", {-1, 65536, 32, 65536});
+    wide.relu("r", "x");
+    wide.output("r");
+    CHECK(error_of(wide) ==
+          "m.onnx: graph output \"r\": has 137438953472 classes; ucplan networks have at most 1073741824");
     ModelBuilder empty = resnet_block(Weights::DimsOnly);
     empty.int64_constant("nothing", {});  // zero values: no copy from a null pointer (UBSan)
     CHECK(build_graph(import(empty), "").total_params() == 21296 + 288 + 330);

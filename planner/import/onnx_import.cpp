@@ -27,7 +27,7 @@ namespace {
 using Dims = std::vector<std::int64_t>;  // -1: a dimension the file leaves unknown or symbolic
 // The largest dimension of a weight (a fully connected layer's inputs may exceed kMaxDim, as
 // a network file's out_features may): larger ones are refused, so products of a few stay exact.
-constexpr std::int64_t kMaxWeightDim = std::int64_t{1} << 30;
+constexpr std::int64_t kMaxWeightDim = kMaxFeatures;
 
 // Names in an ONNX file are arbitrary bytes. In messages, control and non-ASCII bytes are written
 // as \xNN, so an error stays one line; in layer names they become '_', so the network's JSON is
@@ -1302,6 +1302,9 @@ class Importer {
         throw UserError(file_, fmt::format("graph output \"{}\"", name),
                         fmt::format("has {} classes, another output has {}; ucplan networks have one label count",
                                     v.shape.elems(), labels));
+      if (v.shape.elems() > kMaxFeatures)
+        throw UserError(file_, fmt::format("graph output \"{}\"", name),
+                        fmt::format("has {} classes; ucplan networks have at most {}", v.shape.elems(), kMaxFeatures));
       labels = v.shape.elems();
     }
     if (labels == 0) throw UserError(file_, "graph.output", "no output is produced by the network's layers");

@@ -151,7 +151,7 @@ Layer read_layer(const JsonReader& at_index) {
     }
     case LayerType::Fc: {
       r.allow_only({"name", "type", "inputs", "out_features", "bias"});
-      l.fc.out_features = r.at("out_features").integer(1, 1LL << 30);
+      l.fc.out_features = r.at("out_features").integer(1, kMaxFeatures);
       l.fc.bias = r.boolean_or("bias", true);
       break;
     }
@@ -252,7 +252,7 @@ Network network_from_json(const JsonReader& r) {
   if (net.input_name.empty()) in.at("name").fail("must not be empty");
   auto shape = in.at("shape").array(3, 3);
   for (int i = 0; i < 3; ++i) net.input_shape[i] = shape[i].integer(1, kMaxDim);
-  net.labels = r.at("labels").integer(1, 1LL << 30);
+  net.labels = r.at("labels").integer(1, kMaxFeatures);
   std::string dtype = r.string_or("dtype", "float32");
   if (dtype != "float32") r.at("dtype").fail(fmt::format("only \"float32\" is supported, got \"{}\"", dtype));
   auto layers = r.at("layers").array(1, 1 << 22);

@@ -133,6 +133,8 @@ constexpr std::int64_t kMaxBatch = 65536;
 // The largest channel count, spatial size, window, stride, padding or dilation a network may
 // have (its loaders, JSON and ONNX, refuse larger ones): products of a few stay far from overflow.
 constexpr std::int64_t kMaxDim = 1 << 20;
+// The most classes (labels) and a fully connected layer's outputs.
+constexpr std::int64_t kMaxFeatures = std::int64_t{1} << 30;
 
 struct Network {
   std::string name;
