@@ -25,9 +25,6 @@ namespace ucplan {
 namespace {
 
 using Dims = std::vector<std::int64_t>;  // -1: a dimension the file leaves unknown or symbolic
-// The largest dimension of a weight (a fully connected layer's inputs may exceed kMaxDim, as
-// a network file's out_features may): larger ones are refused, so products of a few stay exact.
-constexpr std::int64_t kMaxWeightDim = kMaxFeatures;
 
 // Names in an ONNX file are arbitrary bytes. In messages, control and non-ASCII bytes are written
 // as \xNN, so an error stays one line; in layer names they become '_', so the network's JSON is
@@ -158,12 +155,13 @@ class Importer {
     throw UserError(file_, where, what);
   }
 
-  // A declared dimension outside [0, kMaxWeightDim] is as good as unknown (-1): nothing ucplan
-  // imports has one, and a layer whose shape needs it fails for want of it.
+  // A declared dimension outside [0, kMaxFeatures] is as good as unknown (-1): nothing ucplan
+  // imports has one, and a layer whose shape needs it fails for want of it. (Not kMaxDim: a fully
+  // connected layer's weight has a dimension of its input's features, which may exceed it.)
   static Dims dims_of(const onnx::TypeProto& t) {
     Dims d;
     for (const auto& dim : t.tensor_type().shape().dim()) {
-      const bool known = dim.has_dim_value() && dim.dim_value() >= 0 && dim.dim_value() <= kMaxWeightDim;
+      const bool known = dim.has_dim_value() && dim.dim_value() >= 0 && dim.dim_value() <= kMaxFeatures;
       d.push_back(known ? dim.dim_value() : -1);
     }
     return d;
@@ -178,9 +176,9 @@ class Importer {
     for (const auto& v : g_.input()) add_typed(v);
     for (const auto& t : g_.initializer()) {
       for (auto d : t.dims())
-        if (d < 0 || d > kMaxWeightDim)
+        if (d < 0 || d > kMaxFeatures)
           throw UserError(file_, fmt::format("initializer \"{}\"", t.name()),
-                          fmt::format("dimension {} is not between 0 and {}", d, kMaxWeightDim));
+                          fmt::format("dimension {} is not between 0 and {}", d, kMaxFeatures));
       dims_[t.name()] = Dims(t.dims().begin(), t.dims().end());
       constants_.insert(t.name());
       read_constant(t.name(), t);
