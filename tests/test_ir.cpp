@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "ir_builders.h"
 #include "planner/ir/graph.h"
 #include "planner/ir/route.h"
@@ -712,6 +714,64 @@ TEST_CASE("graph: malformed networks are UserErrors naming the layer and the fie
     Failure f = graph_failure(R"({"name": "r", "type": "relu", "inputs": ["data"]})");
     CHECK_FALSE(f.thrown);
   }
+}
+
+// Sizes are bounded before anything multiplies them by a batch (graph.h): at each bound a network
+// is accepted, one past it refused, naming the place. Past them, sizes in bytes overflowed int64
+// (a conv of 2^20 x 2^20 x 2^20 x 2^20 weights; 2^60 values a sample at any batch).
+TEST_CASE("graph: tensors, weights, multiply-adds and the whole network are bounded, exactly at the bound") {
+  auto failure = [](const std::string& shape, const std::string& layers) {
+    const std::string text = R"({"format": "ucplan-network/1", "name": "big", "input": {"name": "data", "shape": )" +
+                             shape + R"(}, "labels": 10, "layers": [)" + layers + "]}";
+    try {
+      build_graph(parse_network_text(text, "big.json"), "big.json");
+    } catch (const UserError& e) {
+      return Failure{true, e.where(), e.reason(), e.what()};
+    }
+    return Failure{};
+  };
+  const std::string relu = R"({"name": "r", "type": "relu", "inputs": ["data"]})";
+  CHECK_FALSE(failure("[1, 262144, 262144]", relu).thrown);  // 2^36 values
+  const Failure input = failure("[1, 262144, 262145]", relu);
+  CHECK(input.what ==
+        "big.json: input.shape: 6.872e+10 values per sample (1x262144x262145): more than ucplan plans for in one "
+        "tensor (2^36)");
+
+  auto conv = [](int out, int kernel) {
+    return fmt::format(R"({{"name": "c", "type": "conv", "inputs": ["data"], "out_channels": {}, "kernel": {}}})", out,
+                       kernel);
+  };
+  CHECK_FALSE(failure("[65536, 1, 1]", conv(1048576, 1)).thrown);  // 2^16 x 2^20 weights
+  const Failure weights = failure("[65537, 1, 1]", conv(1048576, 1));
+  CHECK(weights.where == "layers[0] (c)");
+  CHECK(weights.reason == "its weights hold more than 2^36 values: more than ucplan plans for in one layer");
+  const Failure huge = failure("[1048576, 1, 1]", conv(1048576, 1));  // 2^40 weights
+  CHECK(huge.reason == weights.reason);
+
+  auto fc = [](std::int64_t out) {
+    return fmt::format(R"({{"name": "f", "type": "fc", "inputs": ["data"], "out_features": {}}})", out);
+  };
+  CHECK_FALSE(failure("[262144, 1, 1]", fc(262144)).thrown);
+  CHECK(failure("[262144, 1, 1]", fc(262145)).reason == weights.reason);
+  CHECK(failure("[1024, 1024, 1024]", fc(std::int64_t{1} << 30)).reason == weights.reason);  // 2^60
+
+  // Multiply-adds: 2^10 -> 2^10 channels over 2^20 pixels is 2^40.
+  CHECK_FALSE(failure("[1024, 1024, 1024]", conv(1024, 1)).thrown);
+  const Failure macs = failure("[1024, 1024, 1024]", conv(1025, 1));
+  CHECK(macs.where == "layers[0] (c)");
+  CHECK(macs.reason == "1.101e+12 multiply-adds per sample: more than ucplan plans for in one layer (2^40)");
+
+  // The whole network: the input and 15 layers of 2^36 values each are 2^40; a 16th layer is too many.
+  std::string chain = relu;
+  for (int i = 1; i < 15; ++i)
+    chain += fmt::format(R"(, {{"name": "r{}", "type": "relu", "inputs": ["{}"]}})", i,
+                         i == 1 ? "r" : fmt::format("r{}", i - 1));
+  CHECK_FALSE(failure("[1, 262144, 262144]", chain).thrown);
+  chain += R"(, {"name": "r15", "type": "relu", "inputs": ["r14"]})";
+  const Failure network = failure("[1, 262144, 262144]", chain);
+  CHECK(network.where == "layers[15] (r15)");
+  CHECK(network.reason ==
+        "the network up to here holds 1.168e+12 values and parameters per sample: more than ucplan plans for (2^40)");
 }
 
 // A loss ends the network: it has no dY tensor, so a consumer's backward would have nowhere to

@@ -1,6 +1,7 @@
 #include "graph.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <utility>
 #include <unordered_map>
@@ -141,7 +142,48 @@ class ShapeInference {
     return out;
   }
 
+  // The bounds of graph.h (kMaxTensorElems and the rest), checked once a layer's shape is known and
+  // before anything multiplies its sizes by a batch. Its inputs were checked as their own layers'
+  // outputs, so the products inferring its shape took stay exact.
+  void check_sizes(int gi) {
+    const auto& l = g_.layers[gi];
+    const std::int64_t values = product({l.out.c, l.out.h, l.out.w});
+    const std::string where = gi == 0 ? "input.shape" : this->where(gi, "");
+    auto refuse = [&](const std::string& what) { throw UserError(g_.file, where, what); };
+    if (values > kMaxTensorElems)
+      refuse(fmt::format("{:.4g} values per sample ({}): more than ucplan plans for in one tensor (2^36)",
+                         static_cast<double>(l.out.c) * static_cast<double>(l.out.h) * static_cast<double>(l.out.w),
+                         shape_text(l.out)));
+    if (l.weight_elems > kMaxTensorElems)
+      refuse("its weights hold more than 2^36 values: more than ucplan plans for in one layer");
+    const bool macs = l.type() == LayerType::Conv || l.type() == LayerType::Fc;  // backward data: 2 FLOPs a MAC
+    if (macs && l.backward_data_flops / 2 > kMaxLayerMacs)
+      refuse(fmt::format("{:.4g} multiply-adds per sample: more than ucplan plans for in one layer (2^40)",
+                         l.backward_data_flops / 2));
+    network_values_ += values + l.params();
+    if (network_values_ > kMaxNetworkElems)
+      refuse(
+          fmt::format("the network up to here holds {:.4g} values and parameters per sample: more than ucplan "
+                      "plans for (2^40)",
+                      static_cast<double>(network_values_)));
+  }
+
   void infer(int gi) {
+    infer_shape(gi);
+    check_sizes(gi);
+  }
+
+ private:
+  // A product of sizes, or just above kMaxTensorElems where it is larger (check_sizes refuses it), so
+  // that sums of a few stay exact.
+  static std::int64_t product(std::initializer_list<std::int64_t> factors) {
+    std::int64_t p = 1;
+    for (std::int64_t f : factors)
+      if (__builtin_mul_overflow(p, f, &p) || p > kMaxTensorElems) return kMaxTensorElems + 1;
+    return p;
+  }
+
+  void infer_shape(int gi) {
     auto& l = g_.layers[gi];
     for (int in : l.inputs) l.in_shapes.push_back(g_.layers[in].out);
     const Layer& s = l.spec;
@@ -164,12 +206,13 @@ class ShapeInference {
                            c.kernel[1], c.dilation[0], c.dilation[1], c.pad[0], c.pad[1], shape_text(x)));
         l.out = {c.out_channels, ho, wo};
         std::int64_t cin_g = x.c / c.groups;
-        l.weight_elems = c.out_channels * cin_g * c.kernel[0] * c.kernel[1];
+        l.weight_elems = product({c.out_channels, cin_g, c.kernel[0], c.kernel[1]});
         l.bias_elems = c.bias ? c.out_channels : 0;
         double macs = static_cast<double>(c.out_channels) * ho * wo * cin_g * c.kernel[0] * c.kernel[1];
-        l.forward_flops = 2 * macs + (c.bias ? static_cast<double>(l.out.elems()) : 0.0);
+        const double bias_flops = c.bias ? static_cast<double>(c.out_channels) * ho * wo : 0.0;  // before the check
+        l.forward_flops = 2 * macs + bias_flops;
         l.backward_data_flops = 2 * macs;
-        l.backward_filter_flops = 2 * macs + (c.bias ? static_cast<double>(l.out.elems()) : 0.0);
+        l.backward_filter_flops = 2 * macs + bias_flops;
         break;
       }
       case LayerType::Pool: {
@@ -219,7 +262,7 @@ class ShapeInference {
         expect_inputs(gi, 1);
         std::int64_t in = l.in_shapes[0].elems();
         l.out = {s.fc.out_features, 1, 1};
-        l.weight_elems = in * s.fc.out_features;
+        l.weight_elems = product({in, s.fc.out_features});
         l.bias_elems = s.fc.bias ? s.fc.out_features : 0;
         double macs = static_cast<double>(in) * static_cast<double>(s.fc.out_features);
         l.forward_flops = 2 * macs + static_cast<double>(l.bias_elems);
@@ -338,8 +381,8 @@ class ShapeInference {
     }
   }
 
- private:
   Graph& g_;
+  std::int64_t network_values_ = 0;
 };
 
 }  // namespace

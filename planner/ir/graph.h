@@ -13,6 +13,16 @@
 
 namespace ucplan {
 
+// What one network may hold (build_graph refuses more, naming the layer): values of one tensor
+// per sample and parameters of one layer (2^36 each, 256 GiB in FP32), multiply-adds of one layer
+// per sample (2^40: bounds an im2col workspace too), and values and parameters of the whole
+// network per sample (2^40). Every size in bytes is a product of these with a batch of at most
+// kMaxBatch (2^16) and elements of at most 8 bytes, or a sum of such products over the network,
+// so it stays far below 2^63. The largest networks in the zoo are 2^12-2^16 times below them.
+constexpr std::int64_t kMaxTensorElems = std::int64_t{1} << 36;
+constexpr double kMaxLayerMacs = double(std::int64_t{1} << 40);
+constexpr std::int64_t kMaxNetworkElems = std::int64_t{1} << 40;
+
 struct Shape {
   std::int64_t c = 0, h = 0, w = 0;
   std::int64_t elems() const { return c * h * w; }
