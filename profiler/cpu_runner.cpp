@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <random>
 #include <thread>
 #include <unistd.h>
@@ -40,6 +41,59 @@ void fill(std::vector<float>& v, std::uint32_t seed) {
   for (auto& x : v) x = u(rng);
 }
 
+// One op of layer l at micro-batch n, timed into m (CpuRunner::measure, after its checks).
+void measure_into(const GraphLayer& l, StepOp op, const std::string& algo, std::int64_t n,
+                  const CpuPrecision& precision, std::int64_t ws_bytes, int repeats, Measurement& m) {
+  // Buffers for every operand the op may touch.
+  std::vector<std::vector<float>> xs(l.in_shapes.size()), dxs(l.in_shapes.size());
+  LayerArgs a;
+  a.n = n;
+  a.total_batch = n;
+  for (std::size_t i = 0; i < l.in_shapes.size(); ++i) {
+    xs[i].resize(static_cast<std::size_t>(in_elems(l, i) * n));
+    fill(xs[i], 11 + static_cast<std::uint32_t>(i));
+    dxs[i].assign(xs[i].size(), 0.0f);
+    a.x.push_back(xs[i].data());
+    a.dx.push_back(dxs[i].data());
+    a.dx_accumulate.push_back(0);
+  }
+  // At an emulated precision (cpu_ops.h) the op runs as the backend runs it: conversions
+  // included, the weights followed by room for their copy in the storage type.
+  std::vector<float> y(static_cast<std::size_t>(out_elems(l) * n)), dy(y.size()),
+      w(static_cast<std::size_t>(l.params() * (precision.half ? 2 : 1))), dw(static_cast<std::size_t>(l.params()));
+  fill(y, 3);
+  fill(dy, 5);
+  fill(w, 7);
+  for (auto& v : w) v *= 0.1f;
+  std::vector<float> aux(static_cast<std::size_t>((l.aux_bytes_fixed + l.aux_bytes_per_sample * n) / 4 + 1));
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<std::int32_t>(i % std::max<std::int64_t>(1, l.out.c));
+  a.y = y.data();
+  a.dy = dy.data();
+  a.w = w.data();
+  a.dw = dw.data();
+  a.aux = aux.data();
+  a.labels = labels.data();
+  std::vector<float> ws(static_cast<std::size_t>(ws_bytes / 4 + 1));
+  a.workspace = ws.data();
+  a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
+  // Backward ops read what their forward saved (bn statistics, dropout mask, softmax output).
+  auto run = [&](StepOp o, const std::string& al) {
+    if (!precision.active()) return run_layer_op_cpu(l, o, al, a);
+    run_emulated(l, o, a, precision, [&](const LayerArgs& b) { run_layer_op_cpu(l, o, al, b); });
+  };
+  if (op != StepOp::Forward && op != StepOp::Update)
+    run(StepOp::Forward, algo == "default" || l.type() != LayerType::Conv ? algo : "direct");
+  std::vector<double> times;
+  run(op, algo);  // warm-up
+  for (int r = 0; r < repeats; ++r) {
+    const double t0 = now_seconds();
+    run(op, algo);
+    times.push_back(now_seconds() - t0);
+  }
+  median_and_spread(times, &m.seconds, &m.spread);
+}
+
 class CpuRunner : public Runner {
  public:
   DeviceInfo device() override {
@@ -74,57 +128,26 @@ class CpuRunner : public Runner {
       m.status = "unsupported";
       return m;
     }
-    // Buffers for every operand the op may touch.
-    std::vector<std::vector<float>> xs(l.in_shapes.size()), dxs(l.in_shapes.size());
-    LayerArgs a;
-    a.n = n;
-    a.total_batch = n;
-    for (std::size_t i = 0; i < l.in_shapes.size(); ++i) {
-      xs[i].resize(static_cast<std::size_t>(in_elems(l, i) * n));
-      fill(xs[i], 11 + static_cast<std::uint32_t>(i));
-      dxs[i].assign(xs[i].size(), 0.0f);
-      a.x.push_back(xs[i].data());
-      a.dx.push_back(dxs[i].data());
-      a.dx_accumulate.push_back(0);
-    }
-    // At an emulated precision (cpu_ops.h) the op runs as the backend runs it: conversions
-    // included, the weights followed by room for their copy in the storage type.
+    // Like a device's, host memory ends: an op whose buffers exceed it is out_of_memory, as the CUDA
+    // runner records one that cudaMalloc refuses (the planner then uses smaller micro-batches or says
+    // what is missing), rather than the profiler aborting or the kernel's OOM killer ending it.
     const CpuPrecision precision = cpu_precision(g.precision, true);
-    std::vector<float> y(static_cast<std::size_t>(out_elems(l) * n)), dy(y.size()),
-        w(static_cast<std::size_t>(l.params() * (precision.half ? 2 : 1))), dw(static_cast<std::size_t>(l.params()));
-    fill(y, 3);
-    fill(dy, 5);
-    fill(w, 7);
-    for (auto& v : w) v *= 0.1f;
-    std::vector<float> aux(static_cast<std::size_t>((l.aux_bytes_fixed + l.aux_bytes_per_sample * n) / 4 + 1));
-    std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<std::int32_t>(i % std::max<std::int64_t>(1, l.out.c));
-    a.y = y.data();
-    a.dy = dy.data();
-    a.w = w.data();
-    a.dw = dw.data();
-    a.aux = aux.data();
-    a.labels = labels.data();
-    std::int64_t ws_bytes = layer_op_workspace_cpu(l, op, algo, n);
-    std::vector<float> ws(static_cast<std::size_t>(ws_bytes / 4 + 1));
-    a.workspace = ws.data();
-    a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
+    const std::int64_t ws_bytes = layer_op_workspace_cpu(l, op, algo, n);
     m.workspace_bytes = ws_bytes;
-    // Backward ops read what their forward saved (bn statistics, dropout mask, softmax output).
-    auto run = [&](StepOp o, const std::string& al) {
-      if (!precision.active()) return run_layer_op_cpu(l, o, al, a);
-      run_emulated(l, o, a, precision, [&](const LayerArgs& b) { run_layer_op_cpu(l, o, al, b); });
-    };
-    if (op != StepOp::Forward && op != StepOp::Update)
-      run(StepOp::Forward, algo == "default" || l.type() != LayerType::Conv ? algo : "direct");
-    std::vector<double> times;
-    run(op, algo);  // warm-up
-    for (int r = 0; r < repeats; ++r) {
-      const double t0 = now_seconds();
-      run(op, algo);
-      times.push_back(now_seconds() - t0);
+    double floats =
+        2.0 * static_cast<double>(out_elems(l) * n) + static_cast<double>(l.params()) * (precision.half ? 3 : 2) +
+        static_cast<double>(l.aux_bytes_fixed + l.aux_bytes_per_sample * n + ws_bytes) / 4 + 2 + static_cast<double>(n);
+    for (std::size_t i = 0; i < l.in_shapes.size(); ++i) floats += 2.0 * static_cast<double>(in_elems(l, i) * n);
+    if (4 * floats > static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE))) {
+      m.status = "out_of_memory";
+      return m;
     }
-    median_and_spread(times, &m.seconds, &m.spread);
+    try {
+      measure_into(l, op, algo, n, precision, ws_bytes, repeats, m);
+    } catch (const std::bad_alloc&) {  // more than the memory left, less than the machine's
+      m.status = "out_of_memory";
+      m.seconds = m.spread = 0;
+    }
     return m;
   }
 

@@ -671,6 +671,26 @@ TEST_SUITE("profile") {
     CHECK(ucplan::micro_batch_sizes(SizesPolicy::All, 5) == std::vector<std::int64_t>{1, 2, 3, 4, 5});
   }
 
+  // As a GPU's runner records what cudaMalloc refuses, the CPU's records an op whose buffers exceed
+  // the host's memory as out_of_memory, without allocating them. It threw std::bad_alloc (or the
+  // kernel's OOM killer ended the profiler) before.
+  TEST_CASE("a CPU op whose buffers exceed the host's memory is out_of_memory, not a crash") {
+    const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "wide",
+      "input": {"shape": [16, 1024, 1024]}, "labels": 4, "layers": [
+      {"name": "r", "type": "relu", "inputs": ["data"]},
+      {"name": "p", "type": "pool", "inputs": ["r"], "mode": "avg", "global": true},
+      {"name": "f", "type": "fc", "inputs": ["p"], "out_features": 4},
+      {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
+                                                           "wide");
+    const ucplan::Graph g = ucplan::build_graph(net, "wide");
+    auto runner = ucplan::make_cpu_runner();
+    // 2^24 values a sample, four buffers of them (x, dx, y, dy) at 2^16 samples: 16 TiB.
+    const Measurement m = runner->measure(g, g.index_of("r"), TaskKind::Forward, "default", 65536, 1);
+    CHECK(m.status == "out_of_memory");
+    CHECK(m.seconds == 0);
+    CHECK(runner->measure(g, g.index_of("f"), TaskKind::Forward, "default", 65536, 1).status == "ok");  // 16 values
+  }
+
   TEST_CASE("a measured CPU profile covers every op at every size, reads back, and is reused from the cache") {
     const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "tiny",
       "input": {"shape": [2, 8, 8]}, "labels": 4, "layers": [

@@ -218,9 +218,24 @@ void build_costs(Pipeline& x) {
   if (x.costable.empty())
     throw UserError(in.profile_path, "sizes",
                     fmt::format("no measured micro-batch size divides the batch {} (profile at this batch)", batch));
-  x.cands = sub_batch_candidates(x.opt.sub_batch, x.g.has_batch_norm(), x.costable, batch);
-  for (auto b : x.costable)
-    x.tables.emplace(b, build_cost_table(x.g, x.tg, in.profile, in.profile_path, b, x.opt.micro_batches));
+  const std::vector<std::int64_t> wanted =
+      sub_batch_candidates(x.opt.sub_batch, x.g.has_batch_norm(), x.costable, batch);
+  // A size at which some task has no working measurement (a profile whose larger sizes ran out of
+  // memory, on a GPU or on the host) cannot be planned: the others can. Only when every candidate
+  // the option allows fails is it an error: the largest's says which layer and why.
+  std::map<std::int64_t, UserError> failed;
+  std::vector<std::int64_t> costed;
+  for (auto b : x.costable) try {
+      x.tables.emplace(b, build_cost_table(x.g, x.tg, in.profile, in.profile_path, b, x.opt.micro_batches));
+      costed.push_back(b);
+    } catch (const UserError& e) {
+      failed.emplace(b, e);
+    }
+  x.costable = costed;
+  x.cands.clear();
+  for (auto b : wanted)
+    if (!failed.contains(b)) x.cands.push_back(b);
+  if (x.cands.empty()) throw failed.at(wanted.front());  // candidates run largest first
   std::map<std::int64_t, CostTable> cand_tables;
   for (auto b : x.cands) cand_tables.emplace(b, x.tables.at(b));
   x.modnn_b = modnn_sub_batch(x.tg, cand_tables, in.budget_bytes);
