@@ -110,6 +110,11 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
       c.seconds = m.seconds;
       c.spread = m.spread;
       c.workspace_bytes = m.workspace_bytes;
+      if (c.ok() && c.seconds > kMaxOpSeconds) {  // a huge layer at a large micro-batch, modelled or measured
+        c.status =
+            fmt::format("failed: {:.0f} s, more than the {:g} s a profile holds for one op", c.seconds, kMaxOpSeconds);
+        c.seconds = c.spread = 0;
+      }
       cache.put(key, c);
       ++measured;
     }

@@ -691,6 +691,44 @@ TEST_SUITE("profile") {
     CHECK(runner->measure(g, g.index_of("f"), TaskKind::Forward, "default", 65536, 1).status == "ok");  // 16 values
   }
 
+  // The profile loader refuses an op of more than kMaxOpSeconds (1000 s); a layer of 2^36 values a
+  // sample at a batch of 1024 is modelled at 1,400 s on a K40, and the profiler wrote it, so every
+  // compile refused the profile. Now such an op is recorded as failed, and the profile reads back.
+  TEST_CASE("an op longer than a profile may hold is recorded as failed, and the profile reads back") {
+    const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "huge",
+      "input": {"shape": [1, 262144, 262144]}, "labels": 4, "layers": [
+      {"name": "r", "type": "relu", "inputs": ["data"]},
+      {"name": "p", "type": "pool", "inputs": ["r"], "mode": "avg", "global": true},
+      {"name": "f", "type": "fc", "inputs": ["p"], "out_features": 4},
+      {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
+                                                           "huge");
+    ucplan::ProfileOptions o;
+    o.batch = 1024;
+    const ucplan::Profile p = ucplan::profile_network(net, "huge", *make_model_runner("k40"), o);
+    const ucplan::Graph g = ucplan::build_graph(net, "huge");
+    const ucplan::SignatureCosts* relu = p.find(ucplan::layer_signature(g, g.index_of("r")));
+    REQUIRE(relu);
+    int failed = 0, ok = 0;
+    for (const auto& c : relu->costs) {
+      if (c.ok()) {
+        ++ok;
+        CHECK(c.seconds <= ucplan::kMaxOpSeconds);
+      } else {
+        ++failed;
+        CHECK(c.status.rfind("failed: ", 0) == 0);
+        CHECK(c.status.find("more than the 1000 s a profile holds for one op") != std::string::npos);
+      }
+    }
+    CHECK(failed > 0);
+    CHECK(ok > 0);
+    namespace fs = std::filesystem;
+    const std::string path = (fs::temp_directory_path() / "ucplan-test-huge-profile.json").string();
+    const std::string text = ucplan::profile_to_json_text(p);
+    ucplan::write_file_atomically(path, text);
+    CHECK(ucplan::profile_to_json_text(ucplan::load_profile(path)) == text);
+    fs::remove(path);
+  }
+
   TEST_CASE("a measured CPU profile covers every op at every size, reads back, and is reused from the cache") {
     const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "tiny",
       "input": {"shape": [2, 8, 8]}, "labels": 4, "layers": [

@@ -238,8 +238,8 @@ Profile load_profile(const std::string& path) {
         c.seconds = cr.at("seconds").number();
         if (!(c.seconds >= 0) || !std::isfinite(c.seconds))
           cr.at("seconds").fail("must be a finite, non-negative number");
-        if (c.seconds > 1e3)
-          cr.at("seconds").fail(fmt::format("{} s for one op: at most 1000 s is plausible", c.seconds));
+        if (c.seconds > kMaxOpSeconds)
+          cr.at("seconds").fail(fmt::format("{} s for one op: at most {:g} s is plausible", c.seconds, kMaxOpSeconds));
         c.spread = cr.number_or("spread", 0);
         if (!(c.spread >= 0) || !std::isfinite(c.spread)) cr.at("spread").fail("must be a finite, non-negative number");
         c.workspace_bytes = cr.integer_or("workspace_bytes", 0, 0, std::int64_t{1} << 50);  // 1 PiB: sums stay in int64

@@ -18,6 +18,10 @@
 
 namespace ucplan {
 
+// The longest one op may take in a profile (the loader refuses more; the profiler records such an
+// op as failed, so that what it writes always reads back).
+constexpr double kMaxOpSeconds = 1e3;
+
 struct OpCost {
   StepOp op = StepOp::Forward;  // Forward, Backward, BackwardData, BackwardFilter or Update
   std::string algo;             // conv: algorithm name; others: "default"
