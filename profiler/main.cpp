@@ -113,11 +113,22 @@ int main(int argc, char** argv) {
     o.progress = ::isatty(2);
     const ucplan::Profile p = ucplan::profile_network(net, path, *runner, o);
     ucplan::write_file_atomically(output, ucplan::profile_to_json_text(p));
-    std::size_t n = 0;
-    for (const auto& s : p.signatures) n += s.costs.size();
+    std::size_t n = 0, out_of_memory = 0, failed = 0;
+    for (const auto& s : p.signatures)
+      for (const auto& c : s.costs) {
+        ++n;
+        out_of_memory += c.status == "out_of_memory";
+        failed += c.status.rfind("failed", 0) == 0;
+      }
+    // What did not run is said (compile plans around it: smaller sub-batches, other algorithms).
+    std::string missing;
+    if (out_of_memory > 0) missing += fmt::format(" ({} out of memory", out_of_memory);
+    if (failed > 0) missing += fmt::format("{}{} failed", missing.empty() ? " (" : ", ", failed);
+    if (!missing.empty()) missing += ")";
     fmt::print(
-        "{}: {} signatures, {} costs, batch {} ({}, {}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> {}\n",
-        p.network, p.signatures.size(), n, p.batch, ucplan::sizes_policy_name(p.sizes_policy),
+        "{}: {} signatures, {} costs{}, batch {} ({}, {}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> "
+        "{}\n",
+        p.network, p.signatures.size(), n, missing, p.batch, ucplan::sizes_policy_name(p.sizes_policy),
         ucplan::precision_name(p.precision), p.measured() ? "measured" : "MODELLED (" + p.source + ")", p.device.name,
         p.h2d.bytes_per_second / 1e9, p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
   } catch (const ucplan::UserError& e) {
