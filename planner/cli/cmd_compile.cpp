@@ -438,6 +438,16 @@ int run_compile(const CompileOptions& o) {
                           : "",
           format_bytes(r.plan.budget_bytes));
     if (!budget_share.empty()) fmt::print("  budget        --budget {}: {}\n", o.budget, budget_share);
+    // A budget the profiled device cannot hold gives a plan it cannot run (its arena alone is over
+    // the device's memory): said, not refused, since a budget may be asked of a device on purpose.
+    const std::int64_t device_bytes = prof.device.memory_bytes;
+    if (device_bytes > 0 && r.plan.summary.peak_bytes + reserve > device_bytes)
+      fmt::print(
+          "  device        the plan's arena ({}){} more than the memory of the profile's device, {}, {}: it cannot "
+          "run there\n",
+          format_bytes(r.plan.summary.peak_bytes),
+          reserve > 0 ? fmt::format(" and the reserve ({}) are", format_bytes(reserve)) : std::string(" is"),
+          prof.device.name, format_bytes(device_bytes));
     std::string tried;
     for (const auto& c : r.candidates)
       tried +=

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A layer too large to measure at the largest sizes, end to end: `ucplan profile` writes what did not
 run as failed (here an op modelled at over the 1000 s a profile holds) and says how many in its
-summary; the profile reads back, and `ucplan compile` plans at the sizes that ran; `--sub-batch` at
-a size that did not is refused in one line naming the layer. Usage: too_large.py UCPLAN_BIN"""
+summary; the profile reads back, and `ucplan compile` plans at the sizes that ran, saying the plan
+cannot run on the profile's device; `--sub-batch` at a size that did not run is refused in one line
+naming the layer. Usage: too_large.py UCPLAN_BIN"""
 import json
 import os
 import subprocess
@@ -40,6 +41,21 @@ with tempfile.TemporaryDirectory() as tmp:
         check(sub_batch < 1024, f"planned at a size that ran, not {sub_batch}")
         c = subprocess.run([ucplan, "check", plan], capture_output=True, text=True)
         check(c.returncode == 0, f"check: {c.stdout.strip()} {c.stderr.strip()}")
+
+    # Without -q, the report says the plan cannot run on the profile's device (a K40's 12 GiB).
+    r = subprocess.run([ucplan, "compile", net, "--profile", prof, "--budget", "1000TiB", "-o", plan],
+                       capture_output=True, text=True)
+    device = [l for l in r.stdout.splitlines() if l.startswith("  device ")]
+    check(len(device) == 1 and "is more than the memory of the profile's device, model k40" in device[0] and
+          device[0].endswith("12.0 GiB: it cannot run there"), f"the device line: {device}")
+    small, small_prof = os.path.join(tmp, "chain3.json"), os.path.join(tmp, "chain3-profile.json")
+    with open(small, "w") as f:
+        json.dump({**network, "name": "small", "input": {"name": "data", "shape": [2, 4, 4]}}, f)
+    subprocess.run([ucplan, "profile", small, "--batch", "4", "--device", "model:k40", "-o", small_prof], check=True,
+                   capture_output=True)
+    r = subprocess.run([ucplan, "compile", small, "--profile", small_prof, "--budget", "1000TiB", "-o", plan],
+                       capture_output=True, text=True)
+    check(r.returncode == 0 and "  device " not in r.stdout, f"a plan the device holds has no device line: {r.stdout}")
 
     os.remove(plan)
     r = subprocess.run([ucplan, "compile", net, "--profile", prof, "--budget", "1000TiB", "--sub-batch", "1024",
