@@ -85,6 +85,9 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Graph& g);
+// MemAvailable of /proc/meminfo in bytes: what the kernel can give without swapping. 0 where there
+// is no such file (not Linux): then nothing is checked against it.
+std::int64_t host_memory_available();
 #ifdef UCPLAN_HAVE_CUDA
 // Throws UserError when no CUDA device is usable. exact: refuse a conv configuration this
 // device cannot run as planned instead of substituting an algorithm (substitute.h).

@@ -5,11 +5,13 @@
 #include <array>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <unordered_map>
 
@@ -19,6 +21,7 @@
 #include "cpu/blas.h"
 #include "cpu_ops.h"
 #include "planner/model/errors.h"
+#include "planner/model/units.h"
 
 namespace ucplan {
 
@@ -48,14 +51,30 @@ class CpuBackend : public Backend {
       if (!s.config.empty()) check_configs(s, g_.layers[static_cast<std::size_t>(s.layer)]);
   }
 
+  // The arena and the host buffers are both host memory here, every byte written (zeroed): a plan
+  // that needs more than the host has left is refused before anything is allocated, rather than
+  // ending in std::bad_alloc or the kernel's OOM killer.
   void allocate(std::int64_t arena_bytes, const std::vector<std::int64_t>& host_bytes) override {
     arena_bytes_ = std::max<std::int64_t>(arena_bytes, 256);
     const std::size_t size = static_cast<std::size_t>((arena_bytes_ + 255) / 256 * 256);
+    std::int64_t host = 0;
+    for (auto b : host_bytes) host += b;
+    const std::int64_t available = host_memory_available();
+    if (available > 0 && arena_bytes_ + host > available)
+      throw UserError("", "--device cpu",
+                      fmt::format("the plan's arena of {} and its host buffers of {} are more than the {} of host "
+                                  "memory available",
+                                  format_bytes(arena_bytes_), format_bytes(host), format_bytes(available)));
     arena_ = static_cast<char*>(std::aligned_alloc(256, size));
-    if (!arena_) throw UserError("", "--device cpu", fmt::format("cannot allocate an arena of {} bytes", arena_bytes_));
+    if (!arena_)
+      throw UserError("", "--device cpu", fmt::format("cannot allocate an arena of {}", format_bytes(arena_bytes_)));
     std::memset(arena_, 0, size);
     hosts_.clear();
-    for (auto b : host_bytes) hosts_.emplace_back(static_cast<std::size_t>(b), 0);
+    try {
+      for (auto b : host_bytes) hosts_.emplace_back(static_cast<std::size_t>(b), 0);
+    } catch (const std::bad_alloc&) {
+      throw UserError("", "--device cpu", fmt::format("cannot allocate host buffers of {}", format_bytes(host)));
+    }
   }
   void* host(int id) override { return hosts_.at(static_cast<std::size_t>(id)).data(); }
   void write(std::int64_t offset, const void* src, std::int64_t bytes) override {
@@ -287,5 +306,16 @@ class CpuBackend : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const Graph& g) { return std::make_unique<CpuBackend>(g); }
+
+std::int64_t host_memory_available() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  long long kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+  std::fclose(f);
+  return static_cast<std::int64_t>(kib) * 1024;
+}
 
 }  // namespace ucplan

@@ -17,23 +17,6 @@
 #include "planner/check/verify.h"
 #include "replay.h"
 
-namespace {
-
-// MemAvailable of /proc/meminfo in bytes: what the kernel can give without swapping. 0 where
-// there is no such file (not Linux), so the check's memory test is skipped there.
-std::int64_t host_memory_available() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
-  long long kib = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
-  std::fclose(f);
-  return static_cast<std::int64_t>(kib) * 1024;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   ucplan::cpu::ensure_blas_core_type(argv);
   CLI::App app{
@@ -118,7 +101,7 @@ int main(int argc, char** argv) {
     o.fp32_floor = device != "cpu";      // the CPU replays the emulation itself: its errors are 0
     o.rounding_floor = device != "cpu";  // ... and the reference's kernels: it sums in the same order
     o.progress = [](const std::string& line) { std::fprintf(stderr, "ucplan run: %s\n", line.c_str()); };
-    if (check) o.host_bytes_available = host_memory_available();
+    if (check) o.host_bytes_available = ucplan::host_memory_available();
     const ucplan::RunReport r = ucplan::replay_plan(plan, *backend, o);
     // What each gradient's floor is the distance of (RunOptions): the larger of these.
     std::vector<std::string> floor_of;

@@ -46,6 +46,7 @@
 #include "executor/cuda/small_kernels.h"
 #include "executor/substitute.h"
 #include "planner/model/errors.h"
+#include "planner/model/units.h"
 
 namespace ucplan {
 namespace {
@@ -308,8 +309,8 @@ class CudaBackend : public Backend {
     } catch (const CudaError& e) {
       if (!e.out_of_memory()) throw;
       throw UserError("", device_option(),
-                      fmt::format("cannot allocate an arena of {} bytes on {} ({} bytes free): {}", arena_bytes_,
-                                  description_, free_device_bytes(), e.what()));
+                      fmt::format("cannot allocate an arena of {} on {} ({} free): {}", format_bytes(arena_bytes_),
+                                  description_, format_bytes(free_device_bytes()), e.what()));
     }
     // Zeroed as the CPU backend's arena and host buffers are, so both start from the same bytes.
     UCPLAN_CUDA(cudaMemsetAsync(arena_.get(), 0, static_cast<std::size_t>(arena_bytes_), compute_.get()));

@@ -89,17 +89,19 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
     } else {
       const std::int64_t want = t.kind == TaskKind::Update ? 0 : sub_batch;
       const OpCost* best = nullptr;
-      bool out_of_memory = false;
+      std::string why;  // the status of a measurement at this size that did not run
       for (const auto& c : sc->costs) {
         if (c.op == op && c.ok() && c.batch == want && (!best || c.seconds < best->seconds)) best = &c;
-        out_of_memory |= c.op == op && c.batch == want && c.status == "out_of_memory";
+        if (c.op == op && !c.ok() && c.batch == want && why.empty()) why = c.status;
       }
       if (!best)
         throw UserError(
             file, fmt::format("layer {} ({})", layer, step_op_name(op)),
             want == 0 ? std::string("no update cost in the profile")
-            : out_of_memory
+            : why == "out_of_memory"
                 ? fmt::format("ran out of memory at batch {} when profiled (a smaller --sub-batch may fit)", want)
+            : !why.empty()
+                ? fmt::format("its measurement at batch {} did not run ({}; a smaller --sub-batch may fit)", want, why)
                 : fmt::format("no successful measurement at batch {} (sizes measured: see \"sizes\")", want));
       tc.time_ns = seconds_to_ns(best->seconds) + ct.launch_gap_ns;
       tc.baseline_ns = tc.time_ns;

@@ -2,8 +2,9 @@
 """A layer too large to measure at the largest sizes, end to end: `ucplan profile` writes what did not
 run as failed (here an op modelled at over the 1000 s a profile holds) and says how many in its
 summary; the profile reads back, and `ucplan compile` plans at the sizes that ran, saying the plan
-cannot run on the profile's device; `--sub-batch` at a size that did not run is refused in one line
-naming the layer. Usage: too_large.py UCPLAN_BIN"""
+cannot run on the profile's device (and `ucplan run --device cpu` refuses its arena in one line);
+`--sub-batch` at a size that did not run is refused in one line naming the layer.
+Usage: too_large.py UCPLAN_BIN"""
 import json
 import os
 import subprocess
@@ -41,6 +42,11 @@ with tempfile.TemporaryDirectory() as tmp:
         check(sub_batch < 1024, f"planned at a size that ran, not {sub_batch}")
         c = subprocess.run([ucplan, "check", plan], capture_output=True, text=True)
         check(c.returncode == 0, f"check: {c.stdout.strip()} {c.stderr.strip()}")
+        # Its arena (hundreds of TiB) is refused by the CPU backend before anything is allocated.
+        c = subprocess.run([ucplan, "run", plan, "--device", "cpu"], capture_output=True, text=True)
+        check(c.returncode == 2 and c.stderr.count("\n") == 1 and
+              "--device cpu: the plan's arena of " in c.stderr and "of host memory available" in c.stderr,
+              f"run --device cpu refuses the arena in one line: exit {c.returncode}, {c.stderr!r}")
 
     # Without -q, the report says the plan cannot run on the profile's device (a K40's 12 GiB).
     r = subprocess.run([ucplan, "compile", net, "--profile", prof, "--budget", "1000TiB", "-o", plan],
@@ -61,7 +67,8 @@ with tempfile.TemporaryDirectory() as tmp:
     r = subprocess.run([ucplan, "compile", net, "--profile", prof, "--budget", "1000TiB", "--sub-batch", "1024",
                         "-o", plan], capture_output=True, text=True)
     check(r.returncode == 2, f"--sub-batch 1024: exit {r.returncode}")
-    check(r.stderr.count("\n") == 1 and "layer r (forward): no successful measurement at batch 1024" in r.stderr,
+    check(r.stderr.count("\n") == 1 and
+          "layer r (forward): its measurement at batch 1024 did not run (failed: " in r.stderr,
           f"--sub-batch 1024: one line naming the layer: {r.stderr!r}")
     check(not os.path.exists(plan), "--sub-batch 1024: no plan written")
 finish("too_large: ")
