@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <new>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -208,6 +209,9 @@ int main(int argc, char** argv) {
     return r.passed ? 0 : 1;
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan run: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "ucplan run: error: %s\n", ucplan::kOutOfHostMemory);
     return 2;
   } catch (const std::exception& e) {  // a device failure at run time (e.g. a CUDA error)
     std::fprintf(stderr, "ucplan run: error: %s\n", e.what());

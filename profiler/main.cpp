@@ -1,6 +1,7 @@
 // ucplan-profile (run as `ucplan profile ...`): measures or models a network's kernel and
 // transfer costs and writes a ucplan-profile/1 file atomically. Exit codes: 0 ok, 2 bad input.
 #include <cstdio>
+#include <new>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -133,6 +134,9 @@ int main(int argc, char** argv) {
         p.h2d.bytes_per_second / 1e9, p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan profile: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "ucplan profile: error: %s\n", ucplan::kOutOfHostMemory);
     return 2;
   } catch (const ucplan::DeviceFailure& e) {  // a sticky device error: nothing was written
     std::fprintf(stderr, "\nucplan profile: error: %s\n", e.what());

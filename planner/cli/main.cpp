@@ -3,6 +3,7 @@
 // and ucplan-run, so the planner never links CUDA. Exit codes: 0 ok, 1 a check failed,
 // 2 bad input (a user error, one line on stderr).
 #include <cstdio>
+#include <new>
 #include <cstring>
 #include <string>
 #include <unistd.h>
@@ -231,6 +232,9 @@ int main(int argc, char** argv) {
     if (c_calibrate->parsed()) return ucplan::run_calibrate(calibrate);
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "ucplan: error: %s\n", ucplan::kOutOfHostMemory);
     return 2;
   }
   return 2;

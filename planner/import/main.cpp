@@ -2,6 +2,7 @@
 // program of its own so that only it links ONNX and protobuf: `ucplan` and the GPU bundle do
 // not need them.
 #include <cstdio>
+#include <new>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -60,6 +61,9 @@ int main(int argc, char** argv) {
     return ucplan::run_import(o);
   } catch (const ucplan::UserError& e) {
     std::fprintf(stderr, "ucplan: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "ucplan: error: %s\n", ucplan::kOutOfHostMemory);
     return 2;
   }
 }

@@ -1,12 +1,17 @@
 // Two kinds of failure (STYLE.md #6): bad input is a UserError (one line naming the file, the
 // place in it and what is wrong; the CLI exits with 2); a broken internal invariant is a
 // UCPLAN_CHECK failure, which aborts with file:line because it is a bug, never user input.
+// A third, the host's memory running out (std::bad_alloc), is neither: each program says so in
+// one line (kOutOfHostMemory) and exits with 2, as for an input too large for the machine.
 #pragma once
 
 #include <stdexcept>
 #include <string>
 
 namespace ucplan {
+
+inline constexpr const char* kOutOfHostMemory =
+    "ran out of host memory (std::bad_alloc): the input, its batch or the plan is more than this machine can hold";
 
 class UserError : public std::runtime_error {
  public:
