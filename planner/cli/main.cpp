@@ -3,8 +3,8 @@
 // and ucplan-run, so the planner never links CUDA. Exit codes: 0 ok, 1 a check failed,
 // 2 bad input (a user error, one line on stderr).
 #include <cstdio>
-#include <new>
 #include <cstring>
+#include <new>
 #include <string>
 #include <unistd.h>
 #include <vector>
