@@ -671,17 +671,22 @@ TEST_SUITE("profile") {
     CHECK(ucplan::micro_batch_sizes(SizesPolicy::All, 5) == std::vector<std::int64_t>{1, 2, 3, 4, 5});
   }
 
-  // As a GPU's runner records what cudaMalloc refuses, the CPU's records an op whose buffers exceed
-  // the host's memory as out_of_memory, without allocating them. It threw std::bad_alloc (or the
-  // kernel's OOM killer ended the profiler) before.
-  TEST_CASE("a CPU op whose buffers exceed the host's memory is out_of_memory, not a crash") {
-    const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "wide",
-      "input": {"shape": [16, 1024, 1024]}, "labels": 4, "layers": [
+  // A large input through a relu (the op too large to run), then a global pool and an fc (small).
+  ucplan::Network relu_pool_fc(const std::string& name, const std::string& shape) {
+    return ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": ")" + name +
+                                          R"(", "input": {"shape": )" + shape + R"(}, "labels": 4, "layers": [
       {"name": "r", "type": "relu", "inputs": ["data"]},
       {"name": "p", "type": "pool", "inputs": ["r"], "mode": "avg", "global": true},
       {"name": "f", "type": "fc", "inputs": ["p"], "out_features": 4},
       {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
-                                                           "wide");
+                                      name);
+  }
+
+  // As a GPU's runner records what cudaMalloc refuses, the CPU's records an op whose buffers exceed
+  // the host's memory as out_of_memory, without allocating them. It threw std::bad_alloc (or the
+  // kernel's OOM killer ended the profiler) before.
+  TEST_CASE("a CPU op whose buffers exceed the host's memory is out_of_memory, not a crash") {
+    const ucplan::Network net = relu_pool_fc("wide", "[16, 1024, 1024]");
     const ucplan::Graph g = ucplan::build_graph(net, "wide");
     auto runner = ucplan::make_cpu_runner();
     // 2^24 values a sample, four buffers of them (x, dx, y, dy) at 2^16 samples: 16 TiB.
@@ -695,13 +700,7 @@ TEST_SUITE("profile") {
   // sample at a batch of 1024 is modelled at 1,400 s on a K40, and the profiler wrote it, so every
   // compile refused the profile. Now such an op is recorded as failed, and the profile reads back.
   TEST_CASE("an op longer than a profile may hold is recorded as failed, and the profile reads back") {
-    const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "huge",
-      "input": {"shape": [1, 262144, 262144]}, "labels": 4, "layers": [
-      {"name": "r", "type": "relu", "inputs": ["data"]},
-      {"name": "p", "type": "pool", "inputs": ["r"], "mode": "avg", "global": true},
-      {"name": "f", "type": "fc", "inputs": ["p"], "out_features": 4},
-      {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
-                                                           "huge");
+    const ucplan::Network net = relu_pool_fc("huge", "[1, 262144, 262144]");
     ucplan::ProfileOptions o;
     o.batch = 1024;
     const ucplan::Profile p = ucplan::profile_network(net, "huge", *make_model_runner("k40"), o);
