@@ -41,32 +41,53 @@ void fill(std::vector<float>& v, std::uint32_t seed) {
   for (auto& x : v) x = u(rng);
 }
 
+// The elements of every buffer an op of layer l at micro-batch n may touch (4 bytes each: floats,
+// and the int32 labels), in one place for the memory check and the allocation. At an emulated
+// precision (cpu_ops.h) the op runs as the backend runs it: conversions included, the weights
+// followed by room for their copy in the storage type.
+struct OpBuffers {
+  std::vector<std::size_t> in;  // each input, and as many for its gradient
+  std::size_t out = 0;          // the output, and as many for its gradient
+  std::size_t w = 0, dw = 0, aux = 0, ws = 0, labels = 0;
+
+  OpBuffers(const GraphLayer& l, std::int64_t n, const CpuPrecision& precision, std::int64_t ws_bytes)
+      : out(static_cast<std::size_t>(out_elems(l) * n)),
+        w(static_cast<std::size_t>(l.params() * (precision.half ? 2 : 1))),
+        dw(static_cast<std::size_t>(l.params())),
+        aux(static_cast<std::size_t>((l.aux_bytes_fixed + l.aux_bytes_per_sample * n) / 4 + 1)),
+        ws(static_cast<std::size_t>(ws_bytes / 4 + 1)),
+        labels(static_cast<std::size_t>(n)) {
+    for (std::size_t i = 0; i < l.in_shapes.size(); ++i) in.push_back(static_cast<std::size_t>(in_elems(l, i) * n));
+  }
+  double bytes() const {
+    double e = 2.0 * static_cast<double>(out) + static_cast<double>(w + dw + aux + ws + labels);
+    for (std::size_t x : in) e += 2.0 * static_cast<double>(x);
+    return 4 * e;
+  }
+};
+
 // One op of layer l at micro-batch n, timed into m (CpuRunner::measure, after its checks).
 void measure_into(const GraphLayer& l, StepOp op, const std::string& algo, std::int64_t n,
-                  const CpuPrecision& precision, std::int64_t ws_bytes, int repeats, Measurement& m) {
-  // Buffers for every operand the op may touch.
+                  const CpuPrecision& precision, const OpBuffers& sizes, int repeats, Measurement& m) {
   std::vector<std::vector<float>> xs(l.in_shapes.size()), dxs(l.in_shapes.size());
   LayerArgs a;
   a.n = n;
   a.total_batch = n;
   for (std::size_t i = 0; i < l.in_shapes.size(); ++i) {
-    xs[i].resize(static_cast<std::size_t>(in_elems(l, i) * n));
+    xs[i].resize(sizes.in[i]);
     fill(xs[i], 11 + static_cast<std::uint32_t>(i));
     dxs[i].assign(xs[i].size(), 0.0f);
     a.x.push_back(xs[i].data());
     a.dx.push_back(dxs[i].data());
     a.dx_accumulate.push_back(0);
   }
-  // At an emulated precision (cpu_ops.h) the op runs as the backend runs it: conversions
-  // included, the weights followed by room for their copy in the storage type.
-  std::vector<float> y(static_cast<std::size_t>(out_elems(l) * n)), dy(y.size()),
-      w(static_cast<std::size_t>(l.params() * (precision.half ? 2 : 1))), dw(static_cast<std::size_t>(l.params()));
+  std::vector<float> y(sizes.out), dy(sizes.out), w(sizes.w), dw(sizes.dw);
   fill(y, 3);
   fill(dy, 5);
   fill(w, 7);
   for (auto& v : w) v *= 0.1f;
-  std::vector<float> aux(static_cast<std::size_t>((l.aux_bytes_fixed + l.aux_bytes_per_sample * n) / 4 + 1));
-  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+  std::vector<float> aux(sizes.aux);
+  std::vector<std::int32_t> labels(sizes.labels);
   for (std::int64_t i = 0; i < n; ++i) labels[i] = static_cast<std::int32_t>(i % std::max<std::int64_t>(1, l.out.c));
   a.y = y.data();
   a.dy = dy.data();
@@ -74,7 +95,7 @@ void measure_into(const GraphLayer& l, StepOp op, const std::string& algo, std::
   a.dw = dw.data();
   a.aux = aux.data();
   a.labels = labels.data();
-  std::vector<float> ws(static_cast<std::size_t>(ws_bytes / 4 + 1));
+  std::vector<float> ws(sizes.ws);
   a.workspace = ws.data();
   a.workspace_bytes = static_cast<std::int64_t>(ws.size() * sizeof(float));
   // Backward ops read what their forward saved (bn statistics, dropout mask, softmax output).
@@ -134,16 +155,14 @@ class CpuRunner : public Runner {
     const CpuPrecision precision = cpu_precision(g.precision, true);
     const std::int64_t ws_bytes = layer_op_workspace_cpu(l, op, algo, n);
     m.workspace_bytes = ws_bytes;
-    double floats =
-        2.0 * static_cast<double>(out_elems(l) * n) + static_cast<double>(l.params()) * (precision.half ? 3 : 2) +
-        static_cast<double>(l.aux_bytes_fixed + l.aux_bytes_per_sample * n + ws_bytes) / 4 + 2 + static_cast<double>(n);
-    for (std::size_t i = 0; i < l.in_shapes.size(); ++i) floats += 2.0 * static_cast<double>(in_elems(l, i) * n);
-    if (4 * floats > static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE))) {
+    const OpBuffers sizes(l, n, precision, ws_bytes);
+    if (sizes.bytes() >
+        static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE))) {
       m.status = "out_of_memory";
       return m;
     }
     try {
-      measure_into(l, op, algo, n, precision, ws_bytes, repeats, m);
+      measure_into(l, op, algo, n, precision, sizes, repeats, m);
     } catch (const std::bad_alloc&) {  // more than the memory left, less than the machine's
       m.status = "out_of_memory";
       m.seconds = m.spread = 0;
