@@ -225,12 +225,14 @@ void build_costs(Pipeline& x) {
   // the option allows fails is it an error: the largest's says which layer and why.
   std::map<std::int64_t, UserError> failed;
   std::vector<std::int64_t> costed;
-  for (auto b : x.costable) try {
+  for (auto b : x.costable) {
+    try {
       x.tables.emplace(b, build_cost_table(x.g, x.tg, in.profile, in.profile_path, b, x.opt.micro_batches));
       costed.push_back(b);
     } catch (const UserError& e) {
       failed.emplace(b, e);
     }
+  }
   x.costable = costed;
   x.cands.clear();
   for (auto b : wanted)
