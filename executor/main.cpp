@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   app.name("ucplan run");
   // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return fmt::format("ucplan run: error: {} (see ucplan run --help)\n", ucplan::one_line(e.what()));
+    return fmt::format("ucplan run: error: {} (see ucplan run --help)\n", ucplan::command_line_message(e.what()));
   });
   std::string plan_path, device = "cpu", trace;
   int iterations = 5;

@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
   app.name("ucplan profile");
   // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return fmt::format("ucplan profile: error: {} (see ucplan profile --help)\n", ucplan::one_line(e.what()));
+    return fmt::format("ucplan profile: error: {} (see ucplan profile --help)\n",
+                       ucplan::command_line_message(e.what()));
   });
   std::string network, device = "cpu", sizes = "powerOfTwo", cache, output, precision = "fp32";
   std::int64_t batch = 0;

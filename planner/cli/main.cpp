@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {
     const auto subs = a->get_subcommands();
-    return fmt::format("ucplan: error: {} (see ucplan {}--help)\n", ucplan::one_line(e.what()),
+    return fmt::format("ucplan: error: {} (see ucplan {}--help)\n", ucplan::command_line_message(e.what()),
                        subs.empty() ? "" : subs.front()->get_name() + " ");
   });
   app.footer(

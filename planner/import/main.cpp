@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ucplan import: convert an ONNX model's graph (weights not needed) into a ucplan network JSON file"};
   app.name("ucplan import");
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return fmt::format("ucplan: error: {} (see ucplan import --help)\n", e.what());
+    return fmt::format("ucplan: error: {} (see ucplan import --help)\n", ucplan::command_line_message(e.what()));
   });
   ucplan::ImportCommandOptions o;
   app.add_option("model", o.model, "ONNX file, e.g. exported by scripts/export_torch.py")->required();

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -34,6 +35,11 @@ std::string one_line(const std::string& m) {
       out += c;
   }
   return out;
+}
+
+std::string command_line_message(const std::string& what) {
+  static const std::regex repeated("At Most 1 required but received ([0-9]+)");
+  return one_line(std::regex_replace(what, repeated, "given $1 times; give it once"));
 }
 
 UserError::UserError(std::string file, std::string where, std::string what)

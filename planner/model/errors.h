@@ -29,6 +29,10 @@ class UserError : public std::runtime_error {
 // The text with control characters escaped (\n, \t, \xNN): an error message is one line, always.
 std::string one_line(const std::string& text);
 
+// A command-line parser's message (CLI11's) as one line, with an option given more than once said
+// plainly: "--budget: given 2 times; give it once" instead of "At Most 1 required but received 2".
+std::string command_line_message(const std::string& what);
+
 [[noreturn]] void check_failed(const char* expr, const char* file, int line, const std::string& msg);
 
 }  // namespace ucplan
