@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   c_frontier->add_option("--profile,-p", frontier.profile, "profile JSON made by `ucplan profile` for this network")
       ->required();
   c_frontier->add_option("--batch,-b", frontier.batch, "mini-batch size in samples (default: the profile's batch)")
-      ->check(CLI::Range(1, 1 << 24));
+      ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
   c_frontier->add_option("--strategy", frontier.strategy, "as for compile (default ucplan)");
   c_frontier->add_option("--sub-batch", frontier.sub_batch, "as for compile (default auto)");
   c_frontier->add_option("--solver", frontier.solver,
