@@ -68,7 +68,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (!(tolerance >= 0 && std::isfinite(tolerance)))
-      throw ucplan::UserError("", "--tolerance", fmt::format("a relative error must be 0 or more, got {}", tolerance));
+      throw ucplan::UserError("", "--tolerance",
+                              fmt::format("a relative error must be a finite number, 0 or more, got {}", tolerance));
+    if (!(lr >= 0 && std::isfinite(lr)))  // as PyTorch's SGD, which refuses a negative one
+      throw ucplan::UserError("", "--lr",
+                              fmt::format("a learning rate must be a finite number, 0 or more, got {}", lr));
     const ucplan::Plan plan = ucplan::load_plan(plan_path);
     if (!no_verify) {
       const std::string error = ucplan::find_plan_error(plan);

@@ -401,6 +401,15 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         rep.overflow_checked += 1;
         ref.weight_gradients.clear();
       }
+      // Without loss scaling a non-finite reference is the run's own (updates that diverged, a
+      // 16-bit gradient that overflowed): it holds nothing the plan's run could be measured against.
+      if (!ref_finite && !scaler.active())
+        throw UserError("", "--check",
+                        fmt::format("the reference run's weight gradients are not finite at iteration {} ({}), so "
+                                    "the plan's cannot be checked against them",
+                                    it + 1,
+                                    it == 0 ? "before any update: a 16-bit gradient overflows without loss scaling"
+                                            : fmt::format("the updates at --lr {:g} diverged", o.lr)));
       // Relative L2 error per weight-gradient tensor; NaN (a read of poisoned memory) is infinite.
       rep.errors.clear();
       for (const auto& [name, want] : ref.weight_gradients) {

@@ -551,6 +551,22 @@ TEST_CASE("run --check refuses, before allocating, a plan whose reference would 
   CHECK(runs.allocated);
 }
 
+TEST_CASE("run --check with updates that diverge: the reference is not finite, so nothing is checked") {
+  const Case& c = cases()[1];
+  const Plan p = compile(c.net, c.prof, c.keep_all_peak, "keep-all", "auto");
+  const Graph g = build_graph(p.network, "test");
+  RunOptions o = check_options();
+  o.lr = 1e30;  // the first update takes the weights to +-1e30 times their gradients; the second iteration overflows
+  auto backend = make_cpu_backend(g);
+  CHECK_THROWS_WITH_AS(replay_plan(p, *backend, o),
+                       "--check: the reference run's weight gradients are not finite at iteration 2 (the updates at "
+                       "--lr 1e+30 diverged), so the plan's cannot be checked against them",
+                       UserError);
+  o.lr = 1;  // large, and finite throughout: checked as usual
+  auto again = make_cpu_backend(g);
+  CHECK(replay_plan(p, *again, o).passed);
+}
+
 TEST_CASE("the reference run maps cuDNN algorithm names to CPU algorithms") {
   // Every cuDNN name of profiler/runner.h, per op, has a CPU counterpart; CPU names stay.
   const std::vector<std::pair<std::string, std::vector<std::string>>> cudnn = {
