@@ -12,6 +12,7 @@
 
 #include "cpu_ops.h"
 #include "planner/model/errors.h"
+#include "planner/model/precision.h"
 #include "planner/model/units.h"
 #include "reference.h"
 
@@ -401,15 +402,21 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         rep.overflow_checked += 1;
         ref.weight_gradients.clear();
       }
-      // Without loss scaling a non-finite reference is the run's own (updates that diverged, a
-      // 16-bit gradient that overflowed): it holds nothing the plan's run could be measured against.
-      if (!ref_finite && !scaler.active())
+      // Without loss scaling, a non-finite reference from weights the plan's run has updated
+      // correctly so far is the run's own (updates that diverged, a 16-bit gradient that
+      // overflowed): it holds nothing the plan's run could be measured against. (After a wrong
+      // update, the plan's fault, reported already, can make the reference diverge too.)
+      if (!ref_finite && !scaler.active() && rep.passed) {
+        std::string why = fmt::format("the updates at --lr {:g} diverged", o.lr);
+        if (it == 0)
+          why = low_precision_storage(plan.precision)
+                    ? "before any update: a 16-bit value overflowed without loss scaling"
+                    : "before any update";
         throw UserError("", "--check",
                         fmt::format("the reference run's weight gradients are not finite at iteration {} ({}), so "
                                     "the plan's cannot be checked against them",
-                                    it + 1,
-                                    it == 0 ? "before any update: a 16-bit gradient overflows without loss scaling"
-                                            : fmt::format("the updates at --lr {:g} diverged", o.lr)));
+                                    it + 1, why));
+      }
       // Relative L2 error per weight-gradient tensor; NaN (a read of poisoned memory) is infinite.
       rep.errors.clear();
       for (const auto& [name, want] : ref.weight_gradients) {
