@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <regex>
 
 #include <fmt/format.h>
 
@@ -38,8 +37,15 @@ std::string one_line(const std::string& m) {
 }
 
 std::string command_line_message(const std::string& what) {
-  static const std::regex repeated("At Most 1 required but received ([0-9]+)");
-  return one_line(std::regex_replace(what, repeated, "given $1 times; give it once"));
+  static const std::string repeated = "At Most 1 required but received ";
+  std::string m = what;
+  if (const auto at = m.find(repeated); at != std::string::npos) {
+    std::size_t end = at + repeated.size();
+    while (end < m.size() && m[end] >= '0' && m[end] <= '9') ++end;
+    const std::string times = m.substr(at + repeated.size(), end - at - repeated.size());
+    if (!times.empty()) m.replace(at, end - at, "given " + times + " times; give it once");
+  }
+  return one_line(m);
 }
 
 UserError::UserError(std::string file, std::string where, std::string what)
