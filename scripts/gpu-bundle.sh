@@ -10,7 +10,8 @@
 #              what gpu-session.sh replays: plans/*measured*.json, and in profiles/ the measured
 #              ResNet-50 b64 H100 profile and its calibrated copy, and the ResNet-20 b64 one (the device
 #              makes its own, and the bundle must stay under the 64 MiB carry)
-#   env.sh     sourced by the launchers: LD_LIBRARY_PATH = lib/ + the cuDNN and cuBLAS it finds on
+#   env.sh     sourced by the launchers: LD_LIBRARY_PATH = lib/ + the gzipped libraries of lib/
+#              unpacked (the largest travel so: the 64 MiB carry) + the cuDNN and cuBLAS it finds on
 #              the machine, UCPLAN_NETWORKS = networks/
 #   ucplan, ucplan-gpu-check, ucplan-cuda-check   launchers (source env.sh, run bin/...)
 # cuDNN (~1 GB) and cuBLAS (~600 MB) are NOT packed: env.sh finds them on the machine, in this
@@ -71,6 +72,21 @@ for p in "${programs[@]}"; do
   done < <(ldd "$build/bin/$p" | awk '/=>/ {print $1, $3}')
 done
 
+# The largest libraries travel gzipped (OpenBLAS alone is 36.5 MB of a bundle that must stay under
+# the 64 MiB carry; gzip -9 takes the four over 2 MiB from 49.0 to 16.0 MB): env.sh unpacks them once
+# per bundle, outside it, so a bundle that has been used is still the size it was packed at.
+for f in "$out"/lib/*; do
+  if [ "$(stat -c %s "$f")" -gt $((2 << 20)) ]; then
+    gzip -9 -n "$f"
+  fi
+done
+packed_gz=("$out"/lib/*.gz)
+if [ -e "${packed_gz[0]}" ]; then
+  (cd "$out/lib" && sha256sum -- "${packed_gz[@]##*/}") > "$out/lib/packed.sha256"
+else
+  : > "$out/lib/packed.sha256"
+fi
+
 cp -r "$root/networks" "$root/schemas" "$out/"
 mkdir -p "$out/scripts"
 cp "$root/scripts/gpu-session.sh" "$root/scripts/gpu-validate.sh" "$root/scripts/gpu-measure.sh" \
@@ -118,7 +134,28 @@ ucplan_find() {  # ucplan_find EXPLICIT_DIR FILE...: the first folder holding ev
     if [ "$ok" = 1 ]; then echo "$kind $d"; return; fi
   done < <(ucplan_candidates | awk '!seen[$0]++')
 }
-ld_path="$bundle/lib"
+# Gzipped libraries (gpu-bundle.sh) unpacked into a folder named by their checksums under
+# UCPLAN_BUNDLE_UNPACK (default: TMPDIR or /tmp), once: each is written beside and renamed, so
+# launchers started at once do not read a half-written one. gzip, else Python's gzip module.
+unpacked="${UCPLAN_BUNDLE_UNPACK:-${TMPDIR:-/tmp}}/ucplan-bundle-$(sha256sum "$bundle/lib/packed.sha256" | cut -c1-16)"
+ucplan_gunzip() {  # ucplan_gunzip FILE.gz OUT
+  if command -v gzip >/dev/null 2>&1; then
+    gzip -dc "$1" > "$2"
+  else
+    "${UCPLAN_PYTHON:-python3}" -c 'import gzip, shutil, sys; shutil.copyfileobj(gzip.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"
+  fi
+}
+mkdir -p "$unpacked"
+for z in "$bundle"/lib/*.gz; do
+  [ -e "$z" ] || continue
+  lib="$unpacked/$(basename "${z%.gz}")"
+  [ -f "$lib" ] && continue
+  if ! { ucplan_gunzip "$z" "$lib.$$" && mv -f "$lib.$$" "$lib"; }; then
+    rm -f "$lib.$$"
+    ucplan_say "cannot unpack $z into $unpacked (UCPLAN_BUNDLE_UNPACK names another folder)"
+  fi
+done
+ld_path="$bundle/lib:$unpacked"
 read -r cudnn_kind cudnn_dir < <(ucplan_find "${UCPLAN_CUDNN_DIR:-}" libcudnn.so.9; echo)
 read -r cublas_kind cublas_dir < <(ucplan_find "${UCPLAN_CUBLAS_DIR:-}" libcublas.so.13 libcublasLt.so.13; echo)
 if [ -n "${cudnn_dir:-}" ]; then
@@ -135,7 +172,7 @@ else
 fi
 export LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export UCPLAN_NETWORKS="$bundle/networks"
-unset -f ucplan_candidates ucplan_find
+unset -f ucplan_candidates ucplan_find ucplan_gunzip
 EOF
 for p in ucplan ucplan-gpu-check ucplan-cuda-check; do
   cat > "$out/$p" <<EOF

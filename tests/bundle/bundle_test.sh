@@ -3,7 +3,8 @@
 # transfer limit), its launcher finds cuDNN and cuBLAS in Python wheels (a fake site-packages
 # whose nvidia/*/lib link to this machine's libraries) with the toolkit folders hidden, and its
 # CPU commands (profile -> compile -> run --check) work from a clean folder, loading every
-# library from the bundle, the wheels or glibc: none of this machine's Debian packages.
+# library from the bundle (its gzipped ones unpacked outside it), the wheels or glibc: none of this
+# machine's Debian packages.
 # Usage: bundle_test.sh SOURCE_DIR BUILD_DIR WORK_DIR
 set -euo pipefail
 src=$1 build=$2 work=$3
@@ -29,7 +30,7 @@ mkdir -p "$clean" "$work/ld"
 cd "$clean"
 run() {  # the bundle's launcher with a bare environment, the toolkit folders hidden
   env -i PATH=/usr/bin:/bin HOME="$work" PYTHONPATH="$site" UCPLAN_CUDA_LIB_DIRS= LD_DEBUG=libs \
-    LD_DEBUG_OUTPUT="$work/ld/trace" "$work/bundle/ucplan" "$@"
+    LD_DEBUG_OUTPUT="$work/ld/trace" UCPLAN_BUNDLE_UNPACK="$work/unpacked" "$work/bundle/ucplan" "$@"
 }
 run profile resnet20 --batch 4 --device cpu --sizes undivided --repeat 1 -o p.json 2> launcher.txt
 cat launcher.txt
@@ -38,6 +39,16 @@ grep -q "cuBLAS from $site/nvidia/cu13/lib (wheel)" launcher.txt || { echo "FAIL
 run compile resnet20 --profile p.json --budget 8MiB -o plan.json 2>/dev/null
 run run plan.json --check --iterations 1 2>/dev/null | tee run.txt
 grep -q "check       PASSED" run.txt || { echo "FAIL: run --check did not pass"; exit 1; }
+
+# The gzipped libraries were unpacked outside the bundle, which is the size it was packed at; where
+# there is no gzip, Python's module unpacks the same bytes.
+[ "$(du -sb "$work/bundle" | cut -f1)" = "$size" ] || { echo "FAIL: the bundle grew when used"; exit 1; }
+mkdir -p "$work/no-gzip"
+for f in /usr/bin/*; do [ "$(basename "$f")" = gzip ] || ln -s "$f" "$work/no-gzip/"; done
+env -i PATH="$work/no-gzip" HOME="$work" PYTHONPATH="$site" UCPLAN_CUDA_LIB_DIRS= UCPLAN_BUNDLE_QUIET=1 \
+  UCPLAN_BUNDLE_UNPACK="$work/unpacked-py" "$work/bundle/ucplan" --version
+diff -r "$work/unpacked" "$work/unpacked-py" || { echo "FAIL: Python unpacked other bytes than gzip"; exit 1; }
+ls "$work"/unpacked/ucplan-bundle-*/libopenblas.so.0 >/dev/null || { echo "FAIL: OpenBLAS was not unpacked"; exit 1; }
 
 # Where every library a ucplan program loaded came from. LD_DEBUG=libs writes, per process, the
 # "calling init: LIB" lines of a program and then "initialize program: PROGRAM"; the launcher's
@@ -62,7 +73,8 @@ for path in glob.glob(work + "/ld/trace.*"):
 want = {"ucplan", "ucplan-profile", "ucplan-run"}
 if not want <= programs:
     sys.exit(f"FAIL: traces of {sorted(want - programs)} are missing (found {sorted(programs)})")
-bad = [l for l in sorted(libs) if not (l.startswith(work + "/bundle/lib/") or l.startswith(site + "/") or ok_system.search(l))]
+bad = [l for l in sorted(libs) if not (l.startswith(work + "/bundle/lib/") or l.startswith(work + "/unpacked/")
+                                      or l.startswith(site + "/") or ok_system.search(l))]
 for l in bad:
     print("FAIL: loaded from outside the bundle:", l)
 if bad:
