@@ -6,6 +6,7 @@
 
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
+#include "planner/model/network.h"
 #include "planner/model/sha256.h"
 
 namespace ucplan {
@@ -22,17 +23,18 @@ MeasurementCache::MeasurementCache(std::string dir, const DeviceInfo& device, co
   Json j = load_json_file(path_);
   JsonReader r(j, path_, "");
   if (r.at("format").string() != "ucplan-cache/1") r.at("format").fail("expected \"ucplan-cache/1\"");
+  // Each entry within a profile's bounds (a cached value goes into one) and saying what its key
+  // names: the op, algorithm and micro-batch after the signature, then r and the repeat count.
   for (const auto& e : r.at("entries").array()) {
-    OpCost c;
-    const std::string op = e.at("op").string();
-    if (!parse_step_op(op, &c.op)) e.at("op").fail(fmt::format("unknown op \"{}\"", op));
-    c.algo = e.at("algo").string();
-    c.batch = e.at("batch").integer(0, INT64_MAX);
-    c.status = e.at("status").string();
-    c.seconds = e.number_or("seconds", 0);
-    c.spread = e.number_or("spread", 0);
-    c.workspace_bytes = e.integer_or("workspace_bytes", 0, 0, INT64_MAX);
-    entries_[e.at("key").string()] = c;
+    e.allow_only({"key", "op", "algo", "batch", "status", "seconds", "spread", "workspace_bytes"});
+    const OpCost c = read_op_cost(e, kMaxBatch);
+    const std::string key = e.at("key").string();
+    const std::string names = fmt::format("|{}|{}|{}|r", step_op_name(c.op), c.algo, c.batch);
+    const auto at = key.rfind(names);
+    if (at == std::string::npos || at == 0 || key.find('|', at + names.size()) != std::string::npos)
+      e.at("key").fail(fmt::format("names another measurement than the entry's (\"{}\" expected after its signature)",
+                                   names.substr(1)));
+    entries_[key] = c;
   }
 }
 

@@ -488,6 +488,46 @@ TEST_SUITE("memory planner") {
     CHECK(make_plan(input_for(net, prof, big, "ucplan", "2")).plan.sub_batch == 2);
   }
 
+  TEST_CASE("a CPU profile whose convolutions break the CPU kernels' rule is refused where, before planning") {
+    // kConcat's ca is a 1x1 convolution: gemm_lift does not support it (the profiler records it
+    // "unsupported"), and gemm needs no workspace there; c1's gemm needs some.
+    const Network net = parse_network_text(kConcat, "test");
+    const Profile measured = deterministic_cpu_profile(net, 4);
+    const std::int64_t big = std::int64_t{1} << 32;
+    REQUIRE(find_plan_error(make_plan(input_for(net, measured, big)).plan) == "");
+    auto edited = [&](const std::string& sig_prefix, const std::string& algo, auto&& edit) {
+      Profile p = measured;
+      int n = 0;
+      for (auto& sc : p.signatures)
+        for (auto& c : sc.costs)
+          if (sc.signature.rfind(sig_prefix, 0) == 0 && c.op == StepOp::Forward && c.algo == algo && c.batch == 4) {
+            edit(c);
+            ++n;
+          }
+      REQUIRE(n == 1);
+      return p;
+    };
+    // Without the rule's check these compiled to a plan that the checker refuses at the end
+    // (an internal error, exit 134): found by mutating a `--cache` file.
+    const Profile lifted = edited("conv 8x16x16 k4 r1x1", "gemm_lift", [](OpCost& c) {
+      c.status = "ok";
+      c.seconds = 1e-9;  // the fastest: the plan would use it
+    });
+    CHECK_THROWS_WITH_AS(
+        make_plan(input_for(net, lifted, big)),
+        "test-profile.json: layer ca (forward), gemm_lift at 4 samples: gemm_lift does not support this "
+        "convolution (it needs stride 1 and a kernel larger than 1x1) (an edited profile or --cache "
+        "file: profile again)",
+        UserError);
+    const Profile starved = edited("conv 18x16x16 k8 r3x3 s2x2", "gemm", [](OpCost& c) {
+      CHECK(c.workspace_bytes > 0);
+      c.workspace_bytes -= 1;
+      c.seconds = 1e-9;
+    });
+    CHECK_THROWS_WITH_AS(make_plan(input_for(net, starved, big)),
+                         doctest::Contains("bytes of workspace stated, the kernel needs"), UserError);
+  }
+
   TEST_CASE("the sub-batch chosen is the fastest candidate simulated") {
     const Network net = parse_network_text(kResidual, "test");
     const Profile prof = model_profile(net, 8);

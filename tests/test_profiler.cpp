@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
+#include <sstream>
 
 #include "planner/model/errors.h"
 #include "planner/ir/graph.h"
@@ -778,6 +780,30 @@ TEST_SUITE("profile") {
       for (std::size_t k = 0; k < p.signatures[i].costs.size(); ++k)
         CHECK(again.signatures[i].costs[k].seconds == p.signatures[i].costs[k].seconds);
     }
+    // A cache file edited by hand is refused where it is wrong, as a profile would be: an entry
+    // under another measurement's key (here a gemm_lift entry made "ok" and moved to a gemm key:
+    // a profile with it would hand the planner costs the CPU kernels break), or a time no
+    // profile may hold.
+    std::string cache_file;
+    for (const auto& f : fs::directory_iterator(cache)) cache_file = f.path().string();
+    std::stringstream text_of;
+    text_of << std::ifstream(cache_file).rdbuf();
+    const std::string original = text_of.str();
+    auto edited = [&](const std::string& from, const std::string& to) {
+      const auto at = original.find(from);
+      REQUIRE(at != std::string::npos);
+      ucplan::write_file_atomically(cache_file, std::string(original).replace(at, from.size(), to));
+    };
+    edited("|forward|gemm|4|r2\",\"op\":\"forward\",\"algo\":\"gemm\"",
+           "|forward|gemm|4|r2\",\"op\":\"forward\",\"algo\":\"gemm_lift\"");
+    CHECK_THROWS_WITH_AS(ucplan::profile_network(net, "tiny", *runner, o),
+                         doctest::Contains("].key: names another measurement than the entry's "
+                                           "(\"forward|gemm_lift|4|r\" expected after its signature)"),
+                         ucplan::UserError);
+    edited("\"seconds\":", "\"seconds\":-");
+    CHECK_THROWS_WITH_AS(ucplan::profile_network(net, "tiny", *runner, o),
+                         doctest::Contains("].seconds: must be a finite, non-negative number"), ucplan::UserError);
+    fs::remove_all(cache);
   }
 }
 

@@ -85,6 +85,23 @@ std::int64_t cpu_conv_workspace(const GraphLayer& l, const std::string& algo, st
   return 0;
 }
 
+}  // namespace
+
+std::string cpu_conv_cost_error(const GraphLayer& l, const std::string& algo, std::int64_t batch,
+                                std::int64_t workspace_bytes) {
+  if (!cpu_algorithms().count(algo))
+    return fmt::format("\"{}\" is not a CPU algorithm (direct, gemm, gemm_lift)", algo);
+  if (!cpu_conv_supported(l, algo))
+    return "gemm_lift does not support this convolution (it needs stride 1 and a kernel larger than 1x1)";
+  const std::int64_t need = cpu_conv_workspace(l, algo, batch);
+  if (need < 0) return fmt::format("on {} samples it needs more workspace than 64 bits count", batch);
+  if (workspace_bytes < need)
+    return fmt::format("{} bytes of workspace stated, the kernel needs {} on {} samples", workspace_bytes, need, batch);
+  return "";
+}
+
+namespace {
+
 class Checker {
  public:
   explicit Checker(const Plan& p) : p_(p) {}

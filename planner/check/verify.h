@@ -21,6 +21,7 @@
 //    summary (round time, iteration time, peak) agrees with the steps.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "planner/model/plan.h"
@@ -29,5 +30,13 @@ namespace ucplan {
 
 // "" when the plan is valid, else one line saying which step or buffer is wrong and why.
 std::string find_plan_error(const Plan& plan);
+
+struct GraphLayer;
+// The checker's rule for one convolution on the CPU, as the planner can ask it of a measured CPU
+// profile before planning with it: "" when `algo` is a CPU algorithm that supports the layer and
+// `workspace_bytes` holds what it needs for `batch` samples, else what is wrong. A plan from costs
+// that break it would fail this checker (a profile or --cache file edited by hand).
+std::string cpu_conv_cost_error(const GraphLayer& l, const std::string& algo, std::int64_t batch,
+                                std::int64_t workspace_bytes);
 
 }  // namespace ucplan

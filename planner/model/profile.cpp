@@ -162,6 +162,26 @@ void canonicalize(Profile& p) {
   }
 }
 
+OpCost read_op_cost(const JsonReader& cr, std::int64_t max_batch) {
+  OpCost c;
+  const std::string op = cr.at("op").string();
+  if (!parse_step_op(op, &c.op) || op_rank(c.op) == 5)
+    cr.at("op").fail(fmt::format("unknown op \"{}\" (forward, backward, backward_data, backward_filter, update)", op));
+  c.algo = cr.at("algo").string();
+  c.batch = cr.at("batch").integer(0, max_batch);
+  c.status = cr.string_or("status", "ok");
+  if (c.ok()) {
+    c.seconds = cr.at("seconds").number();
+    if (!(c.seconds >= 0) || !std::isfinite(c.seconds)) cr.at("seconds").fail("must be a finite, non-negative number");
+    if (c.seconds > kMaxOpSeconds)
+      cr.at("seconds").fail(fmt::format("{} s for one op: at most {:g} s is plausible", c.seconds, kMaxOpSeconds));
+    c.spread = cr.number_or("spread", 0);
+    if (!(c.spread >= 0) || !std::isfinite(c.spread)) cr.at("spread").fail("must be a finite, non-negative number");
+    c.workspace_bytes = cr.integer_or("workspace_bytes", 0, 0, std::int64_t{1} << 50);  // 1 PiB: sums stay in int64
+  }
+  return c;
+}
+
 Profile load_profile(const std::string& path) {
   Json j = load_json_file(path);
   JsonReader r(j, path, "");
@@ -226,25 +246,7 @@ Profile load_profile(const std::string& path) {
     for (const auto& l : sr.at("layers").array()) s.layers.push_back(l.string());
     for (const auto& cr : sr.at("costs").array()) {
       cr.allow_only({"op", "algo", "batch", "status", "seconds", "spread", "workspace_bytes"});
-      OpCost c;
-      const std::string op = cr.at("op").string();
-      if (!parse_step_op(op, &c.op) || op_rank(c.op) == 5)
-        cr.at("op").fail(
-            fmt::format("unknown op \"{}\" (forward, backward, backward_data, backward_filter, update)", op));
-      c.algo = cr.at("algo").string();
-      c.batch = cr.at("batch").integer(0, p.batch);
-      c.status = cr.string_or("status", "ok");
-      if (c.ok()) {
-        c.seconds = cr.at("seconds").number();
-        if (!(c.seconds >= 0) || !std::isfinite(c.seconds))
-          cr.at("seconds").fail("must be a finite, non-negative number");
-        if (c.seconds > kMaxOpSeconds)
-          cr.at("seconds").fail(fmt::format("{} s for one op: at most {:g} s is plausible", c.seconds, kMaxOpSeconds));
-        c.spread = cr.number_or("spread", 0);
-        if (!(c.spread >= 0) || !std::isfinite(c.spread)) cr.at("spread").fail("must be a finite, non-negative number");
-        c.workspace_bytes = cr.integer_or("workspace_bytes", 0, 0, std::int64_t{1} << 50);  // 1 PiB: sums stay in int64
-      }
-      s.costs.push_back(std::move(c));
+      s.costs.push_back(read_op_cost(cr, p.batch));
     }
     p.signatures.push_back(std::move(s));
   }

@@ -123,6 +123,11 @@ struct Profile {
 std::vector<std::int64_t> micro_batch_sizes(SizesPolicy policy, std::int64_t batch);
 
 Profile load_profile(const std::string& path);
+class JsonReader;
+// One measurement as a profile's "costs" and the measurement cache's entries hold it, with the
+// loader's bounds (batch at most `max_batch`; a time within kMaxOpSeconds, ...). The caller
+// states which fields its object may have.
+OpCost read_op_cost(const JsonReader& r, std::int64_t max_batch);
 std::string profile_to_json_text(const Profile& p);
 // Sorts signatures and costs into the canonical order (so files diff well and are stable).
 void canonicalize(Profile& p);
