@@ -117,4 +117,45 @@ TEST_SUITE("verifier") {
     p.kernels[0].fastest_ns = p.kernels[0].time_ns + 1;
     CHECK(find_plan_error(p).find("slower than the one chosen") != std::string::npos);
   }
+
+  TEST_CASE("a measured cuDNN plan whose forward is cuDNN's gemm is a cuDNN plan, not a CPU one") {
+    // One convolution on the network's input: a forward and a backward_filter kernel. Its
+    // forward at cuDNN's gemm (a name the CPU also has) made one CPU name against one of cuDNN's
+    // own, and the checker, counting a majority, took the plan for a CPU one and refused algo_N
+    // (compile aborted on a measured CUDA profile of such a network).
+    const Network net =
+        parse_network_text(R"({"format": "ucplan-network/1", "name": "one", "input": {"shape": [3, 8, 8]},
+      "labels": 4, "layers": [{"name": "c", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 1},
+      {"name": "f", "type": "fc", "inputs": ["c"], "out_features": 4}, {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
+                           "test");
+    Profile prof = model_profile(net, 4, "h100");
+    prof.source = "measured";  // as if measured on the device
+    prof.device.kind = "cuda";
+    int gemm = 0;
+    for (auto& sc : prof.signatures)
+      for (auto& c : sc.costs)
+        if (c.op == StepOp::Forward && c.algo == "gemm" && c.ok()) {
+          c.seconds = 1e-9;  // the fastest forward
+          ++gemm;
+        }
+    REQUIRE(gemm > 0);
+    const Plan p = make_plan(input_for(net, prof, std::int64_t{1} << 30, "keep-all", "auto")).plan;
+    std::vector<std::string> algos;
+    for (const PlanStep& s : p.steps)
+      for (const MicroStep& m : s.config) algos.push_back(m.algo);
+    REQUIRE(algos.size() == 2);
+    CHECK(algos[0] == "gemm");
+    CHECK(algos[1].rfind("algo_", 0) == 0);
+    CHECK(find_plan_error(p) == "");
+    // A CPU plan given one name of cuDNN's own is still refused.
+    const Network cpu_net = parse_network_text(kChain, "test");
+    Plan cpu = make_plan(input_for(cpu_net, deterministic_cpu_profile(cpu_net, 4), std::int64_t{1} << 30)).plan;
+    REQUIRE(find_plan_error(cpu) == "");
+    for (PlanStep& s : cpu.steps)
+      if (s.op == StepOp::BackwardFilter && !s.config.empty()) {
+        s.config[0].algo = "algo_0";
+        break;
+      }
+    CHECK(find_plan_error(cpu) != "");
+  }
 }

@@ -488,7 +488,7 @@ TEST_SUITE("memory planner") {
     CHECK(make_plan(input_for(net, prof, big, "ucplan", "2")).plan.sub_batch == 2);
   }
 
-  TEST_CASE("a CPU profile whose convolutions break the CPU kernels' rule is refused where, before planning") {
+  TEST_CASE("a profile whose convolutions break the checker's rules is refused where, before planning") {
     // kConcat's ca is a 1x1 convolution: gemm_lift does not support it (the profiler records it
     // "unsupported"), and gemm needs no workspace there; c1's gemm needs some.
     const Network net = parse_network_text(kConcat, "test");
@@ -526,6 +526,18 @@ TEST_SUITE("memory planner") {
     });
     CHECK_THROWS_WITH_AS(make_plan(input_for(net, starved, big)),
                          doctest::Contains("bytes of workspace stated, the kernel needs"), UserError);
+    // A modelled (cuDNN) profile with a name that is not one of cuDNN's algorithms for the op.
+    Profile named = model_profile(net, 4);
+    for (auto& sc : named.signatures)
+      for (auto& c : sc.costs)
+        if (sc.signature.rfind("conv 8x16x16 k4 r1x1", 0) == 0 && c.op == StepOp::Forward && c.ok()) {
+          c.algo = "foo";
+          c.seconds = 1e-9;
+        }
+    CHECK_THROWS_WITH_AS(make_plan(input_for(net, named, big)),
+                         doctest::Contains("layer ca (forward), foo at 1 samples: \"foo\" is not a forward algorithm "
+                                           "of cuDNN (an edited profile"),
+                         UserError);
   }
 
   TEST_CASE("the sub-batch chosen is the fastest candidate simulated") {

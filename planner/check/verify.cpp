@@ -87,8 +87,12 @@ std::int64_t cpu_conv_workspace(const GraphLayer& l, const std::string& algo, st
 
 }  // namespace
 
-std::string cpu_conv_cost_error(const GraphLayer& l, const std::string& algo, std::int64_t batch,
-                                std::int64_t workspace_bytes) {
+std::string conv_cost_error(const GraphLayer& l, bool cpu, StepOp op, const std::string& algo, std::int64_t batch,
+                            std::int64_t workspace_bytes) {
+  if (!cpu)
+    return cuda_algorithms(op).count(algo)
+               ? ""
+               : fmt::format("\"{}\" is not a {} algorithm of cuDNN", algo, step_op_name(op));
   if (!cpu_algorithms().count(algo))
     return fmt::format("\"{}\" is not a CPU algorithm (direct, gemm, gemm_lift)", algo);
   if (!cpu_conv_supported(l, algo))
@@ -256,14 +260,23 @@ std::int64_t Checker::tensor_bytes(int tensor, std::int64_t batch) const {
 
 // The kernels list (one entry per convolution kernel and op) is what the plan states about each
 // kernel's configuration; the steps must run exactly that, so the two cannot disagree. The
-// algorithm family follows from the names: mostly CPU names on a measured profile is a CPU plan
-// (then every name must be a CPU one), anything else is cuDNN's (every name one of cuDNN's for
-// its op); the majority only decides which names the error message blames.
+// algorithm family follows from the names: a measured plan with CPU names and none of cuDNN's own
+// (cuDNN names the CPU does not have) is a CPU plan (then every name must be a CPU one), anything
+// else is cuDNN's (every name one of cuDNN's for its op). cuDNN's forward algorithms include gemm
+// and direct, so a majority of CPU names does not make a CPU plan: a measured cuDNN plan of one
+// convolution on the network's input whose forward is cuDNN's gemm has one CPU name and one of
+// cuDNN's own (its backward_filter), and was taken for a CPU plan until the thirtieth session.
 void Checker::check_kernels() {
-  std::int64_t cpu_names = 0, other_names = 0;
+  std::int64_t cpu_names = 0, cudnn_names = 0;
   for (const PlanStep& s : p_.steps)
-    for (const MicroStep& m : s.config) (cpu_algorithms().count(m.algo) ? cpu_names : other_names) += 1;
-  cpu_family_ = p_.profile_source == "measured" && cpu_names >= other_names;
+    for (const MicroStep& m : s.config) {
+      if (cpu_algorithms().count(m.algo))
+        ++cpu_names;
+      else if (cuda_algorithms(StepOp::Forward).count(m.algo) || cuda_algorithms(StepOp::BackwardData).count(m.algo) ||
+               cuda_algorithms(StepOp::BackwardFilter).count(m.algo))
+        ++cudnn_names;
+    }
+  cpu_family_ = p_.profile_source == "measured" && cpu_names > 0 && cudnn_names == 0;
   for (std::size_t i = 0; i < p_.kernels.size(); ++i) {
     const PlanKernel& k = p_.kernels[i];
     const int l = g_.index_of(k.layer);

@@ -32,11 +32,12 @@ namespace ucplan {
 std::string find_plan_error(const Plan& plan);
 
 struct GraphLayer;
-// The checker's rule for one convolution on the CPU, as the planner can ask it of a measured CPU
-// profile before planning with it: "" when `algo` is a CPU algorithm that supports the layer and
-// `workspace_bytes` holds what it needs for `batch` samples, else what is wrong. A plan from costs
-// that break it would fail this checker (a profile or --cache file edited by hand).
-std::string cpu_conv_cost_error(const GraphLayer& l, const std::string& algo, std::int64_t batch,
-                                std::int64_t workspace_bytes);
+// The checker's rules for one convolution cost, as the planner can ask them of a profile before
+// planning with it: "" when `algo` is an algorithm of the profile's device family for `op` (cuDNN's
+// names per op, or the CPU's) and, on the CPU (`cpu`), supports the layer and has in
+// `workspace_bytes` what it needs for `batch` samples; else what is wrong. A plan made from a cost
+// that breaks them would fail this checker (a profile or --cache file edited by hand).
+std::string conv_cost_error(const GraphLayer& l, bool cpu, StepOp op, const std::string& algo, std::int64_t batch,
+                            std::int64_t workspace_bytes);
 
 }  // namespace ucplan

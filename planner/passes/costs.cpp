@@ -73,15 +73,14 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
       std::vector<MicroOption> options;
       for (const auto& c : sc->costs) {
         if (c.op != op || !c.ok()) continue;
-        // A CPU profile's convolutions as the checker holds the CPU kernels to: a plan made from
-        // a cost that breaks that rule would fail the plan checker at the end of the compile.
-        if (p.device.kind == "cpu") {
-          if (const std::string why = cpu_conv_cost_error(g.layers[t.layer], c.algo, c.batch, c.workspace_bytes);
-              !why.empty())
-            throw UserError(file,
-                            fmt::format("layer {} ({}), {} at {} samples", layer, step_op_name(op), c.algo, c.batch),
-                            why + " (an edited profile or --cache file: profile again)");
-        }
+        // The convolutions as the checker holds them: a plan made from a cost that breaks its
+        // rules would fail the plan checker at the end of the compile.
+        if (const std::string why =
+                conv_cost_error(g.layers[t.layer], p.device.kind == "cpu", op, c.algo, c.batch, c.workspace_bytes);
+            !why.empty())
+          throw UserError(file,
+                          fmt::format("layer {} ({}), {} at {} samples", layer, step_op_name(op), c.algo, c.batch),
+                          why + " (an edited profile or --cache file: profile again)");
         if (c.batch >= 1 && c.batch <= sub_batch && micro_size_allowed(policy, c.batch, sub_batch))
           options.push_back({c.algo, c.batch, seconds_to_ns(c.seconds) + ct.launch_gap_ns, c.workspace_bytes});
       }
