@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -238,15 +240,23 @@ Profile load_profile(const std::string& path) {
     if (!p.measured()) lg->fail("a modelled profile has no launch gap: `ucplan calibrate` fits one from measured runs");
     p.launch_gap = gap;
   }
+  // One entry per signature, and per signature one cost per op, algorithm and micro-batch: which
+  // of two would count?
+  std::set<std::string> signatures;
   for (const auto& sr : r.at("signatures").array()) {
     sr.allow_only({"signature", "type", "layers", "costs"});
     SignatureCosts s;
     s.signature = sr.at("signature").string();
+    if (!signatures.insert(s.signature).second) sr.at("signature").fail("a second entry for this signature");
     s.type = sr.at("type").string();
     for (const auto& l : sr.at("layers").array()) s.layers.push_back(l.string());
+    std::set<std::tuple<StepOp, std::string, std::int64_t>> measured;
     for (const auto& cr : sr.at("costs").array()) {
       cr.allow_only({"op", "algo", "batch", "status", "seconds", "spread", "workspace_bytes"});
-      s.costs.push_back(read_op_cost(cr, p.batch));
+      OpCost c = read_op_cost(cr, p.batch);
+      if (!measured.insert({c.op, c.algo, c.batch}).second)
+        cr.fail(fmt::format("a second cost for {} with \"{}\" at {} samples", step_op_name(c.op), c.algo, c.batch));
+      s.costs.push_back(std::move(c));
     }
     p.signatures.push_back(std::move(s));
   }
