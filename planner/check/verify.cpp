@@ -54,6 +54,13 @@ const std::set<std::string>& cuda_algorithms(StepOp op) {
   return it == a.end() ? none : it->second;
 }
 
+// A name of one of cuDNN's algorithms, for any op.
+bool cudnn_algorithm(const std::string& algo) {
+  for (StepOp op : {StepOp::Forward, StepOp::BackwardData, StepOp::BackwardFilter})
+    if (cuda_algorithms(op).count(algo)) return true;
+  return false;
+}
+
 // The CPU kernels' contract (executor/cpu/kernels.h), restated here so that the checker does not
 // trust the executor's own code: gemm_lift needs stride 1 and more than one tap; the workspace
 // every micro-batch of n samples writes, in bytes (-1: too large to represent). A test compares
@@ -272,8 +279,7 @@ void Checker::check_kernels() {
     for (const MicroStep& m : s.config) {
       if (cpu_algorithms().count(m.algo))
         ++cpu_names;
-      else if (cuda_algorithms(StepOp::Forward).count(m.algo) || cuda_algorithms(StepOp::BackwardData).count(m.algo) ||
-               cuda_algorithms(StepOp::BackwardFilter).count(m.algo))
+      else if (cudnn_algorithm(m.algo))
         ++cudnn_names;
     }
   cpu_family_ = p_.profile_source == "measured" && cpu_names > 0 && cudnn_names == 0;
