@@ -17,6 +17,7 @@
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
 #include "planner/model/plan.h"
+#include "planner/model/units.h"
 #include "planner/passes/costs.h"
 #include "planner/passes/lower_bound.h"
 #include "planner/passes/pipeline.h"
@@ -383,16 +384,61 @@ TEST_SUITE("memory planner") {
   }
 
   TEST_CASE("a budget below the lower bound is refused, stating the bound") {
-    const Network net = parse_network_text(kChain, "test");
-    const Profile prof = model_profile(net, 8);
-    const std::int64_t lb = lower_bound_of(net);
-    try {
-      make_plan(input_for(net, prof, lb - 1));
-      FAIL("expected a UserError");
-    } catch (const UserError& e) {
-      CHECK(e.where() == "--budget");
-      CHECK(std::string(e.what()).find("below the memory lower bound") != std::string::npos);
+    // A byte short must read as a byte short: "303 KiB is below ... 304 KiB", or in bytes where
+    // both round alike, never "3.75 KiB is below the memory lower bound of 3.75 KiB".
+    int alike = 0;
+    for (const char* text : {kChain, kResidual, kConcat}) {
+      const Network net = parse_network_text(text, "test");
+      const Profile prof = model_profile(net, 8);
+      const std::int64_t lb = lower_bound_of(net);
+      alike += format_bytes(lb - 1) == format_bytes(lb);
+      try {
+        make_plan(input_for(net, prof, lb - 1));
+        FAIL("expected a UserError");
+      } catch (const UserError& e) {
+        const std::string what = e.what();
+        CAPTURE(what);
+        CHECK(e.where() == "--budget");
+        const BytesApart sizes = format_bytes_apart(lb - 1, lb);
+        CHECK(sizes.first != sizes.second);
+        CHECK(what.find(sizes.first + " is below the memory lower bound of " + sizes.second) != std::string::npos);
+      }
     }
+    CHECK(alike > 0);  // the case the message is written for is among them
+  }
+
+  TEST_CASE("a budget a byte short of what a sub-batch needs reads as short") {
+    // kChain has batch-norm, so it runs whole and needs more than the lower bound; at some batch
+    // what it needs and a byte less round alike (the case the message is written for).
+    const Network net = parse_network_text(kChain, "test");
+    int alike = 0;
+    for (const std::int64_t batch : {8, 12, 16, 24}) {
+      CAPTURE(batch);
+      const Profile prof = model_profile(net, batch);
+      const auto refusal = [&](std::int64_t budget) -> std::string {
+        try {
+          make_plan(input_for(net, prof, budget, "ucplan", "auto"));
+          return "";
+        } catch (const UserError& e) {
+          return e.what();
+        }
+      };
+      // The least budget whose refusal (if any) is not "needs at least": what the batch needs.
+      std::int64_t short_of = lower_bound_of(net), enough = keep_all_peak(net, prof);
+      REQUIRE(refusal(short_of).find("needs at least") != std::string::npos);
+      while (enough - short_of > 1) {
+        const std::int64_t mid = short_of + (enough - short_of) / 2;
+        (refusal(mid).find("needs at least") != std::string::npos ? short_of : enough) = mid;
+      }
+      alike += format_bytes(short_of) == format_bytes(enough);
+      const std::string what = refusal(short_of);
+      CAPTURE(what);
+      const BytesApart sizes = format_bytes_apart(short_of, enough);
+      CHECK(sizes.first != sizes.second);
+      CHECK(what.find(fmt::format("within {}: at sub-batch {}: needs at least {}", sizes.first, batch, sizes.second)) !=
+            std::string::npos);
+    }
+    CHECK(alike > 0);
   }
 
   TEST_CASE("ucplan is never slower than a baseline strategy in the same simulator") {

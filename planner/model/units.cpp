@@ -67,6 +67,12 @@ std::string format_bytes(std::int64_t bytes) {
   return fmt::format("{:.2f} {}", v, units[u]);
 }
 
+BytesApart format_bytes_apart(std::int64_t first, std::int64_t second) {
+  BytesApart a{format_bytes(first), format_bytes(second)};
+  if (first != second && a.first == a.second) a = {with_thousands(first) + " B", with_thousands(second) + " B"};
+  return a;
+}
+
 std::string format_seconds(double s) {
   double a = std::fabs(s);
   auto three = [](double v, const char* unit) {

@@ -13,6 +13,12 @@ namespace ucplan {
 std::optional<std::int64_t> parse_bytes(std::string_view text);
 // 1536 -> "1.50 KiB"; exact powers keep 3 significant digits.
 std::string format_bytes(std::int64_t bytes);
+// Two sizes a message sets against each other ("X is below the bound of Y"): format_bytes of each,
+// or both as exact byte counts ("55,784,192 B") where format_bytes would print them alike.
+struct BytesApart {
+  std::string first, second;
+};
+BytesApart format_bytes_apart(std::int64_t first, std::int64_t second);
 // seconds -> "12.3 ms", "1.20 s", "850 us".
 std::string format_seconds(double seconds);
 // nanoseconds (the planner's integer clock) -> same as format_seconds.

@@ -199,14 +199,15 @@ void run_lower_bound(Pipeline& x) {
   const TaskGraph& tg = x.tg;
   x.lb = memory_lower_bound(tg, 1);
   const LowerBound& lb = x.lb;
-  if (x.in.budget_bytes < lb.bytes)
+  if (x.in.budget_bytes < lb.bytes) {
+    const BytesApart text = format_bytes_apart(x.in.budget_bytes, lb.bytes);
     throw UserError(
         "", "--budget",
         fmt::format("{} is below the memory lower bound of {} for {} (moDNN Eq. 2: weights and their gradients {} "
                     "+ the largest task, {}, at sub-batch 1: {})",
-                    format_bytes(x.in.budget_bytes), format_bytes(lb.bytes), g.net.name,
-                    format_bytes(lb.resident_bytes), task_label(g, tg.tasks[lb.task]),
-                    format_bytes(lb.max_task_bytes)));
+                    text.first, text.second, g.net.name, format_bytes(lb.resident_bytes),
+                    task_label(g, tg.tasks[lb.task]), format_bytes(lb.max_task_bytes)));
+  }
 }
 
 // 5. Costs at every sub-batch the profile can cost: conv Pareto fronts (mu-cuDNN §III-C); the
@@ -512,14 +513,17 @@ void choose_sub_batch(Pipeline& x) {
   const std::int64_t batch = x.batch;
   std::int64_t best_total = 0;
   std::string last_failure;
+  std::int64_t last_need = 0;  // the last candidate's, where it needs more than the budget
   for (auto b : x.cands) {
     const CostTable& ct = x.tables.at(b);
     CandidateOutcome o;
     o.sub_batch = b;
     const std::int64_t rounds = batch / b;
     const std::int64_t need = min_plan_bytes(tg, ct);
+    last_need = 0;
     if (need > in.budget_bytes) {
-      o.why = fmt::format("needs at least {} at this sub-batch", format_bytes(need));
+      o.why = fmt::format("needs at least {} at this sub-batch", format_bytes_apart(need, in.budget_bytes).first);
+      last_need = need;
       x.out.candidates.push_back(o);
       continue;
     }
@@ -555,9 +559,13 @@ void choose_sub_batch(Pipeline& x) {
   const CandidateOutcome& last = x.out.candidates.back();
   const std::string why =
       last_failure.empty() ? fmt::format("at sub-batch {}: {}", last.sub_batch, last.why) : last_failure;
+  // The budget as exactly as the need the message quotes, where the last candidate's is quoted.
+  const std::string within = last_failure.empty() && last_need > 0
+                                 ? format_bytes_apart(in.budget_bytes, last_need).first
+                                 : format_bytes(in.budget_bytes);
   throw UserError("", "--budget",
                   fmt::format("strategy {} finds no plan for {} at batch {} within {}: {}{}", x.opt.strategy,
-                              g.net.name, batch, format_bytes(in.budget_bytes), why, hint));
+                              g.net.name, batch, within, why, hint));
 }
 
 // 7. The plan: the winner's buffers and steps, the options, the summary and the notes.
