@@ -441,6 +441,25 @@ TEST_SUITE("memory planner") {
     CHECK(alike > 0);
   }
 
+  TEST_CASE("a compile refused under --offload never says that offload might fit") {
+    // At the lower bound a plan exists that offloads (lower_bound.h); for kChain, keep and
+    // recompute alone find none there (the refusal below is asserted, not assumed).
+    const Network net = parse_network_text(kChain, "test");
+    const Profile prof = model_profile(net, 8);
+    CompileInput in = input_for(net, prof, lower_bound_of(net));
+    CHECK(make_plan(in).plan.summary.predicted_ns > 0);
+    in.options.offload = false;
+    try {
+      make_plan(in);
+      FAIL("expected a UserError");
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      CAPTURE(what);
+      CHECK(what.find("finds no plan") != std::string::npos);
+      CHECK(what.find("--offload never: a plan that copies activations to the host may fit") != std::string::npos);
+    }
+  }
+
   TEST_CASE("ucplan is never slower than a baseline strategy in the same simulator") {
     for (const char* text : {kChain, kResidual, kConcat, kModern}) {
       const Network net = parse_network_text(text, "test");

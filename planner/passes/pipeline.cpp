@@ -553,9 +553,13 @@ void choose_sub_batch(Pipeline& x) {
   }
   if (x.best.ok) return;
   if (in.failed_candidates) *in.failed_candidates = x.out.candidates;
-  std::string hint;
+  std::vector<std::string> hints;
   if (g.has_batch_norm() && x.opt.sub_batch.kind == SubBatchOption::Kind::Auto && x.costable.size() > 1)
-    hint = " (the network has batch-norm, so it is not split into sub-batches unless you pass --sub-batch any or N)";
+    hints.push_back(
+        "the network has batch-norm, so it is not split into sub-batches unless you pass --sub-batch any or N");
+  if (!x.opt.offload)  // the lower bound holds with offload: without it no plan may exist down to it
+    hints.push_back("--offload never: a plan that copies activations to the host may fit; the default allows it");
+  const std::string hint = hints.empty() ? "" : fmt::format(" ({})", fmt::join(hints, "; "));
   const CandidateOutcome& last = x.out.candidates.back();
   const std::string why =
       last_failure.empty() ? fmt::format("at sub-batch {}: {}", last.sub_batch, last.why) : last_failure;
