@@ -2,7 +2,8 @@
 """`ucplan frontier` end to end: the JSON curve is ordered by budget, its envelope never gets slower
 as the budget grows, every envelope point is a plan that fits its budget, a point is what a compile at
 its budget alone gives (the budgets compile side by side), the knees agree with the envelope, and the
-SVG is well-formed XML. The curve is made with --solver fast (one search branch per
+SVG is well-formed XML. A threshold no budget reaches because the batch's copy to the device alone
+exceeds it (DeepBench's first convolution: a large input, little compute) says so. The curve is made with --solver fast (one search branch per
 budget): what is checked here is the frontier's own logic, and the default search's plans are checked
 by test_passes.  Usage: frontier_check.py UCPLAN PROFILE NETWORK"""
 import json
@@ -48,4 +49,26 @@ for k in j["knees"]:
     first = next((p["budget_bytes"] for p in pts if p["envelope_overhead"] is not None
                   and p["envelope_overhead"] <= k["overhead_at_most"]), None)
     assert first == k["budget_bytes"], (k, first)
+assert j["unlimited_memory_ns"] >= j["ideal_ns"], j
+assert env[-1] >= j["unlimited_memory_ns"] / j["ideal_ns"] - 1 - 1e-9, (env, j["unlimited_memory_ns"])
+
+# DeepBench conv01: the keep-all plan with unlimited memory waits for its input and nothing else.
+with tempfile.TemporaryDirectory() as d:
+    prof, plan = os.path.join(d, "p.json"), os.path.join(d, "plan.json")
+    subprocess.run([ucplan, "profile", "deepbench/conv01", "--batch", "4", "--device", "model:h100", "-o", prof],
+                   capture_output=True, check=True)
+    text = subprocess.run([ucplan, "frontier", "deepbench/conv01", "--profile", prof, "--points", "2", "--solver",
+                           "fast"], capture_output=True, text=True, check=True).stdout
+    subprocess.run([ucplan, "compile", "deepbench/conv01", "--profile", prof, "--budget", "1TiB", "--strategy",
+                    "keep-all", "-q", "-o", plan], capture_output=True, check=True)
+    with open(plan) as f:
+        p = json.load(f)
+    first = min(st["start_ns"] for st in p["steps"] if st["stream"] == "compute" and not st.get("final"))
+    unlimited = p["summary"]["predicted_ns"] / p["summary"]["ideal_ns"] - 1
+    assert unlimited > 0.01 and first > 0, (unlimited, first)
+    line = next(l for l in text.splitlines() if l.strip().startswith("within +1.0 %"))
+    assert f"at none: with unlimited memory the plan is +{100 * unlimited:.1f} % over the ideal" in line, line
+    assert f"first layer waiting {first / 1e3:.0f} us" in line or f"first layer waiting {first / 1e3:.1f} us" in line \
+        or f"first layer waiting {first / 1e3:.2f} us" in line, (line, first)
+
 print(f"frontier ok: {len(pts)} points, envelope {env[0]:+.3f} -> {env[-1]:+.3f}")

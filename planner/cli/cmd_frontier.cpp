@@ -243,6 +243,7 @@ int run_frontier(const FrontierOptions& o) {
     j["lower_bound_bytes"] = lo;
     j["keep_all_peak_bytes"] = hi;
     j["ideal_ns"] = top.summary.ideal_ns;
+    j["unlimited_memory_ns"] = top.summary.predicted_ns;  // the keep-all plan's, without a budget
     j["points"] = nlohmann::ordered_json::array();
     for (const Point& p : pts) {
       nlohmann::ordered_json q;
@@ -270,10 +271,17 @@ int run_frontier(const FrontierOptions& o) {
                             {"budget_bytes", at ? nlohmann::ordered_json(*at) : nlohmann::ordered_json(nullptr)}});
     fmt::print("{}\n", j.dump(2));
   } else {
+    // Where even unlimited memory is over a threshold, the reason is the batch's copy to the
+    // device before the first layer (the keep-all plan waits for nothing else): say so.
+    const double unlimited =
+        static_cast<double>(top.summary.predicted_ns) / static_cast<double>(top.summary.ideal_ns) - 1;
     for (auto& [t, at] : knees)
       fmt::print("  within {:<8} {}\n", format_percent(t),
-                 at ? fmt::format("from {} on (of the budgets above)", format_bytes(*at))
-                    : std::string("at none of the budgets above"));
+                 at              ? fmt::format("from {} on (of the budgets above)", format_bytes(*at))
+                 : unlimited > t ? fmt::format("at none: with unlimited memory the plan is {} over the ideal, its "
+                                               "first layer waiting {} for the batch's copy to the device",
+                                               format_percent(unlimited), format_ns(first_layer_wait_ns(top)))
+                                 : std::string("at none of the budgets above"));
   }
   if (!o.svg.empty())
     write_file_atomically(o.svg, frontier_svg(fmt::format("{} b{}: predicted overhead over the ideal vs budget ({})",

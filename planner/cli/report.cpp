@@ -128,8 +128,15 @@ std::string plan_summary(const Plan& p) {
         "                at most {} in use at once (the trace's and the SVG's peak); the other {} of the arena "
         "are gaps between buffers (fragmentation)\n",
         format_bytes(in_use), format_bytes(s.peak_bytes - in_use));
-  out += fmt::format("  transfers     offload {}, prefetch {} (of which inputs {}) per iteration\n",
-                     format_bytes(s.offload_bytes), format_bytes(s.prefetch_bytes), format_bytes(s.input_bytes));
+  // At a budget with room, this wait is all the overhead: say what it is.
+  const std::int64_t input_wait_ns = first_layer_wait_ns(p);
+  const std::string input_wait = input_wait_ns > 0
+                                     ? fmt::format("; the first layer waits {} for them{}", format_ns(input_wait_ns),
+                                                   p.rounds > 1 ? " over the rounds" : "")
+                                     : "";
+  out += fmt::format("  transfers     offload {}, prefetch {} (of which inputs {}{}) per iteration\n",
+                     format_bytes(s.offload_bytes), format_bytes(s.prefetch_bytes), format_bytes(s.input_bytes),
+                     input_wait);
   out += fmt::format("  recompute     {} step{} per round, {} per iteration\n", s.recompute_steps,
                      s.recompute_steps == 1 ? "" : "s", format_ns(s.recompute_ns));
   out += fmt::format("  sub-batch     {} (moDNN Eq. 3 suggests {}){}\n", p.sub_batch, p.modnn_sub_batch,

@@ -136,6 +136,13 @@ std::int64_t max_bytes_in_use(const Plan& plan) {
   return most;
 }
 
+std::int64_t first_layer_wait_ns(const Plan& plan) {
+  std::int64_t first = -1;
+  for (const PlanStep& st : plan.steps)
+    if (!st.final && st.stream == Stream::Compute && (first < 0 || st.start_ns < first)) first = st.start_ns;
+  return plan.rounds * std::max<std::int64_t>(first, 0);
+}
+
 std::string memory_svg(const Plan& plan) {
   const auto points = memory_profile(plan);
   const double W = 900, H = 420, left = 90, right = 20, top = 40, bottom = 50;

@@ -35,5 +35,9 @@ std::vector<std::pair<std::int64_t, std::int64_t>> memory_profile(const Plan& pl
 // The most bytes in use at once (the trace's and SVG's peak). The plan's peak is the arena, the
 // highest end of any buffer: larger by the gaps between buffers (fragmentation).
 std::int64_t max_bytes_in_use(const Plan& plan);
+// What the iteration's compute waits before each round's first layer, in all rounds: the copy of
+// the round's batch to the device (a plan replays one iteration at a time, so no plan overlaps it
+// with the previous iteration's work, and the ideal leaves it out).
+std::int64_t first_layer_wait_ns(const Plan& plan);
 
 }  // namespace ucplan
