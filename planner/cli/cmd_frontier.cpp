@@ -271,8 +271,8 @@ int run_frontier(const FrontierOptions& o) {
                             {"budget_bytes", at ? nlohmann::ordered_json(*at) : nlohmann::ordered_json(nullptr)}});
     fmt::print("{}\n", j.dump(2));
   } else {
-    // Where even unlimited memory is over a threshold, the reason is the batch's copy to the
-    // device before the first layer (the keep-all plan waits for nothing else): say so.
+    // Where even unlimited memory is over a threshold, say so, with the wait for the batch's copy
+    // to the device before the first layer (the keep-all plan's compute waits for nothing else).
     const double unlimited =
         static_cast<double>(top.summary.predicted_ns) / static_cast<double>(top.summary.ideal_ns) - 1;
     for (auto& [t, at] : knees)
