@@ -13,19 +13,13 @@ import subprocess
 import sys
 import tempfile
 
-from checks import check, finish  # tests/cli/checks.py
+from checks import check, finish, ns  # tests/cli/checks.py
 
 ucplan, profile, network = sys.argv[1:4]
 
 
 def percents(text):
     return [float(x) for x in re.findall(r"\(([+-]?[0-9.]+) %\)", text)]
-
-
-def ns(text):
-    """A time as format_ns prints it ("393 us", "1.20 ms") in ns."""
-    value, unit = text.split()
-    return float(value) * {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[unit]
 
 
 with tempfile.TemporaryDirectory() as tmp:
