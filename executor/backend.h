@@ -39,6 +39,7 @@ struct ResolvedStep {
   int host = -1;
   std::int64_t bytes = 0;
   bool input = false;
+  bool ahead = false;  // a prefetch into a carried buffer: the next round's slice (plan.h)
   // Check mode: regions whose buffers end with this step, to poison (NaN) once this step and
   // `poison_waits` (the buffers' last uses on other streams) are done.
   std::vector<std::pair<std::int64_t, std::int64_t>> poison_after;
@@ -52,6 +53,15 @@ struct RunContext {
   std::uint64_t seed = 0x5eed;
   double loss_scale = 1;  // the loss gradient's scale this iteration (fp16 loss scaling)
 };
+
+// Where copy step `s` reads or writes its host buffer in round `round`: an input host buffer holds
+// the whole batch and each round copies its own slice; an ahead prefetch copies the next round's
+// (after the last round, the first: the next batch's, which is this run's batch again).
+inline std::int64_t host_offset(const ResolvedStep& s, int round, const RunContext& ctx) {
+  if (!s.input) return 0;
+  const std::int64_t rounds = ctx.sub_batch > 0 ? ctx.total_batch / ctx.sub_batch : 1;
+  return (s.ahead ? (round + 1) % rounds : round) * s.bytes;
+}
 
 class Backend {
  public:

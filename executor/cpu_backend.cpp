@@ -231,10 +231,10 @@ class CpuBackend : public Backend {
   void execute(const Item& item) {
     const ResolvedStep& s = *item.step;
     if (s.op == StepOp::Prefetch || s.op == StepOp::Offload) {
-      // An input host buffer holds the whole batch: each round copies its own slice. The bounds
-      // are the verifier's promise; checked again here because a copy out of bounds corrupts
-      // memory silently.
-      const std::int64_t host_offset = s.input ? item.round * s.bytes : 0;
+      // An input host buffer holds the whole batch: each round copies its own slice (backend.h).
+      // The bounds are the verifier's promise; checked again here because a copy out of bounds
+      // corrupts memory silently.
+      const std::int64_t host_offset = ucplan::host_offset(s, item.round, item.ctx);
       auto& h = hosts_.at(static_cast<std::size_t>(s.host));
       UCPLAN_CHECK(s.bytes >= 0 && s.device >= 0 && s.device <= arena_bytes_ - s.bytes &&
                        host_offset <= static_cast<std::int64_t>(h.size()) - s.bytes,

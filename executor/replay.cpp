@@ -102,6 +102,7 @@ std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Program& program
       r.host = s.host;
       r.bytes = t.bytes(plan.sub_batch);
       r.input = plan.host_buffers[s.host].input;
+      r.ahead = s.ahead;
     } else {
       r.layer = layer_index.at(s.layer);
       const GraphLayer& l = g.layers[r.layer];
@@ -136,7 +137,7 @@ std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Program& program
     }
   }
   for (std::size_t b = 0; b < nb; ++b) {
-    if (plan.buffers[b].resident) continue;
+    if (plan.buffers[b].resident || plan.buffers[b].carried) continue;
     const auto& lu = last_use[b];
     const int last = plan.buffers[b].last_step;
     if (last < 0 || last >= static_cast<int>(out.size())) continue;
@@ -222,6 +223,15 @@ void load_initial_values(const Plan& plan, const Program& program, Backend& back
   }
   for (const auto& h : plan.host_buffers)
     if (h.input) load_host_input(plan, program, h, seed, backend.host(h.id));
+  // A carried buffer starts with the first round's slice of its input (plan.h): the copy that in
+  // every later round the round before makes.
+  for (const auto& b : plan.buffers) {
+    if (!b.carried) continue;
+    const int t = tensor_by_name.at(b.tensor);
+    for (const auto& h : plan.host_buffers)
+      if (h.input && h.tensor == b.tensor)
+        backend.write(b.offset, backend.host(h.id), tg.tensors[static_cast<std::size_t>(t)].bytes(plan.sub_batch));
+  }
 }
 
 double relative_l2_error(const std::vector<float>& got, const std::vector<float>& want) {

@@ -33,11 +33,11 @@ inline void retime(Plan& p) {
   p.summary.predicted_ns = p.rounds * round_end + final_end;
 }
 
-// Recomputes every non-resident buffer's first/last step from the steps that touch it (ids out
-// of range, as a mutant may hold, are skipped).
+// Recomputes every buffer's first/last step from the steps that touch it (ids out of range, as a
+// mutant may hold, are skipped); resident and carried buffers live for the whole program.
 inline void relife(Plan& p) {
   for (auto& b : p.buffers) {
-    if (b.resident) {
+    if (b.resident || b.carried) {
       b.last_step = static_cast<int>(p.steps.size()) - 1;
       continue;
     }
@@ -46,7 +46,7 @@ inline void relife(Plan& p) {
   }
   for (const auto& s : p.steps) {
     auto touch = [&](int b) {
-      if (b < 0 || b >= static_cast<int>(p.buffers.size()) || p.buffers[b].resident) return;
+      if (b < 0 || b >= static_cast<int>(p.buffers.size()) || p.buffers[b].resident || p.buffers[b].carried) return;
       if (p.buffers[b].first_step < 0) p.buffers[b].first_step = s.id;
       p.buffers[b].last_step = s.id;
     };

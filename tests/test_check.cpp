@@ -91,6 +91,93 @@ TEST_SUITE("verifier") {
     CHECK(error.find("without waiting") != std::string::npos);
   }
 
+  // A plan that carries the batch's input across rounds (plan.h): two rounds of 4 with room for all.
+  Plan carried_plan() {
+    const Network net = parse_network_text(kChain, "test");
+    const Profile prof = model_profile(net, 8);
+    Plan p = make_plan(input_for(net, prof, keep_all_peak(net, prof) * 2, "ucplan", "4")).plan;
+    REQUIRE(find_plan_error(p) == "");
+    REQUIRE(p.rounds == 2);
+    REQUIRE(std::count_if(p.buffers.begin(), p.buffers.end(), [](const PlanBuffer& b) { return b.carried; }) == 1);
+    REQUIRE(std::count_if(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return s.ahead; }) == 1);
+    return p;
+  }
+  int carried_buffer(const Plan& p) {
+    return static_cast<int>(
+        std::find_if(p.buffers.begin(), p.buffers.end(), [](const PlanBuffer& b) { return b.carried; }) -
+        p.buffers.begin());
+  }
+  PlanStep& ahead_step(Plan & p) {
+    return *std::find_if(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return s.ahead; });
+  }
+
+  TEST_CASE("a carried input: not refilled, read after its refill, refilled too early, or not an input") {
+    const Plan p = carried_plan();
+    const int c = carried_buffer(p);
+    auto error_of = [](const Plan& q) {
+      const std::string e = find_plan_error(q);
+      CAPTURE(e);
+      return e;
+    };
+    // The ahead prefetch made a plain one: the next round would find this round's slice.
+    Plan a = p;
+    ahead_step(a).ahead = false;
+    CHECK(error_of(a).find("does not hold the next round's slice when the round ends") != std::string::npos);
+    // A later step (the backward pass's use of the input, which has a buffer of its own) reads the
+    // carried buffer after the refill.
+    Plan b = p;
+    const int refill = ahead_step(b).id;
+    bool redirected = false;
+    for (PlanStep& st : b.steps)
+      for (int& r : st.reads)
+        if (!redirected && st.id > refill && st.stream == Stream::Compute &&
+            b.buffers[r].tensor == b.buffers[c].tensor) {
+          r = c;
+          redirected = true;
+        }
+    REQUIRE(redirected);
+    relife(b);
+    CHECK(error_of(b).find("after step " + std::to_string(refill) + " copied the next round's slice") !=
+          std::string::npos);
+    // The refill does not wait for the step that reads the round's slice.
+    Plan d = p;
+    ahead_step(d).waits.clear();
+    retime(d);
+    CHECK(error_of(d).find("missing wait") != std::string::npos);
+    // Carrying what is not the batch's input, or an ahead copy into a buffer that is not carried.
+    Plan e = p;
+    const auto act = std::find_if(e.buffers.begin(), e.buffers.end(), [](const PlanBuffer& x) {
+      return !x.resident && !x.carried && x.tensor.rfind("Y:", 0) == 0 && x.tensor != "Y:data";
+    });
+    REQUIRE(act != e.buffers.end());
+    act->carried = true;
+    CHECK(error_of(e).find("which is not the network's input") != std::string::npos);
+    Plan f = p;  // the backward pass's copy of the input, into a buffer of its own
+    const auto again = std::find_if(f.steps.begin(), f.steps.end(), [&](const PlanStep& st) {
+      return st.op == StepOp::Prefetch && !st.ahead && st.tensor == f.buffers[static_cast<std::size_t>(c)].tensor;
+    });
+    REQUIRE(again != f.steps.end());
+    again->ahead = true;
+    CHECK(error_of(f).find("not a carried buffer of the batch's input") != std::string::npos);
+    Plan g = p;
+    g.steps.back().ahead = true;  // an update
+    CHECK(error_of(g).find("only a prefetch in the round copies the next round's slice") != std::string::npos);
+  }
+
+  TEST_CASE("a buffer on a carried buffer's bytes, which it holds for the whole program") {
+    Plan p = carried_plan();
+    const PlanBuffer& c = p.buffers[static_cast<std::size_t>(carried_buffer(p))];
+    // The last dynamic buffer of the round, long after the forward pass is done with the slice.
+    auto late = std::max_element(p.buffers.begin(), p.buffers.end(), [](const PlanBuffer& x, const PlanBuffer& y) {
+      return (x.resident || x.carried ? -1 : x.first_step) < (y.resident || y.carried ? -1 : y.first_step);
+    });
+    REQUIRE(late->size <= c.size + p.arena_bytes - c.offset - c.size);
+    late->offset = c.offset;
+    const std::string error = find_plan_error(p);
+    CAPTURE(error);
+    CHECK(error.find("overlaps carried buffer") != std::string::npos);
+  }
+
   TEST_CASE("over budget, waits on later steps, wrong times, skipped tasks") {
     Plan p = tight_plan();
     Plan a = p;

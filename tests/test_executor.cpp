@@ -117,7 +117,7 @@ const std::vector<Case>& cases() {
 }  // namespace
 
 TEST_CASE("run --check: keep-all, a tight budget and the lower bound give the reference gradients") {
-  std::int64_t offloaded = 0, recomputed = 0, rounds = 0;
+  std::int64_t offloaded = 0, recomputed = 0, rounds = 0, carried = 0;
   for (const Case& c : cases()) {
     const std::int64_t tight = c.lower_bound + (c.keep_all_peak - c.lower_bound) / 5;
     struct Budget {
@@ -145,13 +145,15 @@ TEST_CASE("run --check: keep-all, a tight budget and the lower bound give the re
         offloaded += p.summary.offload_bytes;
         recomputed += p.summary.recompute_steps;
         rounds += p.rounds > 1;
+        carried += std::any_of(p.buffers.begin(), p.buffers.end(), [](const PlanBuffer& x) { return x.carried; });
       }
     }
   }
-  // The cases above really exercise offload, recomputation and sub-batch rounds.
+  // The cases above really exercise offload, recomputation, sub-batch rounds and a carried input.
   CHECK(offloaded > 0);
   CHECK(recomputed > 0);
   CHECK(rounds > 0);
+  CHECK(carried > 0);
 }
 
 TEST_SUITE("broken plans") {
@@ -201,6 +203,22 @@ TEST_SUITE("broken plans") {
       }
     REQUIRE(done);
     CHECK(find_plan_error(p).find("while both live") != std::string::npos);
+    CHECK_FALSE(replay(p).passed);
+  }
+
+  // The batch's input carried across rounds (plan.h), two rounds of 4: the ahead prefetch made a
+  // plain one refills the carried buffer with the round's own slice, so the second round trains
+  // on the first round's samples again.
+  TEST_CASE("a carried input refilled with the same slice: refused by the verifier, wrong gradients without it") {
+    const Case& c = cases()[1];
+    Plan p = compile(c.net, c.prof, 2 * c.keep_all_peak, "ucplan", "4");
+    REQUIRE(p.rounds == 2);
+    auto ahead = std::find_if(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return s.ahead; });
+    REQUIRE(ahead != p.steps.end());
+    REQUIRE(find_plan_error(p) == "");
+    REQUIRE(replay(p).passed);
+    ahead->ahead = false;
+    CHECK(find_plan_error(p).find("does not hold the next round's slice") != std::string::npos);
     CHECK_FALSE(replay(p).passed);
   }
 

@@ -371,6 +371,39 @@ TEST_SUITE("memory planner") {
     }
   }
 
+  // The batch's input carried across rounds (plan.h): with room for it, the round's first layer
+  // waits for nothing, and the round is shorter than keep-all's by at least what keep-all's first
+  // layer waits. At the lower bound there is no room for it, and the plan does without.
+  TEST_CASE("with room, the batch's input is carried across rounds and the first layer waits for nothing") {
+    int carried_rounds = 0;
+    for (const char* text : {kChain, kResidual, kConcat, kModern})
+      for (const char* device : {"h100", "k40"})
+        for (const char* sub_batch : {"auto", "2"}) {
+          const Network net = parse_network_text(text, "test");
+          const Profile prof = model_profile(net, 8, device);
+          const std::int64_t budget = 2 * keep_all_peak(net, prof);
+          CAPTURE(net.name);
+          CAPTURE(std::string(device));
+          CAPTURE(std::string(sub_batch));
+          const Plan keep = make_plan(input_for(net, prof, budget, "keep-all", sub_batch)).plan;
+          const Plan p = make_plan(input_for(net, prof, budget, "ucplan", sub_batch)).plan;
+          CHECK(find_plan_error(p) == "");
+          const std::int64_t keep_wait = first_layer_wait_ns(keep) / keep.rounds;
+          REQUIRE(keep_wait > 0);
+          CHECK(std::count_if(p.buffers.begin(), p.buffers.end(), [](const PlanBuffer& b) { return b.carried; }) == 1);
+          CHECK(std::count_if(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return s.ahead; }) == 1);
+          CHECK(first_layer_wait_ns(p) == 0);
+          CHECK(p.summary.round_ns <= keep.summary.round_ns - keep_wait);
+          carried_rounds += p.rounds > 1;
+        }
+    CHECK(carried_rounds > 0);
+    const Network net = parse_network_text(kModern, "test");
+    const Profile prof = model_profile(net, 8);
+    const Plan lb = make_plan(input_for(net, prof, lower_bound_of(net), "ucplan", "any")).plan;
+    CHECK(find_plan_error(lb) == "");
+    CHECK(std::none_of(lb.buffers.begin(), lb.buffers.end(), [](const PlanBuffer& b) { return b.carried; }));
+  }
+
   TEST_CASE("a task retried after defragmentation leaves no unused buffer (tests/data/regression)") {
     const std::string dir = std::string(UCPLAN_SOURCE_DIR) + "/tests/data/regression/";
     const Network net = load_network(dir + "concat.json");
@@ -1353,7 +1386,7 @@ TEST_SUITE("plan quality") {
       const std::vector<int>& acts = tiny.acts;
       ScheduleInput in = tiny.input(std::int64_t{1} << 40);
       const std::int64_t peak = tiny.keep_all_arena();
-      int compared = 0, offloading = 0;
+      int compared = 0, offloading = 0, carried = 0, carried_faster = 0;
       for (int share : {100, 85, 70, 55, 40, 30}) {
         in.budget_bytes = peak * share / 100;
         CAPTURE(std::string(device));
@@ -1371,11 +1404,19 @@ TEST_SUITE("plan quality") {
               bi.best_fit = best_fit;
               bi.two_ended = two_ended;
               const ScheduleResult r = simulate_schedule(bi, *strategy);
-              if (!r.ok) continue;
-              fastest = std::min(fastest, r.round_ns);
-              ++compared;
-              if (r.offload_bytes > 0) ++offloading;
-              if (m.solved()) CHECK(m.bound_round_ns <= r.round_ns);
+              if (r.ok) {
+                fastest = std::min(fastest, r.round_ns);
+                ++compared;
+                if (r.offload_bytes > 0) ++offloading;
+                if (m.solved()) CHECK(m.bound_round_ns <= r.round_ns);
+              }
+              // The batch's input carried across rounds: the bound less the batch's copy holds.
+              bi.carry_input = true;
+              const ScheduleResult rc = simulate_schedule(bi, *strategy);
+              if (!rc.ok) continue;
+              ++carried;
+              if (m.solved()) CHECK(m.any_plan_bound_round_ns() <= rc.round_ns);
+              if (r.ok && rc.round_ns < r.round_ns) ++carried_faster;
             }
         }
         const ScheduleResult ours = schedule_ucplan(in);
@@ -1391,7 +1432,8 @@ TEST_SUITE("plan quality") {
         if (only.solved()) CHECK(m.bound_round_ns <= only.bound_round_ns);
       }
       CHECK(compared > 0);
-      CHECK(offloading > 0);  // the bound was held against plans that offload
+      CHECK(offloading > 0);      // the bound was held against plans that offload
+      CHECK(carried_faster > 0);  // and against plans that carry the input, some faster than without
     }
   }
 

@@ -547,7 +547,7 @@ class CudaBackend : public Backend {
 
   void run(const ResolvedStep& s, int round, const RunContext& ctx, cudaStream_t st) {
     if (s.op == StepOp::Prefetch || s.op == StepOp::Offload) {
-      const std::int64_t host_offset = s.input ? static_cast<std::int64_t>(round) * s.bytes : 0;
+      const std::int64_t host_offset = ucplan::host_offset(s, round, ctx);
       if (s.host < 0 || static_cast<std::size_t>(s.host) >= hosts_.size() ||
           host_offset + s.bytes > host_bytes_[static_cast<std::size_t>(s.host)])
         cuda::throw_error(fmt::format("host buffer {}: {} bytes at {} are outside it", s.host, s.bytes, host_offset));

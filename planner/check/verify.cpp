@@ -119,8 +119,10 @@ class Checker {
   void run();
 
  private:
+  // A carried buffer's version once the round's ahead prefetch has written the next round's slice.
+  static constexpr int kNextRound = -2;
   struct BufferState {
-    int version = -1;   // version of its tensor it holds; -1: nothing valid
+    int version = -1;   // version of its tensor it holds; -1: nothing valid, kNextRound: the next round's
     bool dead = false;  // its bytes were taken by another buffer
     int killer = -1;    // the buffer that took them
     int killed_at = -1;
@@ -193,6 +195,7 @@ void Checker::check_structure() {
     if (b.offset % kAlignment != 0)
       invalid(fmt::format("buffer {} ({}) starts at offset {}, not on a {}-byte boundary", b.id, b.tensor, b.offset,
                           kAlignment));
+    if (b.resident && b.carried) invalid(fmt::format("buffer {} ({}) is both resident and carried", b.id, b.tensor));
   }
   for (std::size_t i = 0; i < p_.host_buffers.size(); ++i) {
     if (p_.host_buffers[i].id != static_cast<int>(i))
@@ -212,6 +215,8 @@ void Checker::check_structure() {
     if (!op_ok)
       invalid(fmt::format("{}: op \"{}\" cannot run on stream {}", step_name(s), step_op_name(s.op),
                           stream_name(s.stream)));
+    if (s.ahead && (s.op != StepOp::Prefetch || s.final))
+      invalid(fmt::format("{}: only a prefetch in the round copies the next round's slice (ahead)", step_name(s)));
     if (s.final) {
       if (first_final_ == n) first_final_ = i;
       if (si != 0 || s.op != StepOp::Update || !s.waits.empty())
@@ -320,9 +325,9 @@ void Checker::activate(int b, int step) {
     const int a = seg.buffer;
     const PlanBuffer& ab = p_.buffers[a];
     const std::int64_t x = std::max(lo, off), y = std::min(hi, seg.end);
-    if (ab.resident)
-      invalid(fmt::format("buffer {} ({}) overlaps resident buffer {} ({}) at bytes [{}, {})", b, nb.tensor, a,
-                          ab.tensor, x, y));
+    if (ab.resident || ab.carried)
+      invalid(fmt::format("buffer {} ({}) overlaps {} buffer {} ({}) at bytes [{}, {})", b, nb.tensor,
+                          ab.resident ? "resident" : "carried", a, ab.tensor, x, y));
     if (ab.last_step >= step)
       invalid(fmt::format("buffers {} ({}) and {} ({}) share bytes [{}, {}) while both live (steps {}-{} and {}-{})", a,
                           ab.tensor, b, nb.tensor, x, y, ab.first_step, ab.last_step, nb.first_step, nb.last_step));
@@ -350,7 +355,7 @@ void Checker::activate(int b, int step) {
 void Checker::touch(int b, int step, bool write) {
   BufferState& s = bs_[b];
   const PlanBuffer& pb = p_.buffers[b];
-  if (!pb.resident) {
+  if (!pb.resident && !pb.carried) {
     if (s.first < 0) {
       if (step != pb.first_step)
         invalid(fmt::format("buffer {} ({}) is first used by step {} but says first_step {}", b, pb.tensor, step,
@@ -396,6 +401,9 @@ void Checker::read(const PlanStep& s, int b, int t) {
   BufferState& st = bs_[b];
   const std::string& name = tg_.tensors[t].name;
   touch(b, s.id, false);
+  if (st.version == kNextRound)
+    invalid(fmt::format("{}: reads {} from carried buffer {} after step {} copied the next round's slice into it",
+                        step_name(s), name, b, st.writer));
   if (st.version < 0)
     invalid(fmt::format("{}: reads {} from buffer {}, which holds no value of it (a missing prefetch or recompute?)",
                         step_name(s), name, b));
@@ -532,13 +540,28 @@ void Checker::run() {
   }
   for (const Tensor& t : tg_.tensors)
     if (t.resident() && !resident_seen[t.id]) invalid(fmt::format("no resident buffer holds {}", t.name));
-  // Resident buffers occupy their bytes for the whole program; nothing else may share them.
+  // A carried buffer holds a network input's slice of the round when the round starts (plan.h).
+  std::vector<char> carried_seen(tg_.tensors.size(), 0);
+  for (const PlanBuffer& b : p_.buffers) {
+    if (!b.carried) continue;
+    int t = tensor_id(b.tensor);
+    if (t < 0 || !tg_.tensors[t].host_input || tg_.tensors[t].kind != TensorKind::Activation)
+      invalid(fmt::format("carried buffer {} holds {}, which is not the network's input", b.id, b.tensor));
+    if (carried_seen[t]) invalid(fmt::format("two carried buffers hold {}", b.tensor));
+    carried_seen[t] = 1;
+    if (b.size < tensor_bytes(t, p_.sub_batch))
+      invalid(fmt::format("carried buffer {} is smaller than {} at the sub-batch", b.id, b.tensor));
+    if (b.first_step != 0 || b.last_step != n - 1)
+      invalid(fmt::format("carried buffer {} ({}) must live for the whole program", b.id, b.tensor));
+    bs_[b.id].version = 1;
+  }
+  // Resident and carried buffers occupy their bytes for the whole program; nothing else may share them.
   for (const PlanBuffer& b : p_.buffers)
-    if (b.resident) {
+    if (b.resident || b.carried) {
       auto it = occupants_.lower_bound(b.offset);
       bool clash = (it != occupants_.end() && it->first < b.offset + b.size) ||
                    (it != occupants_.begin() && std::prev(it)->second.end > b.offset);
-      if (clash) invalid(fmt::format("resident buffers overlap at buffer {} ({})", b.id, b.tensor));
+      if (clash) invalid(fmt::format("resident or carried buffers overlap at buffer {} ({})", b.id, b.tensor));
       occupants_[b.offset] = Segment{b.offset + b.size, b.id};
     }
   for (const PlanHostBuffer& h : p_.host_buffers) {
@@ -611,8 +634,13 @@ void Checker::run() {
           invalid(fmt::format("{}: prefetches {} without waiting for step {}, which offloads it", step_name(s),
                               s.tensor, h.writer));
         int b = buffer_for(s, s.writes, t, "prefetches");
+        if (s.ahead && (!p_.buffers[b].carried || !p_.host_buffers[s.host].input))
+          invalid(
+              fmt::format("{}: copies the next round's slice into buffer {}, which is not a carried buffer of "
+                          "the batch's input",
+                          step_name(s), b));
         touch(b, i, true);
-        bs_[b].version = h.version;
+        bs_[b].version = s.ahead ? kNextRound : h.version;
         h.readers[si] = i;
       }
       continue;
@@ -642,6 +670,13 @@ void Checker::run() {
     const Task& t = tg_.tasks[round_tasks[next_task]];
     invalid(fmt::format("the plan never runs {} of {}", task_kind_name(t.kind), g_.layers[t.layer].name()));
   }
+  // The next round starts from what the round leaves in its carried buffers.
+  for (const PlanBuffer& b : p_.buffers)
+    if (b.carried && bs_[b.id].version != kNextRound)
+      invalid(
+          fmt::format("carried buffer {} ({}) does not hold the next round's slice when the round ends: no ahead "
+                      "prefetch writes it after its last use",
+                      b.id, b.tensor));
   // Final phase: the updates, in order, on the compute stream.
   std::int64_t t_final = 0;
   if (static_cast<std::size_t>(n - first_final_) != final_tasks.size())
@@ -666,7 +701,7 @@ void Checker::run() {
   }
   for (std::size_t b = 0; b < p_.buffers.size(); ++b) {
     const PlanBuffer& pb = p_.buffers[b];
-    if (pb.resident) continue;
+    if (pb.resident || pb.carried) continue;
     if (bs_[b].first < 0) invalid(fmt::format("buffer {} ({}) is never used", b, pb.tensor));
     if (bs_[b].last_step != pb.last_step)
       invalid(fmt::format("buffer {} ({}) says last_step {} but its last use is step {}", b, pb.tensor, pb.last_step,

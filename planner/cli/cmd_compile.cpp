@@ -466,7 +466,7 @@ int run_compile(const CompileOptions& o) {
             m->table.empty()
                 ? std::string()
                 : fmt::format("; lower bound on a {}round {}, its own solution {}", m->offload ? "" : "recompute-only ",
-                              format_ns(m->bound_round_ns), format_ns(m->solution_round_ns)));
+                              format_ns(m->any_plan_bound_round_ns()), format_ns(m->solution_round_ns)));
     if (o.verbose) print_search_log(stdout, r.candidates);
     // What would help: a batch-norm network is split into sub-batches only when asked; when the
     // plan loses more than 5 % and splitting would be faster, say so (statistics then change).

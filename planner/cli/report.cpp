@@ -128,12 +128,19 @@ std::string plan_summary(const Plan& p) {
         "                at most {} in use at once (the trace's and the SVG's peak); the other {} of the arena "
         "are gaps between buffers (fragmentation)\n",
         format_bytes(in_use), format_bytes(s.peak_bytes - in_use));
-  // At a budget with room, this wait is all the overhead: say what it is.
+  // At a budget with room, this wait is all the overhead: say what it is, or that the plan carries
+  // the batch's input across rounds (plan.h) so that the first layer waits for nothing.
   const std::int64_t input_wait_ns = first_layer_wait_ns(p);
-  const std::string input_wait = input_wait_ns > 0
-                                     ? fmt::format("; the first layer waits {} for them{}", format_ns(input_wait_ns),
-                                                   p.rounds > 1 ? " over the rounds" : "")
-                                     : "";
+  const auto carried = std::find_if(p.buffers.begin(), p.buffers.end(), [](const PlanBuffer& b) { return b.carried; });
+  std::string input_wait;
+  if (input_wait_ns > 0)
+    input_wait = fmt::format("; the first layer waits {} for them{}", format_ns(input_wait_ns),
+                             p.rounds > 1 ? " over the rounds" : "");
+  else if (carried != p.buffers.end())
+    input_wait = fmt::format(
+        "; {} carried across rounds: {} held throughout, the next {} copied in while the "
+        "round computes",
+        carried->tensor, format_bytes(carried->size), p.rounds > 1 ? "round's slice" : "batch");
   out += fmt::format("  transfers     offload {}, prefetch {} (of which inputs {}{}) per iteration\n",
                      format_bytes(s.offload_bytes), format_bytes(s.prefetch_bytes), format_bytes(s.input_bytes),
                      input_wait);

@@ -49,6 +49,7 @@ OrderedJson step_json(const PlanStep& s) {
   j["start_ns"] = s.start_ns;
   j["end_ns"] = s.end_ns;
   if (s.final) j["final"] = true;
+  if (s.ahead) j["ahead"] = true;
   return j;
 }
 
@@ -115,6 +116,7 @@ std::string plan_to_json_text(const Plan& p) {
     OrderedJson bj = {{"id", b.id},     {"tensor", b.tensor},         {"offset", b.offset},
                       {"size", b.size}, {"first_step", b.first_step}, {"last_step", b.last_step}};
     if (b.resident) bj["resident"] = true;
+    if (b.carried) bj["carried"] = true;
     buffers.push_back(std::move(bj));
   }
   j["buffers"] = std::move(buffers);
@@ -214,7 +216,7 @@ Plan load_plan(const std::string& path) {
   }
   p.arena_bytes = r.at("arena_bytes").integer(0, INT64_MAX);
   for (const auto& b : r.at("buffers").array()) {
-    b.allow_only({"id", "tensor", "offset", "size", "first_step", "last_step", "resident"});
+    b.allow_only({"id", "tensor", "offset", "size", "first_step", "last_step", "resident", "carried"});
     PlanBuffer pb;
     pb.id = static_cast<int>(b.at("id").integer(0, INT32_MAX));
     pb.tensor = b.at("tensor").string();
@@ -223,6 +225,7 @@ Plan load_plan(const std::string& path) {
     pb.first_step = static_cast<int>(b.at("first_step").integer(-1, INT32_MAX));
     pb.last_step = static_cast<int>(b.at("last_step").integer(-1, INT32_MAX));
     pb.resident = b.boolean_or("resident", false);
+    pb.carried = b.boolean_or("carried", false);
     p.buffers.push_back(std::move(pb));
   }
   for (const auto& h : r.at("host_buffers").array()) {
@@ -236,7 +239,7 @@ Plan load_plan(const std::string& path) {
   }
   for (const auto& st : r.at("steps").array()) {
     st.allow_only({"id", "stream", "op", "layer", "tensor", "waits", "reads", "writes", "accumulates", "workspace",
-                   "host", "config", "start_ns", "end_ns", "final"});
+                   "host", "config", "start_ns", "end_ns", "final", "ahead"});
     PlanStep ps;
     ps.id = static_cast<int>(st.at("id").integer(0, INT32_MAX));
     const std::string stream = st.at("stream").string(), op = st.at("op").string();
@@ -258,6 +261,7 @@ Plan load_plan(const std::string& path) {
     ps.start_ns = st.at("start_ns").integer(0, INT64_MAX);
     ps.end_ns = st.at("end_ns").integer(0, INT64_MAX);
     ps.final = st.boolean_or("final", false);
+    ps.ahead = st.boolean_or("ahead", false);
     p.steps.push_back(std::move(ps));
   }
   p.network = network_from_json(r.at("network"));

@@ -10,6 +10,12 @@
 //  - Round steps (final = false) run `rounds` times, one sub-batch each; rounds are separated by
 //    a barrier. Host input buffers (the batch's data, labels, sink gradients) hold the whole
 //    batch; a prefetch of an input tensor copies the slice of the current round.
+//  - A carried buffer holds a network input across the barrier between rounds, so that the round's
+//    first layer need not wait for its copy: it holds the round's slice when the round starts (the
+//    executor fills it with the first slice before the first iteration), and the round's `ahead`
+//    prefetch writes the next round's slice into it (after the last round: the first slice of the
+//    next batch, which the data loader has ready by then). Like a resident buffer it keeps its bytes
+//    for the whole program; nothing reads it after the ahead prefetch in the same round.
 //  - Then the final steps (updates) run once.
 //  - A step starts when the previous step on its stream has ended and every step in `waits`
 //    has ended; waits name earlier steps only.
@@ -42,6 +48,7 @@ struct PlanBuffer {
   int first_step = -1;    // first step touching it (resident buffers: 0)
   int last_step = -1;     // last step touching it (resident buffers: the last step)
   bool resident = false;  // weights and weight gradients: the whole program
+  bool carried = false;   // a network input kept across rounds (above); the whole program
   bool operator==(const PlanBuffer&) const = default;
 };
 
@@ -69,6 +76,7 @@ struct PlanStep {
   std::int64_t start_ns = 0;      // predicted, relative to the start of the round (or of the final phase)
   std::int64_t end_ns = 0;
   bool final = false;  // runs once after all rounds (updates)
+  bool ahead = false;  // prefetch into a carried buffer: copies the next round's slice (above)
   bool operator==(const PlanStep&) const = default;
 };
 

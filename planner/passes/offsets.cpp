@@ -282,7 +282,7 @@ OffsetReassignment assign_offsets_after_scheduling(std::vector<PlanBuffer>& buff
   std::int64_t region = 0;  // the dynamic region starts above the resident buffers
   std::vector<int> dynamic;
   for (int b = 0; b < nb; ++b) {
-    if (buffers[b].resident)
+    if (buffers[b].resident || buffers[b].carried)
       region = std::max(region, buffers[b].offset + buffers[b].size);
     else if (buffers[b].first_step >= 0 && buffers[b].first_step < ns)
       dynamic.push_back(b);

@@ -267,13 +267,63 @@ void build_costs(Pipeline& x) {
 // and five times the work instead of ten, +13.8 / +50.5 / +16.2, +16.7 / +50.5 / +16.0 and
 // +13.6 / +47.8 / +15.5 % (with one time: none better than the two searches). ResNet-152 and
 // larger networks, whose compile must stay under a second, are searched once.
+// Whether the round's first task reads the batch's input, which a plan may carry across rounds
+// (ScheduleInput::carry_input).
+bool first_task_reads_input(const ScheduleInput& si) {
+  for (const Task& task : si.tasks->tasks) {
+    if (!task.round_task) continue;
+    for (int t : task.reads) {
+      const Tensor& x = si.tasks->tensors[static_cast<std::size_t>(t)];
+      if (x.host_input && x.kind == TensorKind::Activation) return true;
+    }
+    return false;
+  }
+  return false;
+}
+
+// The plan `r` again with the batch's input carried across rounds (ScheduleInput::carry_input):
+// the decisions it was found with (`table`, empty if none) simulated again so, in its placement,
+// and one branch of the search seeded with them. The faster replaces `r` if faster than it.
+// Carrying holds the input's slice for the whole program, so it is tried as a whole plan rather
+// than as a move of the search: where memory is short those bytes are worth more than the wait.
+void try_carrying_input(const ScheduleInput& si, const std::vector<Residency>& table, ScheduleResult& r) {
+  if (!first_task_reads_input(si)) return;
+  ScheduleInput carry = si;
+  carry.carry_input = true;
+  auto consider = [&](ScheduleResult c, const std::string& name) {
+    if (!c.ok || (r.ok && c.round_ns >= r.round_ns)) {
+      r.search_log.push_back({name, c.ok ? c.round_ns : 0, c.ok ? "" : c.failure});
+      return;
+    }
+    c.search_log.insert(c.search_log.begin(), r.search_log.begin(), r.search_log.end());
+    c.search_log.push_back({name + " (wins)", c.round_ns, ""});
+    c.candidates_skipped += r.candidates_skipped;
+    r = std::move(c);
+  };
+  if (r.ok && !table.empty()) {
+    ScheduleInput same = carry;
+    same.best_fit = r.best_fit;
+    same.two_ended = r.two_ended;
+    same.pool_bytes = r.pool_bytes;
+    auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, si.offload);
+    ScheduleResult c = simulate_schedule(same, *strategy);
+    c.best_fit = r.best_fit;
+    c.two_ended = r.two_ended;
+    c.pool_bytes = r.pool_bytes;
+    consider(std::move(c), "the batch's input carried across rounds, the same decisions");
+  }
+  carry.quick = true;
+  if (!table.empty()) carry.extra_seeds.push_back({"the plan without the input carried", table});
+  consider(schedule_ucplan(carry), "the batch's input carried across rounds, searched again");
+}
+
 ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleResult* kept = nullptr,
                                 std::vector<Residency>* kept_table = nullptr) {
   ScheduleResult own_kept;
   std::vector<Residency> own_kept_table;
   if (!kept) kept = &own_kept;
   if (!kept_table) kept_table = &own_kept_table;
-  std::vector<Residency> r_table, q_table;
+  std::vector<Residency> r_table, q_table, won_table;  // won_table: the decisions of r, as it changes
   const bool small = static_cast<std::int64_t>(si.tasks->route.size()) < kReferenceLayers;
   // The first two searches are independent: they run side by side, so that each one's serial
   // parts (the placements after its branches) overlap the other's branches.
@@ -287,7 +337,11 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
     else
       q_less = schedule_ucplan(less, &less_table);
   });
-  if (si.quick) return r;
+  won_table = r_table;
+  if (si.quick) {
+    try_carrying_input(si, r_table, r);
+    return r;
+  }
   struct Found {  // each search's plan, for refine_stages (networks under kReferenceLayers only)
     std::string prefix;
     std::vector<Residency> table;
@@ -304,7 +358,10 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
     for (const auto& c : q.search_log) log.push_back({prefix + c.name, c.round_ns, c.why});
     won.search_log = std::move(log);
     won.candidates_skipped += lost.candidates_skipped;
-    if (q_wins) r = std::move(q);
+    if (q_wins) {
+      r = std::move(q);
+      won_table = q_table;
+    }
   };
   if (small) {
     q_table = std::move(less_table);
@@ -347,8 +404,10 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
       q.search_log.push_back(std::move(refined));
       q.candidates_skipped = r.candidates_skipped;
       r = std::move(q);
+      won_table = f.table;  // the refinement's starting point (its own plan is stage by stage)
     }
   }
+  try_carrying_input(si, won_table, r);
   return r;
 }
 
@@ -688,7 +747,7 @@ void assemble_plan(Pipeline& x) {
                                       remat_milp_status_name(m->status)));
         continue;
       }
-      const std::int64_t bound = p.rounds * m->bound_round_ns + best.final_ns;
+      const std::int64_t bound = p.rounds * m->any_plan_bound_round_ns() + best.final_ns;
       const double gap = static_cast<double>(s.predicted_ns - bound) / static_cast<double>(bound);
       p.notes.push_back(fmt::format(
           "exact mode: {} ({} variables, {} rows) is {}; no {}plan in route order can take less than {} ({} over the "

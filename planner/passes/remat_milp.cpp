@@ -128,7 +128,8 @@ RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable&
     std::int64_t entry_bytes = 0;
     for (int x : tg.tasks[order[0]].reads)
       if (tg.tensors[x].host_input) entry_bytes += tg.tensors[x].bytes(b);
-    if (entry_bytes > 0) tasks_ns += costs.h2d_ns(entry_bytes);
+    if (entry_bytes > 0) res.entry_ns = costs.h2d_ns(entry_bytes);
+    tasks_ns += res.entry_ns;
   }
   // T_s's time over its fastest configuration, and its workspace over its smallest: per
   // configuration, or, fixed, a constant.

@@ -85,6 +85,13 @@ struct RematMilpResult {
   double seconds = 0;
   // A solution was found, so bound_round_ns is a proven bound (optimal or feasible).
   bool solved() const { return status == Status::optimal || status == Status::feasible; }
+  // The round's first copy, of the batch's input before the first task: part of both times above.
+  std::int64_t entry_ns = 0;
+  // A lower bound on a round of every plan, those that carry the batch's input across rounds
+  // (plan.h) included: such a plan with that copy put back at its start instead (into the carried
+  // buffer, every step after it later by the copy's time, the ahead prefetch gone) is a plan the
+  // MILP bounds, entry_ns slower at most.
+  std::int64_t any_plan_bound_round_ns() const { return bound_round_ns - entry_ns; }
 };
 const char* remat_milp_status_name(RematMilpResult::Status s);
 

@@ -251,6 +251,7 @@ class Scheduler {
     int workspace = -1;                               // plan buffer id
     ReadySet workspace_waits = kNoneReady;
     int host_tensor = -1;  // offload/prefetch: the tensor whose host buffer is used
+    bool ahead = false;    // prefetch of the next round's slice into a carried buffer
     std::vector<MicroStep> config;
   };
 
@@ -368,6 +369,7 @@ class Scheduler {
   std::vector<PlanBuffer> buffers_;
   std::vector<char> kernel_seen_;
   std::vector<int> resident_buffer_;  // per tensor: plan buffer of a resident tensor
+  std::vector<int> carried_buffer_;   // per tensor: plan buffer carrying it across rounds (-1: none)
   bool in_defrag_retry_ = false;
   bool staged_ = false;               // the strategy gives a per-stage plan (Strategy::keep_into)
   std::vector<int> recomputed_ids_;   // a staged plan's tensors decided Recompute, ascending (drop_unkept)
@@ -523,6 +525,7 @@ void Scheduler::record_step(const EmitArgs& a, int id) {
   ps.workspace = a.workspace;
   ps.host = a.host_tensor >= 0 ? st_[a.host_tensor].host : -1;
   ps.config = a.config;
+  ps.ahead = a.ahead;
   auto touch = [&](int b) {
     if (buffers_[b].first_step < 0) buffers_[b].first_step = id;
     buffers_[b].last_step = std::max(buffers_[b].last_step, id);
@@ -624,13 +627,30 @@ bool Scheduler::droppable(int t) const {
 void Scheduler::release_device_copy(int t, bool keep_value_on_host) {
   TState& s = st_[t];
   UCPLAN_CHECK(s.on_device, "release of a tensor on the device");
-  ReadySet ready = accesses(s);
-  std::int64_t ready_end = s.access_end;
-  if (keep_value_on_host && s.host_writer >= 0) {
-    merge_into(ready, s.host_writer, Stream::D2H);
-    ready_end = std::max(ready_end, s.host_writer_end);
+  if (s.buffer >= 0 && s.buffer == carried_buffer_[t]) {
+    // The round is done with its slice in the carried buffer, which now takes the next round's
+    // (plan.h); a later use copies the slice in again, into the arena.
+    EmitArgs a;
+    a.stream = Stream::H2D;
+    a.op = StepOp::Prefetch;
+    a.tensor = tg_.tensors[t].name;
+    a.duration = h2d_ns_[t];
+    a.writes = std::span<const int>(&t, 1);
+    a.host_tensor = t;
+    a.ahead = true;
+    host_buffer_of(t);
+    emit(a);
+    res_.prefetch_bytes += bytes_[t];
+    res_.input_bytes += bytes_[t];
+  } else {
+    ReadySet ready = accesses(s);
+    std::int64_t ready_end = s.access_end;
+    if (keep_value_on_host && s.host_writer >= 0) {
+      merge_into(ready, s.host_writer, Stream::D2H);
+      ready_end = std::max(ready_end, s.host_writer_end);
+    }
+    arena_.release(s.offset, ready, ready_end);
   }
-  arena_.release(s.offset, ready, ready_end);
   s.on_device = false;
   s.buffer = -1;
   s.produced = false;
@@ -1278,6 +1298,10 @@ void Scheduler::finish_position(int pos) {
     }
     const int next = uses(d)[s.next_use];
     const bool crossing = pos < bwd_start_ && next >= bwd_start_;
+    if (crossing && s.on_device && s.buffer == carried_buffer_[d]) {  // the next round's slice comes in now
+      release_device_copy(d, true);
+      continue;
+    }
     // A staged plan says itself what stays into each position, except for a held value: it is
     // dropped here as in a table's schedule, since its inputs' uses end at its first backward use
     // (compute_uses), and one kept past it and dropped on demand could not be recomputed.
@@ -1344,6 +1368,30 @@ ScheduleResult Scheduler::run() {
   }
   if (resident_end > in_.budget_bytes) {
     res_.failure = fmt::format("the weights and their gradients ({} bytes) do not fit in the budget", resident_end);
+    return std::move(res_);
+  }
+  // The batch's input that the round's first task reads, carried across rounds (ScheduleInput::
+  // carry_input): above the resident buffers for the whole program, holding the round's slice
+  // when it starts.
+  carried_buffer_.assign(nt, -1);
+  if (in_.carry_input && !order_.empty())
+    for (int t : tg_.tasks[order_[0]].reads) {
+      const Tensor& x = tg_.tensors[t];
+      if (!x.host_input || x.kind != TensorKind::Activation || carried_buffer_[t] >= 0) continue;
+      const std::int64_t size = aligned_bytes_[t];
+      carried_buffer_[t] = new_buffer(x.name, resident_end, size, false);
+      buffers_.back().carried = true;
+      TState& s = st_[t];
+      s.on_device = s.produced = s.fresh = true;
+      s.offset = resident_end;
+      s.size = size;
+      s.buffer = carried_buffer_[t];
+      note_state(t);
+      resident_end += size;
+    }
+  if (resident_end > in_.budget_bytes) {
+    res_.failure = fmt::format("the weights, their gradients and the carried input ({} bytes) do not fit in the budget",
+                               resident_end);
     return std::move(res_);
   }
   res_.pool_bytes = in_.pool_bytes;
@@ -1447,7 +1495,7 @@ ScheduleResult Scheduler::run() {
     }
     const int last = static_cast<int>(meta_.size()) - 1;
     for (auto& b : buffers_)
-      if (b.resident) {
+      if (b.resident || b.carried) {
         b.first_step = 0;
         b.last_step = last;
       }

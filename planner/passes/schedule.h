@@ -132,6 +132,11 @@ struct ScheduleInput {
   // The ucplan search: may it move activations to host memory (--offload)? Without, its plans
   // only keep and recompute.
   bool offload = true;
+  // Carry the batch's input that the round's first task reads across rounds (plan.h's carried
+  // buffer): the round starts without waiting for its copy, which the round before makes, at the
+  // cost of the slice's bytes held for the whole program, and of a copy in again for a use in the
+  // backward pass (the carried buffer takes the next slice once the forward pass is done with it).
+  bool carry_input = false;
   // Record, per round position, what is on the device when it starts and what it recomputes
   // (ScheduleResult::on_device_at, recomputed_at): exact mode reads a plan back as a MILP start.
   bool record_stages = false;

@@ -100,7 +100,7 @@ struct SimulationMemo {
     for (Residency r : table) mix(static_cast<std::uint64_t>(r));
     mix(static_cast<std::uint64_t>(in.budget_bytes));
     mix(static_cast<std::uint64_t>(in.pool_bytes));
-    mix(in.offload + 2 * placement.best_fit + 4 * placement.two_ended);
+    mix(in.offload + 2 * placement.best_fit + 4 * placement.two_ended + 8 * in.carry_input);
     return h;
   }
   Entry* find(const ScheduleInput& in, const std::vector<Residency>& table, Placement placement, std::uint64_t h) {

@@ -15,7 +15,8 @@ namespace {
 int tid_of(Stream stream) { return static_cast<int>(stream) + 1; }
 
 std::string step_label(const PlanStep& s) {
-  return std::string(step_op_name(s.op)) + " " + (s.stream == Stream::Compute ? s.layer : s.tensor);
+  return std::string(step_op_name(s.op)) + " " + (s.stream == Stream::Compute ? s.layer : s.tensor) +
+         (s.ahead ? " (the next round's)" : "");
 }
 
 }  // namespace
@@ -24,7 +25,7 @@ std::vector<std::pair<std::int64_t, std::int64_t>> memory_profile(const Plan& pl
   std::int64_t resident = 0;
   std::map<std::int64_t, std::int64_t> delta;
   for (const auto& b : plan.buffers) {
-    if (b.resident) {
+    if (b.resident || b.carried) {
       resident += b.size;
       continue;
     }

@@ -3,10 +3,10 @@
 // lower bound and at several sub-batch sizes, so they hold sub-batch rounds, offloads, prefetches
 // and recomputation; then mutates them at random (offsets, sizes, lifetimes, deleted or moved
 // steps, waits, streams, micro-configurations with or without the kernels list, workspaces,
-// host buffers, algorithms, the sub-batch). Every mutant the verifier accepts must replay on the
-// CPU backend with `run --check` semantics: weight gradients of two iterations equal to the
-// reference, every freed region poisoned, the input host buffers intact, and no error from the
-// executor. A crash ends the program (run it under ASan/UBSan: scripts/fuzz.sh).
+// host buffers, algorithms, the sub-batch, a carried input and its refill). Every mutant the verifier accepts must
+// replay on the CPU backend with `run --check` semantics: weight gradients of two iterations equal to the reference,
+// every freed region poisoned, the input host buffers intact, and no error from the executor. A crash ends the program
+// (run it under ASan/UBSan: scripts/fuzz.sh).
 //
 // Usage: ucplan-plan-mutator [--mutants N] [--seed S] [--verbose]
 // Prints one summary line; exit 1 (with the mutant's description) when an accepted mutant fails.
@@ -163,7 +163,7 @@ class Mutator {
   }
 
   std::string one(Plan& p) {
-    switch (pick(22)) {
+    switch (pick(23)) {
       case 0: {  // offset
         int b = any_buffer(p);
         p.buffers[b].offset = interesting(p.buffers[b].offset);
@@ -344,6 +344,17 @@ class Mutator {
           st.layer = p.steps[any_step(p)].layer;
         return fmt::format("step {} op/layer changed", s);
       }
+      case 21: {  // the batch's input carried across rounds (plan.h): the ahead flag or the carried one
+        if (pick(2)) {
+          int s = any_step(p);
+          p.steps[s].ahead = !p.steps[s].ahead;
+          return fmt::format("step {} ahead -> {}", s, p.steps[s].ahead);
+        }
+        int b = any_buffer(p);
+        p.buffers[b].carried = !p.buffers[b].carried;
+        if (pick(2)) test::relife(p);
+        return fmt::format("buffer {} carried -> {}", b, p.buffers[b].carried);
+      }
       default: {  // arena and budget
         if (pick(2))
           p.arena_bytes = interesting(p.arena_bytes);
@@ -377,14 +388,15 @@ int main(int argc, char** argv) {
     }
   }
   const std::vector<Plan> plans = base_plans();
-  int with_rounds = 0, with_offload = 0, with_recompute = 0;
+  int with_rounds = 0, with_offload = 0, with_recompute = 0, with_carried = 0;
   for (const Plan& p : plans) {
     with_rounds += p.rounds > 1;
     with_offload += p.summary.offload_bytes > 0;
     with_recompute += p.summary.recompute_steps > 0;
+    for (const PlanBuffer& b : p.buffers) with_carried += b.carried && p.rounds > 1;
   }
-  if (plans.empty() || !with_rounds || !with_offload || !with_recompute) {
-    std::fprintf(stderr, "the base plans do not cover rounds, offload and recomputation\n");
+  if (plans.empty() || !with_rounds || !with_offload || !with_recompute || !with_carried) {
+    std::fprintf(stderr, "the base plans do not cover rounds, offload, recomputation and a carried input\n");
     return 1;
   }
   Mutator mut(seed);
@@ -428,9 +440,10 @@ int main(int argc, char** argv) {
     }
   }
   std::printf(
-      "plan mutator: %zu base plans (%d with rounds, %d with offload, %d with recomputation), %ld mutants, "
-      "%ld refused, %ld accepted (%ld identical to their plan), %ld accepted and failed\n",
-      plans.size(), with_rounds, with_offload, with_recompute, mutants, mutants - accepted - unchanged,
+      "plan mutator: %zu base plans (%d with rounds, %d with offload, %d with recomputation, %d carrying their "
+      "input over rounds), %ld mutants, %ld refused, %ld accepted (%ld identical to their plan), %ld accepted and "
+      "failed\n",
+      plans.size(), with_rounds, with_offload, with_recompute, with_carried, mutants, mutants - accepted - unchanged,
       accepted + unchanged, unchanged, failed);
   return failed == 0 ? 0 : 1;
 }
