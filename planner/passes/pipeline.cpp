@@ -529,37 +529,48 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   // but it also copies out what the MILP meant to keep: both are simulated.
   // Its conv configurations too: as the MILP chose them, or chosen as the simulation goes (the
   // simulator's Eq. 5 gain sees where the arena's holes are, which the MILP does not).
-  for (const bool milp_configs : {false, true}) {
-    for (const bool two_ended : {false, true}) {
-      ScheduleInput staged = si;
-      staged.two_ended = two_ended;
-      if (milp_configs) staged.fixed_config = o.milp_result.config;
-      const std::string how =
-          std::string(two_ended ? ", two-ended placement" : "") + (milp_configs ? ", the MILP's configurations" : "");
-      consider(simulate_staged(staged, o.milp_result.staged, false), "the MILP's solution stage by stage" + how);
-      if (si.offload)
-        consider(simulate_staged(staged, o.milp_result.staged, true),
-                 "the MILP's solution stage by stage, offloading on demand" + how);
-    }
-    // Or, as the MILP counts, bytes only, the buffers placed afterwards (ScheduleInput::pool_bytes),
-    // with more slack for the placement's gaps until they fit.
-    for (const int shift : kPoolSlackShifts) {
-      ScheduleInput pooled = si;
-      pooled.offload = false;
-      pooled.pool_bytes = ScheduleInput::pool_for(si.budget_bytes, shift);
-      if (milp_configs) pooled.fixed_config = o.milp_result.config;
-      ScheduleResult r = simulate_staged(pooled, o.milp_result.staged, false);
-      const bool placed = r.ok;
-      consider(std::move(r),
-               fmt::format("the MILP's solution stage by stage, placed after scheduling ({} at once){}",
-                           format_bytes(pooled.pool_bytes), milp_configs ? ", the MILP's configurations" : ""));
-      if (placed) break;
+  // Each also with the batch's input carried across rounds (ScheduleInput::carry_input).
+  for (const bool carry : {false, true}) {
+    if (carry && !first_task_reads_input(si)) break;
+    const std::string carried = carry ? ", the batch's input carried across rounds" : "";
+    for (const bool milp_configs : {false, true}) {
+      for (const bool two_ended : {false, true}) {
+        ScheduleInput staged = si;
+        staged.two_ended = two_ended;
+        staged.carry_input = carry;
+        if (milp_configs) staged.fixed_config = o.milp_result.config;
+        const std::string how = std::string(two_ended ? ", two-ended placement" : "") +
+                                (milp_configs ? ", the MILP's configurations" : "") + carried;
+        consider(simulate_staged(staged, o.milp_result.staged, false), "the MILP's solution stage by stage" + how);
+        if (si.offload)
+          consider(simulate_staged(staged, o.milp_result.staged, true),
+                   "the MILP's solution stage by stage, offloading on demand" + how);
+      }
+      // Or, as the MILP counts, bytes only, the buffers placed afterwards (ScheduleInput::pool_bytes),
+      // with more slack for the placement's gaps until they fit.
+      for (const int shift : kPoolSlackShifts) {
+        ScheduleInput pooled = si;
+        pooled.offload = false;
+        pooled.carry_input = carry;
+        pooled.pool_bytes = ScheduleInput::pool_for(si.budget_bytes, shift);
+        if (milp_configs) pooled.fixed_config = o.milp_result.config;
+        ScheduleResult r = simulate_staged(pooled, o.milp_result.staged, false);
+        const bool placed = r.ok;
+        consider(
+            std::move(r),
+            fmt::format("the MILP's solution stage by stage, placed after scheduling ({} at once){}{}",
+                        format_bytes(pooled.pool_bytes), milp_configs ? ", the MILP's configurations" : "", carried));
+        if (placed) break;
+      }
     }
   }
   si.extra_seeds.insert(si.extra_seeds.begin(), {"the MILP's decisions", o.milp_result.table});
   if (kept.ok) si.extra_seeds.push_back({"the best plan without offload", kept_table});
   si.local_search_budget *= 10;
-  consider(schedule_ucplan(si), "the search seeded with the MILP's solution");
+  std::vector<Residency> seeded_table;
+  ScheduleResult seeded = schedule_ucplan(si, &seeded_table);
+  try_carrying_input(si, seeded_table, seeded);
+  consider(std::move(seeded), "the search seeded with the MILP's solution");
   return best;
 }
 
