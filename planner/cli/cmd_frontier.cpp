@@ -281,14 +281,16 @@ int run_frontier(const FrontierOptions& o) {
     const double unlimited = static_cast<double>(unlimited_plan.summary.predicted_ns) /
                                  static_cast<double>(unlimited_plan.summary.ideal_ns) -
                              1;
+    const std::int64_t wait_ns = first_layer_wait_ns(unlimited_plan);
+    const std::string unlimited_wait =
+        wait_ns > 0 ? fmt::format(", its first layer waiting {} for the batch's copy to the device", format_ns(wait_ns))
+                    : std::string();
     for (auto& [t, at] : knees)
       fmt::print("  within {:<8} {}\n", format_percent(t),
-                 at ? fmt::format("from {} on (of the budgets above)", format_bytes(*at))
-                 : unlimited > t
-                     ? fmt::format("at none: with unlimited memory the plan is {} over the ideal, its "
-                                   "first layer waiting {} for the batch's copy to the device",
-                                   format_percent(unlimited), format_ns(first_layer_wait_ns(unlimited_plan)))
-                     : std::string("at none of the budgets above"));
+                 at              ? fmt::format("from {} on (of the budgets above)", format_bytes(*at))
+                 : unlimited > t ? fmt::format("at none: with unlimited memory the plan is {} over the ideal{}",
+                                               format_percent(unlimited), unlimited_wait)
+                                 : std::string("at none of the budgets above"));
   }
   if (!o.svg.empty())
     write_file_atomically(o.svg, frontier_svg(fmt::format("{} b{}: predicted overhead over the ideal vs budget ({})",

@@ -286,7 +286,8 @@ bool first_task_reads_input(const ScheduleInput& si) {
 // and one branch of the search seeded with them. The faster replaces `r` if faster than it.
 // Carrying holds the input's slice for the whole program, so it is tried as a whole plan rather
 // than as a move of the search: where memory is short those bytes are worth more than the wait.
-void try_carrying_input(const ScheduleInput& si, const std::vector<Residency>& table, ScheduleResult& r) {
+void try_carrying_input(const ScheduleInput& si, const std::vector<Residency>& table, ScheduleResult& r,
+                        bool refine = false) {
   if (!first_task_reads_input(si)) return;
   ScheduleInput carry = si;
   carry.carry_input = true;
@@ -310,7 +311,10 @@ void try_carrying_input(const ScheduleInput& si, const std::vector<Residency>& t
     c.best_fit = r.best_fit;
     c.two_ended = r.two_ended;
     c.pool_bytes = r.pool_bytes;
+    ScheduleResult refined;
+    if (c.ok && refine) refined = refine_stages(same, table, c);
     consider(std::move(c), "the batch's input carried across rounds, the same decisions");
+    if (refined.ok) consider(std::move(refined), "the batch's input carried across rounds, refined stage by stage");
   }
   carry.quick = true;
   if (!table.empty()) carry.extra_seeds.push_back({"the plan without the input carried", table});
@@ -407,7 +411,7 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
       won_table = f.table;  // the refinement's starting point (its own plan is stage by stage)
     }
   }
-  try_carrying_input(si, won_table, r);
+  try_carrying_input(si, won_table, r, small);
   return r;
 }
 

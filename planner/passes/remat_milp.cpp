@@ -120,8 +120,9 @@ RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable&
   ilp.objective.assign(nv, 0);
   std::vector<std::int64_t> redo_ns(nt, 0);
   // Every round starts with the first task's host inputs (the batch) copied in: no task can
-  // start before they arrive (the executor does not overlap rounds), so that copy is part of
-  // every plan's round and of the bound.
+  // start before they arrive, so that copy is part of the round of every plan that does not carry
+  // the batch's input across rounds (plan.h), and of the bound; any_plan_bound_round_ns takes it
+  // out for those that do.
   std::int64_t tasks_ns = 0;
   for (int task : order) tasks_ns += costs.tasks[task].time_ns;
   if (n > 0) {
