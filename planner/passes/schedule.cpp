@@ -278,6 +278,7 @@ class Scheduler {
   bool droppable(int t) const;
   bool ensure_resident(int t);
   bool prefetch(int t, bool may_evict);
+  void copy_in(int t, bool ahead);
   bool recompute(int layer);
   void defragment();
 
@@ -630,18 +631,7 @@ void Scheduler::release_device_copy(int t, bool keep_value_on_host) {
   if (s.buffer >= 0 && s.buffer == carried_buffer_[t]) {
     // The round is done with its slice in the carried buffer, which now takes the next round's
     // (plan.h); a later use copies the slice in again, into the arena.
-    EmitArgs a;
-    a.stream = Stream::H2D;
-    a.op = StepOp::Prefetch;
-    a.tensor = tg_.tensors[t].name;
-    a.duration = h2d_ns_[t];
-    a.writes = std::span<const int>(&t, 1);
-    a.host_tensor = t;
-    a.ahead = true;
-    host_buffer_of(t);
-    emit(a);
-    res_.prefetch_bytes += bytes_[t];
-    res_.input_bytes += bytes_[t];
+    copy_in(t, true);
   } else {
     ReadySet ready = accesses(s);
     std::int64_t ready_end = s.access_end;
@@ -911,6 +901,14 @@ bool Scheduler::prefetch(int t, bool may_evict) {
   TState& s = st_[t];
   UCPLAN_CHECK(s.host_valid, "prefetch of a tensor with a host copy: " + tg_.tensors[t].name);
   if (!allocate_tensor(t, may_evict)) return false;
+  copy_in(t, false);
+  s.fresh = true;
+  return true;
+}
+
+// Copies a tensor's host copy into its device buffer on the host-to-device stream (`ahead`: the
+// next round's slice of the batch's input into its carried buffer).
+void Scheduler::copy_in(int t, bool ahead) {
   host_buffer_of(t);
   EmitArgs a;
   a.stream = Stream::H2D;
@@ -919,12 +917,10 @@ bool Scheduler::prefetch(int t, bool may_evict) {
   a.duration = h2d_ns_[t];
   a.writes = std::span<const int>(&t, 1);
   a.host_tensor = t;
+  a.ahead = ahead;
   emit(a);
-  s.fresh = true;
-  const std::int64_t bytes = bytes_[t];
-  res_.prefetch_bytes += bytes;
-  if (tg_.tensors[t].host_input) res_.input_bytes += bytes;
-  return true;
+  res_.prefetch_bytes += bytes_[t];
+  if (tg_.tensors[t].host_input) res_.input_bytes += bytes_[t];
 }
 
 bool Scheduler::ensure_resident(int t) {
