@@ -379,6 +379,7 @@ TEST_SUITE("memory planner") {
     for (const char* text : {kChain, kResidual, kConcat, kModern})
       for (const char* device : {"h100", "k40"})
         for (const char* sub_batch : {"auto", "2"}) {
+          if (std::string(device) == "k40" && std::string(sub_batch) == "2") continue;  // test time
           const Network net = parse_network_text(text, "test");
           const Profile prof = model_profile(net, 8, device);
           const std::int64_t budget = 2 * keep_all_peak(net, prof);
@@ -1410,7 +1411,9 @@ TEST_SUITE("plan quality") {
                 if (r.offload_bytes > 0) ++offloading;
                 if (m.solved()) CHECK(m.bound_round_ns <= r.round_ns);
               }
-              // The batch's input carried across rounds: the bound less the batch's copy holds.
+              // The batch's input carried across rounds: the bound less the batch's copy holds (in
+              // one placement: the copy's wait is the same in all four).
+              if (best_fit || two_ended) continue;
               bi.carry_input = true;
               const ScheduleResult rc = simulate_schedule(bi, *strategy);
               if (!rc.ok) continue;

@@ -267,20 +267,6 @@ void build_costs(Pipeline& x) {
 // and five times the work instead of ten, +13.8 / +50.5 / +16.2, +16.7 / +50.5 / +16.0 and
 // +13.6 / +47.8 / +15.5 % (with one time: none better than the two searches). ResNet-152 and
 // larger networks, whose compile must stay under a second, are searched once.
-// Whether the round's first task reads the batch's input, which a plan may carry across rounds
-// (ScheduleInput::carry_input).
-bool first_task_reads_input(const ScheduleInput& si) {
-  for (const Task& task : si.tasks->tasks) {
-    if (!task.round_task) continue;
-    for (int t : task.reads) {
-      const Tensor& x = si.tasks->tensors[static_cast<std::size_t>(t)];
-      if (x.host_input && x.kind == TensorKind::Activation) return true;
-    }
-    return false;
-  }
-  return false;
-}
-
 // The plan `r` again with the batch's input carried across rounds (ScheduleInput::carry_input):
 // the decisions it was found with (`table`, empty if none) simulated again so, in its placement;
 // with `refine` (networks under kReferenceLayers), that plan refined stage by stage too; with
@@ -293,7 +279,7 @@ bool first_task_reads_input(const ScheduleInput& si) {
 // its round is 17.2 s, the same decisions carried 17.4 s (the plan +7.5 % instead of +8.8 %).
 void try_carrying_input(const ScheduleInput& si, const std::vector<Residency>& table, ScheduleResult& r, bool refine,
                         bool search) {
-  if (!first_task_reads_input(si)) return;
+  if (carriable_inputs(*si.tasks).empty()) return;
   ScheduleInput carry = si;
   carry.carry_input = true;
   auto consider = [&](ScheduleResult c, const std::string& name) {
@@ -541,7 +527,7 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   // simulator's Eq. 5 gain sees where the arena's holes are, which the MILP does not).
   // Each also with the batch's input carried across rounds (ScheduleInput::carry_input).
   for (const bool carry : {false, true}) {
-    if (carry && !first_task_reads_input(si)) break;
+    if (carry && carriable_inputs(*si.tasks).empty()) break;
     const std::string carried = carry ? ", the batch's input carried across rounds" : "";
     for (const bool milp_configs : {false, true}) {
       for (const bool two_ended : {false, true}) {

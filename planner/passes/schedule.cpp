@@ -1370,10 +1370,9 @@ ScheduleResult Scheduler::run() {
   // carry_input): above the resident buffers for the whole program, holding the round's slice
   // when it starts.
   carried_buffer_.assign(nt, -1);
-  if (in_.carry_input && !order_.empty())
-    for (int t : tg_.tasks[order_[0]].reads) {
+  if (in_.carry_input)
+    for (int t : carriable_inputs(tg_)) {
       const Tensor& x = tg_.tensors[t];
-      if (!x.host_input || x.kind != TensorKind::Activation || carried_buffer_[t] >= 0) continue;
       const std::int64_t size = aligned_bytes_[t];
       carried_buffer_[t] = new_buffer(x.name, resident_end, size, false);
       buffers_.back().carried = true;
@@ -1516,6 +1515,18 @@ ScheduleResult Scheduler::run() {
 }
 
 }  // namespace
+
+std::vector<int> carriable_inputs(const TaskGraph& tg) {
+  std::vector<int> out;
+  const auto first = std::find_if(tg.tasks.begin(), tg.tasks.end(), [](const Task& t) { return t.round_task; });
+  if (first == tg.tasks.end()) return out;
+  for (int t : first->reads) {
+    const Tensor& x = tg.tensors[static_cast<std::size_t>(t)];
+    if (x.host_input && x.kind == TensorKind::Activation && std::find(out.begin(), out.end(), t) == out.end())
+      out.push_back(t);
+  }
+  return out;
+}
 
 ScheduleResult abandoned_schedule(std::int64_t work) {
   ScheduleResult r;

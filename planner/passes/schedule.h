@@ -95,6 +95,10 @@ std::shared_ptr<const ScheduleStatics> make_schedule_statics(const Graph& g, con
 
 struct SimulationMemo;
 
+// What a plan may carry across rounds (ScheduleInput::carry_input): the batch's inputs (host-input
+// activations: the network's data) that the round's first task reads, without repeats.
+std::vector<int> carriable_inputs(const TaskGraph& tg);
+
 struct ScheduleInput {
   const Graph* graph = nullptr;
   const TaskGraph* tasks = nullptr;
