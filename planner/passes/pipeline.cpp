@@ -267,6 +267,21 @@ void build_costs(Pipeline& x) {
 // and five times the work instead of ten, +13.8 / +50.5 / +16.2, +16.7 / +50.5 / +16.0 and
 // +13.6 / +47.8 / +15.5 % (with one time: none better than the two searches). ResNet-152 and
 // larger networks, whose compile must stay under a second, are searched once.
+// `c`, found after `best` as `name`, replaces it if faster (or if `best` has none). The search
+// log keeps every line of both: `best`'s, then `c`'s line, marked "(wins)" if it replaced it.
+// Candidates skipped add up, as both searches spent their work.
+void keep_faster(ScheduleResult& best, ScheduleResult c, const std::string& name) {
+  if (!c.ok || (best.ok && c.round_ns >= best.round_ns)) {
+    best.search_log.push_back({name, c.ok ? c.round_ns : 0, c.ok ? "" : c.failure});
+    best.candidates_skipped += c.candidates_skipped;
+    return;
+  }
+  c.search_log.insert(c.search_log.begin(), best.search_log.begin(), best.search_log.end());
+  c.search_log.push_back({name + " (wins)", c.round_ns, ""});
+  c.candidates_skipped += best.candidates_skipped;
+  best = std::move(c);
+}
+
 // The plan `r` again with the batch's input carried across rounds (ScheduleInput::carry_input):
 // the decisions it was found with (`table`, empty if none) simulated again so, in its placement;
 // with `refine` (networks under kReferenceLayers), that plan refined stage by stage too; with
@@ -282,16 +297,7 @@ void try_carrying_input(const ScheduleInput& si, const std::vector<Residency>& t
   if (carriable_inputs(*si.tasks).empty()) return;
   ScheduleInput carry = si;
   carry.carry_input = true;
-  auto consider = [&](ScheduleResult c, const std::string& name) {
-    if (!c.ok || (r.ok && c.round_ns >= r.round_ns)) {
-      r.search_log.push_back({name, c.ok ? c.round_ns : 0, c.ok ? "" : c.failure});
-      return;
-    }
-    c.search_log.insert(c.search_log.begin(), r.search_log.begin(), r.search_log.end());
-    c.search_log.push_back({name + " (wins)", c.round_ns, ""});
-    c.candidates_skipped += r.candidates_skipped;
-    r = std::move(c);
-  };
+  auto consider = [&](ScheduleResult c, const std::string& name) { keep_faster(r, std::move(c), name); };
   if (r.ok && !table.empty()) {
     ScheduleInput same = carry;
     same.best_fit = r.best_fit;
@@ -441,13 +447,7 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   std::vector<Residency> kept_table;
   ScheduleResult best = schedule_default(si, true, &kept, &kept_table);
   auto consider = [&](ScheduleResult r, const std::string& what) {
-    if (!r.ok || (best.ok && r.round_ns >= best.round_ns)) {
-      best.search_log.push_back({"exact mode: " + what, r.ok ? r.round_ns : 0, r.ok ? "" : r.failure});
-      return;
-    }
-    r.search_log.insert(r.search_log.begin(), best.search_log.begin(), best.search_log.end());
-    r.search_log.push_back({"exact mode: " + what + " (wins)", r.round_ns, ""});
-    best = std::move(r);
+    keep_faster(best, std::move(r), "exact mode: " + what);
   };
   ScheduleInput kept_in = si;
   kept_in.offload = false;
