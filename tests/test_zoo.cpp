@@ -12,13 +12,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "planner/ir/graph.h"
+#include "planner/model/errors.h"
 #include "planner/model/json_util.h"
 #include "planner/model/network.h"
 #include "planner/model/network_json.h"
@@ -211,13 +211,6 @@ void check_against(const Graph& g, const ZooRef& ref) {
   }
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::vector<std::string> json_files_in(const std::string& dir) {
   std::vector<std::string> out;
   for (const auto& e : std::filesystem::directory_iterator(dir))
@@ -252,6 +245,28 @@ TEST_CASE("every top-level zoo network has a reference, a description and a sour
       CHECK(!net.description.empty());
       CHECK(!net.source.empty());
     }
+}
+
+// Every command reads its files through read_file_bytes: what cannot be read is one line naming it.
+TEST_CASE("a folder, a missing file and an empty file name are refused, each named, with the reason") {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  auto refusal = [](const std::string& path, const char* what) {
+    try {
+      read_file_bytes(path, what);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("read");
+  };
+  CHECK(refusal(dir, "JSON file") == dir + ": is a folder, not a JSON file");
+  CHECK(refusal(dir + "/ucplan-no-such-file.json", "file") ==
+        dir + "/ucplan-no-such-file.json: cannot read the file (No such file or directory)");
+  CHECK(refusal("", "file") == "\"\": cannot read the file (No such file or directory)");
+  const std::string path = dir + "/ucplan-read-file-bytes.bin";
+  const std::string bytes("a\0b\xff\n", 5);
+  write_file_atomically(path, bytes);
+  CHECK(read_file_bytes(path) == bytes);  // every byte, a NUL too
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("zoo files read back as ucplan writes them (every field explicit, same values)") {
@@ -290,7 +305,7 @@ TEST_CASE("DeepBench: 94 single-conv networks with the CSV's shapes") {
 
   // Every row of the CSV (a copy of shared/data/deepbench-conv-training.csv kept with the zoo):
   // the network's input, its one conv's parameters, and the output shape from the formula.
-  std::istringstream csv(read_text(dir + "/deepbench-conv-training.csv"));
+  std::istringstream csv(read_file_bytes(dir + "/deepbench-conv-training.csv"));
   std::string line;
   std::getline(csv, line);
   REQUIRE(line == "w,h,c,n,k,filter_w,filter_h,pad_w,pad_h,stride_w,stride_h");

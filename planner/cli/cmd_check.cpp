@@ -1,13 +1,13 @@
 // `ucplan check`: every plan passes the independent verifier; with --recompile it is also
 // reproduced byte for byte from its embedded inputs and the profile it names (how plans are
 // kept valid and up to date in CI).
-#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "planner/model/errors.h"
+#include "planner/model/json_util.h"
 #include "planner/model/sha256.h"
 #include "planner/model/units.h"
 #include "planner/passes/pipeline.h"
@@ -16,14 +16,6 @@
 namespace ucplan {
 
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path, "", "cannot open the file for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // First differing line, for the report.
 std::string first_difference(const std::string& a, const std::string& b) {
@@ -55,8 +47,8 @@ int run_check(const CheckOptions& o) {
       continue;
     }
     if (o.recompile) {
-      const std::string text = read_text(path);
-      const std::string profile_text = read_text(plan.profile_path);
+      const std::string text = read_file_bytes(path);
+      const std::string profile_text = read_file_bytes(plan.profile_path);
       if (sha256_hex(profile_text) != plan.profile_sha256) {
         fmt::print("FAIL {}: profile {} has changed since the plan was made (sha256 differs)\n", path,
                    plan.profile_path);

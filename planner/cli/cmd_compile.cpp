@@ -6,9 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -30,14 +28,6 @@
 #include "report.h"
 
 namespace ucplan {
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path, "", "cannot open the file for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 namespace {
 
@@ -365,7 +355,7 @@ int run_compile(const CompileOptions& o) {
   in.network_file = net_path;
   in.profile = prof;
   in.profile_path = o.profile;
-  in.profile_sha256 = sha256_hex(read_bytes(o.profile));
+  in.profile_sha256 = sha256_hex(read_file_bytes(o.profile));
   in.batch = o.batch;
   in.budget_bytes = *budget - reserve;  // the plan's budget: the arena's
   in.precision = precision;

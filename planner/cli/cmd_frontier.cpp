@@ -103,7 +103,7 @@ int run_frontier(const FrontierOptions& o) {
   in.network_file = net_path;
   in.profile = load_profile(o.profile);
   in.profile_path = o.profile;
-  in.profile_sha256 = sha256_hex(read_bytes(o.profile));
+  in.profile_sha256 = sha256_hex(read_file_bytes(o.profile));
   in.precision = in.profile.precision;  // the frontier of the profile's precision
   in.batch = o.batch;
   in.options = options;

@@ -89,7 +89,4 @@ struct CalibrateOptions {
 };
 int run_calibrate(const CalibrateOptions& o);
 
-// A whole file's bytes (for its hash); UserError naming the file if it cannot be read.
-std::string read_bytes(const std::string& path);
-
 }  // namespace ucplan

@@ -6,12 +6,9 @@
 #include "onnx_import.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,6 +16,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "planner/model/errors.h"
+#include "planner/model/json_util.h"
 #include "planner/ir/graph.h"
 
 namespace ucplan {
@@ -1342,12 +1340,7 @@ Network import_onnx_bytes(const std::string& bytes, const std::string& file_for_
 }
 
 Network import_onnx_file(const std::string& path, const ImportOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path, "", fmt::format("cannot read the file ({})", std::strerror(errno)));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw UserError(path, "", "cannot read the file");
-  return import_onnx_bytes(buf.str(), path, options);
+  return import_onnx_bytes(read_file_bytes(path, "model file"), path, options);
 }
 
 }  // namespace ucplan

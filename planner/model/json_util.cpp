@@ -1,7 +1,9 @@
 #include "json_util.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -108,14 +110,20 @@ std::string line_column(const std::string& text, std::size_t byte) {
 
 }  // namespace
 
-Json load_json_file(const std::string& path) {
+std::string read_file_bytes(const std::string& path, std::string_view what) {
+  const std::string named = path.empty() ? "\"\"" : path;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw UserError(path, "", "is a folder, not a JSON file");
+  if (std::filesystem::is_directory(path, ec)) throw UserError(named, "", fmt::format("is a folder, not a {}", what));
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path, "", "cannot open the file for reading");
-  std::stringstream buffer;
+  if (!in) throw UserError(named, "", fmt::format("cannot read the file ({})", std::strerror(errno)));
+  std::ostringstream buffer;
   buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  if (in.bad()) throw UserError(named, "", "cannot read the file");
+  return buffer.str();
+}
+
+Json load_json_file(const std::string& path) {
+  const std::string text = read_file_bytes(path, "JSON file");
   DuplicateKeys dup;
   try {
     return Json::parse(text, [&dup](int, Json::parse_event_t event, Json& parsed) { return dup.see(event, parsed); });

@@ -19,6 +19,10 @@ using Json = nlohmann::json;
 // Object keys kept in insertion order, so that what we write is ordered as we build it.
 using OrderedJson = nlohmann::ordered_json;
 
+// A whole file's bytes; UserError naming it when it is a folder ("is a folder, not a WHAT") or
+// cannot be read ("cannot read the file (No such file or directory)"), an empty name as "".
+std::string read_file_bytes(const std::string& path, std::string_view what = "file");
+
 // Reads and parses a JSON file; a syntax error names the line and column.
 Json load_json_file(const std::string& path);
 
