@@ -244,29 +244,6 @@ void build_costs(Pipeline& x) {
   x.modnn_b = modnn_sub_batch(x.tg, cand_tables, in.budget_bytes);
 }
 
-// The ucplan search, and for a network smaller than ResNet-152 (kReferenceLayers) the search again
-// with 1/128 less memory: the faster plan wins (a tie, the first). The search is chaotic in its
-// start, so a second start is worth about what twice the local search's work is, and a plan
-// never loses to the one the same compile finds for less memory. Measured on 96 points (resnet20,
-// vgg16, resnet50 and densenet40 on model:h100 and model:v100 at 100 to 25 % of the peak): the
-// overheads sum to 530.4 + 825.8 points instead of 548.8 + 828.9 (the six shares, then
-// 90 / 80 / 60 / 45 / 40 / 30 %), 23 plans faster and none slower (resnet50 b64 at 25 % on
-// model:v100: +46.4 % instead of +60.8 %), for twice the compile time (136 -> 269 s of CPU for
-// the 96). With 1.5 % and 3 % less memory the sums fell by 19 and 11 points; with twice the
-// local search's work instead, by 14, some plans slower. A quick search (the report's estimates)
-// runs once.
-//
-// Then, for such a network (or any, if `longer`: --solver thorough and exact), a third search with
-// ten times the local-search work, led by the best plan without offload found so far; the fastest
-// plan of the three wins. It is what closes the last gaps to exact mode: on the 44 points of
-// optimality.py where exact mode finds a plan, the two searches alone were more than a point
-// behind it three times (resnet50 b64 at 35 % of the peak on model:h100 and model:v100, +16.8 and
-// +17.5 % against +13.6 and +15.0 %, and at 25 % on model:h100, +50.5 against +47.2 %), with it
-// never (at most 0.2 points behind, median 0.0), for compiles of 0.2 to 11.8 s instead of 0.2 to
-// 2.5 s. Cheaper third searches do not close them: on those three points, with two, three
-// and five times the work instead of ten, +13.8 / +50.5 / +16.2, +16.7 / +50.5 / +16.0 and
-// +13.6 / +47.8 / +15.5 % (with one time: none better than the two searches). ResNet-152 and
-// larger networks, whose compile must stay under a second, are searched once.
 // `c`, found after `best` as `name`, replaces it if faster (or if `best` has none). The search
 // log keeps every line of both: `best`'s, then `c`'s line, marked "(wins)" if it replaced it.
 // Candidates skipped add up, as both searches spent their work.
@@ -319,6 +296,29 @@ void try_carrying_input(const ScheduleInput& si, const std::vector<Residency>& t
   consider(schedule_ucplan(carry), "the batch's input carried across rounds, searched again");
 }
 
+// The ucplan search, and for a network smaller than ResNet-152 (kReferenceLayers) the search again
+// with 1/128 less memory: the faster plan wins (a tie, the first). The search is chaotic in its
+// start, so a second start is worth about what twice the local search's work is, and a plan
+// never loses to the one the same compile finds for less memory. Measured on 96 points (resnet20,
+// vgg16, resnet50 and densenet40 on model:h100 and model:v100 at 100 to 25 % of the peak): the
+// overheads sum to 530.4 + 825.8 points instead of 548.8 + 828.9 (the six shares, then
+// 90 / 80 / 60 / 45 / 40 / 30 %), 23 plans faster and none slower (resnet50 b64 at 25 % on
+// model:v100: +46.4 % instead of +60.8 %), for twice the compile time (136 -> 269 s of CPU for
+// the 96). With 1.5 % and 3 % less memory the sums fell by 19 and 11 points; with twice the
+// local search's work instead, by 14, some plans slower. A quick search (the report's estimates)
+// runs once.
+//
+// Then, for such a network (or any, if `longer`: --solver thorough and exact), a third search with
+// ten times the local-search work, led by the best plan without offload found so far; the fastest
+// plan of the three wins. It is what closes the last gaps to exact mode: on the 44 points of
+// optimality.py where exact mode finds a plan, the two searches alone were more than a point
+// behind it three times (resnet50 b64 at 35 % of the peak on model:h100 and model:v100, +16.8 and
+// +17.5 % against +13.6 and +15.0 %, and at 25 % on model:h100, +50.5 against +47.2 %), with it
+// never (at most 0.2 points behind, median 0.0), for compiles of 0.2 to 11.8 s instead of 0.2 to
+// 2.5 s. Cheaper third searches do not close them: on those three points, with two, three
+// and five times the work instead of ten, +13.8 / +50.5 / +16.2, +16.7 / +50.5 / +16.0 and
+// +13.6 / +47.8 / +15.5 % (with one time: none better than the two searches). ResNet-152 and
+// larger networks, whose compile must stay under a second, are searched once.
 ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleResult* kept = nullptr,
                                 std::vector<Residency>* kept_table = nullptr) {
   ScheduleResult own_kept;
