@@ -262,12 +262,14 @@ void keep_faster(ScheduleResult& best, ScheduleResult c, const std::string& name
 // The plan `r` again with the batch's input carried across rounds (ScheduleInput::carry_input):
 // the decisions it was found with (`table`, empty if none) simulated again so, in its placement;
 // with `refine` (networks under kReferenceLayers), that plan refined stage by stage too; with
-// `search` (larger ones), one branch of the search seeded with the decisions. The fastest
-// replaces `r` if faster than it. Carrying holds the input's slice for the whole program, so it
-// is tried as a whole plan rather than as a move of the search: where memory is short those bytes
-// are worth more than the wait. Measured on resnet20, vgg16 and densenet40 b64 (model:h100) at
-// 100 to 25 % of the peak, the seeded search won at one point of 16 (vgg16 at 85 %), by less
-// than 0.05 points, where the refinement is there; on the 10,455-layer ResNet (12 GiB, model:k40)
+// `search` (every compile but --solver fast), one branch of the search seeded with the decisions.
+// The fastest replaces `r` if faster than it. Carrying holds the input's slice for the whole
+// program, so it is tried as a whole plan rather than as a move of the search: where memory is
+// short those bytes are worth more than the wait. The seeded search is not redundant with the
+// refinement: without it on networks under kReferenceLayers (cf85362, measured on model:h100
+// only), vgg16 b32 at 85 % of the peak on model:v100 was +4.3 % instead of +3.7 % (exact mode
+// +3.6 %) and ResNet-20's first stage b64 at 45 % on model:h100 +21.9 % instead of +19.6 %
+// (exact mode's plan), for 0.1 s less a compile. On the 10,455-layer ResNet (12 GiB, model:k40)
 // its round is 17.2 s, the same decisions carried 17.4 s (the plan +7.5 % instead of +8.8 %).
 void try_carrying_input(const ScheduleInput& si, const std::vector<Residency>& table, ScheduleResult& r, bool refine,
                         bool search) {
@@ -409,7 +411,7 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
       won_table = f.table;  // the refinement's starting point (its own plan is stage by stage)
     }
   }
-  try_carrying_input(si, won_table, r, small, !small);
+  try_carrying_input(si, won_table, r, small, true);
   return r;
 }
 
