@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <new>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -13,6 +12,7 @@
 #include "executor/cpu/blas.h"
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
+#include "planner/model/program.h"
 #include "planner/views/plan_views.h"
 #include "planner/model/units.h"
 #include "planner/check/verify.h"
@@ -25,10 +25,6 @@ int main(int argc, char** argv) {
       "and bytes moved; --check poisons (NaN) every region the plan frees or offloads and compares the weight "
       "gradients with a reference run without micro-batching, offload or recomputation."};
   app.name("ucplan run");
-  // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return fmt::format("ucplan run: error: {} (see ucplan run --help)\n", ucplan::command_line_message(e.what()));
-  });
   std::string plan_path, device = "cpu", trace;
   int iterations = 5;
   bool check = false, no_verify = false, json = false, no_poison = false, exact = false;
@@ -58,15 +54,7 @@ int main(int argc, char** argv) {
       "the plan gives) instead of substituting cuDNN's best-ranked algorithm that fits");
   app.add_flag("--no-verify", no_verify, "skip the plan verifier (for tests of the poisoning only)");
   app.add_flag("--no-poison", no_poison, "--check without poisoning (tells a wrong kernel from a wrong plan)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
-  try {
+  return ucplan::run_program(app, "ucplan run", argc, argv, [&] {
     if (!(tolerance >= 0 && std::isfinite(tolerance)))
       throw ucplan::UserError("", "--tolerance",
                               fmt::format("a relative error must be a finite number, 0 or more, got {}", tolerance));
@@ -211,14 +199,5 @@ int main(int argc, char** argv) {
             ucplan::kFloorFactor, fmt::join(floor_of, ", or of "), 100 * r.worst_share_of_limit, r.worst_share_tensor);
     }
     return r.passed ? 0 : 1;
-  } catch (const ucplan::UserError& e) {
-    std::fprintf(stderr, "ucplan run: error: %s\n", e.what());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "ucplan run: error: %s\n", ucplan::kOutOfHostMemory);
-    return 2;
-  } catch (const std::exception& e) {  // a device failure at run time (e.g. a CUDA error)
-    std::fprintf(stderr, "ucplan run: error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

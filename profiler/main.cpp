@@ -1,7 +1,6 @@
 // ucplan-profile (run as `ucplan profile ...`): measures or models a network's kernel and
 // transfer costs and writes a ucplan-profile/1 file atomically. Exit codes: 0 ok, 2 bad input.
 #include <cstdio>
-#include <new>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +11,7 @@
 #include "model_device.h"
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
+#include "planner/model/program.h"
 #include "planner/model/units.h"
 #include "profile_network.h"
 #ifdef UCPLAN_HAVE_CUDA
@@ -61,11 +61,6 @@ int main(int argc, char** argv) {
       "network's training iteration at every micro-batch size of a policy, with every algorithm, and the "
       "host<->device transfer costs; write them as a ucplan-profile/1 file."};
   app.name("ucplan profile");
-  // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return fmt::format("ucplan profile: error: {} (see ucplan profile --help)\n",
-                       ucplan::command_line_message(e.what()));
-  });
   std::string network, device = "cpu", sizes = "powerOfTwo", cache, output, precision = "fp32";
   std::int64_t batch = 0;
   int repeat = 5;
@@ -89,59 +84,47 @@ int main(int argc, char** argv) {
   app.add_option("--cache", cache,
                  "folder of earlier measurements to reuse and extend (keyed by signature, device, versions)");
   app.add_option("-o,--output", output, "profile file to write (atomically)")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
-  try {
-    const std::string path = ucplan::resolve_network_path(network);
-    const ucplan::Network net = ucplan::load_network(path);
-    ucplan::ProfileOptions o;
-    if (!ucplan::parse_precision(precision, &o.precision))
-      throw ucplan::UserError("", "--precision",
-                              fmt::format("expected {}, got \"{}\"", ucplan::precision_choices(), precision));
-    if (auto policy = ucplan::parse_sizes_policy(sizes))
-      o.sizes = *policy;
-    else
-      throw ucplan::UserError("", "--sizes", fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", sizes));
-    auto runner = make_runner(device, o.precision);
-    o.batch = batch;
-    o.repeat = repeat;
-    o.cache_dir = cache;
-    o.progress = ::isatty(2);
-    const ucplan::Profile p = ucplan::profile_network(net, path, *runner, o);
-    ucplan::write_file_atomically(output, ucplan::profile_to_json_text(p));
-    std::size_t n = 0, out_of_memory = 0, failed = 0;
-    for (const auto& s : p.signatures)
-      for (const auto& c : s.costs) {
-        ++n;
-        out_of_memory += c.status == "out_of_memory";
-        failed += c.status.rfind("failed", 0) == 0;
-      }
-    // What did not run is said (compile plans around it: smaller sub-batches, other algorithms).
-    std::string missing;
-    if (out_of_memory > 0) missing += fmt::format(" ({} out of memory", out_of_memory);
-    if (failed > 0) missing += fmt::format("{}{} failed", missing.empty() ? " (" : ", ", failed);
-    if (!missing.empty()) missing += ")";
-    fmt::print(
-        "{}: {} signatures, {} costs{}, batch {} ({}, {}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> "
-        "{}\n",
-        p.network, p.signatures.size(), n, missing, p.batch, ucplan::sizes_policy_name(p.sizes_policy),
-        ucplan::precision_name(p.precision), p.measured() ? "measured" : "MODELLED (" + p.source + ")", p.device.name,
-        p.h2d.bytes_per_second / 1e9, p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
-  } catch (const ucplan::UserError& e) {
-    std::fprintf(stderr, "ucplan profile: error: %s\n", e.what());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "ucplan profile: error: %s\n", ucplan::kOutOfHostMemory);
-    return 2;
-  } catch (const ucplan::DeviceFailure& e) {  // a sticky device error: nothing was written
-    std::fprintf(stderr, "\nucplan profile: error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return ucplan::run_program(app, "ucplan profile", argc, argv, [&] {
+    try {
+      const std::string path = ucplan::resolve_network_path(network);
+      const ucplan::Network net = ucplan::load_network(path);
+      ucplan::ProfileOptions o;
+      if (!ucplan::parse_precision(precision, &o.precision))
+        throw ucplan::UserError("", "--precision",
+                                fmt::format("expected {}, got \"{}\"", ucplan::precision_choices(), precision));
+      if (auto policy = ucplan::parse_sizes_policy(sizes))
+        o.sizes = *policy;
+      else
+        throw ucplan::UserError("", "--sizes", fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", sizes));
+      auto runner = make_runner(device, o.precision);
+      o.batch = batch;
+      o.repeat = repeat;
+      o.cache_dir = cache;
+      o.progress = ::isatty(2);
+      const ucplan::Profile p = ucplan::profile_network(net, path, *runner, o);
+      ucplan::write_file_atomically(output, ucplan::profile_to_json_text(p));
+      std::size_t n = 0, out_of_memory = 0, failed = 0;
+      for (const auto& s : p.signatures)
+        for (const auto& c : s.costs) {
+          ++n;
+          out_of_memory += c.status == "out_of_memory";
+          failed += c.status.rfind("failed", 0) == 0;
+        }
+      // What did not run is said (compile plans around it: smaller sub-batches, other algorithms).
+      std::string missing;
+      if (out_of_memory > 0) missing += fmt::format(" ({} out of memory", out_of_memory);
+      if (failed > 0) missing += fmt::format("{}{} failed", missing.empty() ? " (" : ", ", failed);
+      if (!missing.empty()) missing += ")";
+      fmt::print(
+          "{}: {} signatures, {} costs{}, batch {} ({}, {}), {} on {}; h2d {:.2f} GB/s, d2h {:.2f} GB/s, duplex {} -> "
+          "{}\n",
+          p.network, p.signatures.size(), n, missing, p.batch, ucplan::sizes_policy_name(p.sizes_policy),
+          ucplan::precision_name(p.precision), p.measured() ? "measured" : "MODELLED (" + p.source + ")", p.device.name,
+          p.h2d.bytes_per_second / 1e9, p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
+    } catch (const ucplan::DeviceFailure& e) {                          // a sticky device error: nothing was written
+      std::fprintf(stderr, "\nucplan profile: error: %s\n", e.what());  // after an unfinished progress line
+      return 1;
+    }
+    return 0;
+  });
 }

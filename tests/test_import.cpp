@@ -707,7 +707,7 @@ TEST_CASE("ucplan import: exit code 2 and no output file on bad input, a network
   std::string bad_path = write("bad.onnx", bad.bytes());
   CHECK(run(bad_path + " -o " + out) == 2);
   CHECK(stderr_text() ==
-        "ucplan: error: " + bad_path + ": node 5 \"b1n1\" (Mish): op type Mish is not supported (" +
+        "ucplan import: error: " + bad_path + ": node 5 \"b1n1\" (Mish): op type Mish is not supported (" +
             std::string("ucplan imports Conv, BatchNormalization, Relu, Sigmoid, HardSigmoid, HardSwish, Clip, ") +
             "Gelu (or its Erf decomposition), x * Sigmoid(x) as SiLU, Mul (element-wise, by one value per channel, or "
             "by a learned [C, 1, 1] scale), LayerNormalization over channels (between Transposes to and from NHWC), "
@@ -718,8 +718,8 @@ TEST_CASE("ucplan import: exit code 2 and no output file on bad input, a network
             "Div, Cast))\n");
   CHECK(!fs::exists(out));
   CHECK(run((dir / "missing.onnx").string() + " -o " + out) == 2);
-  CHECK(stderr_text() ==
-        "ucplan: error: " + (dir / "missing.onnx").string() + ": cannot read the file (No such file or directory)\n");
+  CHECK(stderr_text() == "ucplan import: error: " + (dir / "missing.onnx").string() +
+                             ": cannot read the file (No such file or directory)\n");
   CHECK(!fs::exists(out));
 
   std::string good = write("good.onnx", inception(Weights::DimsOnly).bytes());

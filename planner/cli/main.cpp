@@ -1,20 +1,23 @@
-// ucplan: the front door. Parses the command line (CLI11 lives only here) and dispatches to
-// the commands in commands.h; `profile` and `run` execute the sibling binaries ucplan-profile
-// and ucplan-run, so the planner never links CUDA. Exit codes: 0 ok, 1 a check failed,
+// ucplan: the front door. Parses the command line (CLI11 lives only in the programs' mains and
+// planner/model/program.h) and dispatches to the commands in commands.h; `profile`, `run` and
+// `import` execute the sibling binaries ucplan-profile, ucplan-run and ucplan-import, so the
+// planner never links CUDA nor ONNX. Exit codes: 0 ok, 1 a check failed,
 // 2 bad input (a user error, one line on stderr).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <new>
 #include <string>
 #include <unistd.h>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "planner/model/errors.h"
 #include "planner/model/network.h"
+#include "planner/model/program.h"
 
 namespace {
 
@@ -52,12 +55,6 @@ int main(int argc, char** argv) {
                "convolutional network under a device-memory budget, as one static, checkable plan file."};
   app.set_version_flag("--version", std::string("ucplan ") + UCPLAN_VERSION);
   app.require_subcommand(1);
-  // A bad command line is one line on stderr, like every other user error (CLI11's default adds a second line).
-  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
-    const auto subs = a->get_subcommands();
-    return fmt::format("ucplan: error: {} (see ucplan {}--help)\n", ucplan::command_line_message(e.what()),
-                       subs.empty() ? "" : subs.front()->get_name() + " ");
-  });
   app.footer(
       "Also:\n"
       "  ucplan profile NETWORK --batch B --device cpu|cuda|model:NAME -o PROFILE.json   (runs ucplan-profile)\n"
@@ -210,19 +207,17 @@ int main(int argc, char** argv) {
   c_calibrate->add_option("-o,--output", calibrate.output, "calibrated profile to write (written atomically)")
       ->required();
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
+  // A mistyped command is named (CLI11 would say only that a subcommand is required).
+  if (argc >= 2 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(c->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      fmt::print(stderr, "ucplan: error: unknown command \"{}\": expected {} (see ucplan --help)\n",
+                 ucplan::one_line(argv[1]), fmt::join(names, ", "));
+      return 2;
+    }
   }
-  try {
+  return ucplan::run_program(app, "ucplan", argc, argv, [&] {
     if (c_networks->parsed()) return ucplan::run_networks(networks);
     if (c_inspect->parsed()) return ucplan::run_inspect(inspect);
     if (c_compile->parsed()) return ucplan::run_compile(compile);
@@ -230,12 +225,6 @@ int main(int argc, char** argv) {
     if (c_explain->parsed()) return ucplan::run_explain(explain);
     if (c_frontier->parsed()) return ucplan::run_frontier(frontier);
     if (c_calibrate->parsed()) return ucplan::run_calibrate(calibrate);
-  } catch (const ucplan::UserError& e) {
-    std::fprintf(stderr, "ucplan: error: %s\n", e.what());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "ucplan: error: %s\n", ucplan::kOutOfHostMemory);
-    return 2;
-  }
-  return 2;
+    return 2;  // not reached: require_subcommand(1)
+  });
 }

@@ -1,16 +1,13 @@
 // ucplan-import (`ucplan import` runs it): an ONNX model's graph -> a ucplan-network/1 file. A
 // program of its own so that only it links ONNX and protobuf: `ucplan` and the GPU bundle do
 // not need them.
-#include <cstdio>
-#include <new>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "planner/import/onnx_import.h"
-#include "planner/model/errors.h"
 #include "planner/ir/graph.h"
 #include "planner/model/json_util.h"
+#include "planner/model/program.h"
 #include "planner/model/units.h"
 
 namespace ucplan {
@@ -42,28 +39,9 @@ int run_import(const ImportCommandOptions& o) {
 int main(int argc, char** argv) {
   CLI::App app{"ucplan import: convert an ONNX model's graph (weights not needed) into a ucplan network JSON file"};
   app.name("ucplan import");
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return fmt::format("ucplan: error: {} (see ucplan import --help)\n", ucplan::command_line_message(e.what()));
-  });
   ucplan::ImportCommandOptions o;
   app.add_option("model", o.model, "ONNX file, e.g. exported by scripts/export_torch.py")->required();
   app.add_option("-o,--output", o.output, "network file to write (written atomically)")->required();
   app.add_option("--name", o.name, "network name (default: the file's name without .onnx)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
-  try {
-    return ucplan::run_import(o);
-  } catch (const ucplan::UserError& e) {
-    std::fprintf(stderr, "ucplan: error: %s\n", e.what());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "ucplan: error: %s\n", ucplan::kOutOfHostMemory);
-    return 2;
-  }
+  return ucplan::run_program(app, "ucplan import", argc, argv, [&] { return ucplan::run_import(o); });
 }

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Every program says a bad command line alike (planner/model/program.h): one line on stderr,
+# "PROGRAM: error: WHAT (see PROGRAM [SUBCOMMAND ]--help)", exit code 2, nothing on stdout (a
+# mistyped command named, with the commands there are);
+# --help prints its usage on stdout and exits 0; `ucplan --version` names the version.
+# Usage: programs.sh UCPLAN
+set -uo pipefail
+ucplan=$1
+fail=0
+expect_bad() {  # prefix help-hint args...
+  local prefix=$1 hint=$2
+  shift 2
+  local out err rc lines
+  err=$(mktemp)
+  out=$("$ucplan" "$@" 2>"$err")
+  rc=$?
+  lines=$(grep -c . "$err")
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || [ -n "$out" ] ||
+    ! grep -q "^$prefix: error: .*bogus.* (see $hint --help)$" "$err"; then
+    echo "FAIL ucplan $*: exit $rc, stdout '$out', stderr: $(cat "$err")"
+    fail=1
+  else
+    echo "ok   ucplan $*: $(cat "$err")"
+  fi
+  rm -f "$err"
+}
+expect_help() {  # args...
+  local out rc
+  out=$("$ucplan" "$@" 2>/dev/null)
+  rc=$?
+  if [ "$rc" -ne 0 ] || ! grep -q "^Usage: " <<<"$out"; then
+    echo "FAIL ucplan $*: exit $rc, no usage on stdout"
+    fail=1
+  else
+    echo "ok   ucplan $*"
+  fi
+}
+expect_bad "ucplan" "ucplan" bogus
+expect_bad "ucplan" "ucplan networks" --bogus networks
+expect_bad "ucplan" "ucplan compile" compile resnet20 --profile p.json --budget 1GiB -o /dev/null --bogus
+expect_bad "ucplan" "ucplan check" check plan.json --bogus
+expect_bad "ucplan profile" "ucplan profile" profile resnet20 --batch 4 --bogus -o /dev/null
+expect_bad "ucplan run" "ucplan run" run plan.json --bogus
+expect_bad "ucplan import" "ucplan import" import model.onnx --bogus -o /dev/null
+for command in compile check profile run import; do expect_help "$command" --help; done
+expect_help --help
+version=$("$ucplan" --version)
+rc=$?
+if [ "$rc" -ne 0 ] || ! grep -q "^ucplan [0-9]" <<<"$version"; then
+  echo "FAIL ucplan --version: exit $rc, '$version'"
+  fail=1
+else
+  echo "ok   ucplan --version: $version"
+fi
+exit $fail
