@@ -1,6 +1,7 @@
 // ucplan-run (run as `ucplan run ...`): verifies a plan, replays it on a device and reports
 // measured against predicted time and memory; with --check, poisons what the plan frees and
-// compares weight gradients with a reference run. Exit codes: 0 ok, 1 check failed, 2 bad input.
+// compares weight gradients with a reference run. Exit codes: 0 ok, 1 the check or the device
+// failed, 2 bad input.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -1,5 +1,6 @@
 // ucplan-profile (run as `ucplan profile ...`): measures or models a network's kernel and
-// transfer costs and writes a ucplan-profile/1 file atomically. Exit codes: 0 ok, 2 bad input.
+// transfer costs and writes a ucplan-profile/1 file atomically. Exit codes: 0 ok, 1 a device
+// failure (nothing written), 2 bad input.
 #include <cstdio>
 #include <unistd.h>
 
