@@ -24,12 +24,13 @@ expect_bad() {  # prefix help-hint args...
   fi
   rm -f "$err"
 }
-expect_help() {  # args...
-  local out rc
+expect_ok() {  # pattern args...: exit code 0 and a line of stdout matching the pattern
+  local pattern=$1 out rc
+  shift
   out=$("$ucplan" "$@" 2>/dev/null)
   rc=$?
-  if [ "$rc" -ne 0 ] || ! grep -q "^Usage: " <<<"$out"; then
-    echo "FAIL ucplan $*: exit $rc, no usage on stdout"
+  if [ "$rc" -ne 0 ] || ! grep -q "$pattern" <<<"$out"; then
+    echo "FAIL ucplan $*: exit $rc, no line '$pattern' on stdout"
     fail=1
   else
     echo "ok   ucplan $*"
@@ -42,14 +43,7 @@ expect_bad "ucplan" "ucplan check" check plan.json --bogus
 expect_bad "ucplan profile" "ucplan profile" profile resnet20 --batch 4 --bogus -o /dev/null
 expect_bad "ucplan run" "ucplan run" run plan.json --bogus
 expect_bad "ucplan import" "ucplan import" import model.onnx --bogus -o /dev/null
-for command in compile check profile run import; do expect_help "$command" --help; done
-expect_help --help
-version=$("$ucplan" --version)
-rc=$?
-if [ "$rc" -ne 0 ] || ! grep -q "^ucplan [0-9]" <<<"$version"; then
-  echo "FAIL ucplan --version: exit $rc, '$version'"
-  fail=1
-else
-  echo "ok   ucplan --version: $version"
-fi
+for command in compile check profile run import; do expect_ok "^Usage: " "$command" --help; done
+expect_ok "^Usage: " --help
+expect_ok "^ucplan [0-9]" --version
 exit $fail
