@@ -67,6 +67,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string description() const = 0;
+  // Untimed iterations before the timed ones (replay_plan): what warms up (page faults, caches,
+  // library workspaces) and, on CUDA with graphs, the capture.
+  virtual int warmup_iterations() const { return 1; }
   // Throws UserError for a step this backend cannot run (a conv algorithm of another device, one
   // that does not support the convolution or needs more workspace than the step has), before
   // allocate() takes the plan's memory: a CUDA plan given to the CPU fails at once, not after
@@ -100,8 +103,10 @@ std::unique_ptr<Backend> make_cpu_backend(const Graph& g);
 std::int64_t host_memory_available();
 #ifdef UCPLAN_HAVE_CUDA
 // Throws UserError when no CUDA device is usable. exact: refuse a conv configuration this
-// device cannot run as planned instead of substituting an algorithm (substitute.h).
-std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index, bool exact = false);
+// device cannot run as planned instead of substituting an algorithm (substitute.h). graphs: from
+// the second iteration on, launch each round (and the final steps) as a CUDA graph captured once
+// (cuda_backend.cpp says how), instead of a few host calls per step.
+std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index, bool exact = false, bool graphs = false);
 // The CUDA backend's check_steps without a device: every conv step's algorithms are cuDNN's for
 // its op, or UserError naming `option` (e.g. "--device cuda:0"), the step, its layer and the
 // algorithm: a plan compiled from a CPU profile is refused before its arena is allocated.

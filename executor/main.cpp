@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   app.name("ucplan run");
   std::string plan_path, device = "cpu", trace;
   int iterations = 5;
-  bool check = false, no_verify = false, json = false, no_poison = false, exact = false;
+  bool check = false, no_verify = false, json = false, no_poison = false, exact = false, graphs = false;
   double tolerance = 1e-3, lr = 0.01;
   app.add_option("plan", plan_path, "plan file made by `ucplan compile`")->required();
   app.add_option("--device,-d", device, "cpu (default) | cuda | cuda:N");
@@ -53,6 +53,10 @@ int main(int argc, char** argv) {
       "--exact", exact,
       "cuda: refuse a conv configuration the device cannot run as planned (unsupported, or a larger workspace than "
       "the plan gives) instead of substituting cuDNN's best-ranked algorithm that fits");
+  app.add_flag("--cuda-graphs,!--no-cuda-graphs", graphs,
+               "cuda: from the second iteration on, launch each round and the final steps as a CUDA graph captured "
+               "once (one more warm-up iteration, which captures), instead of a few host calls per step: the device "
+               "no longer waits for the host between short kernels (default: off)");
   app.add_flag("--no-verify", no_verify, "skip the plan verifier (for tests of the poisoning only)");
   app.add_flag("--no-poison", no_poison, "--check without poisoning (tells a wrong kernel from a wrong plan)");
   return ucplan::run_program(app, "ucplan run", argc, argv, [&] {
@@ -62,6 +66,8 @@ int main(int argc, char** argv) {
     if (!(lr >= 0 && std::isfinite(lr)))  // as PyTorch's SGD, which refuses a negative one
       throw ucplan::UserError("", "--lr",
                               fmt::format("a learning rate must be a finite number, 0 or more, got {}", lr));
+    if (graphs && device.rfind("cuda", 0) != 0)
+      throw ucplan::UserError("", "--cuda-graphs", fmt::format("CUDA graphs need --device cuda, not {}", device));
     const ucplan::Plan plan = ucplan::load_plan(plan_path);
     if (!no_verify) {
       const std::string error = ucplan::find_plan_error(plan);
@@ -74,7 +80,7 @@ int main(int argc, char** argv) {
     } else if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
 #ifdef UCPLAN_HAVE_CUDA
       int index = device.size() > 5 ? std::atoi(device.c_str() + 5) : 0;
-      backend = ucplan::make_cuda_backend(g, index, exact);
+      backend = ucplan::make_cuda_backend(g, index, exact, graphs);
 #else
       throw ucplan::UserError("", "--device", "this ucplan-run was built without CUDA");
 #endif

@@ -301,10 +301,11 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   ctx.total_batch = plan.batch;
   ctx.lr = o.lr;
   ctx.seed = o.seed;
-  // The first one warms up (page faults, caches). Check mode checks the first two, so that what
+  // The first warm up (Backend::warmup_iterations). Check mode checks the first two, so that what
   // one iteration leaves behind (updated weights, buffers reused across rounds and iterations)
   // is checked too.
-  const int total_iterations = o.iterations + 1;
+  const int warmup = backend.warmup_iterations();
+  const int total_iterations = o.iterations + warmup;
   // Whether every weight gradient is finite (read back from the arena: GradScaler's found_inf).
   auto all_finite = [&] {
     for (std::size_t i = 0; i < plan.buffers.size(); ++i) {
@@ -470,7 +471,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     std::vector<MeasuredStep> timeline = backend.end();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0 - reference_time).count();
-    if (it > 0) {
+    if (it >= warmup) {
       rep.iteration_seconds.push_back(seconds);
       rep.timeline = std::move(timeline);
       for (MeasuredStep& m : rep.timeline) m.bytes = steps.at(static_cast<std::size_t>(m.step)).bytes;
@@ -490,6 +491,7 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       }
     }
   }
+  rep.backend = backend.description();  // what it did, e.g. graphs launched
   rep.skipped_steps = scaler.skipped;
   rep.final_loss_scale = scaler.scale;
   rep.device_memory_bytes =

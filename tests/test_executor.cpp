@@ -447,6 +447,41 @@ TEST_SUITE("adversarial plans") {
     CHECK(backend.allocated);
   }
 
+  TEST_CASE("a backend's warm-up iterations are run and not timed; check mode still checks the first two") {
+    // As the CUDA backend with graphs (a second warm-up iteration, which captures): replay_plan
+    // runs Backend::warmup_iterations() untimed iterations before the timed ones, and reports the
+    // backend's description as it is after the run.
+    class TwoWarmups : public WrappedCpu {
+     public:
+      using WrappedCpu::WrappedCpu;
+      int warmup_iterations() const override { return 2; }
+      std::string description() const override { return "two warm-ups, " + std::to_string(begun) + " begun"; }
+      void begin() override {
+        ++begun;
+        cpu_->begin();
+      }
+      int begun = 0;
+    };
+    const Case& c = cases()[1];
+    const Plan p = compile(c.net, c.prof, c.keep_all_peak * 70 / 100, "ucplan", "any");
+    const Graph g = build_graph(p.network, "test");
+    for (const bool check : {false, true}) {
+      CAPTURE(check);
+      TwoWarmups backend(g, true);
+      RunOptions o = check_options();
+      o.check = check;
+      o.iterations = 3;
+      const RunReport r = replay_plan(p, backend, o);
+      CHECK(backend.begun == 5);
+      CHECK(r.iteration_seconds.size() == 3);
+      CHECK(r.backend == "two warm-ups, 5 begun");
+      if (check) {
+        CHECK(r.checked_iterations == 2);
+        CHECK(r.passed);
+      }
+    }
+  }
+
   TEST_CASE("a plan with another device's conv algorithm is refused before its arena is allocated") {
     // As a CUDA plan given to --device cpu: refused at once, not after its arena (gigabytes for
     // the golden H100 plans) is allocated and zeroed.

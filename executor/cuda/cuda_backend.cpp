@@ -12,6 +12,18 @@
 // those of the earlier rounds while the device still runs the current one, end() the rest, so
 // little host work lies between the device's rounds.
 //
+// CUDA graphs (make_cuda_backend's `graphs`). A plan is a static schedule, so from the second
+// iteration on (the first settles conv configurations, scratch and library workspaces, all of
+// which may synchronize) each phase without poisoning, a round or the final steps, is captured
+// once into a CUDA graph (stream capture, relaxed mode, the copy streams forked from and joined
+// back into the compute stream) and later iterations launch it: one launch instead of a few host
+// calls per step, so the device no longer idles while the host enqueues short kernels (the launch
+// gap of ucplan calibrate). Timing stays per step: the slots' events are recorded as external
+// event nodes of the graph, and `begin` right before the phase's first work (a graph's launch
+// included). A phase whose context (sub-batch, seed, learning rate, loss scale) or steps differ
+// from those captured is captured again; a capture that fails gives graphs up for the run, with
+// a note, and the phase's steps are enqueued one by one as without graphs.
+//
 // Storage. At bf16 and fp16 (planner/model/precision.h) the arena holds activations and their
 // gradients in 16 bits and every op reads and writes them there: conv and fc natively (cuDNN and
 // cuBLAS with FP32 compute), every other layer through the Context's 16-bit data type
@@ -30,6 +42,7 @@
 // skipped, and barrier()/end() rethrow it. Faults inside kernels surface at barrier()'s stream
 // synchronisation (CUDA_LAUNCH_BLOCKING=1 moves them to the step's submit()).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -253,15 +266,41 @@ struct ConvConfig {
 
 struct Slot {
   cuda::Event start, end;  // timing enabled
+  cuda::Event dep{false};  // while capturing: what other streams wait for (`end` is an external node)
   int step = -1;
   int round = 0;  // -1: a final step
   int stream = 0;
 };
 
+// A step as submitted in the current phase, to enqueue it directly if a graph is given up.
+struct Submitted {
+  const ResolvedStep* step;
+  int round;
+  RunContext ctx;
+  bool poison;
+};
+
+// A captured phase and what it was captured for.
+struct PhaseGraph {
+  int phase = -1;
+  std::int64_t sub_batch = 0, total_batch = 0;
+  std::uint64_t seed = 0;
+  double lr = 0, loss_scale = 0;
+  std::size_t first_slot = 0;
+  std::vector<std::pair<int, int>> steps;  // (step id, round) in submission order
+  std::vector<std::array<int, 3>> slots;   // per slot from first_slot: step, round, stream
+  cuda::Owned<cudaGraphExec_t, cudaGraphExecDestroy> exec;
+
+  bool matches(int p, const RunContext& c, std::size_t first) const {
+    return phase == p && sub_batch == c.sub_batch && total_batch == c.total_batch && seed == c.seed && lr == c.lr &&
+           loss_scale == c.loss_scale && first_slot == first;
+  }
+};
+
 class CudaBackend : public Backend {
  public:
   // used_before: device memory in use before this process made its context (NVML), -1 unknown.
-  CudaBackend(const Graph& g, int index, std::int64_t used_before, bool exact)
+  CudaBackend(const Graph& g, int index, std::int64_t used_before, bool exact, bool graphs)
       : g_(g),
         index_(index),
         exact_(exact),
@@ -274,7 +313,8 @@ class CudaBackend : public Backend {
                                                        : cuda::DataType::Float,
              /*tensor_op_math=*/g.precision != Precision::PseudoFP16),
         loss_(sizeof(double)),
-        half_(low_precision_storage(g.precision)) {
+        half_(low_precision_storage(g.precision)),
+        graphs_enabled_(graphs) {
     description_ = fmt::format("cuda:{} ({}, cuDNN {}, {})", index_, device_.name(), cuda::library_versions().cudnn,
                                g.precision == Precision::TF32 ? "TF32 tensor-op math"
                                : half_ ? fmt::format("{}: 16-bit operands, FP32 compute{}", precision_name(g.precision),
@@ -290,7 +330,12 @@ class CudaBackend : public Backend {
     cudaGetLastError();
   }
 
-  std::string description() const override { return description_; }
+  // The first iteration settles what may synchronize; the second captures the graphs.
+  int warmup_iterations() const override { return graphs_enabled_ ? 2 : 1; }
+
+  std::string description() const override {
+    return graphs_launched_ ? description_ + ", phases launched as CUDA graphs" : description_;
+  }
 
   // The algorithm names only (check_cuda_algorithms): whether each fits its workspace here is a
   // question for cuDNN per step (conv_config), answered when the step is first submitted.
@@ -365,20 +410,34 @@ class CudaBackend : public Backend {
     used_ = synced_ = harvested_ = 0;
     timeline_.clear();
     std::fill(slot_of_.begin(), slot_of_.end(), -1);
-    try {
-      begin_.record(compute_.get());
-      // The copy streams start no earlier than `begin` either, so no time is negative.
-      h2d_.wait(begin_.get());
-      d2h_.wait(begin_.get());
-    } catch (const CudaError& e) {
-      error_ = std::make_exception_ptr(
-          CudaError(fmt::format("cuda:{} begin: {}", index_, e.what()), e.library(), e.code(), e.kind()));
-    }
+    ++iteration_;
+    phase_ = 0;
+    mode_ = Mode::Undecided;
+    submitted_.clear();
+    begin_pending_ = true;  // recorded right before the iteration's first work (start_timing)
   }
 
   void submit(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) override {
     if (error_) return;  // after a failure nothing more runs until barrier() reports it
     try {
+      if (mode_ == Mode::Undecided) choose_mode(ctx, poison);
+      if (mode_ == Mode::Replay) {
+        const PhaseGraph& pg = *graph_;
+        if (submitted_.size() < pg.steps.size() && pg.steps[submitted_.size()] == std::pair<int, int>{s.id, round}) {
+          submitted_.push_back({&s, round, ctx, poison});
+          return;
+        }
+        leave_graphs(fmt::format("step {} of round {} was not the captured phase's next step", s.id, round), false);
+      }
+      if (mode_ == Mode::Capture) {
+        submitted_.push_back({&s, round, ctx, poison});
+        try {
+          enqueue(s, round, ctx, poison);
+        } catch (const std::exception& e) {
+          leave_graphs(fmt::format("capturing step {}: {}", s.id, e.what()), false);  // enqueues it directly
+        }
+        return;
+      }
       enqueue(s, round, ctx, poison);
     } catch (const CudaError& e) {
       error_ = std::make_exception_ptr(CudaError(fmt::format("cuda:{} {}{}", index_, step_context(s, round), e.what()),
@@ -392,6 +451,18 @@ class CudaBackend : public Backend {
   }
 
   void barrier() override {
+    try {
+      if (!error_) finish_phase();
+    } catch (const CudaError& e) {
+      error_ = std::make_exception_ptr(CudaError(
+          fmt::format("cuda:{} phase {} (a round, or the final steps) as a graph: {}", index_, phase_, e.what()),
+          e.library(), e.code(), e.kind()));
+    } catch (...) {  // a step enqueued directly after graphs were given up
+      error_ = std::current_exception();
+    }
+    ++phase_;
+    mode_ = Mode::Undecided;
+    submitted_.clear();
     // The times of the phases before this one, read while the device still runs this one.
     try {
       harvest(synced_);
@@ -452,6 +523,140 @@ class CudaBackend : public Backend {
         overhead_bytes_, used - std::max<std::int64_t>(used_before_, 0) - static_cast<std::int64_t>(arena_.bytes()));
   }
 
+  // Records `begin` on the compute stream, once per iteration, right before its first work (a
+  // graph's launch, or a step enqueued directly); the copy streams start no earlier, so no time is
+  // negative.
+  void start_timing() {
+    if (!begin_pending_) return;
+    begin_pending_ = false;
+    begin_.record(compute_.get());
+    h2d_.wait(begin_.get());
+    d2h_.wait(begin_.get());
+  }
+
+  // At a phase's first submission: enqueue directly (graphs off, the first iteration, poisoning),
+  // launch the graph captured for it, or capture one.
+  void choose_mode(const RunContext& ctx, bool poison) {
+    phase_first_slot_ = used_;
+    graph_ = nullptr;
+    if (!graphs_enabled_ || iteration_ < 2 || poison) {
+      mode_ = Mode::Direct;
+      start_timing();
+      return;
+    }
+    for (auto& pg : graphs_)
+      if (pg.matches(phase_, ctx, used_)) graph_ = &pg;
+    if (graph_) {
+      mode_ = Mode::Replay;
+      return;
+    }
+    graphs_.erase(
+        std::remove_if(graphs_.begin(), graphs_.end(), [&](const PhaseGraph& pg) { return pg.phase == phase_; }),
+        graphs_.end());  // another context: captured again
+    start_timing();
+    mode_ = Mode::Capture;
+    try {
+      UCPLAN_CUDA(cudaStreamBeginCapture(compute_.get(), cudaStreamCaptureModeRelaxed));
+      fork_.record(compute_.get());
+      h2d_.wait(fork_.get());
+      d2h_.wait(fork_.get());
+    } catch (const CudaError& e) {
+      leave_graphs(fmt::format("beginning a capture: {}", e.what()), false);
+    }
+    graph_key_ = ctx;
+  }
+
+  // At a barrier: the captured phase made into a graph and launched, or the replayed one launched.
+  void finish_phase() {
+    if (mode_ == Mode::Capture) {
+      cudaGraph_t graph = nullptr;
+      cudaError_t rc = cudaSuccess;
+      try {  // the copy streams joined back into the compute stream, which ends the capture
+        join_h2d_.record(h2d_.get());
+        compute_.wait(join_h2d_.get());
+        join_d2h_.record(d2h_.get());
+        compute_.wait(join_d2h_.get());
+      } catch (const CudaError& e) {
+        leave_graphs(fmt::format("joining the copy streams: {}", e.what()), false);
+        return;
+      }
+      rc = cudaStreamEndCapture(compute_.get(), &graph);
+      if (rc != cudaSuccess || !graph) {
+        cudaGetLastError();
+        leave_graphs(fmt::format("ending the capture: {}", cudaGetErrorString(rc)), true);
+        return;
+      }
+      PhaseGraph pg;
+      pg.phase = phase_;
+      pg.sub_batch = graph_key_.sub_batch;
+      pg.total_batch = graph_key_.total_batch;
+      pg.seed = graph_key_.seed;
+      pg.lr = graph_key_.lr;
+      pg.loss_scale = graph_key_.loss_scale;
+      pg.first_slot = phase_first_slot_;
+      for (const auto& x : submitted_) pg.steps.emplace_back(x.step->id, x.round);
+      for (std::size_t k = phase_first_slot_; k < used_; ++k)
+        pg.slots.push_back({slots_[k].step, slots_[k].round, slots_[k].stream});
+      rc = cudaGraphInstantiate(pg.exec.out(), graph, 0);
+      cudaGraphDestroy(graph);
+      if (rc != cudaSuccess) {
+        cudaGetLastError();
+        leave_graphs(fmt::format("instantiating the graph: {}", cudaGetErrorString(rc)), true);
+        return;
+      }
+      graphs_.push_back(std::move(pg));
+      UCPLAN_CUDA(cudaGraphLaunch(graphs_.back().exec.get(), compute_.get()));
+      graphs_launched_ = true;
+    } else if (mode_ == Mode::Replay) {
+      const PhaseGraph& pg = *graph_;
+      if (submitted_.size() != pg.steps.size()) {
+        leave_graphs(
+            fmt::format("{} of the captured phase's {} steps were submitted", submitted_.size(), pg.steps.size()),
+            false);
+        return;
+      }
+      for (std::size_t i = 0; i < pg.slots.size(); ++i) {
+        if (used_ == slots_.size()) slots_.emplace_back();
+        Slot& slot = slots_[used_++];
+        slot.step = pg.slots[i][0];
+        slot.round = pg.slots[i][1];
+        slot.stream = pg.slots[i][2];
+      }
+      start_timing();
+      UCPLAN_CUDA(cudaGraphLaunch(pg.exec.get(), compute_.get()));
+    }
+  }
+
+  // Gives graphs up for the rest of the run, with a note that says why, and enqueues the phase's
+  // steps so far directly. ended: the capture in progress has been ended already.
+  void leave_graphs(const std::string& why, bool ended) {
+    if (mode_ == Mode::Capture && !ended) {
+      cudaGraph_t graph = nullptr;
+      cudaStreamEndCapture(compute_.get(), &graph);
+      if (graph) cudaGraphDestroy(graph);
+    }
+    cudaGetLastError();  // capture errors are not sticky: the context goes on
+    graphs_enabled_ = false;
+    graph_ = nullptr;
+    graphs_.clear();
+    notes_.push_back(fmt::format("CUDA graphs given up ({}): steps enqueued one by one", why));
+    mode_ = Mode::Direct;
+    used_ = phase_first_slot_;
+    std::fill(slot_of_.begin(), slot_of_.end(), -1);
+    const std::vector<Submitted> again = std::move(submitted_);
+    submitted_.clear();
+    start_timing();
+    for (const auto& x : again) enqueue(*x.step, x.round, x.ctx, x.poison);
+  }
+
+  // A slot's timing event: an external event node of the graph while capturing.
+  void record_time(const cuda::Event& e, cudaStream_t st) const {
+    if (mode_ == Mode::Capture)
+      UCPLAN_CUDA(cudaEventRecordWithFlags(e.get(), st, cudaEventRecordExternal));
+    else
+      e.record(st);
+  }
+
   std::string device_option() const { return fmt::format("--device cuda:{}", index_); }
 
   std::string step_context(const ResolvedStep& s, int round) const {
@@ -509,7 +714,8 @@ class CudaBackend : public Backend {
     if (step < 0 || static_cast<std::size_t>(step) >= slot_of_.size()) return;
     const int k = slot_of_[static_cast<std::size_t>(step)];
     if (k < 0 || slots_[static_cast<std::size_t>(k)].stream == stream_index) return;
-    UCPLAN_CUDA(cudaStreamWaitEvent(st, slots_[static_cast<std::size_t>(k)].end.get(), 0));
+    const Slot& waited = slots_[static_cast<std::size_t>(k)];
+    UCPLAN_CUDA(cudaStreamWaitEvent(st, (mode_ == Mode::Capture ? waited.dep : waited.end).get(), 0));
   }
 
   void enqueue(const ResolvedStep& s, int round, const RunContext& ctx, bool poison) {
@@ -527,7 +733,7 @@ class CudaBackend : public Backend {
     slot.stream = si;
     try {
       for (int w : s.waits) wait_for(st, si, w);
-      slot.start.record(st);
+      record_time(slot.start, st);
       run(s, round, ctx, st);
       if (poison && !s.poison_after.empty()) {
         for (int w : s.poison_waits) wait_for(st, si, w);
@@ -536,7 +742,8 @@ class CudaBackend : public Backend {
           UCPLAN_CUDA(cudaMemsetAsync(arena_ptr(off), kPoisonByte, static_cast<std::size_t>(size), st));
         }
       }
-      slot.end.record(st);
+      record_time(slot.end, st);
+      if (mode_ == Mode::Capture) slot.dep.record(st);
     } catch (...) {
       used_ = k;  // its `end` was never recorded: the step has no time, and the slot is free again
       throw;
@@ -754,6 +961,7 @@ class CudaBackend : public Backend {
   cuda::DeviceBuffer loss_;  // the softmax loss (one double), kept on the device
   const bool half_;          // bf16 / fp16 storage (run_conv_half, run_fc_half)
   cuda::DeviceBuffer dw16_;  // conv backward-filter's 16-bit filter gradient (run_conv_half)
+  bool graphs_enabled_;      // capture and launch phases as CUDA graphs (the top of this file)
   cuda::Event begin_;
   std::string description_;
   std::vector<Slot> slots_;    // event pairs, reused from one begin() to the next
@@ -772,7 +980,20 @@ class CudaBackend : public Backend {
   std::vector<MeasuredStep> timeline_;
   std::int64_t held_bytes_ = 0;
   std::int64_t overhead_bytes_ = 0;
-  std::vector<std::string> notes_;  // substitutions
+  std::vector<std::string> notes_;  // substitutions, graphs given up
+  // CUDA graphs (the top of this file).
+  enum class Mode { Undecided, Direct, Capture, Replay };
+  bool graphs_launched_ = false;
+  bool begin_pending_ = false;
+  int iteration_ = 0;  // begin() calls so far
+  int phase_ = 0;      // phases (barriers) since begin()
+  Mode mode_ = Mode::Undecided;
+  std::size_t phase_first_slot_ = 0;
+  std::vector<Submitted> submitted_;   // this phase's steps (capture, replay)
+  RunContext graph_key_;               // the context of the phase being captured
+  std::vector<PhaseGraph> graphs_;     // per phase, launched while their context holds
+  const PhaseGraph* graph_ = nullptr;  // the phase's, in Replay
+  cuda::Event fork_{false}, join_h2d_{false}, join_d2h_{false};
 };
 
 }  // namespace
@@ -791,7 +1012,7 @@ void check_cuda_algorithms(const Graph& g, const std::vector<ResolvedStep>& step
   }
 }
 
-std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index, bool exact) {
+std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index, bool exact, bool graphs) {
   std::string why;
   if (!cuda::cuda_device_available(&why)) throw UserError("", "--device cuda", "no CUDA device: " + why);
   // Read before this process makes its context on the device, which cudaSetDevice does.
@@ -801,7 +1022,7 @@ std::unique_ptr<Backend> make_cuda_backend(const Graph& g, int device_index, boo
     used_before = cuda::nvml_facts(bus).memory_used_bytes;
   cudaGetLastError();
   try {
-    return std::make_unique<CudaBackend>(g, device_index, used_before, exact);
+    return std::make_unique<CudaBackend>(g, device_index, used_before, exact, graphs);
   } catch (const CudaError& e) {
     throw UserError("", "--device cuda",
                     fmt::format("no CUDA device: device {} cannot be used: {}", device_index, e.what()));
