@@ -6,8 +6,9 @@
 //     the micro-batch size, and beta = 1 for backward-filter so micro-batches and sub-batch
 //     rounds accumulate (mu-cuDNN §II). Callers zero dw/db before the first round.
 //   - fc: cuBLAS sgemm (row-major data, column-major BLAS: see kernels_cuda.cpp).
-//   - pooling, relu, LRN, batch norm (training, spatial), softmax: cuDNN; the rest: small CUDA
-//     kernels (small_kernels.cu), templated on the data type (16-bit storage: see DataType below).
+//   - pooling, relu, LRN, batch norm (training, spatial), softmax: cuDNN (but the backward of
+//     global average pooling and ceil-mode sizes: small kernels); the rest: small CUDA kernels
+//     (small_kernels.cu), templated on the data type (16-bit storage: see DataType below).
 //   - Today's layer types (sigmoid, hardsigmoid, hardswish, SiLU, clip, GELU, mul, scale, layer
 //     norm over channels, channel shuffle, slice): custom CUDA kernels, none cuDNN, declared in
 //     modern_kernels.h (modern_kernels.cu) with the same conventions.
