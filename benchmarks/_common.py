@@ -20,7 +20,7 @@ RESULTS_MD = os.path.join(BENCH_DIR, "RESULTS.md")
 # Sections of RESULTS.md, in order: (file under results/, script that writes it).
 SECTIONS = [("conv_configs.md", "conv_configs.py"), ("budget_sweep.md", "budget_sweep.py"),
             ("optimality.md", "optimality.py"), ("precision.md", "precision.py"),
-            ("precision_zoo.md", "precision_zoo.py"), ("gpu-h100.md", "gpu_results.py"),
+            ("precision_zoo.md", "precision_zoo.py"), ("gpu-h100.md", "gpu_results.py"), ("gpu-h200.md", "gpu_h200.py"),
             ("compile_speed.md", "compile_speed.py")]
 
 MiB = 1024 * 1024
