@@ -18,6 +18,11 @@
 #             default at 35 % of the liveness peak (--reserve 0B) compiled there from both profiles
 #             and replayed side by side (scripts/gpu-plan-quality.sh run): gpu_results.py part N's
 #             predictions, measured
+#   graphs    (only when asked) CUDA graphs beside one launch per step: resnet20 b64 keep-all from
+#             profiles/h100/resnet20-b64.json and the golden plans from measured profiles, replayed with
+#             --no-cuda-graphs and --cuda-graphs alternately (20 iterations, rounds a and b, b in reverse
+#             order), and a trace of each with graphs: what benchmarks/gpu_h200.py part E measured on an
+#             H200 (graphs faster on chains of short kernels, slower on plans that wait on many copies)
 #   check     (only when asked) the default at 25 % from the measured ResNet-50 b64 profile
 #             (--reserve 0B), then `ucplan run --device cuda --check --iterations 1`, its progress
 #             lines in check.log: 103 s on an H100's 16-core host (sixth session), nearly all of it
@@ -53,8 +58,8 @@ device=${UCPLAN_SESSION_DEVICE:-cuda}
 steps=" ${UCPLAN_SESSION_STEPS:-golden validate quality measure} "
 for w in $steps; do
   case "$w" in
-    golden | validate | quality | measure | launch | check) ;;
-    *) echo "gpu-session: unknown step \"$w\" in UCPLAN_SESSION_STEPS (golden, validate, quality, measure, launch, check)" >&2; exit 2 ;;
+    golden | validate | quality | measure | launch | graphs | check) ;;
+    *) echo "gpu-session: unknown step \"$w\" in UCPLAN_SESSION_STEPS (golden, validate, quality, measure, launch, graphs, check)" >&2; exit 2 ;;
   esac
 done
 wanted() { [[ "$steps" == *" $1 "* ]]; }
@@ -138,6 +143,31 @@ launch() {
   timeout "$(cap 120)" bash "$root/scripts/gpu-plan-quality.sh" run "$l/plans" "$l"
 }
 
+graphs() {
+  local g=$s/graphs r p flag flags b
+  mkdir -p "$g"
+  timeout "$(cap 60)" "$bin/ucplan" compile resnet20 --batch 64 --profile "$r20" --budget 64GiB --strategy keep-all \
+    --reserve 0B -q -o "$g/r20-keep.json" || echo "graphs: resnet20 keep-all did not compile"
+  for r in a b; do
+    flags="--no-cuda-graphs --cuda-graphs"
+    [ "$r" = b ] && flags="--cuda-graphs --no-cuda-graphs"
+    for p in "$g/r20-keep.json" "$root"/plans/*measured*.json; do
+      [ -e "$p" ] || continue
+      b=$(basename "$p" .json)
+      for flag in $flags; do
+        [ "$(left)" -gt 5 ] || return 1
+        timeout "$(cap 60)" "$bin/ucplan" run "$p" --device "$device" --iterations 20 --json "$flag" \
+          >"$g/run-$b$flag-$r.json" || echo "graphs: $b $flag failed"
+      done
+    done
+  done
+  for p in "$g/r20-keep.json" "$root"/plans/*measured*.json; do
+    [ -e "$p" ] && [ "$(left)" -gt 5 ] || continue
+    timeout "$(cap 30)" "$bin/ucplan" run "$p" --device "$device" --iterations 3 --cuda-graphs \
+      --trace "$g/trace-$(basename "$p" .json)-graphs.json" >/dev/null || echo "graphs: tracing $p failed"
+  done
+}
+
 check() {
   local net=resnet50 batch=64 peak plan=$s/check-measured-25.json
   peak=$(liveness_peak $net $batch) || return 1
@@ -157,6 +187,7 @@ wanted measure && [ "$(left)" -gt 60 ] &&
   step measure env UCPLAN_MEASURE_TORCH=0 UCPLAN_MEASURE_DEVICE="$device" timeout "$(cap 400)" \
     bash "$root/scripts/gpu-measure.sh" "$s/measure" resnet50:64:25
 wanted launch && step launch launch
+wanted graphs && step graphs graphs
 wanted check && step check check
 smi >"$s/gpu-after.txt" 2>&1
 pack

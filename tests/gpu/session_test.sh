@@ -49,6 +49,15 @@ UCPLAN_SESSION_DEVICE=cpu UCPLAN_SESSION_STEPS=launch UCPLAN_BUILD_DIR=$build \
   fail "launch alone ran: $(cat "$work/launch/session/steps.txt")"
 [ -e "$work/launch/session/launch/plans/profiled-keep.json" ] ||
   fail "launch: keep-all not compiled: $(cat "$work/launch/session/launch.log")"
+# The graphs step, asked for alone: resnet20 keep-all compiled, each replay tried both ways (the
+# CPU refuses --cuda-graphs by name), recorded.
+UCPLAN_SESSION_DEVICE=cpu UCPLAN_SESSION_STEPS=graphs UCPLAN_BUILD_DIR=$build \
+  bash "$src/scripts/gpu-session.sh" "$work/graphs" 12 >"$work/graphs.txt" 2>&1 || fail "graphs alone: $(cat "$work/graphs.txt")"
+[ "$(awk '{print $1}' "$work/graphs/session/steps.txt" | tr '\n' ' ')" = "graphs " ] ||
+  fail "graphs alone ran: $(cat "$work/graphs/session/steps.txt")"
+[ -e "$work/graphs/session/graphs/r20-keep.json" ] || fail "graphs: keep-all not compiled: $(cat "$work/graphs/session/graphs.log")"
+tried=$(grep -c "cuda-graphs failed" "$work/graphs/session/graphs.log")
+[ "$tried" -ge 2 ] || fail "graphs: $tried replays tried: $(cat "$work/graphs/session/graphs.log")"
 UCPLAN_SESSION_STEPS="golden mesure" bash "$src/scripts/gpu-session.sh" "$work/bad" 12 >"$work/bad.txt" 2>&1
 rc=$?
 if [ "$rc" -ne 2 ] || ! grep -q 'unknown step "mesure"' "$work/bad.txt"; then
