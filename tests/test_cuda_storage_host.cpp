@@ -331,7 +331,9 @@ cuda::detail::PoolShape pool_shape(const cpu::PoolDims& d) {
 }
 
 // The pooling cases of ucplan-gpu-check's custom kernel: max and average, padding, ceil-mode
-// sizes (the last window clipped), and a constant input (max ties: the first position wins).
+// sizes (the last window clipped), global average pooling (one window, the whole plane: its
+// backward runs on this kernel, not cuDNN's), and a constant input (max ties: the first position
+// wins).
 std::vector<cpu::PoolDims> pool_cases() {
   std::vector<cpu::PoolDims> cases;
   cpu::PoolDims d{.n = 2, .c = 3, .h = 9, .w = 9, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
@@ -346,6 +348,7 @@ std::vector<cpu::PoolDims> pool_cases() {
   cases.push_back(ceil);
   ceil.max = false;
   cases.push_back(ceil);
+  cases.push_back({.n = 2, .c = 3, .h = 7, .w = 5, .kh = 7, .kw = 5, .sh = 1, .sw = 1, .ho = 1, .wo = 1, .max = false});
   return cases;
 }
 
