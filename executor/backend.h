@@ -52,6 +52,7 @@ struct RunContext {
   double lr = 0.01;
   std::uint64_t seed = 0x5eed;
   double loss_scale = 1;  // the loss gradient's scale this iteration (fp16 loss scaling)
+  bool operator==(const RunContext&) const = default;
 };
 
 // Where copy step `s` reads or writes its host buffer in round `round`: an input host buffer holds

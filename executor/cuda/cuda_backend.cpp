@@ -283,17 +283,14 @@ struct Submitted {
 // A captured phase and what it was captured for.
 struct PhaseGraph {
   int phase = -1;
-  std::int64_t sub_batch = 0, total_batch = 0;
-  std::uint64_t seed = 0;
-  double lr = 0, loss_scale = 0;
+  RunContext ctx;  // its kernels' arguments (sub-batch, seed, learning rate, loss scale)
   std::size_t first_slot = 0;
   std::vector<std::pair<int, int>> steps;  // (step id, round) in submission order
   std::vector<std::array<int, 3>> slots;   // per slot from first_slot: step, round, stream
   cuda::Owned<cudaGraphExec_t, cudaGraphExecDestroy> exec;
 
   bool matches(int p, const RunContext& c, std::size_t first) const {
-    return phase == p && sub_batch == c.sub_batch && total_batch == c.total_batch && seed == c.seed && lr == c.lr &&
-           loss_scale == c.loss_scale && first_slot == first;
+    return phase == p && ctx == c && first_slot == first;
   }
 };
 
@@ -588,11 +585,7 @@ class CudaBackend : public Backend {
       }
       PhaseGraph pg;
       pg.phase = phase_;
-      pg.sub_batch = graph_key_.sub_batch;
-      pg.total_batch = graph_key_.total_batch;
-      pg.seed = graph_key_.seed;
-      pg.lr = graph_key_.lr;
-      pg.loss_scale = graph_key_.loss_scale;
+      pg.ctx = graph_key_;
       pg.first_slot = phase_first_slot_;
       for (const auto& x : submitted_) pg.steps.emplace_back(x.step->id, x.round);
       for (std::size_t k = phase_first_slot_; k < used_; ++k)
