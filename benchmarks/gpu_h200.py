@@ -276,8 +276,10 @@ def part_model(cli, w, out):
                "model:h200's fastest (`ucplan profile NET --device model:h200`, MODELLED):\n\n" +
                table(["network", "layer type", "op", "kernels", "median", "min", "max"], rows, "lllrrrr") +
                "\n\nAs on the H100 (gpu-h100.md part E, median 1.36 over 6,994 entries), the model is optimistic, "
-               "most for convolution backward on small and grouped convolutions. It is not corrected here: "
-               "plans from a measured profile are what to trust.")
+               "most for convolution backward on small and grouped convolutions. model:h100-fit corrects model:h100 "
+               "per (layer type, op) from four ImageNet networks measured on an H100 (gpu-h100.md part E); these two "
+               "H200 profiles, a CIFAR network whose kernels are launch-bound and EfficientNet's grouped "
+               "convolutions, are no basis for a fitted H200 device.")
 
 
 def part_launch_gap(cli, w, out):

@@ -12,7 +12,8 @@ benchmarks/results/gpu-h100.md (a section of RESULTS.md):
   C. PyTorch on the same device (eager, activation checkpointing, save_on_cpu) beside the plans;
   D. mu-cuDNN's micro-batching (WR 64 MiB, undivided vs powerOfTwo) on whole iterations: AlexNet,
      ResNet-18, and DeepBench's 94 forward convolutions from their measured profiles;
-  E. the model:h100 profile against the measured one, kernel by kernel and whole iterations;
+  E. the model:h100 profile against the measured one, kernel by kernel and whole iterations, and
+     model:h100-fit, corrected by the medians, with its factors fitted on all but one network;
   F. plan quality on the device (RESULTS/plan-quality/, scripts/gpu-plan-quality.sh): the default, exact mode
      and every baseline from a measured profile at shares of the liveness peak, replayed side by side; and
      the first session's plans beside today's at the same budgets;
@@ -362,7 +363,67 @@ def part_model(cli, profiles_dir, runs, w, out):
                  "model:h100:\n")
         s.append(table(["network", "measured ms", "predicted (measured profile) ms", "predicted (model:h100) ms",
                         "measured / model"], whole))
+        s.append(part_model_fitted(cli, profiles_dir, runs, w))
     out.sections.append("\n".join(s))
+
+
+def part_model_fitted(cli, profiles_dir, runs, w):
+    """model:h100-fit (profiler/model_device.h, FITTED DEVICES) and its factors fitted on all but one network,
+    that network's keep-all iteration predicted from them against what it measured."""
+    fitted_on = ["resnet50-b128", "vgg16-b64", "alexnet-b256", "resnet18-b128"]
+    pairs = {}
+    for name in fitted_on:
+        net, batch = name.rsplit("-b", 1)
+        pairs[name] = (costs(load(os.path.join(profiles_dir, f"{name}.json"))),
+                       load(os.path.join(w, f"{net}-b{batch}-h100.json")))
+
+    def factors(names):
+        ratios = {}
+        for name in names:
+            measured, model = pairs[name][0], costs(pairs[name][1])
+            for key, (kind, sec) in measured.items():
+                if key in model and model[key][1] > 0:
+                    ratios.setdefault((kind, key[1]), []).append(sec / model[key][1])
+        return {k: median(v) for k, v in ratios.items()}
+
+    def keep_all(net, batch, profile, name):
+        to = os.path.join(w, f"{name}-keep.json")
+        cli.run(["ucplan", "compile", net, "--batch", str(batch), "--profile", profile, "--budget", "64GiB",
+                 "--strategy", "keep-all", "-q", "-o", to])
+        return load(to)["summary"]["predicted_ns"] * 1e-9
+
+    rows = []
+    for name in fitted_on:
+        net, batch = name.rsplit("-b", 1)
+        run = runs.get((net, int(batch), "100"))
+        if not run:
+            continue
+        f = factors([n for n in fitted_on if n != name])
+        model = json.loads(json.dumps(pairs[name][1]))
+        for sig in model["signatures"]:
+            for c in sig["costs"]:
+                if c.get("status") == "ok" and (sig["type"], c["op"]) in f:
+                    c["seconds"] *= f[(sig["type"], c["op"])]
+        held_out = os.path.join(w, f"{name}-held-out-fit.json")
+        with open(held_out, "w") as g:
+            json.dump(model, g)
+        fit_profile = os.path.join(w, f"{name}-h100-fit.json")
+        cli.run(["ucplan", "profile", net, "--batch", batch, "--device", "model:h100-fit", "--sizes", "powerOfTwo",
+                 "-o", fit_profile])
+        measured = run[1]["median_seconds"]
+        plain = keep_all(net, batch, os.path.join(w, f"{net}-b{batch}-h100.json"), f"{name}-plain")
+        fit = keep_all(net, batch, fit_profile, f"{name}-fit")
+        out_of = keep_all(net, batch, held_out, f"{name}-held-out")
+        rows.append([f"{net} b{batch}", ms(measured), f"{ms(plain)} ({measured / plain:.2f}x)",
+                     f"{ms(fit)} ({measured / fit:.2f}x)", f"{ms(out_of)} ({measured / out_of:.2f}x)"])
+    every = factors(fitted_on)
+    frows = [[kind, op, f"{every[(kind, op)]:.3f}"] for kind, op in sorted(every)]
+    return ("\n**model:h100-fit** is model:h100 with each (layer type, op) at FP32 scaled by the median of measured "
+            f"over modelled seconds over the {len(fitted_on)} networks' shared entries (tests/model/fitted.py checks "
+            "its factors against these medians):\n\n" + table(["layer type", "op", "factor"], frows, "llr") +
+            "\n\nKeep-all iterations, measured and predicted (measured / predicted): from model:h100, from "
+            "model:h100-fit, and from factors fitted on the other networks only (the network held out):\n\n" +
+            table(["network", "measured ms", "model:h100", "model:h100-fit", "fitted without it"], rows, "lrrrr"))
     out.summary["model_over_measured_median"] = median(allr)
 
 

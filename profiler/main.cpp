@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
   app.add_option(
       "--device,-d", device,
-      "cpu (default) | cuda | cuda:N | model:k40 | model:p100 | model:v100 | model:a100 | model:h100 | model:h200");
+      "cpu (default) | cuda | cuda:N | model:k40 | model:p100 | model:v100 | model:a100 | model:h100 | model:h200 | "
+      "model:h100-fit (model:h100 with per-layer-class factors fitted to an H100's measured profiles)");
   app.add_option(
       "--sizes", sizes,
       "micro-batch sizes to measure (mu-cuDNN §III-B): powerOfTwo (default: 1, 2, 4, ..., batch) | all (1..batch) | "

@@ -243,8 +243,12 @@ double reduction_bound(const GraphLayer& l, const std::string& algo) {
 TEST_SUITE("model_device") {
   using namespace model_device_test;
 
-  TEST_CASE("the six model devices and their datasheet numbers") {
-    CHECK(model_device_names() == std::vector<std::string>{"k40", "p100", "v100", "a100", "h100", "h200"});
+  TEST_CASE("the seven model devices and their datasheet numbers") {
+    CHECK(model_device_names() == std::vector<std::string>{"k40", "p100", "v100", "a100", "h100", "h200", "h100-fit"});
+    // The fitted device is model:h100's datasheet with factors (tests/model/fitted.py checks them).
+    CHECK(find_model_device("h100-fit")->fp32_flops == find_model_device("h100")->fp32_flops);
+    CHECK(find_model_device("h100")->fitted.empty());
+    CHECK_FALSE(find_model_device("h100-fit")->fitted.empty());
     REQUIRE(find_model_device("k40") != nullptr);
     CHECK(find_model_device("model:k40") == find_model_device("k40"));
     CHECK(find_model_device("k80") == nullptr);
