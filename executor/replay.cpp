@@ -301,9 +301,9 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
   ctx.total_batch = plan.batch;
   ctx.lr = o.lr;
   ctx.seed = o.seed;
-  // The first warm up (Backend::warmup_iterations). Check mode checks the first two, so that what
-  // one iteration leaves behind (updated weights, buffers reused across rounds and iterations)
-  // is checked too.
+  // The backend's warm-up iterations come first, untimed (Backend::warmup_iterations). Check mode
+  // checks the first two iterations, so that what one iteration leaves behind (updated weights,
+  // buffers reused across rounds and iterations) is checked too.
   const int warmup = backend.warmup_iterations();
   const int total_iterations = o.iterations + warmup;
   // Whether every weight gradient is finite (read back from the arena: GradScaler's found_inf).
