@@ -20,24 +20,16 @@ Parts F and G call BUILD's ucplan (model profiles, calibrate, compile); nothing 
 """
 import argparse
 import collections
-import re
 import glob
-import gzip
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import Cli, REPO, median, rel, table, work_dir, write_section  # noqa: E402
+from gpu_results import launch_fit, load, ungzipped  # noqa: E402
 
 S = os.path.join(REPO, "benchmarks", "results", "gpu-h200", "session-35")
 PROFILES = os.path.join(REPO, "profiles", "h200")
-
-
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)
 
 
 def runs(folder, pattern):
@@ -287,14 +279,9 @@ def part_launch_gap(cli, w, out):
     rows, fitted = [], None
     for name, what in [("default-25", "resnet20 b64, default at 25 %"),
                        ("r20-sb", "resnet20 b64 at 6 MiB, 4 rounds of 16")]:
-        trace = os.path.join(w, f"trace-{name}-off.json")
-        with gzip.open(os.path.join(S, "call3", f"trace-{name}-off.json.gz"), "rt") as f, open(trace, "w") as g:
-            g.write(f.read())
-        to = os.path.join(w, f"launch-{name}.json")
-        _, stdout, _, _ = cli.run(["ucplan", "calibrate", profile, "-t", trace, "--fit", "launch", "-o", to])
-        every = int(re.search(r"of (\d+) between consecutive compute kernels", stdout).group(1))
-        gap = load(to)["launch_gap"]
-        rows.append([what, f"{gap['seconds'] * 1e6:.2f}", f"{gap['gaps']} of {every}"])
+        trace = ungzipped(os.path.join(S, "call3", f"trace-{name}-off.json.gz"), w)
+        to, gap_us, kept, every = launch_fit(cli, profile, trace, w, name)
+        rows.append([what, f"{gap_us:.2f}", f"{kept} of {every}"])
         fitted = fitted or to
     keep = os.path.join(w, "keep-gapped.json")
     cli.run(["ucplan", "compile", "resnet20", "--batch", "64", "--profile", fitted, "--budget", "64GiB", "--strategy",

@@ -563,7 +563,6 @@ class CudaBackend : public Backend {
     } catch (const CudaError& e) {
       leave_graphs(fmt::format("beginning a capture: {}", e.what()), false);
     }
-    graph_key_ = ctx;
   }
 
   // At a barrier: the captured phase made into a graph and launched, or the replayed one launched.
@@ -588,7 +587,7 @@ class CudaBackend : public Backend {
       }
       PhaseGraph pg;
       pg.phase = phase_;
-      pg.ctx = graph_key_;
+      pg.ctx = submitted_.front().ctx;  // one context per phase: the first step's
       pg.first_slot = phase_first_slot_;
       for (const auto& x : submitted_) pg.steps.emplace_back(x.step->id, x.round);
       for (std::size_t k = phase_first_slot_; k < used_; ++k)
@@ -986,7 +985,6 @@ class CudaBackend : public Backend {
   Mode mode_ = Mode::Undecided;
   std::size_t phase_first_slot_ = 0;
   std::vector<Submitted> submitted_;   // this phase's steps (capture, replay)
-  RunContext graph_key_;               // the context of the phase being captured
   std::vector<PhaseGraph> graphs_;     // per phase, launched while their context holds
   const PhaseGraph* graph_ = nullptr;  // the phase's, in Replay
   cuda::Event fork_{false}, join_h2d_{false}, join_d2h_{false};
