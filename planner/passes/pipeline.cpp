@@ -308,7 +308,12 @@ void try_carrying_input(const ScheduleInput& si, const std::vector<Residency>& t
 // model:v100: +46.4 % instead of +60.8 %), for twice the compile time (136 -> 269 s of CPU for
 // the 96). With 1.5 % and 3 % less memory the sums fell by 19 and 11 points; with twice the
 // local search's work instead, by 14, some plans slower. A quick search (the report's estimates)
-// runs once.
+// runs once. Two more searches, with 1/64 and 1/24 less memory, were tried against the budgets
+// that part C of optimality.py finds slower than a smaller one (resnet20 b64, model:h100, every
+// whole per cent from 100 to 25 % of the peak): as quick searches they never won (10 such budgets
+// before and after, compiles 23 % longer); as full searches, 8 instead of 10 (the 3.1 points at
+// 30 % stayed), the 76 overheads' sum 1.9 points lower, for 65 % more compile time. Not kept: a
+// plan found with a few per cent less memory is as chaotic in the budget as the first.
 //
 // Then, for such a network (or any, if `longer`: --solver thorough and exact), a third search with
 // ten times the local-search work, led by the best plan without offload found so far; the fastest

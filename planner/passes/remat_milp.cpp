@@ -513,6 +513,14 @@ RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable&
   // nothing) lowered the MILP's objective by 6.6 us in 40 s, and the plan simulated from it was no
   // faster. The start is thus near a local optimum of the MILP itself, which points at the
   // relaxation as the loose side (not a proof). Not kept.
+  // The same at 70 %, with offload (exact mode with a 400 s limit instead of 60 s): the MILP with
+  // offload ran 16 nodes instead of 0, its bound rose from +0.3 to +0.4 % over the ideal, and
+  // neither MILP found a solution better than its start (the recompute-only one after 7,389
+  // nodes); the plan stayed +2.3 %. Its trace shows why offload cannot replace its last four
+  // recomputations (12.7 us convs of layer1): the device-to-host stream is busy 528 of the
+  // forward pass's 652 us. At 25 % the plan's 254 us of stalls are layer1's skip gradients,
+  // copied out and back while the block's own backward pass fills the memory; nothing can
+  // recompute a gradient.
   // Coarser copies of every memory row (rank-1 Chvatal-Gomory rounding: coefficients and free
   // bytes in units of the three most common activation sizes, 4, 2 and 1 MiB on ResNet-20 b64)
   // moved the 60 s bounds at 50 / 35 / 25 % of the peak by +0.1 / +0.2 / +1.3 points (H100 model)
