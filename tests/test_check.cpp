@@ -246,3 +246,61 @@ TEST_SUITE("verifier") {
     CHECK(find_plan_error(cpu) != "");
   }
 }
+
+TEST_SUITE("verifier") {
+  TEST_CASE("a cuDNN recomputation's workspace: stated for its own configuration, and held") {
+    // A recomputation may run another configuration than the kernels list's forward one (less
+    // workspace may be free then); for cuDNN only the profile knows what it needs, so the plan
+    // states it on the step and the workspace buffer must hold it.
+    const Network net = parse_network_text(kResidual, "test");
+    const Profile prof = model_profile(net, 8, "h100");
+    Plan p;
+    const PlanStep* step = nullptr;
+    for (int share = 60; share >= 20 && !step; share -= 5) {
+      p = make_plan(input_for(net, prof, keep_all_peak(net, prof) * share / 100, "checkpoint-sqrt", "auto")).plan;
+      for (const PlanStep& s : p.steps)
+        if (s.op == StepOp::Recompute && !s.config.empty() && s.workspace >= 0) step = &s;
+    }
+    REQUIRE(step != nullptr);
+    REQUIRE(find_plan_error(p) == "");
+    const int id = step->id;
+    const std::int64_t held = p.buffers[step->workspace].size;
+    CHECK(step->config_workspace_bytes >= 0);
+    CHECK(step->config_workspace_bytes <= held);
+    // Another cuDNN forward algorithm than the kernels list's, with what it needs stated.
+    const std::string other = p.steps[id].config[0].algo == "gemm" ? "fft" : "gemm";
+    Plan q = p;
+    for (MicroStep& m : q.steps[id].config) m.algo = other;
+    q.steps[id].config_workspace_bytes = held;
+    CHECK(find_plan_error(q) == "");
+    q.steps[id].config_workspace_bytes = held + 1;
+    CHECK(find_plan_error(q).find("bytes of workspace, its workspace buffer") != std::string::npos);
+    q.steps[id].config_workspace_bytes = -1;  // nothing stated: it could need any workspace
+    CHECK(find_plan_error(q).find("states no workspace") != std::string::npos);
+    // The kernels list's own configuration: a statement, if any, must be the list's.
+    Plan r = p;
+    for (const PlanKernel& k : r.kernels)
+      if (k.layer == r.steps[id].layer && k.op == StepOp::Forward) {
+        r.steps[id].config = k.config;
+        r.steps[id].config_workspace_bytes = k.workspace_bytes + 256;
+      }
+    CHECK(find_plan_error(r).find("for the configuration the kernels list states") != std::string::npos);
+    // Only a recomputation states one.
+    Plan u = p;
+    for (PlanStep& s : u.steps)
+      if (s.op == StepOp::Forward && !s.config.empty()) {
+        s.config_workspace_bytes = 0;
+        break;
+      }
+    CHECK(find_plan_error(u).find("only a recomputation does") != std::string::npos);
+  }
+
+  TEST_CASE("an embedded network edited after the plan was made") {
+    Plan p = make_plan(input_for(parse_network_text(kChain, "test"),
+                                 model_profile(parse_network_text(kChain, "test"), 8), std::int64_t{1} << 30))
+                 .plan;
+    REQUIRE(find_plan_error(p) == "");
+    p.network.name += "-edited";
+    CHECK(find_plan_error(p).find("inputs.network_sha256") != std::string::npos);
+  }
+}

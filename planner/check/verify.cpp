@@ -10,6 +10,8 @@
 
 #include "planner/model/errors.h"
 #include "planner/ir/program.h"
+#include "planner/model/network.h"
+#include "planner/model/sha256.h"
 
 namespace ucplan {
 
@@ -178,6 +180,10 @@ class Checker {
 };
 
 void Checker::check_structure() {
+  // The plan's timings and decisions were made for the network it embeds, which its inputs name
+  // by hash (pipeline.cpp): an edited network no longer matches them.
+  if (sha256_hex(network_to_json_text(p_.network)) != p_.network_sha256)
+    invalid("the embedded network is not the one inputs.network_sha256 names: it was edited after the plan was made");
   if (p_.sub_batch < 1 || p_.rounds < 1 || checked_muladd(p_.sub_batch, p_.rounds, 0) != p_.batch)
     invalid(fmt::format("sub-batch {} x {} rounds does not make the batch {}", p_.sub_batch, p_.rounds, p_.batch));
   if (p_.arena_bytes < 0) invalid(fmt::format("the arena has a negative size ({} bytes)", p_.arena_bytes));
@@ -221,7 +227,8 @@ void Checker::check_structure() {
       if (first_final_ == n) first_final_ = i;
       if (si != 0 || s.op != StepOp::Update || !s.waits.empty())
         invalid(fmt::format("{}: final steps are updates on the compute stream, without waits", step_name(s)));
-      if (!s.accumulates.empty() || s.workspace >= 0 || s.host >= 0 || !s.config.empty())
+      if (!s.accumulates.empty() || s.workspace >= 0 || s.host >= 0 || !s.config.empty() ||
+          s.config_workspace_bytes >= 0)
         invalid(fmt::format("{}: an update reads one gradient and writes one weight, nothing else", step_name(s)));
     } else if (first_final_ != n) {
       invalid(fmt::format("{}: a round step after the final steps", step_name(s)));
@@ -445,7 +452,7 @@ void Checker::check_lists(const PlanStep& s, const std::vector<int>& reads, cons
 
 void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   if (!conv) {
-    if (!s.config.empty())
+    if (!s.config.empty() || s.config_workspace_bytes >= 0)
       invalid(fmt::format("{}: a configuration on a step that is not a convolution", step_name(s)));
     if (s.workspace >= 0) invalid(fmt::format("{}: a workspace on a step that is not a convolution", step_name(s)));
     return;
@@ -499,14 +506,33 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
     kernel_used_[k->second] = 1;
   }
   // The workspace: what the kernels need, exactly computed for the CPU algorithms; for cuDNN
-  // what the profile measured (the plan states it per kernel; for a recomputation with its own
-  // configuration nothing states it), which the CUDA executor checks against cuDNN's own answer
-  // before it runs anything.
-  if (!cpu_family_)
-    need = listed ? pk.workspace_bytes : 0;
-  else if (listed && pk.workspace_bytes < need)
-    invalid(fmt::format("{}: the kernels list states {} bytes of workspace for {} of {}, its configuration needs {}",
-                        step_name(s), pk.workspace_bytes, op, gl.name(), need));
+  // what the profile measured, as the plan states it (per kernel in the kernels list, and on a
+  // recomputation, which may run another configuration), which the CUDA executor checks against
+  // cuDNN's own answer before it runs anything. A cuDNN recomputation that states nothing for a
+  // configuration the kernels list does not describe could run in any workspace: refused.
+  const std::int64_t stated = s.op == StepOp::Recompute ? s.config_workspace_bytes : -1;
+  if (s.op != StepOp::Recompute && s.config_workspace_bytes >= 0)
+    invalid(
+        fmt::format("{}: states the workspace of its configuration, which only a recomputation does (the "
+                    "kernels list states it for the others)",
+                    step_name(s)));
+  if (listed && stated >= 0 && stated != pk.workspace_bytes)
+    invalid(fmt::format("{}: states {} bytes of workspace for the configuration the kernels list states {} for",
+                        step_name(s), stated, pk.workspace_bytes));
+  if (!cpu_family_) {
+    if (!listed && stated < 0)
+      invalid(
+          fmt::format("{}: runs a configuration the kernels list does not describe and states no workspace for it "
+                      "(config_workspace_bytes)",
+                      step_name(s)));
+    need = listed ? pk.workspace_bytes : stated;
+  } else {
+    if (listed && pk.workspace_bytes < need)
+      invalid(fmt::format("{}: the kernels list states {} bytes of workspace for {} of {}, its configuration needs {}",
+                          step_name(s), pk.workspace_bytes, op, gl.name(), need));
+    if (stated >= 0 && stated < need)
+      invalid(fmt::format("{}: states {} bytes of workspace, its configuration needs {}", step_name(s), stated, need));
+  }
   const std::int64_t have = s.workspace >= 0 ? p_.buffers[s.workspace].size : 0;
   if (have < need)
     invalid(fmt::format("{}: needs {} bytes of workspace, {}", step_name(s), need,
@@ -607,7 +633,7 @@ void Checker::run() {
         invalid(fmt::format("{}: offloads into host buffer {}, which holds the batch's input", step_name(s), s.host));
       if (s.host < 0 || p_.host_buffers[s.host].tensor != s.tensor)
         invalid(fmt::format("{}: its host buffer does not hold {}", step_name(s), s.tensor));
-      if (!s.accumulates.empty() || s.workspace >= 0 || !s.config.empty())
+      if (!s.accumulates.empty() || s.workspace >= 0 || !s.config.empty() || s.config_workspace_bytes >= 0)
         invalid(fmt::format("{}: a copy only reads one buffer and writes one", step_name(s)));
       HostState& h = hs_[s.host];
       if (s.op == StepOp::Offload) {

@@ -46,6 +46,7 @@ OrderedJson step_json(const PlanStep& s) {
   if (s.workspace >= 0) j["workspace"] = s.workspace;
   if (s.host >= 0) j["host"] = s.host;
   if (!s.config.empty()) j["config"] = micro_json(s.config);
+  if (s.config_workspace_bytes >= 0) j["config_workspace_bytes"] = s.config_workspace_bytes;
   j["start_ns"] = s.start_ns;
   j["end_ns"] = s.end_ns;
   if (s.final) j["final"] = true;
@@ -239,7 +240,7 @@ Plan load_plan(const std::string& path) {
   }
   for (const auto& st : r.at("steps").array()) {
     st.allow_only({"id", "stream", "op", "layer", "tensor", "waits", "reads", "writes", "accumulates", "workspace",
-                   "host", "config", "start_ns", "end_ns", "final", "ahead"});
+                   "host", "config", "config_workspace_bytes", "start_ns", "end_ns", "final", "ahead"});
     PlanStep ps;
     ps.id = static_cast<int>(st.at("id").integer(0, INT32_MAX));
     const std::string stream = st.at("stream").string(), op = st.at("op").string();
@@ -258,6 +259,7 @@ Plan load_plan(const std::string& path) {
     ps.workspace = static_cast<int>(st.integer_or("workspace", -1, -1, INT32_MAX));
     ps.host = static_cast<int>(st.integer_or("host", -1, -1, INT32_MAX));
     if (auto c = st.find("config")) ps.config = read_micro(*c);
+    if (auto w = st.find("config_workspace_bytes")) ps.config_workspace_bytes = w->integer(0, INT64_MAX);
     ps.start_ns = st.at("start_ns").integer(0, INT64_MAX);
     ps.end_ns = st.at("end_ns").integer(0, INT64_MAX);
     ps.final = st.boolean_or("final", false);

@@ -73,7 +73,11 @@ struct PlanStep {
   int workspace = -1;             // arena buffer (conv kernels with workspace)
   int host = -1;                  // host buffer (offload: written; prefetch: read)
   std::vector<MicroStep> config;  // conv kernels: micro-configurations in execution order
-  std::int64_t start_ns = 0;      // predicted, relative to the start of the round (or of the final phase)
+  // A recomputed convolution: the workspace its configuration needs, as the profile states it
+  // (the kernels list states it per kernel for the forward pass's configuration; a recomputation
+  // may run another, and cuDNN's needs are known only from the profile). -1: not stated.
+  std::int64_t config_workspace_bytes = -1;
+  std::int64_t start_ns = 0;  // predicted, relative to the start of the round (or of the final phase)
   std::int64_t end_ns = 0;
   bool final = false;  // runs once after all rounds (updates)
   bool ahead = false;  // prefetch into a carried buffer: copies the next round's slice (above)

@@ -253,6 +253,7 @@ class Scheduler {
     int host_tensor = -1;  // offload/prefetch: the tensor whose host buffer is used
     bool ahead = false;    // prefetch of the next round's slice into a carried buffer
     std::vector<MicroStep> config;
+    std::int64_t config_workspace = -1;  // a recomputed convolution: what its configuration needs
   };
 
   // --- set-up ---
@@ -526,6 +527,7 @@ void Scheduler::record_step(const EmitArgs& a, int id) {
   ps.workspace = a.workspace;
   ps.host = a.host_tensor >= 0 ? st_[a.host_tensor].host : -1;
   ps.config = a.config;
+  ps.config_workspace_bytes = a.config_workspace;
   ps.ahead = a.ahead;
   auto touch = [&](int b) {
     if (buffers_[b].first_step < 0) buffers_[b].first_step = id;
@@ -958,6 +960,7 @@ bool Scheduler::recompute(int layer) {
       a.duration = c.time_ns;
       if (in_.record_plan)
         for (const auto& m : c.micro) a.config.push_back({m.algo, m.micro_batch});
+      a.config_workspace = c.workspace_bytes;
     } else {
       a.duration = task_time(ftask);
     }
