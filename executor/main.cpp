@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
                               fmt::format("a learning rate must be a finite number, 0 or more, got {}", lr));
     if (graphs && device.rfind("cuda", 0) != 0)
       throw ucplan::UserError("", "--cuda-graphs", fmt::format("CUDA graphs need --device cuda, not {}", device));
+    // The trace is checked before the run, so that a bad path costs no iterations.
+    ucplan::check_outputs({{"--trace", trace}}, {{"the plan", plan_path}});
     const ucplan::Plan plan = ucplan::load_plan(plan_path);
     if (!no_verify) {
       const std::string error = ucplan::find_plan_error(plan);

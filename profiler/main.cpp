@@ -89,6 +89,8 @@ int main(int argc, char** argv) {
   return ucplan::run_program(app, "ucplan profile", argc, argv, [&] {
     try {
       const std::string path = ucplan::resolve_network_path(network);
+      // Checked before measuring, so that a bad path costs no profile.
+      ucplan::check_outputs({{"-o", output}}, {{"the network", path}});
       const ucplan::Network net = ucplan::load_network(path);
       ucplan::ProfileOptions o;
       if (!ucplan::parse_precision(precision, &o.precision))

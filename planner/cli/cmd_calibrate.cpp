@@ -173,7 +173,15 @@ struct Direction {
 int run_calibrate(const CalibrateOptions& o) {
   if (o.traces.empty()) throw UserError("", "--trace", "at least one measured trace (ucplan run PLAN --trace T.json)");
   if (o.output.empty()) throw UserError("", "-o", "the calibrated profile's file is required");
-  check_output_path(o.output);
+  // -o may be the profile itself (refitted in place); never one of the traces it is fitted from.
+  std::vector<FileArgument> traces;
+  for (const std::string& t : o.traces) {
+    for (const FileArgument& seen : traces)
+      if (same_file(t, seen.path))
+        throw UserError(t, "--trace", "is given twice: each measured trace counts once in the fit");
+    traces.push_back({"a trace (--trace)", t});
+  }
+  check_outputs({{"-o", o.output}}, traces);
   Profile p = load_profile(o.profile);
   if (!p.measured())
     throw UserError(

@@ -1,6 +1,7 @@
 // `ucplan check`: every plan passes the independent verifier; with --recompile it is also
 // reproduced byte for byte from its embedded inputs and the profile it names (how plans are
 // kept valid and up to date in CI).
+#include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -48,17 +49,33 @@ int run_check(const CheckOptions& o) {
     }
     if (o.recompile) {
       const std::string text = read_file_bytes(path);
-      const std::string profile_text = read_file_bytes(plan.profile_path);
+      // The profile as the plan names it: from the current folder, as compile was given it, else
+      // from the plan's own folder (a plan moved with its profile). A plan whose profile is not
+      // there fails alone; the others are still checked.
+      namespace fs = std::filesystem;
+      std::string profile_path = plan.profile_path;
+      std::error_code ec;
+      if (!fs::exists(profile_path, ec) && fs::path(profile_path).is_relative())
+        if (const fs::path beside = fs::path(path).parent_path() / profile_path; fs::exists(beside, ec))
+          profile_path = beside.string();
+      if (!fs::is_regular_file(profile_path, ec)) {
+        fmt::print(
+            "FAIL {}: inputs.profile: {} is not in the current folder nor beside the plan, so the plan cannot "
+            "be made again\n",
+            path, plan.profile_path);
+        ++failures;
+        continue;
+      }
+      const std::string profile_text = read_file_bytes(profile_path);
       if (sha256_hex(profile_text) != plan.profile_sha256) {
-        fmt::print("FAIL {}: profile {} has changed since the plan was made (sha256 differs)\n", path,
-                   plan.profile_path);
+        fmt::print("FAIL {}: profile {} has changed since the plan was made (sha256 differs)\n", path, profile_path);
         ++failures;
         continue;
       }
       CompileInput in;
       in.network = plan.network;
       in.network_file = path + " (embedded network)";
-      in.profile = load_profile(plan.profile_path);
+      in.profile = load_profile(profile_path);
       in.profile_path = plan.profile_path;
       in.profile_sha256 = plan.profile_sha256;
       in.batch = plan.batch;

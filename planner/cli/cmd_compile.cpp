@@ -269,10 +269,16 @@ int run_compile(const CompileOptions& o) {
   const Precision precision = parse_precision_option(o.precision);
   if (precision != prof.precision)
     throw UserError(o.profile, "precision",
-                    fmt::format("the profile is at {}, --precision asks for {}: a plan needs a profile of its own "
+                    fmt::format("the profile is at {}, --precision asks for {}{}: a plan needs a profile of its own "
                                 "precision (ucplan profile ... --precision {})",
-                                precision_name(prof.precision), precision_name(precision), precision_name(precision)));
-  if (o.conv_only) return conv_only_report(o, net, net_path, prof);
+                                precision_name(prof.precision), precision_name(precision),
+                                precision == Precision::FP32 ? " (the default)" : "", precision_name(precision)));
+  if (o.conv_only) {
+    if (!o.output.empty() || !o.trace.empty())
+      throw UserError("", o.output.empty() ? "--trace" : "-o",
+                      "--conv-only makes no plan: it prints a report (with --json, as JSON)");
+    return conv_only_report(o, net, net_path, prof);
+  }
   if (!o.pareto.empty()) throw UserError("", "--pareto", "only with --conv-only");
   if (o.workspace.size() > 1)
     throw UserError("", "--workspace", "give one setting for a plan (several only with --conv-only)");
@@ -321,7 +327,12 @@ int run_compile(const CompileOptions& o) {
     const Graph g = build_graph(net, net_path, precision);
     const std::int64_t batch = o.batch > 0 ? o.batch : prof.batch;
     const std::int64_t peak = compute_liveness(build_tasks(g, construct_route(g)), batch).liveness_peak;
-    const auto arena = static_cast<std::int64_t>(std::floor(static_cast<double>(peak) * share / 100.0));
+    const double bytes = std::floor(static_cast<double>(peak) * share / 100.0);
+    if (bytes >= 0x1p62)  // past what a plan's sizes count (and a double converts exactly)
+      throw UserError(
+          "", "--budget",
+          fmt::format("{} of the liveness peak ({}) is more memory than any device has", o.budget, format_bytes(peak)));
+    const auto arena = static_cast<std::int64_t>(bytes);
     if (arena <= 0)
       throw UserError("", "--budget",
                       fmt::format("{} of the liveness peak ({}) is 0 bytes", o.budget, format_bytes(peak)));
@@ -347,8 +358,8 @@ int run_compile(const CompileOptions& o) {
     throw UserError("", "-o", "give -o PLAN.json (or --dump-after STAGE / --trace FILE to only look)");
   // Every output is checked before the work starts, so that a bad one costs no compile and
   // leaves no other output behind.
-  if (!o.output.empty()) check_output_path(o.output);
-  if (!o.trace.empty()) check_output_path(o.trace);
+  check_outputs({{"-o", o.output}, {"--trace", o.trace}},
+                {{"the network", net_path}, {"the profile (--profile)", o.profile}});
 
   CompileInput in;
   in.network = net;

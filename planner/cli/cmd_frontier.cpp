@@ -98,6 +98,8 @@ int run_frontier(const FrontierOptions& o) {
   if (options.solver == Solver::Exact)
     throw UserError("", "--solver", "exact is not offered here (a MILP per budget); use fast, default or thorough");
   const std::string net_path = resolve_network_path(o.network);
+  // The SVG is checked before the budgets are compiled, so that a bad path costs no work.
+  check_outputs({{"--svg", o.svg}}, {{"the network", net_path}, {"the profile (--profile)", o.profile}});
   CompileInput in;
   in.network = load_network(net_path);
   in.network_file = net_path;

@@ -40,6 +40,7 @@ void write_steps_csv(const std::string& path, const Graph& g, const TaskGraph& t
 
 int run_inspect(const InspectOptions& o) {
   std::string path = resolve_network_path(o.network);
+  check_outputs({{"--csv-steps", o.csv_steps}}, {{"the network", path}});
   Graph g = build_graph(load_network(path), path, parse_precision_option(o.precision));
   TaskGraph tg = build_tasks(g, construct_route(g));
   Liveness lv = compute_liveness(tg, o.batch);

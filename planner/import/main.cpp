@@ -18,6 +18,7 @@ struct ImportCommandOptions {
 };
 
 int run_import(const ImportCommandOptions& o) {
+  check_outputs({{"-o", o.output}}, {{"the ONNX model", o.model}});
   ImportOptions options;
   options.name = o.name;
   Network net = import_onnx_file(o.model, options);

@@ -116,10 +116,18 @@ std::string read_file_bytes(const std::string& path, std::string_view what) {
   if (std::filesystem::is_directory(path, ec)) throw UserError(named, "", fmt::format("is a folder, not a {}", what));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(named, "", fmt::format("cannot read the file ({})", std::strerror(errno)));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  // In pieces, so that an endless device is refused at the limit instead of filling the memory.
+  std::string bytes;
+  std::vector<char> piece(std::size_t{1} << 20);
+  while (in) {
+    in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+    bytes.append(piece.data(), static_cast<std::size_t>(in.gcount()));
+    if (static_cast<std::int64_t>(bytes.size()) > kMaxInputBytes)
+      throw UserError(named, "",
+                      fmt::format("holds more than {} GiB: not a {} ucplan reads", kMaxInputBytes >> 30, what));
+  }
   if (in.bad()) throw UserError(named, "", "cannot read the file");
-  return buffer.str();
+  return bytes;
 }
 
 Json load_json_file(const std::string& path) {
@@ -154,29 +162,103 @@ Json load_json_file(const std::string& path) {
   }
 }
 
+namespace {
+
+// Where a write to `path` lands: the file a symbolic link names, followed link by link (so the
+// link stays a link, also one that names a file not made yet), else the path itself.
+std::filesystem::path output_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path at = path;
+  for (int hops = 0; hops < 40; ++hops) {  // 40: Linux's own limit on links followed (ELOOP)
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(at, ec))) break;
+    const fs::path to = fs::read_symlink(at, ec);
+    if (ec) break;
+    at = to.is_relative() ? at.parent_path() / to : to;
+  }
+  return at;
+}
+
+// An existing path that is not a regular file (a device such as /dev/null, a pipe): written
+// directly, since renaming a file over it would replace it.
+bool is_special(const std::filesystem::path& target) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(target, ec);
+  return !ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st);
+}
+
+}  // namespace
+
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) {
+    const bool same = fs::equivalent(a, b, ec);
+    return !ec && same;
+  }
+  const fs::path x = fs::weakly_canonical(fs::absolute(a, ec), ec), y = fs::weakly_canonical(fs::absolute(b, ec), ec);
+  return x == y;
+}
+
 void check_output_path(const std::string& path) {
   namespace fs = std::filesystem;
-  fs::path target(path);
+  const fs::path target = output_target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
   if (!target.has_filename() || fs::is_directory(target, ec))
     throw UserError(path, "", "is a folder: give a file name to write");
+  if (is_special(target)) {
+    if (::access(target.c_str(), W_OK) != 0) throw UserError(path, "", "cannot write to it");
+    return;
+  }
   if (!fs::is_directory(dir, ec)) throw UserError(path, "", "the folder " + dir.string() + " does not exist");
   if (::access(dir.c_str(), W_OK) != 0) throw UserError(path, "", "cannot write in " + dir.string());
 }
 
+void check_outputs(const std::vector<FileArgument>& outputs, const std::vector<FileArgument>& inputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const FileArgument& out = outputs[i];
+    if (out.path.empty()) continue;
+    check_output_path(out.path);
+    if (is_special(output_target(out.path))) continue;  // /dev/null may take every output
+    for (const FileArgument& in : inputs)
+      if (!in.path.empty() && same_file(out.path, in.path))
+        throw UserError(out.path, out.option,
+                        fmt::format("is also {}: writing there would destroy it; give another file", in.option));
+    for (std::size_t k = 0; k < i; ++k)
+      if (!outputs[k].path.empty() && same_file(out.path, outputs[k].path))
+        throw UserError(out.path, out.option,
+                        fmt::format("is also where {} writes: each output needs a file of its own", outputs[k].option));
+  }
+}
+
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
   namespace fs = std::filesystem;
-  for (const auto& f : files) check_output_path(f.first);
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    check_output_path(files[i].first);
+    if (is_special(output_target(files[i].first))) continue;
+    for (std::size_t k = 0; k < i; ++k)
+      if (same_file(files[i].first, files[k].first))
+        throw UserError(files[i].first, "", "is given for two outputs: each needs a file of its own");
+  }
   // Every file goes to a temporary beside its target first; only when all are written are they
-  // renamed into place, so a failure leaves none of them behind.
+  // renamed into place, so a failure leaves none of them behind. A device or a pipe is written
+  // last, directly.
   std::vector<std::string> temps;
+  std::vector<std::size_t> direct;
   auto discard = [&temps]() {
     std::error_code ec;
     for (const auto& t : temps) fs::remove(t, ec);
   };
-  for (const auto& [path, text] : files) {
-    fs::path target(path);
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const auto& [path, text] = files[i];
+    const fs::path target = output_target(path);
+    if (is_special(target)) {
+      direct.push_back(i);
+      temps.emplace_back();
+      continue;
+    }
     fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
     temps.push_back((dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string());
     std::ofstream out(temps.back(), std::ios::binary | std::ios::trunc);
@@ -193,12 +275,19 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
     }
   }
   for (std::size_t i = 0; i < files.size(); ++i) {
+    if (temps[i].empty()) continue;
     std::error_code ec;
-    fs::rename(temps[i], files[i].first, ec);
+    fs::rename(temps[i], output_target(files[i].first), ec);
     if (ec) {
       discard();
       throw UserError(files[i].first, "", "cannot replace the file: " + ec.message());
     }
+  }
+  for (std::size_t i : direct) {
+    std::ofstream out(files[i].first, std::ios::binary);
+    out << files[i].second;
+    out.flush();
+    if (!out) throw UserError(files[i].first, "", "writing failed");
   }
 }
 

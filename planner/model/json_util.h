@@ -19,8 +19,10 @@ using Json = nlohmann::json;
 // Object keys kept in insertion order, so that what we write is ordered as we build it.
 using OrderedJson = nlohmann::ordered_json;
 
-// A whole file's bytes; UserError naming it when it is a folder ("is a folder, not a WHAT") or
-// cannot be read ("cannot read the file (No such file or directory)"), an empty name as "".
+// A whole file's bytes; UserError naming it when it is a folder ("is a folder, not a WHAT"), cannot
+// be read ("cannot read the file (No such file or directory)") or holds more than kMaxInputBytes
+// (a device such as /dev/zero never ends), an empty name as "".
+constexpr std::int64_t kMaxInputBytes = std::int64_t{1} << 31;
 std::string read_file_bytes(const std::string& path, std::string_view what = "file");
 
 // Reads and parses a JSON file; a syntax error names the line and column.
@@ -28,12 +30,31 @@ Json load_json_file(const std::string& path);
 
 // Writes text to path atomically (temporary file in the same folder, then rename), so that a
 // failure never leaves a half-written file. Throws UserError when the folder is not writable.
+// A symbolic link is followed (the file it names is replaced, the link stays); a path that is
+// not a regular file, such as /dev/null or a pipe, is written directly (there is nothing to
+// replace).
 void write_file_atomically(const std::string& path, const std::string& text);
 // Several outputs of one command: all written, or none (each path is checked before any is
-// written, and every file is renamed into place only when all were written).
+// written, and every file is renamed into place only when all were written). Two outputs naming
+// the same file are refused.
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
 // Throws the UserError a write to path would give (a folder, a missing folder, not writable).
 void check_output_path(const std::string& path);
+
+// Whether two paths name the same file: equivalent when both exist, else the same path once made
+// absolute and normal (symbolic links resolved as far as they exist).
+bool same_file(const std::string& a, const std::string& b);
+
+// A command's file argument, with the option that gave it ("-o", "--trace", "the plan").
+struct FileArgument {
+  std::string option;
+  std::string path;
+};
+// Every output checked before the command does any work (check_output_path), then told apart from
+// every other output and from every input: writing over an input would destroy it, and two
+// outputs in one file would leave only the last. UserError "PATH: OPTION: is also ...". Empty
+// paths (an output not asked for) are skipped.
+void check_outputs(const std::vector<FileArgument>& outputs, const std::vector<FileArgument>& inputs = {});
 
 // Deterministic text of a JSON document: keys in insertion order, one key per line, arrays of
 // objects one element per line (so plans and profiles diff line by line), a final newline.

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""What the commands do with the files they are given: nothing an input is lost to an output, no output
+lost to another, devices and links written as such, a bad output refused before any work, and an invalid
+plan explained without its views. Each refusal is one line, exit code 2, and leaves every file as it was.
+Usage: files.py UCPLAN_BIN"""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from checks import check, finish  # tests/cli/checks.py
+
+ucplan = sys.argv[1]
+
+
+def run(*args, cwd=None):
+    return subprocess.run([ucplan, *args], capture_output=True, text=True, cwd=cwd)
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def refused(r, want, what):
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    check(r.returncode == 2 and len(lines) == 1 and want in lines[0],
+          f"{what}: exit 2 and one line with {want!r}; got {r.returncode}: {r.stderr.strip()!r}")
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    j = lambda *p: os.path.join(tmp, *p)  # noqa: E731
+    prof, plan = j("p.json"), j("plan.json")
+    # Made in the folder, so that the plan names its profile as "p.json" (check --recompile below).
+    r = run("profile", "resnet20", "--batch", "4", "--device", "model:k40", "-o", "p.json", cwd=tmp)
+    check(r.returncode == 0, f"profile: {r.stderr.strip()}")
+    r = run("compile", "resnet20", "--profile", "p.json", "--budget", "50%", "-q", "-o", "plan.json", cwd=tmp)
+    check(r.returncode == 0, f"compile: {r.stderr.strip()}")
+    before = {f: digest(f) for f in (prof, plan)}
+
+    # An output that is an input: refused, the input untouched.
+    refused(run("compile", "resnet20", "--profile", prof, "--budget", "50%", "-q", "-o", prof),
+            "-o: is also the profile (--profile)", "compile -o PROFILE")
+    refused(run("explain", plan, "--trace", plan), "--trace: is also the plan", "explain --trace PLAN")
+    refused(run("run", plan, "--trace", plan), "--trace: is also the plan", "run --trace PLAN")
+    refused(run("frontier", "resnet20", "--profile", prof, "--points", "2", "--svg", prof),
+            "--svg: is also the profile (--profile)", "frontier --svg PROFILE")
+    shutil.copy(prof, j("t1.json"))
+    refused(run("calibrate", prof, "-t", j("t1.json"), "-t", j("t1.json"), "-o", j("c.json")),
+            "--trace: is given twice", "calibrate with one trace twice")
+    refused(run("calibrate", prof, "-t", j("t1.json"), "-o", j("t1.json")), "-o: is also a trace (--trace)",
+            "calibrate -o TRACE")
+    # The same file for two outputs: refused before the work, nothing written.
+    refused(run("compile", "resnet20", "--profile", prof, "--budget", "50%", "-o", j("same.json"), "--trace",
+                j("same.json")), "--trace: is also where -o writes", "compile -o F --trace F")
+    check(not os.path.exists(j("same.json")), "no file left by the refused compile")
+    # A bad output costs no work: refused before profiling, running or compiling the frontier.
+    for args, what in ((("profile", "resnet20", "--batch", "4", "--device", "cpu", "-o", j("no", "p.json")), "profile"),
+                       (("run", plan, "--trace", j("no", "t.json")), "run"),
+                       (("frontier", "resnet20", "--profile", prof, "--svg", j("no", "f.svg")), "frontier")):
+        refused(run(*args), "does not exist", f"{what} into a missing folder")
+    check(before == {f: digest(f) for f in (prof, plan)}, "the inputs are as they were")
+
+    # A symbolic link: the file it names is written, the link stays a link.
+    os.makedirs(j("real"))
+    os.symlink(os.path.join("real", "plan.json"), j("link.json"))
+    r = run("compile", "resnet20", "--profile", "p.json", "--budget", "50%", "-q", "-o", "link.json", cwd=tmp)
+    check(r.returncode == 0 and os.path.islink(j("link.json")) and digest(j("real", "plan.json")) == before[plan],
+          f"-o LINK writes the file it names and keeps the link: {r.returncode} {r.stderr.strip()!r}")
+    # A device is written to, not replaced (a pipe likewise): /dev/null takes a plan and a trace.
+    r = run("compile", "resnet20", "--profile", prof, "--budget", "50%", "-q", "-o", "/dev/null", "--trace",
+            "/dev/null")
+    check(r.returncode == 0 and not os.path.isfile("/dev/null"), f"-o /dev/null: {r.returncode} {r.stderr.strip()!r}")
+
+    # An invalid plan: explain says why (exit 1) and draws nothing, whatever the indices hold.
+    with open(plan) as f:
+        p = json.load(f)
+    for b in p["buffers"]:
+        if not b.get("resident"):
+            b["last_step"] = 1000000
+            break
+    with open(j("bad.json"), "w") as f:
+        json.dump(p, f)
+    for extra, said in (((), "INVALID: "), (("--json",), '"valid": false'),
+                        (("--trace", j("bad-trace.json"), "--svg", j("bad.svg")), "INVALID: ")):
+        r = run("explain", j("bad.json"), *extra)
+        check(r.returncode == 1 and said in r.stdout,
+              f"explain of an invalid plan {extra}: exit 1 with the verifier's reason; got {r.returncode} "
+              f"{r.stdout.strip()!r} {r.stderr.strip()!r}")
+    check(not os.path.exists(j("bad-trace.json")) and not os.path.exists(j("bad.svg")),
+          "no trace or SVG of an invalid plan")
+
+    # check --recompile finds the profile beside the plan when run from elsewhere, and a plan whose
+    # profile is nowhere fails alone.
+    r = run("check", "--recompile", "plan.json", cwd=tmp)
+    check(r.returncode == 0, f"check --recompile from the plan's folder: {r.stdout.strip()} {r.stderr.strip()}")
+    os.makedirs(j("moved"))
+    for f in ("p.json", "plan.json"):
+        shutil.copy(j(f), j("moved", f))
+    r = run("check", "--recompile", os.path.join("moved", "plan.json"), cwd=tmp)
+    check(r.returncode == 0, f"check --recompile, the profile beside the plan: {r.stdout.strip()} {r.stderr.strip()}")
+    os.remove(j("moved", "p.json"))
+    os.remove(j("p.json"))
+    r = run("check", "--recompile", os.path.join("moved", "plan.json"), "plan.json", cwd=tmp)
+    check(r.returncode == 1 and r.stdout.count("inputs.profile: p.json is not in the current folder") == 2,
+          f"check --recompile without the profile: each plan fails alone: {r.returncode} {r.stdout.strip()!r}")
+finish("files: ")
