@@ -245,9 +245,7 @@ TEST_SUITE("verifier") {
       }
     CHECK(find_plan_error(cpu) != "");
   }
-}
 
-TEST_SUITE("verifier") {
   TEST_CASE("a cuDNN recomputation's workspace: stated for its own configuration, and held") {
     // A recomputation may run another configuration than the kernels list's forward one (less
     // workspace may be free then); for cuDNN only the profile knows what it needs, so the plan
@@ -293,6 +291,13 @@ TEST_SUITE("verifier") {
         break;
       }
     CHECK(find_plan_error(u).find("only a recomputation does") != std::string::npos);
+  }
+
+  TEST_CASE("a convolution whose predicted duration is not its kernel's") {
+    Plan p = tight_plan();
+    REQUIRE(!p.kernels.empty());
+    p.kernels[0].time_ns += 1;  // the kernel table now tells another story than the steps
+    CHECK(find_plan_error(p).find("the kernels list states") != std::string::npos);
   }
 
   TEST_CASE("an embedded network edited after the plan was made") {

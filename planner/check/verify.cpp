@@ -505,6 +505,11 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
     if (kernel_used_[k->second]) invalid(fmt::format("{}: a second step runs {} of {}", step_name(s), op, gl.name()));
     kernel_used_[k->second] = 1;
   }
+  // Its predicted duration is the one the kernels list states for its configuration, so the
+  // plan's times and its kernel table tell one story (the times themselves come from the profile).
+  if (listed && s.end_ns - s.start_ns != pk.time_ns)
+    invalid(fmt::format("{}: lasts {} ns, the kernels list states {} ns for its configuration", step_name(s),
+                        s.end_ns - s.start_ns, pk.time_ns));
   // The workspace: what the kernels need, exactly computed for the CPU algorithms; for cuDNN
   // what the profile measured, as the plan states it (per kernel in the kernels list, and on a
   // recomputation, which may run another configuration), which the CUDA executor checks against
