@@ -237,33 +237,32 @@ void check_outputs(const std::vector<FileArgument>& outputs, const std::vector<F
 
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
   namespace fs = std::filesystem;
+  // Where each lands (a link followed), and whether it is a device or a pipe, written directly
+  // (there is nothing to replace) after the files.
+  std::vector<fs::path> targets;
+  std::vector<char> special;
   for (std::size_t i = 0; i < files.size(); ++i) {
     check_output_path(files[i].first);
-    if (is_special(output_target(files[i].first))) continue;
-    for (std::size_t k = 0; k < i; ++k)
+    targets.push_back(output_target(files[i].first));
+    special.push_back(is_special(targets.back()));
+    for (std::size_t k = 0; k < i && !special.back(); ++k)
       if (same_file(files[i].first, files[k].first))
         throw UserError(files[i].first, "", "is given for two outputs: each needs a file of its own");
   }
   // Every file goes to a temporary beside its target first; only when all are written are they
-  // renamed into place, so a failure leaves none of them behind. A device or a pipe is written
-  // last, directly.
-  std::vector<std::string> temps;
-  std::vector<std::size_t> direct;
+  // renamed into place, so a failure leaves none of them behind.
+  std::vector<std::string> temps(files.size());
   auto discard = [&temps]() {
     std::error_code ec;
-    for (const auto& t : temps) fs::remove(t, ec);
+    for (const auto& t : temps)
+      if (!t.empty()) fs::remove(t, ec);
   };
   for (std::size_t i = 0; i < files.size(); ++i) {
+    if (special[i]) continue;
     const auto& [path, text] = files[i];
-    const fs::path target = output_target(path);
-    if (is_special(target)) {
-      direct.push_back(i);
-      temps.emplace_back();
-      continue;
-    }
-    fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    temps.push_back((dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string());
-    std::ofstream out(temps.back(), std::ios::binary | std::ios::trunc);
+    const fs::path dir = targets[i].has_parent_path() ? targets[i].parent_path() : fs::path(".");
+    temps[i] = (dir / ("." + targets[i].filename().string() + ".tmp." + std::to_string(::getpid()))).string();
+    std::ofstream out(temps[i], std::ios::binary | std::ios::trunc);
     if (!out) {
       discard();
       throw UserError(path, "", "cannot write in " + dir.string());
@@ -277,16 +276,17 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
     }
   }
   for (std::size_t i = 0; i < files.size(); ++i) {
-    if (temps[i].empty()) continue;
+    if (special[i]) continue;
     std::error_code ec;
-    fs::rename(temps[i], output_target(files[i].first), ec);
+    fs::rename(temps[i], targets[i], ec);
     if (ec) {
       discard();
       throw UserError(files[i].first, "", "cannot replace the file: " + ec.message());
     }
   }
-  for (std::size_t i : direct) {
-    std::ofstream out(files[i].first, std::ios::binary);
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (!special[i]) continue;
+    std::ofstream out(targets[i], std::ios::binary);
     out << files[i].second;
     out.flush();
     if (!out) throw UserError(files[i].first, "", "writing failed");
