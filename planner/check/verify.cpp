@@ -515,8 +515,8 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   // recomputation, which may run another configuration), which the CUDA executor checks against
   // cuDNN's own answer before it runs anything. A cuDNN recomputation that states nothing for a
   // configuration the kernels list does not describe could run in any workspace: refused.
-  const std::int64_t stated = s.op == StepOp::Recompute ? s.config_workspace_bytes : -1;
-  if (s.op != StepOp::Recompute && s.config_workspace_bytes >= 0)
+  const std::int64_t stated = s.config_workspace_bytes;  // -1: none
+  if (s.op != StepOp::Recompute && stated >= 0)
     invalid(
         fmt::format("{}: states the workspace of its configuration, which only a recomputation does (the "
                     "kernels list states it for the others)",
