@@ -66,6 +66,15 @@ int main(int argc, char** argv) {
     if (!(lr >= 0 && std::isfinite(lr)))  // as PyTorch's SGD, which refuses a negative one
       throw ucplan::UserError("", "--lr",
                               fmt::format("a learning rate must be a finite number, 0 or more, got {}", lr));
+    // Options that change only what --check or the CUDA backend does are refused where they would be
+    // ignored, so that a user who gives them is not misled into trusting a run they did not shape.
+    if (!check && tolerance_option->count() > 0)
+      throw ucplan::UserError("", "--tolerance", "only with --check (it is the gradients' allowed error)");
+    if (!check && no_poison) throw ucplan::UserError("", "--no-poison", "only with --check");
+    if (exact && device.rfind("cuda", 0) != 0)
+      throw ucplan::UserError("", "--exact",
+                              "only with --device cuda (the CPU runs every configuration as planned, or refuses "
+                              "the plan)");
     if (graphs && device.rfind("cuda", 0) != 0)
       throw ucplan::UserError("", "--cuda-graphs", fmt::format("CUDA graphs need --device cuda, not {}", device));
     // The trace is checked before the run, so that a bad path costs no iterations.

@@ -2,6 +2,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
+#include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -37,15 +40,36 @@ std::string one_line(const std::string& m) {
 }
 
 std::string command_line_message(const std::string& what) {
-  static const std::string repeated = "At Most 1 required but received ";
-  std::string m = what;
-  if (const auto at = m.find(repeated); at != std::string::npos) {
-    std::size_t end = at + repeated.size();
-    while (end < m.size() && m[end] >= '0' && m[end] <= '9') ++end;
-    const std::string times = m.substr(at + repeated.size(), end - at - repeated.size());
-    if (!times.empty()) m.replace(at, end - at, "given " + times + " times; give it once");
+  // CLI11's messages for a value it cannot take, said as the planner's own errors are:
+  // "OPTION: what was expected, got "VALUE"".
+  static const std::regex repeated(R"(At Most 1 required but received (\d+))");
+  static const std::regex unconverted(R"(^Could not convert: (\S+) = (.*)$)");
+  static const std::regex out_of_range(R"(^(\S+): Value (.*) not in range (\S+) to (\S+)$)");
+  static const std::regex missing_value(R"(^(\S+): \d+ required \S+ missing$)");
+  static const std::regex not_member(R"(^(\S+): (.*) not in \{(.*)\}$)");
+  std::smatch m;
+  std::string out;
+  if (std::regex_search(what, m, repeated)) {
+    out = m.prefix().str() + "given " + m[1].str() + " times; give it once" + m.suffix().str();
+  } else if (std::regex_match(what, m, unconverted)) {
+    out = fmt::format("{}: expected a number, got \"{}\"", m[1].str(), m[2].str());
+  } else if (std::regex_match(what, m, out_of_range)) {
+    out = fmt::format("{}: expected a whole number from {} to {}, got \"{}\"", m[1].str(), m[3].str(), m[4].str(),
+                      m[2].str());
+  } else if (std::regex_match(what, m, missing_value)) {
+    out = m[1].str() + ": needs a value";
+  } else if (std::regex_match(what, m, not_member)) {
+    std::vector<std::string> choices;
+    std::stringstream in(m[3].str());
+    for (std::string c; std::getline(in, c, ',');) choices.push_back(c);
+    std::string list;
+    for (std::size_t i = 0; i < choices.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+    out = fmt::format("{}: expected {}, got \"{}\"", m[1].str(), list, m[2].str());
+  } else {
+    out = what;
   }
-  return one_line(m);
+  return one_line(out);
 }
 
 UserError::UserError(std::string file, std::string where, std::string what)

@@ -29,8 +29,10 @@ class UserError : public std::runtime_error {
 // The text with control characters escaped (\n, \t, \xNN): an error message is one line, always.
 std::string one_line(const std::string& text);
 
-// A command-line parser's message (CLI11's) as one line, with an option given more than once said
-// plainly: "--budget: given 2 times; give it once" instead of "At Most 1 required but received 2".
+// A command-line parser's message (CLI11's) as one line, with what it could not take said plainly:
+// "--budget: given 2 times; give it once" instead of "At Most 1 required but received 2",
+// "--points: expected a number, got "abc"" instead of "Could not convert: --points = abc", and
+// likewise a value out of an integer range, a missing value and one not among the choices.
 std::string command_line_message(const std::string& what);
 
 [[noreturn]] void check_failed(const char* expr, const char* file, int line, const std::string& msg);

@@ -120,6 +120,13 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
     memo.emplace(key, tc);
     ct.tasks[t.id] = std::move(tc);
   }
+  // Overheads are shares of the ideal iteration (the tasks at their fastest): with every task at
+  // 0 s there is nothing to share, and no real measurement or model gives that.
+  if (std::all_of(ct.tasks.begin(), ct.tasks.end(), [](const TaskCost& c) { return c.time_ns == 0; }))
+    throw UserError(file, "signatures",
+                    fmt::format("every cost network {} uses is 0 s at sub-batch {}, so its ideal iteration would "
+                                "take no time (an edited profile: profile again)",
+                                g.net.name, sub_batch));
   return ct;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every program says a bad command line alike (planner/model/program.h): one line on stderr,
 # "PROGRAM: error: WHAT (see PROGRAM [SUBCOMMAND ]--help)", exit code 2, nothing on stdout (a
-# mistyped command named, with the commands there are);
+# mistyped command named, with the commands there are); CLI11's own wording for a value it
+# cannot take is rewritten, and options that would be ignored are refused;
 # --help prints its usage on stdout and exits 0; `ucplan --version` names the version.
 # Usage: programs.sh UCPLAN
 set -uo pipefail
@@ -24,6 +25,18 @@ expect_bad() {  # prefix help-hint args...
   fi
   rm -f "$err"
 }
+expect_said() {  # message args...: exit code 2 and one stderr line holding the message
+  local message=$1 err rc
+  shift
+  err=$("$ucplan" "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [ "$rc" -ne 2 ] || [ "$(grep -c . <<<"$err")" -ne 1 ] || [[ "$err" != *"$message"* ]]; then
+    echo "FAIL ucplan $*: exit $rc, expected one line holding '$message', got: $err"
+    fail=1
+  else
+    echo "ok   ucplan $*: $err"
+  fi
+}
 expect_ok() {  # pattern args...: exit code 0 and a line of stdout matching the pattern
   local pattern=$1 out rc
   shift
@@ -43,6 +56,16 @@ expect_bad "ucplan" "ucplan check" check plan.json --bogus
 expect_bad "ucplan profile" "ucplan profile" profile resnet20 --batch 4 --bogus -o /dev/null
 expect_bad "ucplan run" "ucplan run" run plan.json --bogus
 expect_bad "ucplan import" "ucplan import" import model.onnx --bogus -o /dev/null
+# CLI11's own wording for a value it cannot take is said the planner's way (errors.h).
+expect_said '--points: expected a number, got "abc"' frontier resnet20 --profile p.json --points abc
+expect_said '--batch: expected a whole number from 1 to 65536, got "1.5"' profile resnet20 --batch 1.5 -o x.json
+expect_said '--budget: needs a value' compile resnet20 --profile p.json -o x.json --budget
+expect_said '--fit: expected all, copies or launch, got "both"' calibrate p.json -t t.json -o x.json --fit both
+expect_said '--budget: given 2 times; give it once' compile resnet20 --profile p.json --budget 1GiB --budget 2GiB
+# Options that would be ignored are refused before the plan is read.
+expect_said '--tolerance: only with --check' run plan.json --tolerance 0.1
+expect_said '--no-poison: only with --check' run plan.json --no-poison
+expect_said '--exact: only with --device cuda' run plan.json --exact
 for command in compile check profile run import; do expect_ok "^Usage: " "$command" --help; done
 expect_ok "^Usage: " --help
 expect_ok "^ucplan [0-9]" --version
