@@ -68,6 +68,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string description() const = 0;
+  // The device as a profile measured on it names it (Profile's device.name): `run --trace` records
+  // it, so that calibrate refits a profile only from runs on the profile's device.
+  virtual std::string device_name() const = 0;
   // Untimed iterations before the timed ones (replay_plan): what warms up (page faults, caches,
   // library workspaces) and, on CUDA with graphs, the capture.
   virtual int warmup_iterations() const { return 1; }

@@ -46,6 +46,8 @@ class CpuBackend : public Backend {
     return fmt::format("cpu ({}; streams are threads)", cpu::blas_description());
   }
 
+  std::string device_name() const override { return cpu::cpu_device_name(); }
+
   void check_steps(const std::vector<ResolvedStep>& steps) const override {
     for (const ResolvedStep& s : steps)
       if (!s.config.empty()) check_configs(s, g_.layers[static_cast<std::size_t>(s.layer)]);

@@ -119,7 +119,10 @@ int main(int argc, char** argv) {
     if (o.fp32_floor && ucplan::low_precision_storage(plan.precision))
       floor_of.push_back("the emulated reference from an FP32 reference");
     if (o.rounding_floor) floor_of.push_back("a reference with every convolution's FP32 rounding jittered");
-    if (!trace.empty()) ucplan::write_file_atomically(trace, ucplan::chrome_trace(plan, &r.timeline));
+    if (!trace.empty()) {
+      const ucplan::RunDevice ran_on{device == "cpu" ? "cpu" : "cuda", backend->device_name()};
+      ucplan::write_file_atomically(trace, ucplan::chrome_trace(plan, &r.timeline, &ran_on));
+    }
     const double ratio = r.predicted_seconds > 0 ? r.median_seconds / r.predicted_seconds : 0;
     if (json) {
       ucplan::OrderedJson j = {{"plan", plan_path},

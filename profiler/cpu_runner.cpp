@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <new>
 #include <random>
 #include <thread>
@@ -19,17 +18,6 @@
 namespace ucplan {
 
 namespace {
-
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  return "unknown CPU";
-}
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -120,7 +108,7 @@ class CpuRunner : public Runner {
   DeviceInfo device() override {
     if (!device_.kind.empty()) return device_;
     device_.kind = "cpu";
-    device_.name = fmt::format("{} ({} threads)", cpu_model_name(), cpu::blas_threads());
+    device_.name = cpu::cpu_device_name();
     device_.memory_bytes = static_cast<std::int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
     device_.peak_flops = cpu::measure_sgemm_gflops(512, 5) * 1e9;  // measured, not a datasheet number
     device_.versions["ucplan"] = UCPLAN_VERSION;

@@ -64,6 +64,7 @@ class WrappedCpu : public Backend {
  public:
   WrappedCpu(const Graph& g, bool precheck) : cpu_(make_cpu_backend(g)), precheck_(precheck) {}
   std::string description() const override { return cpu_->description(); }
+  std::string device_name() const override { return cpu_->device_name(); }
   void check_steps(const std::vector<ResolvedStep>& steps) const override {
     if (precheck_) cpu_->check_steps(steps);
   }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -53,6 +54,19 @@ std::string blas_description() {
 }
 
 int blas_threads() { return openblas_get_num_threads(); }
+
+std::string cpu_device_name() {
+  std::string model = "unknown CPU";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) {
+      if (const auto colon = line.find(':'); colon != std::string::npos && colon + 2 <= line.size()) {
+        model = line.substr(colon + 2);
+        break;
+      }
+    }
+  return fmt::format("{} ({} threads)", model, blas_threads());
+}
 
 double measure_sgemm_gflops(int n, int repeats) {
   const auto size = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);

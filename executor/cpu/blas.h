@@ -13,6 +13,9 @@ void ensure_blas_core_type(char** argv);
 std::string blas_description();  // e.g. "OpenBLAS 0.3.21 (Haswell, 2 threads)"
 std::string blas_version();      // e.g. "0.3.21"
 int blas_threads();
+// This CPU as a profile measured on it names its device: "MODEL NAME (N threads)", the model from
+// /proc/cpuinfo and the threads OpenBLAS runs.
+std::string cpu_device_name();
 // Single-precision GEMM throughput on this machine, measured on n x n x n (median of repeats).
 double measure_sgemm_gflops(int n = 1024, int repeats = 5);
 

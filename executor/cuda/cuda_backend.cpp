@@ -330,6 +330,8 @@ class CudaBackend : public Backend {
   // The first iteration settles what may synchronize; the second captures the graphs.
   int warmup_iterations() const override { return graphs_enabled_ ? 2 : 1; }
 
+  std::string device_name() const override { return device_.name(); }
+
   std::string description() const override {
     return graphs_launched_ ? description_ + ", phases launched as CUDA graphs" : description_;
   }

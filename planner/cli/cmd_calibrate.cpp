@@ -49,8 +49,10 @@ struct Trace {
 };
 
 // The copies and compute gaps of one measured trace written by `ucplan run --trace` of a plan for
-// `network`.
-Trace read_trace(const std::string& path, const std::string& network) {
+// `profile`'s network, on its device where the trace says which (traces written before runs recorded
+// their device, otherData.device, are taken on trust).
+Trace read_trace(const std::string& path, const Profile& profile) {
+  const std::string& network = profile.network;
   const Json j = load_json_file(path);
   const JsonReader r(j, path, "");
   if (!j.is_object() || !r.has("traceEvents") || !r.has("otherData"))
@@ -68,6 +70,16 @@ Trace read_trace(const std::string& path, const std::string& network) {
     other.at("network").fail(
         fmt::format("a run of \"{}\", but the profile is of \"{}\": calibrate with runs of the profile's network",
                     traced, network));
+  if (other.has("device")) {
+    const JsonReader device = other.at("device");
+    device.allow_only({"kind", "name"});
+    const std::string kind = device.at("kind").string(), name = device.at("name").string();
+    if (kind != profile.device.kind || name != profile.device.name)
+      device.fail(
+          fmt::format("a run on {} \"{}\", but the profile was measured on {} \"{}\": calibrate with runs "
+                      "on the profile's device",
+                      kind, name, profile.device.kind, profile.device.name));
+  }
   Trace trace;
   std::vector<Copy>& copies = trace.copies;
   // The compute stream's thread: the one the trace names "compute".
@@ -191,7 +203,7 @@ int run_calibrate(const CalibrateOptions& o) {
   Direction dirs[2];  // d2h, h2d
   std::vector<double> gaps_us;
   for (const std::string& path : o.traces) {
-    Trace trace = read_trace(path, p.network);
+    Trace trace = read_trace(path, p);
     gaps_us.insert(gaps_us.end(), trace.gaps_us.begin(), trace.gaps_us.end());
     std::vector<Copy>& copies = trace.copies;
     std::sort(copies.begin(), copies.end(), [](const Copy& a, const Copy& b) { return a.start_us < b.start_us; });

@@ -45,7 +45,8 @@ std::vector<std::pair<std::int64_t, std::int64_t>> memory_profile(const Plan& pl
   return points;
 }
 
-std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* measured, int max_rounds) {
+std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* measured, const RunDevice* ran_on,
+                         int max_rounds) {
   OrderedJson events = OrderedJson::array();
   const std::string source = measured ? "measured" : "predicted";
   events.push_back({{"name", "process_name"},
@@ -101,6 +102,7 @@ std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* meas
                        {"budget_bytes", plan.budget_bytes},
                        {"rounds", plan.rounds}}},
                      {"traceEvents", events}};
+  if (ran_on) doc["otherData"]["device"] = {{"kind", ran_on->kind}, {"name", ran_on->name}};
   return dump_json(doc);
 }
 

@@ -20,9 +20,17 @@ struct MeasuredStep {
   std::int64_t bytes = 0;  // copies: the bytes moved (a trace's args.bytes, what `ucplan calibrate` fits)
 };
 
+// The device a measured timeline ran on, as a profile names its device (Profile::device): kind
+// "cpu" or "cuda", and its name. A measured trace records it in otherData.device, so that
+// `ucplan calibrate` refits a profile only from runs on the profile's own device.
+struct RunDevice {
+  std::string kind, name;
+};
+
 // Predicted (measured == nullptr): every round laid end to end, then the final steps; at most
 // `max_rounds` rounds are drawn (the rest are identical).
-std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* measured = nullptr, int max_rounds = 4);
+std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* measured = nullptr,
+                         const RunDevice* ran_on = nullptr, int max_rounds = 4);
 
 // Arena bytes in use over one predicted round, with the budget and the lower bound.
 std::string memory_svg(const Plan& plan);

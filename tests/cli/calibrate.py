@@ -4,7 +4,8 @@ up here from known lines (host-to-device 7 us + bytes / 20 GB/s, device-to-host 
 12.5 GB/s, each within half a microsecond of its line), the fit must recover them; copies that a
 copy in the other direction overlaps for more than half their time must be left out (they are made
 five times slower here, so including them would show); the profile must keep everything else, record
-the profiler's own fit beside the new one and read back; the order of the traces must change
+the profiler's own fit beside the new one and read back; a trace from another device is refused;
+the order of the traces must change
 nothing; calibrating a calibrated profile must still name the profiler's fit as the bench; and a plan
 from a calibrated profile says so in its notes. The launch gap: from compute kernels made up here
 (three in five follow the one before after 1.7 us, give or take 0.03; the rest wait 3 to 20 us
@@ -127,6 +128,23 @@ with tempfile.TemporaryDirectory() as tmp:
     rest = {k: v for k, v in cal.items() if k != "transfer"}
     check(rest == {k: v for k, v in profile.items() if k != "transfer"}, "calibrate changed more than the copies")
     check(cal["transfer"]["duplex"] == profile["transfer"]["duplex"], "calibrate changed duplex")
+
+    # A trace that names the device it ran on must name the profile's; one from another device is
+    # refused, naming both (a trace from before runs recorded their device is taken on trust).
+    device = profile["device"]
+    for kind, name, ok in ((device["kind"], device["name"], True), (device["kind"], device["name"] + " (another)", False),
+                           ("cuda", device["name"], device["kind"] == "cuda")):
+        on = json.load(open(a))
+        on["otherData"]["device"] = {"kind": kind, "name": name}
+        on_path = os.path.join(tmp, "on.json")
+        json.dump(on, open(on_path, "w"))
+        r = run("calibrate", profile_path, "-t", on_path, "-o", out2)
+        if ok:
+            check(r.returncode == 0 and open(out2).read() != "", f"a run on the profile's device refused: {r.stderr}")
+        else:
+            check(r.returncode == 2 and "but the profile was measured on" in r.stderr and name in r.stderr,
+                  f"a run on {kind} {name!r} calibrated a profile of {device['kind']} {device['name']!r}: "
+                  f"exit {r.returncode}, {r.stderr.strip()}")
 
     # The order of the traces changes nothing.
     r = run("calibrate", profile_path, "-t", b, "-t", a, "-o", out2)
