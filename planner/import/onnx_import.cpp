@@ -24,6 +24,16 @@ namespace {
 
 using Dims = std::vector<std::int64_t>;  // -1: a dimension the file leaves unknown or symbolic
 
+// Integer constants folded from Shape (fold_ints) where the file leaves the batch unknown
+// (symbolic): the batch itself, which a Reshape may keep as its first dimension, and any value
+// computed from it, which no op imported here can take. Both are below every real value, and
+// dims_text writes them as "?".
+constexpr std::int64_t kBatchValue = INT64_MIN;
+constexpr std::int64_t kUnknownValue = INT64_MIN + 1;
+bool has_unknown(const Dims& v) {
+  return std::any_of(v.begin(), v.end(), [](std::int64_t x) { return x <= kUnknownValue; });
+}
+
 // Names in an ONNX file are arbitrary bytes. In messages, control and non-ASCII bytes are written
 // as \xNN, so an error stays one line; in layer names they become '_', so the network's JSON is
 // valid UTF-8.
@@ -56,6 +66,14 @@ std::string dims_text(const Dims& d) {
   for (std::size_t i = 0; i < d.size(); ++i)
     s += (i ? ", " : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
   return s + "]";
+}
+
+// Integer constants as the file computes them: -1 as -1, the unknown batch as "batch" and what is
+// computed from it as "?".
+std::string ints_folded_text(const Dims& v) {
+  std::vector<std::string> parts;
+  for (auto x : v) parts.push_back(x == kBatchValue ? "batch" : x == kUnknownValue ? "?" : std::to_string(x));
+  return fmt::format("[{}]", fmt::join(parts, ", "));
 }
 
 // As in graph.cpp: output size of a sliding window along one axis; 0 when it does not fit.
@@ -113,6 +131,7 @@ class Importer {
     // byte-identical networks without it, and test_import's models pass), and ONNX 1.12's
     // inference functions assume valid graphs: a Conv whose weight has more dimensions than its
     // input crashed convPoolShapeInference (found by tests/fuzz/fuzz_onnx.cpp).
+    check_names();
     collect_dims();
     for (const auto& node : g_.node())
       for (const auto& in : node.input()) ++uses_[in];
@@ -128,13 +147,73 @@ class Importer {
     if (!model_.producer_name().empty())
       net_.source = fmt::format("ONNX from {} {} (opset {})", printable(model_.producer_name()),
                                 printable(model_.producer_version()), opset_);
-    Graph graph = build_graph(net_, file_);  // the same validation as a hand-written network
+    Graph graph = build_graph_by_node();  // the same validation as a hand-written network
     for (std::size_t l = 1; l < graph.layers.size(); ++l) {
       auto it = expected_.find(graph.layers[l].name());
       UCPLAN_CHECK(it != expected_.end() && it->second == graph.layers[l].out,
                    fmt::format("import and build_graph disagree on the shape of layer {}", graph.layers[l].name()));
     }
     return net_;
+  }
+
+  // build_graph's errors name a place in the network file ucplan writes ("layers[3] (conv1).groups");
+  // the user has the ONNX file, so they are said as the node that made the layer.
+  Graph build_graph_by_node() {
+    try {
+      return build_graph(net_, file_);
+    } catch (const UserError& e) {
+      for (std::size_t k = 0; k < net_.layers.size(); ++k) {
+        const std::string prefix = fmt::format("layers[{}] ({})", k, net_.layers[k].name);
+        if (e.where().rfind(prefix, 0) != 0) continue;
+        std::string rest = e.where().substr(prefix.size());
+        if (!rest.empty() && rest[0] == '.') rest = rest.substr(1);
+        const std::string what = fmt::format("ucplan's {} layer{}: {}", layer_type_name(net_.layers[k].type),
+                                             rest.empty() ? "" : " (its " + rest + ")", e.reason());
+        if (layer_node_[k] >= 0) fail(layer_node_[k], g_.node(layer_node_[k]), what);
+        throw UserError(file_, "graph.output", what);
+      }
+      if (e.where().rfind("input", 0) == 0)
+        throw UserError(file_, fmt::format("graph input \"{}\"", net_.input_name), e.reason());
+      throw;
+    }
+  }
+
+  // ONNX's rules for names (the IR's "Names Within a Graph"): every value is defined once, by a
+  // graph input, an initializer or one node's output, before a node reads it. A file that breaks
+  // them has no one meaning (which writer of a name does a reader see? a cycle?), so it is
+  // refused, as ONNX's checker and ONNX Runtime refuse it. A name nothing defines is a weight
+  // stripped with its declaration (a graph kept for its structure): the ops that read weights say
+  // what they need of it.
+  void check_names() const {
+    std::set<std::string> produced;
+    for (const auto& n : g_.node())
+      for (const auto& out : n.output()) produced.insert(out);
+    std::map<std::string, std::string> defined;  // name -> what defines it
+    for (const auto& v : g_.input())
+      if (!defined.emplace(v.name(), "a graph input").second)
+        throw UserError(file_, fmt::format("graph input \"{}\"", v.name()), "is declared twice");
+    std::set<std::string> initializers;
+    for (const auto& t : g_.initializer()) {
+      if (!initializers.insert(t.name()).second)
+        throw UserError(file_, fmt::format("initializer \"{}\"", t.name()), "is given twice");
+      defined.emplace(t.name(), "an initializer");  // also a graph input: the input's default value
+    }
+    for (int i = 0; i < g_.node_size(); ++i) {
+      const onnx::NodeProto& n = g_.node(i);
+      for (const auto& in : n.input())
+        if (!in.empty() && !defined.count(in) && produced.count(in))
+          fail(i, n,
+               fmt::format("input \"{}\" is the output of this node or a later one (ONNX orders nodes so that each "
+                           "follows its inputs, and a graph has no cycles)",
+                           in));
+      for (const auto& out : n.output()) {
+        if (out.empty()) continue;
+        const auto [at, fresh] = defined.emplace(out, fmt::format("node {}", i));
+        if (!fresh)
+          fail(i, n,
+               fmt::format("output \"{}\" is already defined by {}; ONNX defines every name once", out, at->second));
+      }
+    }
   }
 
   static std::string base_name(const std::string& path) {
@@ -242,7 +321,7 @@ class Importer {
           fmt::format("shape {} is not [batch, C, H, W] (or [batch, features]) with C, H, W known (at most {}); "
                       "export with a fixed input size",
                       dims_text(d), kMaxDim));
-    batch_ = d[0];
+    batch_ = d[0] > 0 ? d[0] : -1;  // 0: as unknown as a symbolic batch
     net_.input_name = safe_name(name);
     used_names_.insert(net_.input_name);
     Value v;
@@ -319,10 +398,18 @@ class Importer {
   // be what ucplan computes; a difference means the mapping would misrepresent the model.
   void check_declared(int index, const onnx::NodeProto& n, const Value& v) const {
     Dims d = known_dims(n.output(0));
-    if (d.empty() || std::any_of(d.begin() + 1, d.end(), [](std::int64_t x) { return x < 0; })) return;
-    bool same = d.size() == 4   ? (v.nhwc ? Shape{d[3], d[1], d[2]} : Shape{d[1], d[2], d[3]}) == v.shape
-                : d.size() == 2 ? d[1] == v.shape.elems()
-                                : true;
+    if (d.empty()) return;
+    if (static_cast<int>(d.size()) != v.rank)
+      fail(index, n,
+           fmt::format("ucplan computes a rank-{} output \"{}\", but the file declares {}", v.rank, n.output(0),
+                       dims_text(d)));
+    if (d[0] >= 0 && batch_ > 0 && d[0] != batch_)
+      fail(index, n,
+           fmt::format("the file declares output \"{}\" as {}, a batch of {}, but the network's input has {}",
+                       n.output(0), dims_text(d), d[0], batch_));
+    if (std::any_of(d.begin() + 1, d.end(), [](std::int64_t x) { return x < 0; })) return;
+    const bool same = d.size() == 4 ? (v.nhwc ? Shape{d[3], d[1], d[2]} : Shape{d[1], d[2], d[3]}) == v.shape
+                                    : d[1] == v.shape.elems();
     if (!same)
       fail(index, n,
            fmt::format("ucplan computes {} per sample for output \"{}\", but the file declares {}", shape_text(v.shape),
@@ -334,7 +421,12 @@ class Importer {
     std::transform(base.begin(), base.end(), base.begin(), [](char c) { return c == ' ' ? '_' : c; });
     base += suffix;
     std::string name = base;
-    for (int k = 2; used_names_.count(name); ++k) name = fmt::format("{}_{}", base, k);
+    if (used_names_.count(name)) {  // base_2, base_3, ...: where the last one for this base left off
+      int& k = next_suffix_[base];
+      k = std::max(k, 2);
+      do name = fmt::format("{}_{}", base, k++);
+      while (used_names_.count(name));
+    }
     used_names_.insert(name);
     return name;
   }
@@ -349,7 +441,7 @@ class Importer {
                                           e->reason, e->value));
     layer.name = unique_name(n, index);
     expected_[layer.name] = out;
-    net_.layers.push_back(std::move(layer));
+    push_layer(std::move(layer), index);
     Value v;
     v.ref = net_.layers.back().name;
     v.shape = out;
@@ -525,10 +617,15 @@ class Importer {
     };
     if (op == "Shape") {
       const Value& x = activation(i, n, 0, true);
-      Dims d = x.rank == 2 ? Dims{batch_, x.shape.elems()}
-               : x.nhwc    ? Dims{batch_, x.shape.h, x.shape.w, x.shape.c}
-                           : Dims{batch_, x.shape.c, x.shape.h, x.shape.w};
-      set(d);
+      const std::int64_t batch = batch_ > 0 ? batch_ : kBatchValue;
+      const Dims d = x.rank == 2 ? Dims{batch, x.shape.elems()}
+                     : x.nhwc    ? Dims{batch, x.shape.h, x.shape.w, x.shape.c}
+                                 : Dims{batch, x.shape.c, x.shape.h, x.shape.w};
+      // Opset 15's start and end: the axes [start, end), negative from the end, clamped.
+      const auto r = static_cast<std::int64_t>(d.size());
+      auto axis = [&](std::int64_t a) { return std::clamp<std::int64_t>(a < 0 ? a + r : a, 0, r); };
+      const std::int64_t start = axis(attr_int(n, "start", 0)), end = axis(attr_int(n, "end", r));
+      set(Dims(d.begin() + start, d.begin() + std::max(start, end)));
       return true;
     }
     if (!all_ints() || !ints_of(0)) return false;
@@ -546,6 +643,7 @@ class Importer {
       return true;
     }
     if (op == "Gather") {
+      if (has_unknown(*ints_of(1))) fail(i, n, "the indices depend on the batch size, which the file leaves unknown");
       Dims v;
       for (std::int64_t k : *ints_of(1)) {
         if (k < 0) k += static_cast<std::int64_t>(a.size());
@@ -562,6 +660,10 @@ class Importer {
       Dims v(std::max(a.size(), b.size()));
       for (std::size_t k = 0; k < v.size(); ++k) {
         const std::int64_t x = a[a.size() == 1 ? 0 : k], y = b[b.size() == 1 ? 0 : k];
+        if (x <= kUnknownValue || y <= kUnknownValue) {  // computed from an unknown batch: unknown
+          v[k] = kUnknownValue;
+          continue;
+        }
         if (op == "Div" && y == 0) fail(i, n, "integer division by zero");
         bool overflow = x == INT64_MIN && y == -1;  // Div's one overflow
         if (op == "Add")
@@ -668,12 +770,19 @@ class Importer {
           return alias(n, s);
         }
       }
-      // The feature map first, then the gate (of its shape or one value per channel).
+      // The feature map first, then the gate (of its shape or one value per channel). ONNX
+      // broadcasts from the last axis, so a gate of another rank lines up with other axes: a
+      // [batch, C] gate of a [batch, C, H, W] map is one value per column, not per channel.
       const bool swap = x0.shape.elems() < x1.shape.elems();
       const Value& x = swap ? x1 : x0;
       const Value& g = swap ? x0 : x1;
       if (x.nhwc || g.nhwc) fail(i, n, "a Mul of two NHWC tensors; ucplan multiplies [C, H, W] tensors");
-      if (!(g.shape == x.shape) && !(g.shape == Shape{x.shape.c, 1, 1}))
+      if (x0.rank != x1.rank)
+        fail(i, n,
+             fmt::format("multiplies a rank-{} tensor by a rank-{} one, which ONNX broadcasts from the last axis; "
+                         "ucplan multiplies tensors of one rank",
+                         x0.rank, x1.rank));
+      if (!(g.shape == x.shape) && !(x.rank == 4 && g.shape == Shape{x.shape.c, 1, 1}))
         fail(i, n,
              fmt::format("multiplies {} by {}; ucplan multiplies by a tensor of the same shape or by one value per "
                          "channel",
@@ -699,16 +808,21 @@ class Importer {
       return;
     }
     const Value y = activation(i, n, slot, true);
-    // A learned factor per channel: [C, 1, 1] or [1, C, 1, 1] in NCHW, [C] in NHWC.
+    // A learned factor per channel: [C, 1, 1] or [1, C, 1, 1] in NCHW, [C] in NHWC, [C] or [1, C]
+    // for [batch, C]; never more axes than the tensor has (the product would have them).
     Dims d = known_dims(c);
-    while (!d.empty() && d.front() == 1 && d.size() > (y.nhwc ? 1u : 3u)) d.erase(d.begin());
-    const bool per_channel =
-        y.nhwc ? d == Dims{y.shape.c} : (d == Dims{y.shape.c, 1, 1} || (y.rank == 2 && d == Dims{y.shape.c}));
+    const std::size_t trailing = y.rank == 4 && !y.nhwc ? 3 : 1;
+    const bool fits = d.size() <= static_cast<std::size_t>(y.rank);
+    while (!d.empty() && d.front() == 1 && d.size() > trailing) d.erase(d.begin());
+    const bool per_channel = fits && (y.nhwc        ? d == Dims{y.shape.c}
+                                      : y.rank == 4 ? d == Dims{y.shape.c, 1, 1}
+                                                    : y.shape.h == 1 && y.shape.w == 1 && d == Dims{y.shape.c});
     if (!per_channel)
       fail(i, n,
            fmt::format("multiplies {} by the constant \"{}\" of dims {}; ucplan supports a learned factor per channel "
                        "(ConvNeXt's layer scale)",
                        shape_text(y.shape), c, dims_text(known_dims(c))));
+    claim_parameter(i, n, 1 - slot);
     Layer l;
     l.type = LayerType::Scale;
     l.inputs = {y.ref};
@@ -716,9 +830,38 @@ class Importer {
   }
 
   int layer_index(const std::string& ref) const {
-    for (std::size_t k = net_.layers.size(); k-- > 0;)
-      if (net_.layers[k].name == ref) return static_cast<int>(k);
-    return -1;
+    const auto it = layer_at_.find(ref);
+    return it == layer_at_.end() ? -1 : it->second;
+  }
+  // Appends a named layer, made by node `node` (-1: by the importer, a loss).
+  void push_layer(Layer l, int node) {
+    layer_at_[l.name] = static_cast<int>(net_.layers.size());
+    layer_node_.push_back(node);
+    net_.layers.push_back(std::move(l));
+  }
+
+  // A learned parameter (a weight, a bias, batch-norm statistics) belongs to one layer: ucplan
+  // gives every layer its own, so a tensor two layers share would count twice in memory.
+  // Transposes of a weight are the weight (origin_).
+  void claim_parameter(int i, const onnx::NodeProto& n, int slot) {
+    if (slot >= n.input_size() || n.input(slot).empty()) return;
+    const auto o = origin_.find(n.input(slot));
+    const std::string& name = o == origin_.end() ? n.input(slot) : o->second;
+    const auto [at, fresh] = parameter_user_.emplace(name, i);
+    if (!fresh)
+      fail(i, n,
+           fmt::format("the parameter \"{}\" is also node {}'s; ucplan gives every layer its own parameters (a shared "
+                       "one would be counted twice in memory)",
+                       name, at->second));
+  }
+  // A parameter's declared dims, where the file gives them, are the ones the layer has.
+  void expect_parameter_dims(int i, const onnx::NodeProto& n, int slot, const char* what, const Dims& want) {
+    if (slot >= n.input_size() || n.input(slot).empty()) return;
+    const Dims d = known_dims(n.input(slot));
+    if (!d.empty() && d != want)
+      fail(i, n,
+           fmt::format("the {} \"{}\" has dims {}; this layer's is {}", what, n.input(slot), dims_text(d),
+                       dims_text(want)));
   }
 
   // --- layer norm, transposes ----------------------------------------------------------------
@@ -727,6 +870,11 @@ class Importer {
     std::int64_t axis = attr_int(n, "axis", -1);
     const int rank = x.rank;
     if (axis < 0) axis += rank;
+    if (x.rank == 2 && axis == 1 && !(x.shape.h == 1 && x.shape.w == 1))
+      fail(i, n,
+           fmt::format("normalizes the {} features of a flattened {} tensor together; ucplan's layer norm is over the "
+                       "channels of each pixel",
+                       x.shape.elems(), shape_text(x.shape)));
     if (!((x.nhwc && axis == 3) || (x.rank == 2 && axis == 1)))
       fail(i, n,
            fmt::format("normalizes over axes {}.. of a rank-{} {} tensor; ucplan's layer norm is over the channels of "
@@ -734,6 +882,10 @@ class Importer {
                        axis, rank, x.nhwc ? "NHWC" : "NCHW"));
     if (n.input_size() < 3 || n.input(1).empty() || n.input(2).empty())
       fail(i, n, "a layer norm without a learned scale and bias; ucplan's layer norm has both");
+    for (int slot : {1, 2}) {
+      expect_parameter_dims(i, n, slot, slot == 1 ? "scale" : "bias", Dims{x.shape.c});
+      claim_parameter(i, n, slot);
+    }
     Layer l;
     l.type = LayerType::LayerNorm;
     l.inputs = {x.ref};
@@ -745,13 +897,24 @@ class Importer {
   void transpose(int i, const onnx::NodeProto& n) {
     const Dims perm = attr_ints(n, "perm");
     if (!is_activation(n.input(0))) {  // of a weight (a Linear's, in a training export): its dims permuted
-      Dims d = known_dims(n.input(0)), t;
-      if (!perm.empty() && perm.size() == d.size())
-        for (auto p : perm) t.push_back(d[static_cast<std::size_t>(p)]);
-      else
+      const Dims d = known_dims(n.input(0));
+      Dims t;
+      if (perm.empty()) {
         t.assign(d.rbegin(), d.rend());
+      } else if (!d.empty()) {
+        Dims sorted = perm;
+        std::sort(sorted.begin(), sorted.end());
+        for (std::size_t a = 0; a < sorted.size(); ++a)
+          if (sorted.size() != d.size() || sorted[a] != static_cast<std::int64_t>(a))
+            fail(i, n,
+                 fmt::format("perm {} is not a permutation of the {} axes of \"{}\" {}", ints_text(perm), d.size(),
+                             n.input(0), dims_text(d)));
+        for (auto p : perm) t.push_back(d[static_cast<std::size_t>(p)]);
+      }
       constants_.insert(n.output(0));
       dims_[n.output(0)] = t;
+      const auto o = origin_.find(n.input(0));
+      origin_[n.output(0)] = o == origin_.end() ? n.input(0) : o->second;
       return;
     }
     const Value& x = any_value(i, n, 0);
@@ -785,7 +948,7 @@ class Importer {
     l.name = unique_name(n, i, output == 0 ? "" : fmt::format("_{}", output));
     const Shape out{end - begin, x.shape.h, x.shape.w};
     expected_[l.name] = out;
-    net_.layers.push_back(std::move(l));
+    push_layer(std::move(l), i);
     Value v;
     v.ref = net_.layers.back().name;
     v.shape = out;
@@ -802,6 +965,8 @@ class Importer {
     if (sizes.empty() && n.input_size() >= 2 && !n.input(1).empty()) {
       auto it = ints_.find(n.input(1));
       if (it == ints_.end()) fail(i, n, fmt::format("the split sizes \"{}\" are not a constant", n.input(1)));
+      if (has_unknown(it->second))
+        fail(i, n, "the split sizes depend on the batch size, which the file leaves unknown");
       sizes = it->second;
     }
     const std::int64_t parts = n.output_size();
@@ -823,10 +988,13 @@ class Importer {
 
   void slice(int i, const onnx::NodeProto& n) {
     const Value x = activation(i, n, 0);
+    // Inputs since opset 10, attributes before.
     auto ints_at = [&](int slot, const char* what) -> Dims {
-      if (slot >= n.input_size() || n.input(slot).empty()) return {};
+      if (slot >= n.input_size() || n.input(slot).empty()) return attr_ints(n, what);
       auto it = ints_.find(n.input(slot));
       if (it == ints_.end()) fail(i, n, fmt::format("{} \"{}\" is not a constant", what, n.input(slot)));
+      if (has_unknown(it->second))
+        fail(i, n, fmt::format("the {} depend on the batch size, which the file leaves unknown", what));
       return it->second;
     };
     const Dims starts = ints_at(1, "starts"), ends = ints_at(2, "ends");
@@ -910,6 +1078,13 @@ class Importer {
     c.bias = n.input_size() >= 3 && !n.input(2).empty();
     if (c.bias && is_activation(n.input(2)))
       fail(i, n, "the bias is computed by the network; ucplan supports learned biases only");
+    if (x.shape.c % c.groups != 0 || c.out_channels % c.groups != 0)
+      fail(i, n,
+           fmt::format("{} groups do not divide the {} input and {} output channels", c.groups, x.shape.c,
+                       c.out_channels));
+    expect_parameter_dims(i, n, 2, "bias", Dims{c.out_channels});
+    claim_parameter(i, n, 1);
+    claim_parameter(i, n, 2);
     std::int64_t ho = window_out(x.shape.h, kh, c.stride[0], c.pad[0], c.dilation[0], false);
     std::int64_t wo = window_out(x.shape.w, kw, c.stride[1], c.pad[1], c.dilation[1], false);
     if (ho < 1 || wo < 1)
@@ -923,6 +1098,19 @@ class Importer {
       fail(i, n,
            fmt::format("normalizes {} features of a flattened {} tensor; ucplan's bn normalizes per channel",
                        x.shape.elems(), shape_text(x.shape)));
+    if (attr(n, "spatial") && attr_int(n, "spatial", 1) == 0)
+      fail(i, n,
+           "spatial=0: statistics and parameters per activation (opsets 7 and 8); ucplan's bn normalizes per channel");
+    if (n.input_size() < 5) fail(i, n, "a BatchNormalization without scale, bias, mean and variance");
+    static const char* const kParameters[] = {"scale", "bias", "mean", "variance"};
+    for (int slot = 1; slot <= 4; ++slot) {
+      if (is_activation(n.input(slot)))
+        fail(
+            i, n,
+            fmt::format("the {} is computed by the network; ucplan supports learned ones only", kParameters[slot - 1]));
+      expect_parameter_dims(i, n, slot, kParameters[slot - 1], Dims{x.shape.c});
+      claim_parameter(i, n, slot);
+    }
     Layer l;
     l.type = LayerType::BatchNorm;
     l.inputs = {x.ref};
@@ -982,6 +1170,7 @@ class Importer {
     expect_rank4(i, n, x);
     Dims axes = attr_ints(n, "axes");  // an attribute up to opset 17, an input since 18
     if (axes.empty() && n.input_size() >= 2 && ints_.count(n.input(1))) axes = ints_[n.input(1)];
+    if (has_unknown(axes)) fail(i, n, "the axes depend on the batch size, which the file leaves unknown");
     const Dims written = axes;
     for (auto& a : axes)
       if (a < 0) a += 4;
@@ -1005,14 +1194,41 @@ class Importer {
   }
 
   void reshape(int i, const onnx::NodeProto& n) {
-    auto it = n.input_size() >= 2 ? ints_.find(n.input(1)) : ints_.end();
-    if (it == ints_.end())
-      fail(i, n, "the target shape is not a constant; export with a fixed input size and constant folding");
-    const Dims& t = it->second;
+    Dims t;
+    if (n.input_size() >= 2) {
+      auto it = ints_.find(n.input(1));
+      if (it == ints_.end())
+        fail(i, n, "the target shape is not a constant; export with a fixed input size and constant folding");
+      t = it->second;
+    } else if (attr(n, "shape")) {
+      t = attr_ints(n, "shape");  // Reshape-1 (opsets below 5): an attribute
+    } else {
+      fail(i, n, "the target shape is missing");
+    }
+    // A 0 copies the input's dimension, unless allowzero (opset 14) makes it a dimension of 0.
+    if (attr_int(n, "allowzero", 0) != 0 && std::find(t.begin(), t.end(), 0) != t.end())
+      fail(i, n, fmt::format("allowzero with a 0 in the target shape {}: an empty tensor", ints_folded_text(t)));
+    // The first dimension keeps the batch: 0 (copied), the batch itself, or -1 where the others are known.
+    auto keeps_batch = [&](bool others_known) {
+      return !t.empty() &&
+             (t[0] == 0 || t[0] == kBatchValue || (batch_ > 0 && t[0] == batch_) || (t[0] == -1 && others_known));
+    };
+    auto known = [&](std::size_t from) {
+      return std::none_of(t.begin() + static_cast<std::ptrdiff_t>(from), t.end(),
+                          [](std::int64_t v) { return v == -1; });
+    };
+    if (std::any_of(t.begin() + (t.empty() ? 0 : 1), t.end(), [](std::int64_t v) { return v <= kUnknownValue; }) ||
+        (!t.empty() && t[0] == kUnknownValue))
+      fail(i, n,
+           fmt::format("the target shape {} is computed from the batch size, which the file leaves unknown; export "
+                       "with a fixed batch",
+                       ints_folded_text(t)));
     const Value& in = any_value(i, n, 0);
     if (in.partial == Partial::ShuffleSwapped) {  // back to [N, C, H, W]: the channel shuffle is complete
-      const bool back = t.size() == 4 && (t[1] == in.shape.c || t[1] == -1) && t[2] == in.shape.h && t[3] == in.shape.w;
-      if (!back) fail(i, n, fmt::format("a channel shuffle reshaped to {}, not back to [N, C, H, W]", dims_text(t)));
+      const bool back = t.size() == 4 && keeps_batch(known(1)) && (t[1] == in.shape.c || (t[1] == -1 && t[0] != -1)) &&
+                        t[2] == in.shape.h && t[3] == in.shape.w;
+      if (!back)
+        fail(i, n, fmt::format("a channel shuffle reshaped to {}, not back to [N, C, H, W]", ints_folded_text(t)));
       const Value& src = values_.at(in.base);
       Layer l;
       l.type = LayerType::ChannelShuffle;
@@ -1022,8 +1238,8 @@ class Importer {
       return;
     }
     Value x = activation(i, n, 0);
-    if (t.size() == 5 && x.rank == 4 && t[1] > 0 && t[3] == x.shape.h && t[4] == x.shape.w && x.shape.c % t[1] == 0 &&
-        (t[2] == x.shape.c / t[1] || t[2] == -1)) {  // [N, g, C/g, H, W]
+    if (t.size() == 5 && x.rank == 4 && keeps_batch(known(1)) && t[1] > 0 && t[3] == x.shape.h && t[4] == x.shape.w &&
+        x.shape.c % t[1] == 0 && (t[2] == x.shape.c / t[1] || (t[2] == -1 && t[0] != -1))) {  // [N, g, C/g, H, W]
       Value v = x;
       v.partial = Partial::ShuffleSplit;
       v.base = n.input(0);
@@ -1033,7 +1249,7 @@ class Importer {
       return;
     }
     const std::int64_t k = x.shape.elems();
-    bool batch_ok = !t.empty() && (t[0] == 0 || t[0] == -1 || (batch_ > 0 && t[0] == batch_));
+    const bool batch_ok = keeps_batch(known(1));
     if (t.size() == 2 && batch_ok && (t[1] == k || (t[1] == -1 && t[0] != -1))) {
       x.rank = 2;  // flattening before a fully connected layer: fc flattens its input itself
       alias(n, x);
@@ -1048,7 +1264,7 @@ class Importer {
     }
     fail(i, n,
          fmt::format("Reshape of {} to {}; ucplan supports Reshape only to [batch, features] or to the same shape",
-                     shape_text(x.shape), dims_text(t)));
+                     shape_text(x.shape), ints_folded_text(t)));
   }
 
   void add_fc(int i, const onnx::NodeProto& n, const Value& x, std::int64_t out, std::int64_t in, bool bias,
@@ -1096,6 +1312,15 @@ class Importer {
     bool bias = n.input_size() >= 3 && !n.input(2).empty();
     if (bias && is_activation(n.input(2)))
       fail(i, n, "C is computed by the network; ucplan supports a learned bias only");
+    if (bias) {  // one value per output: [out] or [1, out] (a [1] or [batch, out] C is not an fc's bias)
+      const Dims d = known_dims(n.input(2));
+      if (!d.empty() && d != Dims{out} && d != Dims{1, out})
+        fail(i, n,
+             fmt::format("C \"{}\" has dims {}; an fc layer's bias is one value per output, [{}]", n.input(2),
+                         dims_text(d), out));
+    }
+    claim_parameter(i, n, 1);
+    claim_parameter(i, n, 2);
     add_fc(i, n, x, out, in, bias, false);
   }
 
@@ -1118,6 +1343,7 @@ class Importer {
       fail(i, n, fmt::format("weight \"{}\" has dims {}, expected 2", n.input(1), dims_text(b)));
     }
     if (out < 1) out = out_features_from_output(i, n);
+    claim_parameter(i, n, 1);
     add_fc(i, n, x, out, in, false, true);
   }
 
@@ -1130,6 +1356,7 @@ class Importer {
       fail(i, n,
            fmt::format("weight \"{}\" has dims {}; a linear layer on {} channels takes [{}, out]", n.input(1),
                        dims_text(b), x.shape.c, x.shape.c));
+    claim_parameter(i, n, 1);
     Layer l;
     l.type = LayerType::Conv;
     l.inputs = {x.ref};
@@ -1158,14 +1385,16 @@ class Importer {
     }
     if (acts.size() == 1 && consts.size() == 1 && acts[0]->bias_layer >= 0) {
       // MatMul + Add of a [features] constant: the fc layer's bias.
-      Dims d = known_dims(consts[0]);
-      std::int64_t elems = 1;
-      for (auto e : d) elems *= e;
+      const Dims d = known_dims(consts[0]);
       const Value x = *acts[0];
-      if (!d.empty() && elems != x.shape.c)
+      const bool per_output = d.size() <= static_cast<std::size_t>(x.rank) && !d.empty() && d.back() == x.shape.c &&
+                              std::all_of(d.begin(), d.end() - 1, [](std::int64_t e) { return e == 1; });
+      if (!d.empty() && !per_output)
         fail(i, n,
              fmt::format("the bias \"{}\" has dims {}, but the MatMul before has {} outputs", consts[0], dims_text(d),
                          x.shape.c));
+      const int bias_slot = is_activation(n.input(0)) ? 1 : 0;
+      claim_parameter(i, n, bias_slot);
       Layer& biased = net_.layers[static_cast<std::size_t>(x.bias_layer)];
       (biased.type == LayerType::Conv ? biased.conv.bias : biased.fc.bias) = true;
       Value v = x;
@@ -1217,6 +1446,8 @@ class Importer {
         fail(i, n,
              fmt::format("joins a flattened {} tensor; ucplan concatenates channels of [C, H, W] tensors",
                          shape_text(x.shape)));
+      if (std::find(l.inputs.begin(), l.inputs.end(), x.ref) != l.inputs.end())
+        fail(i, n, fmt::format("joins \"{}\" more than once; ucplan's concat takes distinct inputs", n.input(s)));
       out.c += x.shape.c;
       l.inputs.push_back(x.ref);
     }
@@ -1252,6 +1483,10 @@ class Importer {
     // ONNX's LRN: y = x / (bias + alpha/size * sum over the window of x^2)^beta, as ucplan's.
     l.lrn.size = attr_int(n, "size", 0);
     if (l.lrn.size < 1) fail(i, n, "size is missing or not positive");
+    // ONNX's window is [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)]: centred only for an
+    // odd size, as ucplan's (and ONNX Runtime refuses an even one).
+    if (l.lrn.size % 2 == 0)
+      fail(i, n, fmt::format("size {} is even: ONNX's window is then off centre, ucplan's is centred", l.lrn.size));
     l.lrn.alpha = attr_float(n, "alpha", 1e-4);
     l.lrn.beta = attr_float(n, "beta", 0.75);
     l.lrn.k = attr_float(n, "bias", 1.0);
@@ -1260,6 +1495,14 @@ class Importer {
 
   void softmax(int i, const onnx::NodeProto& n) {
     const Value x = activation(i, n, 0);
+    // The axis (opset 13's default is the last; before, 1 with the axes after it flattened into one):
+    // ucplan's loss is over the classes, axis 1 of [batch, classes] or [batch, classes, 1, 1].
+    std::int64_t axis = attr_int(n, "axis", opset_ >= 13 ? -1 : 1);
+    if (axis < 0) axis += x.rank;
+    if (axis != 1)
+      fail(i, n,
+           fmt::format("a {} over axis {} of a rank-{} tensor{}; ucplan's loss is a softmax over the classes (axis 1)",
+                       n.op_type(), axis, x.rank, attr(n, "axis") ? "" : fmt::format(" (opset {}'s default)", opset_)));
     if (!(x.shape.h == 1 && x.shape.w == 1))
       fail(i, n,
            fmt::format("a softmax over {} per sample; ucplan's loss is a softmax over [batch, classes]",
@@ -1282,6 +1525,11 @@ class Importer {
         throw UserError(file_, fmt::format("graph output \"{}\"", name), "is not produced by any node");
       }
       Value v = it->second;
+      if (v.partial != Partial::None)
+        throw UserError(
+            file_, fmt::format("graph output \"{}\"", name),
+            fmt::format("is the middle of a {} pattern, which ucplan imports as one layer",
+                        v.partial <= Partial::GeluMul ? "GELU (x * (1 + erf(x / sqrt 2)) / 2)" : "channel shuffle"));
       if (v.ref == net_.input_name)
         throw UserError(file_, fmt::format("graph output \"{}\"", name), "is the graph's input");
       if (!v.loss) {
@@ -1292,7 +1540,7 @@ class Importer {
         named.set_name("loss");
         l.name = unique_name(named, 0);
         expected_[l.name] = Shape{v.shape.elems(), 1, 1};
-        net_.layers.push_back(l);
+        push_layer(std::move(l), -1);
       }
       if (labels != 0 && labels != v.shape.elems())
         throw UserError(file_, fmt::format("graph output \"{}\"", name),
@@ -1321,7 +1569,12 @@ class Importer {
   std::set<std::string> secondary_;
   std::map<std::string, Value> values_;
   std::set<std::string> used_names_;
-  std::map<std::string, int> uses_;  // how many node inputs and graph outputs name each value
+  std::map<std::string, int> next_suffix_;     // unique_name: the next suffix to try per base name
+  std::map<std::string, int> layer_at_;        // layer name -> index in net_.layers
+  std::vector<int> layer_node_;                // per layer: the node that made it (-1: a loss added here)
+  std::map<std::string, std::string> origin_;  // a weight's Transpose -> the weight
+  std::map<std::string, int> parameter_user_;  // a parameter -> the node whose layer has it
+  std::map<std::string, int> uses_;            // how many node inputs and graph outputs name each value
   std::map<std::string, Shape> expected_;
 };
 
