@@ -170,6 +170,11 @@ namespace {
 // link stays a link, also one that names a file not made yet), else the path itself.
 std::filesystem::path output_target(const std::string& path) {
   namespace fs = std::filesystem;
+  // A device or a pipe at the end of the links is written where it is named: /dev/stdout's link
+  // names /proc/self/fd/1, whose own link names no path ("pipe:[N]") but opens as the pipe.
+  std::error_code status_error;
+  const fs::file_status st = fs::status(path, status_error);
+  if (!status_error && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st)) return path;
   fs::path at = path;
   for (int hops = 0; hops < 40; ++hops) {  // 40: Linux's own limit on links followed (ELOOP)
     std::error_code ec;

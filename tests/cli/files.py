@@ -75,6 +75,10 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run("compile", NET, "--profile", prof, "--budget", "50%", "-q", "-o", "/dev/null", "--trace",
             "/dev/null")
     check(r.returncode == 0 and not os.path.isfile("/dev/null"), f"-o /dev/null: {r.returncode} {r.stderr.strip()!r}")
+    # /dev/stdout into a pipe: its links end in /proc/self/fd/1, which names no path ("pipe:[N]").
+    r = run("compile", NET, "--profile", prof, "--budget", "50%", "-q", "-o", "/dev/stdout")
+    check(r.returncode == 0 and json.loads(r.stdout)["format"].startswith("ucplan-plan"),
+          f"-o /dev/stdout into a pipe: {r.returncode} {r.stderr.strip()!r}")
 
     # An invalid plan: explain says why (exit 1) and draws nothing, whatever the indices hold.
     with open(plan) as f:
