@@ -300,6 +300,22 @@ TEST_SUITE("verifier") {
     CHECK(find_plan_error(p).find("the kernels list states") != std::string::npos);
   }
 
+  TEST_CASE("summary totals that are not the steps' (reports and run print them)") {
+    const Plan p = tight_plan();  // offloads and prefetches; the schedule's own totals pass
+    std::int64_t PlanSummary::*const fields[] = {&PlanSummary::offload_bytes,   &PlanSummary::prefetch_bytes,
+                                                 &PlanSummary::input_bytes,     &PlanSummary::recompute_ns,
+                                                 &PlanSummary::recompute_steps, &PlanSummary::workspace_peak_bytes};
+    const char* const names[] = {"offload_bytes", "prefetch_bytes",  "input_bytes",
+                                 "recompute_ns",  "recompute_steps", "workspace_peak_bytes"};
+    for (int k = 0; k < 6; ++k) {
+      Plan q = p;
+      q.summary.*fields[k] += 1;
+      const std::string error = find_plan_error(q);
+      CAPTURE(error);
+      CHECK(error.find(std::string("summary.") + names[k] + " is ") != std::string::npos);
+    }
+  }
+
   TEST_CASE("an embedded network edited after the plan was made") {
     Plan p = make_plan(input_for(parse_network_text(kChain, "test"),
                                  model_profile(parse_network_text(kChain, "test"), 8), std::int64_t{1} << 30))

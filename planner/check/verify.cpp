@@ -756,6 +756,36 @@ void Checker::run() {
   if (sum.predicted_ns != iteration)
     invalid(
         fmt::format("summary iteration time {} ns, rounds x round + final give {} ns", sum.predicted_ns, iteration));
+  // The totals a report prints (explain, run's bytes moved) are the steps' own: round steps count
+  // once per round, final steps once. (The ideal time and the lower bound need the profile and the
+  // planner's passes: `check --recompile` compares those.)
+  std::int64_t offload = 0, prefetch = 0, input = 0, recompute_ns = 0, recompute_steps = 0, workspace = 0;
+  auto add = [](std::int64_t& total, std::int64_t each, std::int64_t times) {
+    total = checked_muladd(each, times, total);
+    if (total < 0) invalid("the summary's totals do not fit in 64 bits");
+  };
+  for (const PlanStep& s : p_.steps) {
+    const std::int64_t times = s.final ? 1 : p_.rounds;
+    if (s.op == StepOp::Offload || s.op == StepOp::Prefetch) {
+      const std::int64_t bytes = tensor_bytes(tensor_id(s.tensor), p_.sub_batch);
+      add(s.op == StepOp::Offload ? offload : prefetch, bytes, times);
+      if (s.op == StepOp::Prefetch && p_.host_buffers[s.host].input) add(input, bytes, times);
+    }
+    if (s.op == StepOp::Recompute) {
+      add(recompute_ns, s.end_ns - s.start_ns, times);
+      if (!s.final) ++recompute_steps;
+    }
+    if (s.workspace >= 0) workspace = std::max(workspace, p_.buffers[s.workspace].size);
+  }
+  const std::pair<const char*, std::pair<std::int64_t, std::int64_t>> totals[] = {
+      {"offload_bytes", {sum.offload_bytes, offload}},
+      {"prefetch_bytes", {sum.prefetch_bytes, prefetch}},
+      {"input_bytes", {sum.input_bytes, input}},
+      {"recompute_ns", {sum.recompute_ns, recompute_ns}},
+      {"recompute_steps", {sum.recompute_steps, recompute_steps}},
+      {"workspace_peak_bytes", {sum.workspace_peak_bytes, workspace}}};
+  for (const auto& [name, v] : totals)
+    if (v.first != v.second) invalid(fmt::format("summary.{} is {}, the steps give {}", name, v.first, v.second));
 }
 
 }  // namespace
