@@ -40,7 +40,11 @@ assert j["solver"] == "fast", j["solver"]
 pts = j["points"]
 assert len(pts) == 8, len(pts)
 budgets = [p["budget_bytes"] for p in pts]
-assert budgets == sorted(budgets) and budgets[-1] == j["keep_all_peak_bytes"], budgets
+# From the first budget with a plan to where more memory stops helping: the larger of the keep-all
+# peak and the peak of the plan with unlimited memory (which may carry the batch's input).
+assert budgets == sorted(budgets) and budgets[0] == j["smallest_budget_bytes"], budgets
+assert budgets[-1] == j["largest_budget_bytes"] == max(j["keep_all_peak_bytes"], j["unlimited_memory_peak_bytes"]), j
+assert j["lower_bound_bytes"] <= j["smallest_budget_bytes"], j
 env = [p["envelope_overhead"] for p in pts if p["envelope_overhead"] is not None]
 assert env, "no budget has a plan"
 assert all(a >= b for a, b in zip(env, env[1:])), f"envelope not monotone: {env}"

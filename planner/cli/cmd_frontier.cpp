@@ -118,12 +118,16 @@ int run_frontier(const FrontierOptions& o) {
   keep.options.strategy = "keep-all";
   keep.options.solver = Solver::Default;
   const Plan top = make_plan(keep).plan;
-  const std::int64_t hi = top.summary.peak_bytes;
   // With unlimited memory, this strategy's plan: where even it is over a threshold, the frontier
   // says by how much and how long its first layer waits for the batch's copy. Not the keep-all
-  // plan's: the search may carry the batch's input across rounds (plan.h), which keep-all does not.
+  // plan's: the search may carry the batch's input across rounds (plan.h), which keep-all does not,
+  // so it may need more than the keep-all peak; the curve then goes on to its peak, where more
+  // memory stops helping.
   line.show("the plan with unlimited memory");
   const Plan unlimited_plan = o.strategy == "keep-all" ? top : make_plan(in).plan;
+  const std::int64_t hi = std::max(top.summary.peak_bytes, unlimited_plan.summary.peak_bytes);
+  const std::string hi_is =
+      hi == top.summary.peak_bytes ? "the keep-all peak" : "the peak of the plan with unlimited memory";
   // The lower end: moDNN's bound, or, where no plan exists there (a batch-norm network is not
   // split into sub-batches unless asked, a baseline may not fit), the smallest budget that has
   // one, found by bisection in log space to within 1 %.
@@ -153,16 +157,17 @@ int run_frontier(const FrontierOptions& o) {
     const double f = static_cast<double>(i) / (o.points - 1);
     p.budget = static_cast<std::int64_t>(
         std::ceil(std::exp(std::log(static_cast<double>(lo)) * (1 - f) + std::log(static_cast<double>(hi)) * f)));
+    if (i == 0) p.budget = lo;  // exp(log(lo)) may round up past it
     if (i == o.points - 1) p.budget = hi;
     pts.push_back(p);
   }
   line.clear();
   if (!o.json)
-    fmt::print("{}: batch {}, strategy {}{}, {} budgets from {} ({}) to the keep-all peak {}\n", in.network.name,
-               top.batch, o.strategy, o.strategy == "ucplan" ? fmt::format(" (solver {})", o.solver) : "", o.points,
+    fmt::print("{}: batch {}, strategy {}{}, {} budgets from {} ({}) to {} {}\n", in.network.name, top.batch,
+               o.strategy, o.strategy == "ucplan" ? fmt::format(" (solver {})", o.solver) : "", o.points,
                format_bytes(lo),
                lo == top.summary.lower_bound_bytes ? "the moDNN lower bound" : "the smallest with a plan, within 1 %",
-               format_bytes(hi));
+               hi_is, format_bytes(hi));
   if (!o.json)
     fmt::print("  {:>12}  {:>12}  {:>10}  {:>10}  {:>12}  {}\n", "budget", "predicted", "overhead", "recompute",
                "offload", "plan");
@@ -177,7 +182,8 @@ int run_frontier(const FrontierOptions& o) {
   auto print_ready = [&] {  // mutex held
     for (; printed < pts.size() && done[printed]; ++printed) {
       Point& p = pts[printed];
-      if (p.ok && (best < 0 || p.predicted_ns < pts[best].predicted_ns)) best = static_cast<int>(printed);
+      // A plan as fast as the envelope's is shown as itself (its own offload and recomputation).
+      if (p.ok && (best < 0 || p.predicted_ns <= pts[best].predicted_ns)) best = static_cast<int>(printed);
       p.held_by = best;
       if (o.json) continue;
       line.clear();
@@ -247,8 +253,11 @@ int run_frontier(const FrontierOptions& o) {
     j["batch"] = top.batch;
     j["strategy"] = o.strategy;
     j["solver"] = solver_name(options.solver);
-    j["lower_bound_bytes"] = lo;
-    j["keep_all_peak_bytes"] = hi;
+    j["lower_bound_bytes"] = top.summary.lower_bound_bytes;  // moDNN's, as a plan's summary states it
+    j["smallest_budget_bytes"] = lo;                         // the first point: the bound, or the smallest with a plan
+    j["keep_all_peak_bytes"] = top.summary.peak_bytes;
+    j["unlimited_memory_peak_bytes"] = unlimited_plan.summary.peak_bytes;
+    j["largest_budget_bytes"] = hi;  // the last point: the larger of the two peaks
     j["ideal_ns"] = top.summary.ideal_ns;
     j["unlimited_memory_ns"] = unlimited_plan.summary.predicted_ns;  // this strategy's, without a budget
     j["points"] = nlohmann::ordered_json::array();
@@ -289,10 +298,12 @@ int run_frontier(const FrontierOptions& o) {
                     : std::string();
     for (auto& [t, at] : knees)
       fmt::print("  within {:<8} {}\n", format_percent(t),
-                 at              ? fmt::format("from {} on (of the budgets above)", format_bytes(*at))
-                 : unlimited > t ? fmt::format("at none: with unlimited memory the plan is {} over the ideal{}",
-                                               format_percent(unlimited), unlimited_wait)
-                                 : std::string("at none of the budgets above"));
+                 at ? fmt::format("from {} on (of the budgets above)", format_bytes(*at))
+                    : fmt::format("at none{}: with unlimited memory the plan is {} over the ideal{}",
+                                  unlimited > t ? "" : " of the budgets above", format_percent(unlimited),
+                                  unlimited > t ? unlimited_wait
+                                                : fmt::format(" (a peak of {})",
+                                                              format_bytes(unlimited_plan.summary.peak_bytes))));
   }
   if (!o.svg.empty())
     write_file_atomically(o.svg, frontier_svg(fmt::format("{} b{}: predicted overhead over the ideal vs budget ({})",
