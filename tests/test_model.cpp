@@ -21,6 +21,22 @@ TEST_CASE("the memory SVG escapes names from the plan, so any network name gives
   CHECK(chrome_trace(p).find("my<net>&\\\"'") != std::string::npos);
 }
 
+TEST_CASE("sizes and times keep three digits, and what would round to 1024 or 1000 goes up a unit") {
+  CHECK(format_bytes(1023) == "1023 B");
+  CHECK(format_bytes(1024) == "1.00 KiB");
+  CHECK(format_bytes(10239) == "10.0 KiB");  // 9.999 KiB: "10.00 KiB" had four digits
+  CHECK(format_bytes(102399) == "100 KiB");
+  CHECK(format_bytes(1048575) == "1.00 MiB");  // 1023.999 KiB: "1024 KiB" before
+  CHECK(format_bytes(1048063) == "1023 KiB");  // 1023.5 KiB less a byte
+  CHECK(format_bytes(-1048575) == "-1.00 MiB");
+  CHECK(format_seconds(999.6e-6) == "1.00 ms");  // "1000 us" before
+  CHECK(format_seconds(999.4e-6) == "999 us");
+  CHECK(format_seconds(9.996e-3) == "10.0 ms");
+  CHECK(format_seconds(0.99996) == "1.00 s");
+  CHECK(format_ns(1) == "1.00 ns");
+  CHECK(format_ns(0) == "0 s");
+}
+
 TEST_CASE("two sizes a message sets against each other never read the same unless they are") {
   // format_bytes keeps three digits: a budget a byte under a bound would print as the bound.
   CHECK(format_bytes(55784191) == format_bytes(55784192));

@@ -319,11 +319,16 @@ int run_compile(const CompileOptions& o) {
     number = number.substr(0, number.find_last_not_of(' ') + 1);
     double share = 0;
     const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), share);
-    if (number.empty() || ec != std::errc() || end != number.data() + number.size() || !(share > 0) || share > 1e6)
+    if (number.empty() || ec != std::errc() || end != number.data() + number.size() || !std::isfinite(share))
       throw UserError("", "--budget",
                       fmt::format("\"{}\" is not a share of the liveness peak (e.g. 50%) nor a size with a unit "
                                   "(e.g. 12GiB)",
                                   o.budget));
+    if (!(share > 0) || share > 1e6)
+      throw UserError(
+          "", "--budget",
+          fmt::format("a share of the liveness peak must be more than 0 % and at most 1000000 %, got \"{}\"",
+                      o.budget));
     const Graph g = build_graph(net, net_path, precision);
     const std::int64_t batch = o.batch > 0 ? o.batch : prof.batch;
     const std::int64_t peak = compute_liveness(build_tasks(g, construct_route(g)), batch).liveness_peak;
@@ -472,6 +477,7 @@ int run_compile(const CompileOptions& o) {
     // What would help: a batch-norm network is split into sub-batches only when asked; when the
     // plan loses more than 5 % and splitting would be faster, say so (statistics then change).
     double hint_seconds = 0;
+    bool hint_shown = false;  // the "would help" line, which the estimates' time is for
     const double overhead =
         static_cast<double>(r.plan.summary.predicted_ns) / static_cast<double>(r.plan.summary.ideal_ns) - 1;
     if (options.sub_batch.kind == SubBatchOption::Kind::Auto &&
@@ -522,7 +528,8 @@ int run_compile(const CompileOptions& o) {
       std::optional<Plan> split;
       for (auto& p : estimates)
         if (p && (!split || p->summary.predicted_ns < split->summary.predicted_ns)) split = std::move(p);
-      if (split && split->summary.predicted_ns < r.plan.summary.predicted_ns)
+      hint_shown = split && split->summary.predicted_ns < r.plan.summary.predicted_ns;
+      if (hint_shown)
         fmt::print(
             "  would help    --sub-batch {}: {} or less, in {} rounds ({} over the ideal), with batch-norm statistics "
             "per sub-batch\n",
@@ -531,7 +538,7 @@ int run_compile(const CompileOptions& o) {
                 static_cast<double>(split->summary.predicted_ns) / static_cast<double>(split->summary.ideal_ns) - 1));
     }
     fmt::print("  compiled in   {}{}{}\n", format_seconds(seconds),
-               hint_seconds > 0 ? fmt::format(" (and {} for the estimates above)", format_seconds(hint_seconds)) : "",
+               hint_shown ? fmt::format(" (and {} for the estimate above)", format_seconds(hint_seconds)) : "",
                o.output.empty() ? "" : ", plan written to " + o.output);
   }
   return 0;

@@ -53,18 +53,25 @@ std::optional<std::int64_t> parse_bytes(std::string_view text) {
   return static_cast<std::int64_t>(std::llround(bytes));
 }
 
+namespace {
+// Three significant digits (at most two decimals), chosen by the value as it rounds: 9.996 is
+// "10.0" (not "10.00"), 99.96 is "100".
+std::string three_digits(double v, const char* unit) {
+  const double a = std::fabs(v);
+  return fmt::format("{:.{}f} {}", v, a >= 99.95 ? 0 : a >= 9.995 ? 1 : 2, unit);
+}
+}  // namespace
+
 std::string format_bytes(std::int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);
   int u = 0;
-  while (std::fabs(v) >= 1024.0 && u < 4) {
+  while (std::fabs(v) >= 1023.5 && u < 4) {  // what would print as "1024" goes up a unit
     v /= 1024.0;
     ++u;
   }
   if (u == 0) return fmt::format("{} B", bytes);
-  if (std::fabs(v) >= 100) return fmt::format("{:.0f} {}", v, units[u]);
-  if (std::fabs(v) >= 10) return fmt::format("{:.1f} {}", v, units[u]);
-  return fmt::format("{:.2f} {}", v, units[u]);
+  return three_digits(v, units[u]);
 }
 
 BytesApart format_bytes_apart(std::int64_t first, std::int64_t second) {
@@ -74,18 +81,13 @@ BytesApart format_bytes_apart(std::int64_t first, std::int64_t second) {
 }
 
 std::string format_seconds(double s) {
-  double a = std::fabs(s);
-  auto three = [](double v, const char* unit) {
-    double av = std::fabs(v);
-    if (av >= 100) return fmt::format("{:.0f} {}", v, unit);
-    if (av >= 10) return fmt::format("{:.1f} {}", v, unit);
-    return fmt::format("{:.2f} {}", v, unit);
-  };
+  const double a = std::fabs(s);
   if (a == 0) return "0 s";
-  if (a >= 1) return three(s, "s");
-  if (a >= 1e-3) return three(s * 1e3, "ms");
-  if (a >= 1e-6) return three(s * 1e6, "us");
-  return three(s * 1e9, "ns");
+  // What would print as "1000" goes up a unit: 999.6 us is "1.00 ms".
+  if (a >= 0.9995) return three_digits(s, "s");
+  if (a >= 0.9995e-3) return three_digits(s * 1e3, "ms");
+  if (a >= 0.9995e-6) return three_digits(s * 1e6, "us");
+  return three_digits(s * 1e9, "ns");
 }
 
 std::string format_ns(std::int64_t ns) { return format_seconds(static_cast<double>(ns) * 1e-9); }
