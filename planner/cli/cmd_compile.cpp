@@ -538,7 +538,7 @@ int run_compile(const CompileOptions& o) {
                 static_cast<double>(split->summary.predicted_ns) / static_cast<double>(split->summary.ideal_ns) - 1));
     }
     fmt::print("  compiled in   {}{}{}\n", format_seconds(seconds),
-               hint_shown ? fmt::format(" (and {} for the estimate above)", format_seconds(hint_seconds)) : "",
+               hint_shown ? fmt::format(" (and {} for the estimates above)", format_seconds(hint_seconds)) : "",
                o.output.empty() ? "" : ", plan written to " + o.output);
   }
   return 0;

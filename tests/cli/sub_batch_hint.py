@@ -30,11 +30,12 @@ with tempfile.TemporaryDirectory() as tmp:
                            capture_output=True, text=True)
         check(r.returncode == 0, f"{budget}: compile: {r.stderr.strip()}")
         m = HINT.search(r.stdout)
+        done = next((l for l in r.stdout.splitlines() if l.strip().startswith("compiled in")), "")
+        check(bool(m) == ("for the estimates above" in done),
+              f"{budget}: the estimates' time is given only beside the line they make: {done!r}")
         if r.returncode != 0 or not m:
             continue
         hints += 1
-        done = next((l for l in r.stdout.splitlines() if l.strip().startswith("compiled in")), "")
-        check("for the estimates above" in done, f"{budget}: the estimates' time beside the compile's: {done!r}")
         n, estimate, rounds = int(m.group(1)), float(m.group(2)) * UNITS[m.group(3)], int(m.group(4))
         q = subprocess.run([ucplan, "compile", network, "--profile", profile, "--budget", budget, "--sub-batch",
                             str(n), "-q", "-o", plan_path], capture_output=True, text=True)
