@@ -820,6 +820,15 @@ TEST_CASE("graphs ucplan's layers would change are refused at their node; older 
           "m.onnx: node 4 \"reshape\" (Reshape): the target shape [?, -1] is computed from the batch size, which the "
           "file leaves unknown; export with a fixed batch");
   }
+  SUBCASE("an empty target shape (read past its end)") {
+    ModelBuilder b = base();
+    b.int64_constant("none", {});
+    b.node("Reshape", {"r", "none"}, {"y"}, "reshape");
+    b.output("y");
+    CHECK(error_of(b) ==
+          "m.onnx: node 1 \"reshape\" (Reshape): Reshape of 4x3x3 to []; ucplan supports Reshape only to [batch, "
+          "features] or to the same shape");
+  }
   SUBCASE("a channel shuffle that splits the batch instead") {
     ModelBuilder b = base(1);
     b.int64_constant("split", {2, 2, -1, 3, 3});

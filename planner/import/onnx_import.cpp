@@ -1213,9 +1213,9 @@ class Importer {
       return !t.empty() &&
              (t[0] == 0 || t[0] == kBatchValue || (batch_ > 0 && t[0] == batch_) || (t[0] == -1 && others_known));
     };
-    auto known = [&](std::size_t from) {
-      return std::none_of(t.begin() + static_cast<std::ptrdiff_t>(from), t.end(),
-                          [](std::int64_t v) { return v == -1; });
+    auto known = [&](std::size_t from) {  // no -1 from `from` on
+      return from >= t.size() || std::none_of(t.begin() + static_cast<std::ptrdiff_t>(from), t.end(),
+                                              [](std::int64_t v) { return v == -1; });
     };
     if (std::any_of(t.begin() + (t.empty() ? 0 : 1), t.end(), [](std::int64_t v) { return v <= kUnknownValue; }) ||
         (!t.empty() && t[0] == kUnknownValue))
