@@ -107,10 +107,15 @@ int run_inspect(const InspectOptions& o) {
   fmt::print("training FLOPs / iteration {}\n", format_flops(flops));
   fmt::print("baseline peak              {}  (every tensor allocated separately: Σl^f + Σl^b)\n",
              format_bytes(lv.baseline_peak));
-  fmt::print("liveness peak              {}  (at step {}, {})\n", format_bytes(lv.liveness_peak), lv.peak_step,
-             task_label(g, pk));
-  fmt::print("largest task at batch {:<4} {}  (weights + one task's tensors, no sub-batching)\n", o.batch,
-             format_bytes(at_batch.bytes));
+  // The peak and the totals above count tensors' own bytes (the network's, as a framework holds
+  // them: the scale of --budget N%); the task sizes below count each buffer as the arena places it,
+  // rounded up to 256 bytes, which on a small network can be more than the peak.
+  fmt::print("liveness peak              {}  (at step {}, {}; tensors' own bytes, the scale of --budget N%)\n",
+             format_bytes(lv.liveness_peak), lv.peak_step, task_label(g, pk));
+  fmt::print(
+      "largest task at batch {:<4} {}  (weights + one task's tensors, no sub-batching; each buffer aligned to "
+      "256 B as the arena places it)\n",
+      o.batch, format_bytes(at_batch.bytes));
   fmt::print("lower bound                {}  (moDNN Eq. 2: weights + {} at sub-batch 1)\n", format_bytes(lb.bytes),
              task_label(g, lbt));
   return 0;
