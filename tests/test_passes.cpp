@@ -141,6 +141,23 @@ TEST_CASE("a launch gap is added to every kernel a task launches") {
   CHECK(others > 0);
 }
 
+TEST_CASE("a plan from a profile of another network, or of an earlier version of this one, says so") {
+  const Network net = parse_network_text(kChain, "test");
+  Profile prof = model_profile(net, 8);
+  auto note = [&](const Profile& p) {
+    const Plan plan = make_plan(input_for(net, p, std::int64_t{1} << 30)).plan;
+    const auto it =
+        std::ranges::find_if(plan.notes, [](const std::string& n) { return n.find("the profile was made for") == 0; });
+    return it == plan.notes.end() ? std::string() : *it;
+  };
+  CHECK(note(prof).empty());  // profiled from this very network
+  prof.network_sha256 = std::string(64, '0');
+  CHECK(note(prof).find("an earlier version of network " + net.name + " (another network_sha256)") !=
+        std::string::npos);
+  prof.network = "another";
+  CHECK(note(prof).find("made for network another (another network_sha256)") != std::string::npos);
+}
+
 TEST_CASE("parallel_for runs every index once, on no more threads than the process has cores") {
   cpu_set_t all;
   REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);

@@ -170,8 +170,16 @@ OpCost read_op_cost(const JsonReader& cr, std::int64_t max_batch) {
   if (!parse_step_op(op, &c.op) || op_rank(c.op) == 5)
     cr.at("op").fail(fmt::format("unknown op \"{}\" (forward, backward, backward_data, backward_filter, update)", op));
   c.algo = cr.at("algo").string();
+  // An update's cost is per layer, not per sample (batch 0); every other op's is at a sub-batch.
   c.batch = cr.at("batch").integer(0, max_batch);
+  if ((c.batch == 0) != (c.op == StepOp::Update))
+    cr.at("batch").fail(c.op == StepOp::Update ? "an update's cost is per layer, at batch 0"
+                                               : "a cost is at a sub-batch of 1 sample or more (0 is for updates)");
   c.status = cr.string_or("status", "ok");
+  if (c.status != "ok" && c.status != "unsupported" && c.status != "out_of_memory" &&
+      c.status.rfind("failed: ", 0) != 0)
+    cr.at("status").fail(
+        fmt::format("must be ok, unsupported, out_of_memory or \"failed: REASON\", got \"{}\"", c.status));
   if (c.ok()) {
     c.seconds = cr.at("seconds").number();
     if (!(c.seconds >= 0) || !std::isfinite(c.seconds)) cr.at("seconds").fail("must be a finite, non-negative number");
@@ -249,11 +257,19 @@ Profile load_profile(const std::string& path) {
     s.signature = sr.at("signature").string();
     if (!signatures.insert(s.signature).second) sr.at("signature").fail("a second entry for this signature");
     s.type = sr.at("type").string();
+    if (s.type != s.signature.substr(0, s.signature.find(' ')))
+      sr.at("type").fail(fmt::format("\"{}\" is not the type its signature begins with", s.type));
     for (const auto& l : sr.at("layers").array()) s.layers.push_back(l.string());
     std::set<std::tuple<StepOp, std::string, std::int64_t>> measured;
     for (const auto& cr : sr.at("costs").array()) {
       cr.allow_only({"op", "algo", "batch", "status", "seconds", "spread", "workspace_bytes"});
       OpCost c = read_op_cost(cr, p.batch);
+      // Only convolutions have algorithms to choose (their names are checked against the device's
+      // when a plan is made); the executor runs every other op one way, and updates as SGD.
+      const char* const only = c.op == StepOp::Update ? "sgd" : s.type != "conv" ? "default" : nullptr;
+      if (only && c.algo != only)
+        cr.at("algo").fail(
+            fmt::format("a {} {} runs one way, \"{}\", not \"{}\"", s.type, step_op_name(c.op), only, c.algo));
       if (!measured.insert({c.op, c.algo, c.batch}).second)
         cr.fail(fmt::format("a second cost for {} with \"{}\" at {} samples", step_op_name(c.op), c.algo, c.batch));
       s.costs.push_back(std::move(c));

@@ -704,6 +704,15 @@ void assemble_plan(Pipeline& x) {
   s.workspace_peak_bytes = best.workspace_peak_bytes;
   if (!profile.measured())
     p.notes.push_back("times are predicted from a modelled profile (" + profile.source + "), not measured");
+  // Costs are looked up by layer signature, so a profile of another network (or of this one
+  // before an edit) serves wherever it has every signature; said, since its costs were measured
+  // among other layers.
+  if (!profile.network_sha256.empty() && profile.network_sha256 != p.network_sha256)
+    p.notes.push_back(
+        fmt::format("the profile was made for {} (another network_sha256): its costs are taken "
+                    "for this network's layers by signature",
+                    profile.network == p.network.name ? "an earlier version of network " + profile.network
+                                                      : "network " + profile.network));
   if (profile.h2d.calibration || profile.d2h.calibration) {
     std::string lines;
     for (const auto& [name, t] : {std::pair{"host-to-device", &profile.h2d}, std::pair{"device-to-host", &profile.d2h}})
