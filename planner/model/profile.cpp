@@ -259,6 +259,12 @@ Profile load_profile(const std::string& path) {
     s.type = sr.at("type").string();
     if (s.type != s.signature.substr(0, s.signature.find(' ')))
       sr.at("type").fail(fmt::format("\"{}\" is not the type its signature begins with", s.type));
+    // A signature ends with the precision its layer ran at (graph.cpp layer_signature).
+    const std::string dtype = std::string(" ") + signature_dtype(p.precision);
+    if (s.signature.size() < dtype.size() ||
+        s.signature.compare(s.signature.size() - dtype.size(), dtype.size(), dtype))
+      sr.at("signature")
+          .fail(fmt::format("does not end with{}, the profile's precision ({})", dtype, precision_name(p.precision)));
     for (const auto& l : sr.at("layers").array()) s.layers.push_back(l.string());
     std::set<std::tuple<StepOp, std::string, std::int64_t>> measured;
     for (const auto& cr : sr.at("costs").array()) {
