@@ -114,7 +114,10 @@ TransferCosts read_transfer(const JsonReader& r) {
   if (auto pts = r.find("points")) {
     for (const auto& p : pts->array()) {
       p.allow_only({"bytes", "seconds"});
-      t.points.push_back({p.at("bytes").integer(1, INT64_MAX), p.at("seconds").number()});
+      const std::int64_t bytes = p.at("bytes").integer(1, INT64_MAX);
+      const double seconds = p.at("seconds").number();
+      if (!(seconds > 0 && seconds <= 1e3)) p.at("seconds").fail("a copy's time must be more than 0 and at most 1000 s");
+      t.points.push_back({bytes, seconds});
     }
   }
   if (auto c = r.find("calibration")) {
