@@ -116,7 +116,8 @@ TransferCosts read_transfer(const JsonReader& r) {
       p.allow_only({"bytes", "seconds"});
       const std::int64_t bytes = p.at("bytes").integer(1, INT64_MAX);
       const double seconds = p.at("seconds").number();
-      if (!(seconds > 0 && seconds <= 1e3)) p.at("seconds").fail("a copy's time must be more than 0 and at most 1000 s");
+      if (!(seconds > 0 && seconds <= 1e3))
+        p.at("seconds").fail("a copy's time must be more than 0 and at most 1000 s");
       t.points.push_back({bytes, seconds});
     }
   }
