@@ -16,9 +16,18 @@ namespace ucplan {
 
 namespace {
 
-std::string inputs_text(const Graph& g, const GraphLayer& l) {
+// A layer's inputs, comma-separated; for the table (`width` > 0) at most about `width` characters:
+// the table pads every row to its widest cell, so a concat of 20,000 inputs made 2.6 GB of text.
+// The JSON lists them all.
+std::string inputs_text(const Graph& g, const GraphLayer& l, std::size_t width = 0) {
   std::string s;
-  for (std::size_t i = 0; i < l.inputs.size(); ++i) s += (i ? "," : "") + g.layers[l.inputs[i]].name();
+  for (std::size_t i = 0; i < l.inputs.size(); ++i) {
+    std::string name = g.layers[l.inputs[i]].name();
+    if (width > 0) name = cut_text(name, width);
+    if (width > 0 && i > 0 && s.size() + 1 + name.size() > width)
+      return s + fmt::format(",... ({} in all)", l.inputs.size());
+    s += (i ? "," : "") + name;
+  }
   return s;
 }
 
@@ -88,7 +97,7 @@ int run_inspect(const InspectOptions& o) {
   int row = 0;
   for (int l : tg.route) {
     const auto& gl = g.layers[l];
-    table.add({std::to_string(row++), gl.name(), layer_type_name(gl.type()), inputs_text(g, gl), shape_text(gl.out),
+    table.add({std::to_string(row++), gl.name(), layer_type_name(gl.type()), inputs_text(g, gl, 60), shape_text(gl.out),
                with_thousands(gl.params()), format_flops(gl.forward_flops * static_cast<double>(o.batch)),
                format_bytes(g.out_bytes_per_sample(l) * o.batch)});
   }

@@ -15,7 +15,17 @@ Table::Table(std::vector<std::string> header, std::vector<bool> right_aligned)
 
 void Table::add(std::vector<std::string> row) {
   row.resize(header_.size());
+  // Every row is padded to the widest cell: one cell of a million characters (a layer's name)
+  // would make every row that wide.
+  for (std::string& cell : row) cell = cut_text(cell, 200);
   rows_.push_back(std::move(row));
+}
+
+std::string cut_text(const std::string& text, std::size_t width) {
+  if (text.size() <= width) return text;
+  std::size_t cut = width > 3 ? width - 3 : 0;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+  return text.substr(0, cut) + "...";
 }
 
 std::string Table::str() const {

@@ -10,7 +10,7 @@ namespace ucplan {
 class Table {
  public:
   explicit Table(std::vector<std::string> header, std::vector<bool> right_aligned = {});
-  void add(std::vector<std::string> row);
+  void add(std::vector<std::string> row);  // a cell over 200 bytes is cut, ending in "..."
   std::string str() const;
   std::size_t rows() const { return rows_.size(); }
 
@@ -21,6 +21,8 @@ class Table {
 };
 
 std::string format_flops(double flops);  // 1.2e9 -> "1.20 GFLOP"
+// `text` in at most `width` bytes: longer, it is cut at a character's start and ends in "...".
+std::string cut_text(const std::string& text, std::size_t width);
 
 }  // namespace ucplan
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <map>
+#include <queue>
 #include <utility>
 #include <unordered_map>
 
@@ -433,19 +434,20 @@ Graph build_graph(const Network& net, const std::string& file, Precision precisi
   for (int gi = 1; gi < n; ++gi)
     for (int in : g.layers[gi].inputs) g.layers[in].consumers.push_back(gi);
 
-  // Kahn's algorithm, taking ready layers in file order, so the order is deterministic.
+  // Kahn's algorithm, taking ready layers in file order, so the order is deterministic (a heap:
+  // sorting the ready list at every step took 33 s for 10^5 layers reading one input).
   std::vector<int> pending(n);
   for (int gi = 0; gi < n; ++gi) pending[gi] = static_cast<int>(g.layers[gi].inputs.size());
-  std::vector<int> ready{0};
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  ready.push(0);
   std::vector<char> done(n, 0);
   while (!ready.empty()) {
-    std::sort(ready.begin(), ready.end(), std::greater<int>());
-    int gi = ready.back();
-    ready.pop_back();
+    const int gi = ready.top();
+    ready.pop();
     done[gi] = 1;
     g.topo_order.push_back(gi);
     for (int c : g.layers[gi].consumers)
-      if (--pending[c] == 0) ready.push_back(c);
+      if (--pending[c] == 0) ready.push(c);
   }
   if (static_cast<int>(g.topo_order.size()) != n) {
     for (int gi = 1; gi < n; ++gi)

@@ -1,5 +1,6 @@
 #include "network.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -92,10 +93,19 @@ std::optional<LayerParamError> find_layer_param_error(const Layer& l) {
 
 namespace {
 
+// A name is printed in reports, tables and traces: not empty, and without control characters
+// (a newline or a terminal escape in a layer name broke inspect's table).
+std::string read_name(const JsonReader& r) {
+  std::string name = r.string();
+  if (name.empty()) r.fail("must not be empty");
+  if (std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    r.fail(fmt::format("\"{}\" holds a control character", one_line(name)));
+  return name;
+}
+
 Layer read_layer(const JsonReader& at_index) {
   Layer l;
-  l.name = at_index.at("name").string();
-  if (l.name.empty()) at_index.at("name").fail("must not be empty");
+  l.name = read_name(at_index.at("name"));
   // From here on errors name the layer as build_graph() does: "layers[3] (conv2).kernel".
   const JsonReader r(at_index.raw(), at_index.file(), fmt::format("{} ({})", at_index.path(), l.name));
   std::string type = r.at("type").string();
@@ -242,14 +252,12 @@ Network network_from_json(const JsonReader& r) {
   r.expect_format("network");
   r.allow_only({"format", "name", "description", "source", "input", "labels", "dtype", "layers"});
   Network net;
-  net.name = r.at("name").string();
-  if (net.name.empty()) r.at("name").fail("must not be empty");
+  net.name = read_name(r.at("name"));
   net.description = r.string_or("description", "");
   net.source = r.string_or("source", "");
   auto in = r.at("input");
   in.allow_only({"name", "shape"});
-  net.input_name = in.string_or("name", "data");
-  if (net.input_name.empty()) in.at("name").fail("must not be empty");
+  net.input_name = in.has("name") ? read_name(in.at("name")) : "data";
   auto shape = in.at("shape").array(3, 3);
   for (int i = 0; i < 3; ++i) net.input_shape[i] = shape[i].integer(1, kMaxDim);
   net.labels = r.at("labels").integer(1, kMaxFeatures);
@@ -381,7 +389,11 @@ std::string resolve_network_path(const std::string& name) {
   if (fs::is_regular_file(name, ec)) return name;
   bool looks_like_path =
       name.find('/') != std::string::npos && name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
-  if (looks_like_path) throw UserError(name, "", "no such file");
+  if (looks_like_path)
+    throw UserError(name, "",
+                    fs::is_directory(name, ec) ? "is a folder, not a network file"
+                    : fs::exists(name, ec)     ? "is not a regular file (a network is read from a file)"
+                                               : "no such file");
   std::string zoo = zoo_directory();
   std::string candidate = zoo + "/" + name + ".json";
   if (fs::is_regular_file(candidate, ec)) return candidate;
