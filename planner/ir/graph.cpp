@@ -16,6 +16,10 @@ namespace ucplan {
 std::string shape_text(const Shape& s) { return fmt::format("{}x{}x{}", s.c, s.h, s.w); }
 
 int Graph::index_of(const std::string& name) const {
+  if (by_name.size() == layers.size()) {  // 10^5 steps looking up 10^5 layers one by one took minutes
+    const auto it = by_name.find(name);
+    return it == by_name.end() ? -1 : it->second;
+  }
   for (std::size_t i = 0; i < layers.size(); ++i)
     if (layers[i].name() == name) return static_cast<int>(i);
   return -1;
@@ -457,6 +461,7 @@ Graph build_graph(const Network& net, const std::string& file, Precision precisi
   }
   ShapeInference inference(g);
   for (int gi : g.topo_order) inference.infer(gi);
+  g.by_name = std::move(index);
   return g;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "planner/model/network.h"
@@ -64,6 +65,9 @@ struct Graph {
   Precision precision = Precision::FP32;
 
   int index_of(const std::string& name) const;  // -1 when absent
+  // Layer indices by name, as build_graph makes them (index_of searches the layers where a graph
+  // made otherwise has none).
+  std::unordered_map<std::string, int> by_name;
   std::int64_t total_params() const;
   // Element types, in one place (precision.h): a layer's output Y_l and its gradient dY_l are in
   // the precision's storage type, except the loss's output (probabilities), which stays FP32 as
