@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <numeric>
 #include <set>
 #include <unordered_map>
 
@@ -111,6 +112,15 @@ std::string conv_cost_error(const GraphLayer& l, bool cpu, StepOp op, const std:
   if (workspace_bytes < need)
     return fmt::format("{} bytes of workspace stated, the kernel needs {} on {} samples", workspace_bytes, need, batch);
   return "";
+}
+
+std::int64_t cudnn_micro_batch_granule(const Graph& g, int layer) {
+  const int in = g.layers[layer].inputs.at(0);
+  std::int64_t granule = 1;
+  for (const std::int64_t bytes : {g.out_bytes_per_sample(in), g.out_bytes_per_sample(layer),
+                                   g.gradient_bytes_per_sample(in), g.gradient_bytes_per_sample(layer)})
+    granule = std::max(granule, 4 / std::gcd(bytes, std::int64_t{4}));
+  return granule;
 }
 
 namespace {
@@ -462,10 +472,16 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
   const StepOp kernel_op = s.op == StepOp::Recompute ? StepOp::Forward : s.op;
   const std::string op = step_op_name(kernel_op);
   std::int64_t total = 0, need = 0;
+  const std::int64_t granule = cpu_family_ ? 1 : cudnn_micro_batch_granule(g_, layer);
   for (const auto& m : s.config) {
     if (m.batch < 1 || m.batch > p_.sub_batch)
       invalid(
           fmt::format("{}: a micro-batch of {} samples (the sub-batch is {})", step_name(s), m.batch, p_.sub_batch));
+    if (total % granule != 0)
+      invalid(
+          fmt::format("{}: a micro-batch starts {} samples in, not 4-byte aligned for cuDNN (its operands have an "
+                      "odd number of 16-bit values a sample: micro-batches start at multiples of {})",
+                      step_name(s), total, granule));
     total += m.batch;  // no overflow: each term <= sub-batch, checked before adding the next
     if (total > p_.sub_batch) break;
     if (cpu_family_ && cpu_algorithms().count(m.algo)) {

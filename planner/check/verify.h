@@ -5,7 +5,8 @@
 //  - every wait names an earlier step on another stream; buffers lie inside the arena (checked
 //    without overflow) and start on 256 bytes, the arena inside the budget;
 //  - every convolution step runs the micro-configuration the kernels list states for it, the
-//    micro-batches add up to the sub-batch, every algorithm is one of the plan's device family
+//    micro-batches add up to the sub-batch (on cuDNN each starting 4-byte aligned in its operands,
+//    cudnn_micro_batch_granule), every algorithm is one of the plan's device family
 //    (CPU: direct, gemm, gemm_lift; else cuDNN's names per op) and, for the CPU, supports the
 //    shape; its workspace buffer holds what the configuration needs (CPU: computed exactly from
 //    the shape; cuDNN: the kernels list's measured bytes, which the CUDA executor checks against
@@ -39,5 +40,13 @@ struct GraphLayer;
 // that breaks them would fail this checker (a profile or --cache file edited by hand).
 std::string conv_cost_error(const GraphLayer& l, bool cpu, StepOp op, const std::string& algo, std::int64_t batch,
                             std::int64_t workspace_bytes);
+// cuDNN needs every tensor pointer 4-byte aligned, 16-bit data included (cuDNN's documented
+// floor; FP32 always meets it). A micro-batch starting `k` samples into a convolution's operand of
+// b bytes a sample starts at k x b bytes, so with an odd number of 16-bit values a sample (AlexNet's
+// 3x227x227 input) only even k are aligned. The granule of convolution `layer` of `g`: the
+// micro-batches of a cuDNN plan start at multiples of it (1, 2 or 4 samples; its input and output,
+// and their gradients).
+struct Graph;
+std::int64_t cudnn_micro_batch_granule(const Graph& g, int layer);
 
 }  // namespace ucplan

@@ -71,6 +71,10 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
     tc.conv = t.conv_kernel;
     if (t.conv_kernel) {
       std::vector<MicroOption> options;
+      // On cuDNN a micro-batch starts at a multiple of the layer's granule (verify.h): sizes that
+      // are not multiples are left out unless undivided, so every start is one (a last odd
+      // micro-batch would be aligned too; kept simple, as only 16-bit odd shapes have a granule).
+      const std::int64_t granule = p.device.kind == "cpu" ? 1 : cudnn_micro_batch_granule(g, t.layer);
       for (const auto& c : sc->costs) {
         if (c.op != op || !c.ok()) continue;
         // The convolutions as the checker holds them: a plan made from a cost that breaks its
@@ -81,7 +85,8 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
           throw UserError(file,
                           fmt::format("layer {} ({}), {} at {} samples", layer, step_op_name(op), c.algo, c.batch),
                           why + " (an edited profile or --cache file: profile again)");
-        if (c.batch >= 1 && c.batch <= sub_batch && micro_size_allowed(policy, c.batch, sub_batch))
+        if (c.batch >= 1 && c.batch <= sub_batch && micro_size_allowed(policy, c.batch, sub_batch) &&
+            (c.batch == sub_batch || c.batch % granule == 0))
           options.push_back({c.algo, c.batch, seconds_to_ns(c.seconds) + ct.launch_gap_ns, c.workspace_bytes});
       }
       tc.front = pareto_front(options, sub_batch);

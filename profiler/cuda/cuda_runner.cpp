@@ -1,6 +1,7 @@
 #include "profiler/cuda/cuda_runner.h"
 
 #include <algorithm>
+#include <numeric>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -661,9 +662,14 @@ class CudaRunner final : public Runner {
     const std::int64_t nx = batch * d.c * d.h * d.w;
     const std::int64_t ny = batch * d.k * cuda::conv_out_h(d) * cuda::conv_out_w(d);
     const std::int64_t nw = d.k * (d.c / d.groups) * d.kh * d.kw;
-    // x/dx and y/dy at the offset replay gives a micro-batch after the first (profile_network.h).
-    const std::int64_t x_off = micro_batch_misalignment(d.c * d.h * d.w * eb);
-    const std::int64_t y_off = micro_batch_misalignment(d.k * cuda::conv_out_h(d) * cuda::conv_out_w(d) * eb);
+    // x/dx and y/dy at the offset replay gives a micro-batch after the first (profile_network.h):
+    // one that starts a multiple of the layer's granule in, 4-byte aligned (verify.h
+    // cudnn_micro_batch_granule: with an odd number of 16-bit values a sample, an even number).
+    const std::int64_t x_bytes = d.c * d.h * d.w * eb, y_bytes = d.k * cuda::conv_out_h(d) * cuda::conv_out_w(d) * eb;
+    const std::int64_t granule =
+        std::max(4 / std::gcd(x_bytes, std::int64_t{4}), 4 / std::gcd(y_bytes, std::int64_t{4}));
+    const std::int64_t x_off = micro_batch_misalignment(granule * x_bytes);
+    const std::int64_t y_off = micro_batch_misalignment(granule * y_bytes);
     auto offset = [](float* p, std::int64_t bytes) {
       return reinterpret_cast<float*>(reinterpret_cast<char*>(p) + bytes);
     };
