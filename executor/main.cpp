@@ -24,7 +24,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "ucplan run: replay a plan on a device (cpu or cuda) and report measured vs predicted time, peak memory "
       "and bytes moved; --check poisons (NaN) every region the plan frees or offloads and compares the weight "
-      "gradients with a reference run without micro-batching, offload or recomputation."};
+      "gradients with a reference run without micro-batching, offload or recomputation (in the plan's sub-batch "
+      "rounds, so batch-norm statistics are per sub-batch in both), and each checked iteration's weights with "
+      "w - lr x dW."};
   app.name("ucplan run");
   std::string plan_path, device = "cpu", trace;
   int iterations = 5;

@@ -458,9 +458,16 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     // Loss scaling: a step with inf/NaN weight gradients is skipped; otherwise the updates take
     // the gradients divided by the scale (folded into the learning rate: SGD is linear in them).
     bool update = true;
+    auto finite_time = std::chrono::steady_clock::duration::zero();  // not the plan's time either
     if (scaler.active()) {
       const double used = scaler.scale;
-      update = scaler.step(!all_finite());
+      // Read back here, one weight gradient after another (on a GPU a host round trip each);
+      // GradScaler's own check runs on the device and reads one flag, which the plan does not
+      // count either: this time is left out of the iteration's (the CUDA static review).
+      const auto finite_start = std::chrono::steady_clock::now();
+      const bool finite = all_finite();
+      finite_time = std::chrono::steady_clock::now() - finite_start;
+      update = scaler.step(!finite);
       ctx.lr = o.lr / used;
     }
     rep.steps += 1;
@@ -470,12 +477,61 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     backend.barrier();
     std::vector<MeasuredStep> timeline = backend.end();
     const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0 - reference_time).count();
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0 - reference_time - finite_time).count();
     if (it >= warmup) {
       rep.iteration_seconds.push_back(seconds);
       rep.timeline = std::move(timeline);
       for (MeasuredStep& m : rep.timeline) m.bytes = steps.at(static_cast<std::size_t>(m.step)).bytes;
     }
+    // The updates: each reference starts from the weights the plan's run has, so a missing,
+    // doubled or misdirected update (or a weight overwritten after its last read) would not show
+    // in the gradients. After a checked iteration every layer's weights must be the ones it
+    // started from less the learning rate times the gradient the run computed (unchanged where a
+    // loss scale skipped the step): the SGD the final steps run, to within float rounding.
+    if (checking && rep.passed) {
+      for (std::size_t l = 0; l < g.layers.size() && rep.fault.empty(); ++l) {
+        if (tg.w_of[l] < 0 || tg.dw_of[l] < 0) continue;
+        const std::string& name = tg.tensors[static_cast<std::size_t>(tg.w_of[l])].name;
+        const std::vector<float>& before = start_weights.at(name);
+        std::vector<float> after(before.size()), gradient(before.size());
+        const auto bytes = static_cast<std::int64_t>(before.size() * sizeof(float));
+        backend.read(resident.at(tg.w_of[l])->offset, after.data(), bytes);
+        backend.read(resident.at(tg.dw_of[l])->offset, gradient.data(), bytes);
+        // Each weight as the SGD step computes it in float (w - float(lr) x dW), to within two units
+        // in the last place (a fused multiply-add on a GPU rounds once, not twice): a step below
+        // that is one float arithmetic itself cannot show.
+        const auto rate = static_cast<float>(ctx.lr);
+        std::size_t wrong = 0, first = 0;
+        for (std::size_t e = 0; e < before.size(); ++e) {
+          const float want = update ? before[e] - rate * gradient[e] : before[e];  // a skipped step: no change
+          const float scale = std::max(std::fabs(want), std::fabs(before[e]));
+          const float ulp = std::nextafter(scale, INFINITY) - scale;
+          if (!(std::fabs(after[e] - want) <= 2 * ulp)) {
+            if (wrong++ == 0) first = e;
+          }
+        }
+        if (wrong > 0) {
+          rep.passed = false;
+          rep.max_rel_error = INFINITY;
+          rep.fault = fmt::format(
+              "after iteration {}, {} is not its value less the learning rate times {} at {} of {} values (the "
+              "first, [{}]: {:g} from {:g} and a gradient {:g}, {:g} expected): an update missing, doubled or of "
+              "another layer, or the weight overwritten",
+              it + 1, name, tg.tensors[static_cast<std::size_t>(tg.dw_of[l])].name, wrong, before.size(), first,
+              after[first], before[first], gradient[first],
+              update ? before[first] - rate * gradient[first] : before[first]);
+        }
+      }
+    }
+  }
+  if (o.check && rep.passed && rep.checked_iterations > 0 && rep.overflow_checked == rep.checked_iterations) {
+    // Both runs overflowed in every checked iteration: nothing was compared, which is no pass.
+    rep.passed = false;
+    rep.max_rel_error = INFINITY;
+    rep.fault = fmt::format(
+        "nothing was compared: in each of the {} checked iterations the loss-scaled gradients overflowed in the plan's "
+        "run and the reference alike (the loss scale {:g} is too large for this network)",
+        rep.checked_iterations, rep.initial_loss_scale);
   }
   if (o.check) {
     // The data loader's batch is read-only for the plan: after every round of every iteration

@@ -230,6 +230,32 @@ TEST_SUITE("broken plans") {
     CHECK_FALSE(replay(p).passed);
   }
 
+  TEST_CASE("updates missing or doubled: refused by the verifier; without it the check of the weights fails") {
+    // Each reference starts from the weights the plan's run has, so the gradients alone cannot
+    // show a wrong update: the weights after each checked iteration must be w - lr x dW.
+    const Plan p = moving_plan();
+    auto update_of = [](const Plan& plan, std::size_t k) {
+      std::vector<int> ids;
+      for (const PlanStep& s : plan.steps)
+        if (s.op == StepOp::Update) ids.push_back(s.id);
+      REQUIRE(ids.size() > k);
+      return ids[k];
+    };
+    CHECK(replay(p).passed);
+    Plan missing = p;
+    remove_step(missing, update_of(missing, 0));
+    CHECK(find_plan_error(missing) != "");
+    const RunReport r = replay(missing);
+    CHECK_FALSE(r.passed);
+    CHECK(r.fault.find("is not its value less the learning rate times") != std::string::npos);
+    Plan doubled = p;  // the second layer's update runs as the first's: one layer twice, one never
+    const int second = update_of(doubled, 1);
+    doubled.steps[static_cast<std::size_t>(second)] = doubled.steps[static_cast<std::size_t>(update_of(doubled, 0))];
+    doubled.steps[static_cast<std::size_t>(second)].id = second;
+    CHECK(find_plan_error(doubled) != "");
+    CHECK(replay(doubled).fault.find("an update missing, doubled or of another layer") != std::string::npos);
+  }
+
   TEST_CASE("the rounding floor: measured per gradient, and a wrong plan is still far beyond it") {
     // A missing prefetch without the verifier: the reader finds other bytes (finite, not poison).
     Plan p = moving_plan();

@@ -451,7 +451,7 @@ TEST_SUITE("precision: loss scaling") {
     CHECK_FALSE(LossScaler(parse_loss_scale("none")).active());
   }
 
-  TEST_CASE("fp16: a scale that overflows skips every step and leaves the weights; a sane one trains") {
+  TEST_CASE("fp16: a scale that overflows skips every step, leaves the weights and checks nothing; a sane one trains") {
     const Network net = parse_network_text(kResidual, "test");
     const Profile prof = cpu_profile(net, 8, Precision::FP16);
     const Graph g = build_graph(net, "test", Precision::FP16);
@@ -461,7 +461,10 @@ TEST_SUITE("precision: loss scaling") {
     const Run big = replay(compile(net, prof, std::int64_t{1} << 30, "ucplan", "any", "static:1e9"), true, 2);
     CHECK(big.report.skipped_steps == big.report.steps);
     CHECK(big.report.steps == 3);
-    CHECK(big.report.passed);  // both runs overflowed: nothing to compare, nothing wrong
+    // Both runs overflowed in every checked iteration: nothing was compared, which is no pass.
+    CHECK_FALSE(big.report.passed);
+    CAPTURE(big.report.fault);
+    CHECK(big.report.fault.find("nothing was compared") != std::string::npos);
     CHECK(big.first_weights == initial);
     const Run ok = replay(compile(net, prof, std::int64_t{1} << 30, "ucplan", "any", "dynamic"), true, 2);
     CHECK(ok.report.skipped_steps == 0);
