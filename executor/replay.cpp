@@ -69,6 +69,29 @@ std::vector<ResolvedStep> resolve_steps(const Plan& plan, const Program& program
   const Graph& g = program.graph;
   const TaskGraph& tg = program.tasks;
   const std::vector<int>& tensor_of = program.buffer_tensor;
+  // What every replay relies on, checked here too: the verifier does more, but `run --no-verify`
+  // (for tests of the poisoning) skips it, and a plan broken in these ways crashed or hung (a
+  // wait on a later step never ends) instead of failing.
+  const auto nsteps = static_cast<int>(plan.steps.size()), nbuffers = static_cast<int>(plan.buffers.size());
+  for (int i = 0; i < nsteps; ++i) {
+    const PlanStep& s = plan.steps[static_cast<std::size_t>(i)];
+    auto bad = [&](const std::string& what) {
+      throw UserError("", fmt::format("steps[{}]", i),
+                      what + " (a plan the verifier refuses; run without --no-verify)");
+    };
+    if (s.id != i) bad(fmt::format("its id is {}, not its place", s.id));
+    for (int w : s.waits)
+      if (w < 0 || w >= i) bad(fmt::format("waits for step {}, not an earlier one", w));
+    for (const auto* list : {&s.reads, &s.writes, &s.accumulates})
+      for (int b : *list)
+        if (b < 0 || b >= nbuffers) bad(fmt::format("names buffer {}, which the plan does not have", b));
+    if (s.workspace < -1 || s.workspace >= nbuffers) bad(fmt::format("names workspace buffer {}", s.workspace));
+    if (s.host < -1 || s.host >= static_cast<int>(plan.host_buffers.size()))
+      bad(fmt::format("names host buffer {}", s.host));
+    if (s.stream != Stream::Compute && s.host < 0) bad("a copy without a host buffer");
+    if (s.stream != Stream::Compute && (s.op == StepOp::Prefetch ? s.writes.size() : s.reads.size()) != 1)
+      bad("a copy moves one buffer");
+  }
   std::unordered_map<std::string, int> layer_index;
   for (std::size_t l = 0; l < g.layers.size(); ++l) layer_index[g.layers[l].name()] = static_cast<int>(l);
   // Where the plan says each buffer's life ends (its last_step): that is when check mode

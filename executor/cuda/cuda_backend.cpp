@@ -345,6 +345,7 @@ class CudaBackend : public Backend {
   void allocate(std::int64_t arena_bytes, const std::vector<std::int64_t>& host_bytes) override {
     device_.select();
     synchronize_all();
+    graphs_.clear();  // captured with the old arena's and host buffers' addresses
     hosts_.clear();
     arena_.reset();
     arena_bytes_ = std::max<std::int64_t>(arena_bytes, 256);
@@ -822,6 +823,13 @@ class CudaBackend : public Backend {
     const float* w16 = a.w ? at(a.w, params * 4) : nullptr;  // the copy, after the FP32 master
     const float* bias16 = w16 && l.bias_elems ? at(w16, l.weight_elems * 2) : nullptr;
     float* dw16 = c.op == cuda::ConvOp::BackwardFilter ? dw16_buffer(params) : nullptr;
+    // As the FP32 path checks (kernels_cuda.cpp check_micro): micro-batches that do not make up
+    // the step's samples would read and write past its tensors into their neighbours.
+    std::int64_t samples = 0;
+    for (const cuda::MicroConfig& m : c.micro) samples += m.batch;
+    if (samples != a.n)
+      cuda::throw_error(fmt::format("conv {}: micro-batches add up to {} samples, the kernel has {}",
+                                    cuda::conv_op_name(c.op), samples, a.n));
     std::int64_t done = 0;
     for (const cuda::MicroConfig& m : c.micro) {
       const cuda::ConvDims d = conv_dims(l, m.batch);
