@@ -256,6 +256,19 @@ TEST_SUITE("broken plans") {
     CHECK(replay(doubled).fault.find("an update missing, doubled or of another layer") != std::string::npos);
   }
 
+  TEST_CASE("without the verifier, a wait on a later step or an unknown buffer is refused, not hung or crashed") {
+    const Plan p = moving_plan();
+    Plan later = p;
+    later.steps[0].waits.push_back(1);  // would wait forever: step 1 cannot start before step 0 on its stream
+    CHECK_THROWS_WITH_AS(replay(later), doctest::Contains("steps[0]: waits for step 1, not an earlier one"), UserError);
+    Plan unknown = p;
+    unknown.steps[1].reads.push_back(static_cast<int>(unknown.buffers.size()));
+    CHECK_THROWS_WITH_AS(replay(unknown), doctest::Contains("which the plan does not have"), UserError);
+    Plan gap = p;
+    gap.steps.back().id += 1;
+    CHECK_THROWS_WITH_AS(replay(gap), doctest::Contains("not its place"), UserError);
+  }
+
   TEST_CASE("the rounding floor: measured per gradient, and a wrong plan is still far beyond it") {
     // A missing prefetch without the verifier: the reader finds other bytes (finite, not poison).
     Plan p = moving_plan();
