@@ -138,11 +138,7 @@ void pool_backward(const PoolDims& d, const float* x, const float* y, const floa
         const float g = dyp[oy * d.wo + ox];
         if (d.max) {
           const i64 at = argmax(d, p, x + nc * in_plane, y[nc * d.ho * d.wo + oy * d.wo + ox]);
-          if (at >= 0) {
-            dxp[at] += g;
-          } else {  // no x equals y: a NaN in either (poison a plan read); passed on, not dropped
-            dxp[p.y0 * d.w + p.x0] += std::numeric_limits<float>::quiet_NaN();
-          }
+          if (at >= 0) dxp[at] += g;
         } else {
           const float share = static_cast<float>(g / static_cast<double>(p.divisor));
           for (i64 iy = p.y0; iy < p.y1; ++iy)
