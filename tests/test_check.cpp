@@ -316,6 +316,15 @@ TEST_SUITE("verifier") {
     }
   }
 
+  TEST_CASE("a plan that says its batch-norm statistics are the whole batch's when they are per sub-batch") {
+    // The chain has bn; the whole batch at 88 % of the peak is one round: the statistics are the batch's.
+    Plan p = tight_plan();
+    REQUIRE(p.rounds == 1);
+    p.sub_batch_changes_statistics = true;
+    CHECK(find_plan_error(p).find("sub_batch_changes_statistics is true, but its batch-norm statistics are the "
+                                  "whole batch's") != std::string::npos);
+  }
+
   TEST_CASE("an embedded network edited after the plan was made") {
     Plan p = make_plan(input_for(parse_network_text(kChain, "test"),
                                  model_profile(parse_network_text(kChain, "test"), 8), std::int64_t{1} << 30))

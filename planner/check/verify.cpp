@@ -772,6 +772,12 @@ void Checker::run() {
   if (sum.predicted_ns != iteration)
     invalid(
         fmt::format("summary iteration time {} ns, rounds x round + final give {} ns", sum.predicted_ns, iteration));
+  // What the plan says of its statistics (the compile report and explain print it): a batch-norm
+  // network in more than one round normalises each sub-batch on its own.
+  const bool per_sub_batch = g_.has_batch_norm() && p_.rounds > 1;
+  if (p_.sub_batch_changes_statistics != per_sub_batch)
+    invalid(fmt::format("sub_batch_changes_statistics is {}, but its batch-norm statistics are {}",
+                        p_.sub_batch_changes_statistics, per_sub_batch ? "per sub-batch" : "the whole batch's"));
   // The totals a report prints (explain, run's bytes moved) are the steps' own: round steps count
   // once per round, final steps once. (The ideal time and the lower bound need the profile and the
   // planner's passes: `check --recompile` compares those.)
