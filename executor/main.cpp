@@ -215,6 +215,10 @@ int main(int argc, char** argv) {
             r.overflow_checked
                 ? fmt::format("; {} checked iteration(s) overflowed in both runs (skipped step)", r.overflow_checked)
                 : "");
+      if (r.checked && plan.sub_batch_changes_statistics)
+        fmt::print(
+            "  statistics  batch-norm statistics per sub-batch of {} (the plan's {} rounds), in the reference too\n",
+            plan.sub_batch, plan.rounds);
       if (r.checked && r.fault.empty() && r.floor_checked)
         fmt::print(
             "  floor       each gradient may differ from the reference by {:g}x the distance of {} (or the tolerance): "
