@@ -1217,8 +1217,11 @@ class Importer {
       return from >= t.size() || std::none_of(t.begin() + static_cast<std::ptrdiff_t>(from), t.end(),
                                               [](std::int64_t v) { return v == -1; });
     };
-    if (std::any_of(t.begin() + (t.empty() ? 0 : 1), t.end(), [](std::int64_t v) { return v <= kUnknownValue; }) ||
-        (!t.empty() && t[0] == kUnknownValue))
+    // Known values only, but for the unknown batch itself as the first dimension (keeps_batch).
+    bool computed = false;
+    for (std::size_t k = 0; k < t.size(); ++k)
+      computed = computed || t[k] == kUnknownValue || (k > 0 && t[k] == kBatchValue);
+    if (computed)
       fail(i, n,
            fmt::format("the target shape {} is computed from the batch size, which the file leaves unknown; export "
                        "with a fixed batch",
