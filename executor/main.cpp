@@ -59,7 +59,10 @@ int main(int argc, char** argv) {
                "cuda: from the second iteration on, launch each round and the final steps as a CUDA graph captured "
                "once (one more warm-up iteration, which captures), instead of a few host calls per step: the device "
                "no longer waits for the host between short kernels (default: off)");
-  app.add_flag("--no-verify", no_verify, "skip the plan verifier (for tests of the poisoning only)");
+  app.add_flag("--no-verify", no_verify,
+               "replay a plan the verifier refuses for its schedule (lifetimes, versions, waits, order), to see "
+               "what --check's poisoning catches; a plan whose steps would reach outside their buffers is still "
+               "refused");
   app.add_flag("--no-poison", no_poison, "--check without poisoning (tells a wrong kernel from a wrong plan)");
   return ucplan::run_program(app, "ucplan run", argc, argv, [&] {
     if (!(tolerance >= 0 && std::isfinite(tolerance)))
@@ -85,6 +88,18 @@ int main(int argc, char** argv) {
     if (!no_verify) {
       const std::string error = ucplan::find_plan_error(plan);
       if (!error.empty()) throw ucplan::UserError(plan_path, "", "the plan is invalid: " + error);
+    } else {
+      // Without the verifier's schedule rules, but never a replay that reads or writes outside its
+      // buffers (a crash, not a failed check).
+      std::string schedule_error;
+      const std::string unsafe = ucplan::find_unsafe_plan_error(plan, &schedule_error);
+      if (!unsafe.empty())
+        throw ucplan::UserError(
+            plan_path, "",
+            "not replayed even with --no-verify (its steps would reach outside their buffers): " + unsafe);
+      if (!schedule_error.empty())
+        std::fprintf(stderr, "ucplan run: --no-verify: replaying a plan the verifier refuses: %s\n",
+                     schedule_error.c_str());
     }
     const ucplan::Graph g = ucplan::build_graph(plan.network, plan_path, plan.precision);
     std::unique_ptr<ucplan::Backend> backend;

@@ -275,7 +275,11 @@ GradientError compare_gradient(const std::string& tensor, const std::vector<floa
 }
 
 RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
-  const Program program = derive_program(plan);
+  // The verifier checks the route too, but `run --no-verify` skips it: said as resolve_steps says.
+  std::string route_error;
+  const Program program = derive_program(plan, &route_error);
+  if (!route_error.empty())
+    throw UserError("", "steps", route_error + " (a plan the verifier refuses; run without --no-verify)");
   const Graph& g = program.graph;
   const std::vector<ResolvedStep> steps = resolve_steps(plan, program);
   RunReport rep;

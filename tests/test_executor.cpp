@@ -269,6 +269,33 @@ TEST_SUITE("broken plans") {
     CHECK_THROWS_WITH_AS(replay(gap), doctest::Contains("not its place"), UserError);
   }
 
+  TEST_CASE("run --no-verify: schedule errors are replayed, steps reaching outside their buffers are refused") {
+    const Plan p = moving_plan();
+    std::string schedule;
+    CHECK(find_unsafe_plan_error(p, &schedule) == "");
+    CHECK(schedule == "");
+    // What the poisoning is there to catch: the verifier refuses it, the memory-safe rules do not.
+    Plan early = p;
+    REQUIRE(free_an_activation_early(early));
+    CHECK(find_unsafe_plan_error(early, &schedule) == "");
+    CHECK(schedule.find("after its last_step") != std::string::npos);
+    Plan missing = p;
+    remove_step(missing, fresh_prefetch(missing));
+    CHECK(find_unsafe_plan_error(missing, &schedule) == "");
+    CHECK(schedule.find("holds no value") != std::string::npos);
+    // A buffer past the arena's end, or a step reading another tensor's (smaller) buffer as its
+    // input, would make the replay itself read or write outside the arena or its operands.
+    Plan outside = p;
+    outside.buffers.back().offset = outside.arena_bytes;
+    CHECK(find_unsafe_plan_error(outside, &schedule).find("lies outside the arena") != std::string::npos);
+    Plan swapped = p;
+    auto conv = std::find_if(swapped.steps.begin(), swapped.steps.end(),
+                             [](const PlanStep& s) { return s.op == StepOp::Forward && !s.config.empty(); });
+    REQUIRE(conv != swapped.steps.end());
+    conv->reads[0] = conv->writes[0];
+    CHECK(find_unsafe_plan_error(swapped, &schedule).find("names no buffer holding it") != std::string::npos);
+  }
+
   TEST_CASE("the rounding floor: measured per gradient, and a wrong plan is still far beyond it") {
     // A missing prefetch without the verifier: the reader finds other bytes (finite, not poison).
     Plan p = moving_plan();

@@ -127,8 +127,9 @@ namespace {
 
 class Checker {
  public:
-  explicit Checker(const Plan& p) : p_(p) {}
+  Checker(const Plan& p, bool lenient) : p_(p), lenient_(lenient) {}
   void run();
+  const std::string& first_schedule_error() const { return first_schedule_error_; }
 
  private:
   // A carried buffer's version once the round's ahead prefetch has written the next round's slice.
@@ -155,6 +156,13 @@ class Checker {
   std::string step_name(const PlanStep& s) const {
     return fmt::format("step {} ({} {})", s.id, step_op_name(s.op), s.stream == Stream::Compute ? s.layer : s.tensor);
   }
+  // An error in what the plan computes or when (lifetimes, versions, waits, order, predicted
+  // times, stated totals) that leaves every access inside its buffers with the operands its kernel
+  // needs: the first one stops the check, unless lenient (find_unsafe_plan_error).
+  void schedule_error(std::string what) {
+    if (!lenient_) invalid(std::move(what));
+    if (first_schedule_error_.empty()) first_schedule_error_ = std::move(what);
+  }
   bool hb(int a, int b) const {  // step a happens before (or is) step b
     if (a < 0) return true;
     return clocks_[b][stream_of_[a]] >= a;
@@ -174,6 +182,8 @@ class Checker {
   std::int64_t tensor_bytes(int tensor, std::int64_t batch) const;
 
   const Plan& p_;
+  const bool lenient_;
+  std::string first_schedule_error_;
   Graph g_;
   TaskGraph tg_;
   std::unordered_map<std::string, int> tensor_of_name_;
@@ -193,14 +203,16 @@ void Checker::check_structure() {
   // The plan's timings and decisions were made for the network it embeds, which its inputs name
   // by hash (pipeline.cpp): an edited network no longer matches them.
   if (sha256_hex(network_to_json_text(p_.network)) != p_.network_sha256)
-    invalid("the embedded network is not the one inputs.network_sha256 names: it was edited after the plan was made");
+    schedule_error(
+        "the embedded network is not the one inputs.network_sha256 names: it was edited after the plan was made");
   if (p_.sub_batch < 1 || p_.rounds < 1 || checked_muladd(p_.sub_batch, p_.rounds, 0) != p_.batch)
     invalid(fmt::format("sub-batch {} x {} rounds does not make the batch {}", p_.sub_batch, p_.rounds, p_.batch));
   if (p_.arena_bytes < 0) invalid(fmt::format("the arena has a negative size ({} bytes)", p_.arena_bytes));
   if (p_.arena_bytes > p_.budget_bytes)
-    invalid(fmt::format("the arena ({} bytes) exceeds the budget ({} bytes)", p_.arena_bytes, p_.budget_bytes));
+    schedule_error(fmt::format("the arena ({} bytes) exceeds the budget ({} bytes)", p_.arena_bytes, p_.budget_bytes));
   if (p_.summary.peak_bytes != p_.arena_bytes)
-    invalid(fmt::format("summary peak {} differs from the arena size {}", p_.summary.peak_bytes, p_.arena_bytes));
+    schedule_error(
+        fmt::format("summary peak {} differs from the arena size {}", p_.summary.peak_bytes, p_.arena_bytes));
   for (std::size_t i = 0; i < p_.buffers.size(); ++i) {
     const PlanBuffer& b = p_.buffers[i];
     if (b.id != static_cast<int>(i)) invalid(fmt::format("buffer {} has id {}", i, b.id));
@@ -261,7 +273,7 @@ void Checker::check_structure() {
       invalid(fmt::format("{}: unknown workspace buffer {}", step_name(s), s.workspace));
     if (s.host < -1 || s.host >= static_cast<int>(p_.host_buffers.size()))
       invalid(fmt::format("{}: unknown host buffer {}", step_name(s), s.host));
-    if (s.end_ns < s.start_ns) invalid(fmt::format("{}: ends before it starts", step_name(s)));
+    if (s.end_ns < s.start_ns) schedule_error(fmt::format("{}: ends before it starts", step_name(s)));
   }
 }
 
@@ -316,8 +328,8 @@ void Checker::check_kernels() {
       invalid(fmt::format("kernels[{}]: a second entry for {} of {}", i, step_op_name(k.op), k.layer));
     if (k.workspace_bytes < 0) invalid(fmt::format("kernels[{}]: a negative workspace", i));
     if (k.fastest_ns > k.time_ns)
-      invalid(fmt::format("kernels[{}]: the fastest configuration ({} ns) is slower than the one chosen ({} ns)", i,
-                          k.fastest_ns, k.time_ns));
+      schedule_error(fmt::format("kernels[{}]: the fastest configuration ({} ns) is slower than the one chosen ({} ns)",
+                                 i, k.fastest_ns, k.time_ns));
   }
   kernel_used_.assign(p_.kernels.size(), 0);
 }
@@ -343,15 +355,16 @@ void Checker::activate(int b, int step) {
     const PlanBuffer& ab = p_.buffers[a];
     const std::int64_t x = std::max(lo, off), y = std::min(hi, seg.end);
     if (ab.resident || ab.carried)
-      invalid(fmt::format("buffer {} ({}) overlaps {} buffer {} ({}) at bytes [{}, {})", b, nb.tensor,
-                          ab.resident ? "resident" : "carried", a, ab.tensor, x, y));
+      schedule_error(fmt::format("buffer {} ({}) overlaps {} buffer {} ({}) at bytes [{}, {})", b, nb.tensor,
+                                 ab.resident ? "resident" : "carried", a, ab.tensor, x, y));
     if (ab.last_step >= step)
-      invalid(fmt::format("buffers {} ({}) and {} ({}) share bytes [{}, {}) while both live (steps {}-{} and {}-{})", a,
-                          ab.tensor, b, nb.tensor, x, y, ab.first_step, ab.last_step, nb.first_step, nb.last_step));
+      schedule_error(
+          fmt::format("buffers {} ({}) and {} ({}) share bytes [{}, {}) while both live (steps {}-{} and {}-{})", a,
+                      ab.tensor, b, nb.tensor, x, y, ab.first_step, ab.last_step, nb.first_step, nb.last_step));
     for (int k = 0; k < kNumStreams; ++k) {
       int acc = bs_[a].last[k];
       if (!hb(acc, step))
-        invalid(
+        schedule_error(
             fmt::format("buffers {} ({}) and {} ({}) share bytes [{}, {}) but step {} (last use of the first) is not "
                         "ordered before step {} (first use of the second): a missing wait",
                         a, ab.tensor, b, nb.tensor, x, y, acc, step));
@@ -375,23 +388,24 @@ void Checker::touch(int b, int step, bool write) {
   if (!pb.resident && !pb.carried) {
     if (s.first < 0) {
       if (step != pb.first_step)
-        invalid(fmt::format("buffer {} ({}) is first used by step {} but says first_step {}", b, pb.tensor, step,
-                            pb.first_step));
+        schedule_error(fmt::format("buffer {} ({}) is first used by step {} but says first_step {}", b, pb.tensor, step,
+                                   pb.first_step));
       activate(b, step);
       s.first = step;
     }
     if (step > pb.last_step)
-      invalid(fmt::format("step {} uses buffer {} ({}) after its last_step {}", step, b, pb.tensor, pb.last_step));
+      schedule_error(
+          fmt::format("step {} uses buffer {} ({}) after its last_step {}", step, b, pb.tensor, pb.last_step));
     if (s.dead)
-      invalid(fmt::format(
+      schedule_error(fmt::format(
           "step {} uses buffer {} ({}) after its bytes were taken by buffer {} ({}) at step {}: a use after free", step,
           b, pb.tensor, s.killer, p_.buffers[s.killer].tensor, s.killed_at));
   }
   if (write) {
     for (int k = 0; k < kNumStreams; ++k)
       if (!hb(s.last[k], step))
-        invalid(fmt::format("step {} writes buffer {} ({}) while step {} may still be using it: a missing wait", step,
-                            b, pb.tensor, s.last[k]));
+        schedule_error(fmt::format("step {} writes buffer {} ({}) while step {} may still be using it: a missing wait",
+                                   step, b, pb.tensor, s.last[k]));
     s.writer = step;
   }
   s.last[stream_of_[step]] = std::max(s.last[stream_of_[step]], step);
@@ -419,17 +433,19 @@ void Checker::read(const PlanStep& s, int b, int t) {
   const std::string& name = tg_.tensors[t].name;
   touch(b, s.id, false);
   if (st.version == kNextRound)
-    invalid(fmt::format("{}: reads {} from carried buffer {} after step {} copied the next round's slice into it",
-                        step_name(s), name, b, st.writer));
+    schedule_error(
+        fmt::format("{}: reads {} from carried buffer {} after step {} copied the next round's slice into it",
+                    step_name(s), name, b, st.writer));
   if (st.version < 0)
-    invalid(fmt::format("{}: reads {} from buffer {}, which holds no value of it (a missing prefetch or recompute?)",
-                        step_name(s), name, b));
+    schedule_error(
+        fmt::format("{}: reads {} from buffer {}, which holds no value of it (a missing prefetch or recompute?)",
+                    step_name(s), name, b));
   if (st.version != cur_[t])
-    invalid(fmt::format("{}: reads a stale copy of {} from buffer {} (version {}, current {})", step_name(s), name, b,
-                        st.version, cur_[t]));
+    schedule_error(fmt::format("{}: reads a stale copy of {} from buffer {} (version {}, current {})", step_name(s),
+                               name, b, st.version, cur_[t]));
   if (!hb(st.writer, s.id))
-    invalid(fmt::format("{}: reads {} from buffer {} without waiting for step {}, which writes it", step_name(s), name,
-                        b, st.writer));
+    schedule_error(fmt::format("{}: reads {} from buffer {} without waiting for step {}, which writes it", step_name(s),
+                               name, b, st.writer));
 }
 
 void Checker::write(const PlanStep& s, int b, int t, bool bump) {
@@ -518,14 +534,15 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
     invalid(fmt::format("{}: its micro-configuration differs from the kernels list's for {} of {}", step_name(s), op,
                         gl.name()));
   if (s.op != StepOp::Recompute) {
-    if (kernel_used_[k->second]) invalid(fmt::format("{}: a second step runs {} of {}", step_name(s), op, gl.name()));
+    if (kernel_used_[k->second])
+      schedule_error(fmt::format("{}: a second step runs {} of {}", step_name(s), op, gl.name()));
     kernel_used_[k->second] = 1;
   }
   // Its predicted duration is the one the kernels list states for its configuration, so the
   // plan's times and its kernel table tell one story (the times themselves come from the profile).
   if (listed && s.end_ns - s.start_ns != pk.time_ns)
-    invalid(fmt::format("{}: lasts {} ns, the kernels list states {} ns for its configuration", step_name(s),
-                        s.end_ns - s.start_ns, pk.time_ns));
+    schedule_error(fmt::format("{}: lasts {} ns, the kernels list states {} ns for its configuration", step_name(s),
+                               s.end_ns - s.start_ns, pk.time_ns));
   // The workspace: what the kernels need, exactly computed for the CPU algorithms; for cuDNN
   // what the profile measured, as the plan states it (per kernel in the kernels list, and on a
   // recomputation, which may run another configuration), which the CUDA executor checks against
@@ -582,7 +599,7 @@ void Checker::run() {
     resident_seen[t] = 1;
     if (b.size < tensor_bytes(t, 1)) invalid(fmt::format("resident buffer {} is smaller than {}", b.id, b.tensor));
     if (b.first_step != 0 || b.last_step != n - 1)
-      invalid(fmt::format("resident buffer {} ({}) must live for the whole program", b.id, b.tensor));
+      schedule_error(fmt::format("resident buffer {} ({}) must live for the whole program", b.id, b.tensor));
     bs_[b.id].version = 1;
   }
   for (const Tensor& t : tg_.tensors)
@@ -599,7 +616,7 @@ void Checker::run() {
     if (b.size < tensor_bytes(t, p_.sub_batch))
       invalid(fmt::format("carried buffer {} is smaller than {} at the sub-batch", b.id, b.tensor));
     if (b.first_step != 0 || b.last_step != n - 1)
-      invalid(fmt::format("carried buffer {} ({}) must live for the whole program", b.id, b.tensor));
+      schedule_error(fmt::format("carried buffer {} ({}) must live for the whole program", b.id, b.tensor));
     bs_[b.id].version = 1;
   }
   // Resident and carried buffers occupy their bytes for the whole program; nothing else may share them.
@@ -608,7 +625,7 @@ void Checker::run() {
       auto it = occupants_.lower_bound(b.offset);
       bool clash = (it != occupants_.end() && it->first < b.offset + b.size) ||
                    (it != occupants_.begin() && std::prev(it)->second.end > b.offset);
-      if (clash) invalid(fmt::format("resident or carried buffers overlap at buffer {} ({})", b.id, b.tensor));
+      if (clash) schedule_error(fmt::format("resident or carried buffers overlap at buffer {} ({})", b.id, b.tensor));
       occupants_[b.offset] = Segment{b.offset + b.size, b.id};
     }
   for (const PlanHostBuffer& h : p_.host_buffers) {
@@ -640,8 +657,8 @@ void Checker::run() {
     clocks_[i] = c;
     last_on[si] = i;
     if (s.start_ns != start)
-      invalid(fmt::format("{}: predicted start {} ns, but its stream and waits give {} ns", step_name(s), s.start_ns,
-                          start));
+      schedule_error(fmt::format("{}: predicted start {} ns, but its stream and waits give {} ns", step_name(s),
+                                 s.start_ns, start));
     round_end = std::max(round_end, s.end_ns);
 
     if (s.op == StepOp::Prefetch || s.op == StepOp::Offload) {
@@ -651,7 +668,8 @@ void Checker::run() {
       // An input host buffer holds the whole batch, loaded before the iteration; every round
       // prefetches its own slice, so an offload into it would overwrite the data loader's batch.
       if (s.op == StepOp::Offload && s.host >= 0 && p_.host_buffers[s.host].input)
-        invalid(fmt::format("{}: offloads into host buffer {}, which holds the batch's input", step_name(s), s.host));
+        schedule_error(
+            fmt::format("{}: offloads into host buffer {}, which holds the batch's input", step_name(s), s.host));
       if (s.host < 0 || p_.host_buffers[s.host].tensor != s.tensor)
         invalid(fmt::format("{}: its host buffer does not hold {}", step_name(s), s.tensor));
       if (!s.accumulates.empty() || s.workspace >= 0 || !s.config.empty() || s.config_workspace_bytes >= 0)
@@ -664,22 +682,22 @@ void Checker::run() {
         read(s, b, t);
         for (int k = 0; k < kNumStreams; ++k)
           if (!hb(h.readers[k], i))
-            invalid(fmt::format("{}: overwrites host buffer {} while step {} may still read it", step_name(s), s.host,
-                                h.readers[k]));
+            schedule_error(fmt::format("{}: overwrites host buffer {} while step {} may still read it", step_name(s),
+                                       s.host, h.readers[k]));
         h.version = cur_[t];
         h.writer = i;
       } else {
         if (s.writes.size() != 1 || !s.reads.empty())
           invalid(fmt::format("{}: a prefetch writes one device buffer", step_name(s)));
         if (h.version < 0)
-          invalid(fmt::format("{}: prefetches {} from host buffer {}, which holds no value of it", step_name(s),
-                              s.tensor, s.host));
+          schedule_error(fmt::format("{}: prefetches {} from host buffer {}, which holds no value of it", step_name(s),
+                                     s.tensor, s.host));
         if (h.version != cur_[t])
-          invalid(fmt::format("{}: prefetches a stale host copy of {} (version {}, current {})", step_name(s), s.tensor,
-                              h.version, cur_[t]));
+          schedule_error(fmt::format("{}: prefetches a stale host copy of {} (version {}, current {})", step_name(s),
+                                     s.tensor, h.version, cur_[t]));
         if (!hb(h.writer, i))
-          invalid(fmt::format("{}: prefetches {} without waiting for step {}, which offloads it", step_name(s),
-                              s.tensor, h.writer));
+          schedule_error(fmt::format("{}: prefetches {} without waiting for step {}, which offloads it", step_name(s),
+                                     s.tensor, h.writer));
         int b = buffer_for(s, s.writes, t, "prefetches");
         if (s.ahead && (!p_.buffers[b].carried || !p_.host_buffers[s.host].input))
           invalid(
@@ -699,7 +717,7 @@ void Checker::run() {
     if (s.op == StepOp::Recompute) {
       const int y = tg_.y_of[l];
       if (cur_[y] == 0)
-        invalid(fmt::format("{}: recomputes {} before it was ever computed", step_name(s), tg_.tensors[y].name));
+        schedule_error(fmt::format("{}: recomputes {} before it was ever computed", step_name(s), tg_.tensors[y].name));
       check_config(s, l, g_.layers[l].type() == LayerType::Conv);
       check_lists(s, tg_.recompute_reads(l), {y}, {});
       continue;
@@ -715,28 +733,35 @@ void Checker::run() {
   }
   if (next_task != round_tasks.size()) {
     const Task& t = tg_.tasks[round_tasks[next_task]];
-    invalid(fmt::format("the plan never runs {} of {}", task_kind_name(t.kind), g_.layers[t.layer].name()));
+    schedule_error(fmt::format("the plan never runs {} of {}", task_kind_name(t.kind), g_.layers[t.layer].name()));
   }
   // The next round starts from what the round leaves in its carried buffers.
   for (const PlanBuffer& b : p_.buffers)
     if (b.carried && bs_[b.id].version != kNextRound)
-      invalid(
+      schedule_error(
           fmt::format("carried buffer {} ({}) does not hold the next round's slice when the round ends: no ahead "
                       "prefetch writes it after its last use",
                       b.id, b.tensor));
   // Final phase: the updates, in order, on the compute stream.
   std::int64_t t_final = 0;
-  if (static_cast<std::size_t>(n - first_final_) != final_tasks.size())
-    invalid(
-        fmt::format("the plan has {} final steps, the iteration has {} updates", n - first_final_, final_tasks.size()));
+  const std::string finals =
+      fmt::format("the plan has {} final steps, the iteration has {} updates", n - first_final_, final_tasks.size());
+  if (static_cast<std::size_t>(n - first_final_) > final_tasks.size()) invalid(finals);
+  if (static_cast<std::size_t>(n - first_final_) < final_tasks.size()) schedule_error(finals);
+  std::vector<int> update_of(g_.layers.size(), -1);  // layer -> its update task
+  for (int t : final_tasks) update_of[tg_.tasks[t].layer] = t;
   for (int i = first_final_; i < n; ++i) {
     const PlanStep& s = p_.steps[i];
-    const Task& t = tg_.tasks[final_tasks[i - first_final_]];
-    if (g_.index_of(s.layer) != t.layer)
-      invalid(fmt::format("{}: expected update of {}", step_name(s), g_.layers[t.layer].name()));
+    const int l = g_.index_of(s.layer);
+    if (l <= 0 || update_of[l] < 0)
+      invalid(fmt::format("{}: \"{}\" is not a layer with weights", step_name(s), s.layer));
+    const Task& t = tg_.tasks[update_of[l]];  // what the step runs, though it may be out of place
+    if (l != tg_.tasks[final_tasks[i - first_final_]].layer)
+      schedule_error(fmt::format("{}: expected update of {}", step_name(s),
+                                 g_.layers[tg_.tasks[final_tasks[i - first_final_]].layer].name()));
     if (s.start_ns != t_final)
-      invalid(fmt::format("{}: predicted start {} ns, the previous update ends at {} ns", step_name(s), s.start_ns,
-                          t_final));
+      schedule_error(fmt::format("{}: predicted start {} ns, the previous update ends at {} ns", step_name(s),
+                                 s.start_ns, t_final));
     t_final = s.end_ns;
     for (int b : s.reads)
       if (!p_.buffers[b].resident) invalid(fmt::format("{}: an update touches a non-resident buffer", step_name(s)));
@@ -749,42 +774,42 @@ void Checker::run() {
   for (std::size_t b = 0; b < p_.buffers.size(); ++b) {
     const PlanBuffer& pb = p_.buffers[b];
     if (pb.resident || pb.carried) continue;
-    if (bs_[b].first < 0) invalid(fmt::format("buffer {} ({}) is never used", b, pb.tensor));
+    if (bs_[b].first < 0) schedule_error(fmt::format("buffer {} ({}) is never used", b, pb.tensor));
     if (bs_[b].last_step != pb.last_step)
-      invalid(fmt::format("buffer {} ({}) says last_step {} but its last use is step {}", b, pb.tensor, pb.last_step,
-                          bs_[b].last_step));
+      schedule_error(fmt::format("buffer {} ({}) says last_step {} but its last use is step {}", b, pb.tensor,
+                                 pb.last_step, bs_[b].last_step));
   }
   std::int64_t high_water = 0;
   for (const PlanBuffer& b : p_.buffers) high_water = std::max(high_water, b.offset + b.size);
   if (high_water != p_.arena_bytes)
-    invalid(fmt::format("the arena has {} bytes, its buffers end at {}: the arena is their high-water mark",
-                        p_.arena_bytes, high_water));
+    schedule_error(fmt::format("the arena has {} bytes, its buffers end at {}: the arena is their high-water mark",
+                               p_.arena_bytes, high_water));
   for (std::size_t k = 0; k < p_.kernels.size(); ++k)
     if (!kernel_used_[k])
-      invalid(fmt::format("kernels[{}]: no step runs {} of {}", k, p_.kernels[k].op, p_.kernels[k].layer));
+      schedule_error(fmt::format("kernels[{}]: no step runs {} of {}", k, p_.kernels[k].op, p_.kernels[k].layer));
   const PlanSummary& sum = p_.summary;
   if (sum.round_ns != round_end)
-    invalid(fmt::format("summary round time {} ns, the steps give {} ns", sum.round_ns, round_end));
+    schedule_error(fmt::format("summary round time {} ns, the steps give {} ns", sum.round_ns, round_end));
   if (sum.final_ns != t_final)
-    invalid(fmt::format("summary final time {} ns, the steps give {} ns", sum.final_ns, t_final));
+    schedule_error(fmt::format("summary final time {} ns, the steps give {} ns", sum.final_ns, t_final));
   const std::int64_t iteration = checked_muladd(p_.rounds, round_end, t_final);
-  if (iteration < 0) invalid("the iteration's predicted time does not fit in 64 bits of nanoseconds");
+  if (iteration < 0) schedule_error("the iteration's predicted time does not fit in 64 bits of nanoseconds");
   if (sum.predicted_ns != iteration)
-    invalid(
+    schedule_error(
         fmt::format("summary iteration time {} ns, rounds x round + final give {} ns", sum.predicted_ns, iteration));
   // What the plan says of its statistics (the compile report and explain print it): a batch-norm
   // network in more than one round normalises each sub-batch on its own.
   const bool per_sub_batch = g_.has_batch_norm() && p_.rounds > 1;
   if (p_.sub_batch_changes_statistics != per_sub_batch)
-    invalid(fmt::format("sub_batch_changes_statistics is {}, but its batch-norm statistics are {}",
-                        p_.sub_batch_changes_statistics, per_sub_batch ? "per sub-batch" : "the whole batch's"));
+    schedule_error(fmt::format("sub_batch_changes_statistics is {}, but its batch-norm statistics are {}",
+                               p_.sub_batch_changes_statistics, per_sub_batch ? "per sub-batch" : "the whole batch's"));
   // The totals a report prints (explain, run's bytes moved) are the steps' own: round steps count
   // once per round, final steps once. (The ideal time and the lower bound need the profile and the
   // planner's passes: `check --recompile` compares those.)
   std::int64_t offload = 0, prefetch = 0, input = 0, recompute_ns = 0, recompute_steps = 0, workspace = 0;
-  auto add = [](std::int64_t& total, std::int64_t each, std::int64_t times) {
+  auto add = [this](std::int64_t& total, std::int64_t each, std::int64_t times) {
     total = checked_muladd(each, times, total);
-    if (total < 0) invalid("the summary's totals do not fit in 64 bits");
+    if (total < 0) schedule_error("the summary's totals do not fit in 64 bits");
   };
   for (const PlanStep& s : p_.steps) {
     const std::int64_t times = s.final ? 1 : p_.rounds;
@@ -807,19 +832,32 @@ void Checker::run() {
       {"recompute_steps", {sum.recompute_steps, recompute_steps}},
       {"workspace_peak_bytes", {sum.workspace_peak_bytes, workspace}}};
   for (const auto& [name, v] : totals)
-    if (v.first != v.second) invalid(fmt::format("summary.{} is {}, the steps give {}", name, v.first, v.second));
+    if (v.first != v.second)
+      schedule_error(fmt::format("summary.{} is {}, the steps give {}", name, v.first, v.second));
 }
 
 }  // namespace
 
 std::string find_plan_error(const Plan& plan) {
   try {
-    Checker c(plan);
+    Checker c(plan, false);
     c.run();
   } catch (const Invalid& e) {
     return e.what;
   }
   return "";
+}
+
+std::string find_unsafe_plan_error(const Plan& plan, std::string* schedule_error) {
+  Checker c(plan, true);
+  std::string unsafe;
+  try {
+    c.run();
+  } catch (const Invalid& e) {
+    unsafe = e.what;
+  }
+  *schedule_error = c.first_schedule_error();
+  return unsafe;
 }
 
 }  // namespace ucplan

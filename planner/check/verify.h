@@ -31,6 +31,13 @@ namespace ucplan {
 
 // "" when the plan is valid, else one line saying which step or buffer is wrong and why.
 std::string find_plan_error(const Plan& plan);
+// The part of the rules a replay needs to stay memory-safe, for `run --no-verify`, which replays
+// plans the verifier refuses to show what the poison check catches: "" when every step's accesses
+// stay inside buffers of the sizes its kernel needs (the structure, the kernels' operands and
+// configurations, host buffers of their tensors' sizes), else why not. *schedule_error gets the
+// first error find_plan_error would report beyond these (lifetimes, versions, waits, task order,
+// predicted times, stated totals), or "".
+std::string find_unsafe_plan_error(const Plan& plan, std::string* schedule_error);
 
 struct GraphLayer;
 // The checker's rules for one convolution cost, as the planner can ask them of a profile before
