@@ -37,6 +37,26 @@ TEST_CASE("sizes and times keep three digits, and what would round to 1024 or 10
   CHECK(format_ns(0) == "0 s");
 }
 
+TEST_CASE("sizes parse exactly: whole numbers to the byte at any size, 64 bits at most, no fraction of a byte") {
+  CHECK(parse_bytes("12GiB") == std::int64_t{12} << 30);
+  CHECK(parse_bytes("1.5 KiB") == 1536);
+  CHECK(parse_bytes("1.5GB") == 1500000000);
+  // Whole numbers are exact past a double's 53 bits (they went through one and lost their last bits).
+  CHECK(parse_bytes("9007199254740993B") == 9007199254740993);
+  CHECK(parse_bytes("9223372036854775807B") == INT64_MAX);
+  std::string why;
+  CHECK_FALSE(parse_bytes("9223372036854775808B", &why));
+  CHECK(why.find("64-bit") != std::string::npos);
+  CHECK_FALSE(parse_bytes("8388608TiB", &why));  // 2^63 bytes
+  CHECK(why.find("64-bit") != std::string::npos);
+  CHECK_FALSE(parse_bytes("0.5B", &why));  // was read as 1 byte
+  CHECK(why == "not a whole number of bytes");
+  CHECK_FALSE(parse_bytes("12", &why));  // a bare number is refused, and is not a size at all
+  CHECK(why.empty());
+  CHECK_FALSE(parse_bytes("1e3GiB", &why));
+  CHECK(why.empty());
+}
+
 TEST_CASE("two sizes a message sets against each other never read the same unless they are") {
   // format_bytes keeps three digits: a budget a byte under a bound would print as the bound.
   CHECK(format_bytes(55784191) == format_bytes(55784192));

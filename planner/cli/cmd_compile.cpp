@@ -67,7 +67,7 @@ SettingResult choose(const Graph& g, const TaskGraph& tg, const CostTable& ct, c
   if (w.kind == WorkspaceOption::Kind::WD) {
     auto sol = solve_wd(fronts, w.bytes);
     if (!sol) {
-      r.why = "infeasible: the kernels need more workspace together";
+      r.why = "the kernels need more workspace together";
       return r;
     }
     for (std::size_t k = 0; k < ids.size(); ++k) chosen.push_back(fronts[k][sol->choice[k]]);
@@ -107,10 +107,19 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
   const TaskGraph tg = build_tasks(g, construct_route(g));
   const std::int64_t batch = o.batch > 0 ? o.batch : prof.batch;
   std::vector<std::string> settings = o.workspace.empty() ? std::vector<std::string>{"dynamic"} : o.workspace;
-  // The policies the profile's sizes allow, coarsest first: undivided is cuDNN alone.
-  std::vector<SizesPolicy> policies{SizesPolicy::Undivided};
-  if (prof.sizes_policy != SizesPolicy::Undivided) policies.push_back(SizesPolicy::PowerOfTwo);
-  if (prof.sizes_policy == SizesPolicy::All) policies.push_back(SizesPolicy::All);
+  // The policies the profile's sizes and --micro-batches allow, coarsest first: undivided is cuDNN
+  // alone.
+  const std::optional<SizesPolicy> asked = parse_sizes_policy(o.micro_batches);
+  if (!asked)
+    throw UserError("", "--micro-batches",
+                    fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", o.micro_batches));
+  auto allowed = [&](SizesPolicy p) {  // the enum runs from the finest (All) to the coarsest
+    return static_cast<int>(p) >= static_cast<int>(prof.sizes_policy) &&
+           static_cast<int>(p) >= static_cast<int>(*asked);
+  };
+  std::vector<SizesPolicy> policies;
+  for (const SizesPolicy p : {SizesPolicy::Undivided, SizesPolicy::PowerOfTwo, SizesPolicy::All})
+    if (allowed(p)) policies.push_back(p);
   std::vector<SettingResult> results;
   std::map<std::string, double> dp_ms;
   for (const SizesPolicy policy : policies) {
@@ -304,10 +313,12 @@ int run_compile(const CompileOptions& o) {
       reserve_source = "measured by the profile";
     }
   } else {
-    auto r = parse_bytes(o.reserve);
+    std::string why;
+    auto r = parse_bytes(o.reserve, &why);
     if (!r || *r < 0)
       throw UserError("", "--reserve",
-                      fmt::format("\"{}\" is not a size with a unit (e.g. 512MiB) or auto", o.reserve));
+                      why.empty() ? fmt::format("\"{}\" is not a size with a unit (e.g. 512MiB) or auto", o.reserve)
+                                  : fmt::format("\"{}\" is {}", o.reserve, why));
     reserve = *r;
   }
   std::optional<std::int64_t> budget;
@@ -345,12 +356,14 @@ int run_compile(const CompileOptions& o) {
     budget_share = fmt::format("{:g} % of the liveness peak {} at batch {}: {} for the plan", share, format_bytes(peak),
                                batch, format_bytes(arena));
   } else {
-    budget = parse_bytes(o.budget);
+    std::string why;
+    budget = parse_bytes(o.budget, &why);
     if (!budget)
       throw UserError("", "--budget",
-                      fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB) nor a share of the liveness "
-                                  "peak (e.g. 50%)",
-                                  o.budget));
+                      why.empty() ? fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB) nor a share "
+                                                "of the liveness peak (e.g. 50%)",
+                                                o.budget)
+                                  : fmt::format("\"{}\" is {}", o.budget, why));
     if (*budget <= 0)
       throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
   }

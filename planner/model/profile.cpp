@@ -234,7 +234,15 @@ Profile load_profile(const std::string& path) {
     p.sizes_policy = *parsed;
   else
     r.at("sizes_policy").fail(fmt::format("must be all, powerOfTwo or undivided, got \"{}\"", policy));
-  for (const auto& s : r.at("sizes").array(1, 1 << 24)) p.sizes.push_back(s.integer(1, p.batch));
+  // The micro-batch sizes measured: the policy's (micro_batch_sizes), or some of them.
+  const std::vector<std::int64_t> policy_sizes = micro_batch_sizes(p.sizes_policy, p.batch);
+  for (const auto& s : r.at("sizes").array(1, 1 << 24)) {
+    p.sizes.push_back(s.integer(1, p.batch));
+    if (!std::binary_search(policy_sizes.begin(), policy_sizes.end(), p.sizes.back()))
+      s.fail(fmt::format("{} samples is not a size of the {} policy at batch {}", p.sizes.back(),
+                         sizes_policy_name(p.sizes_policy), p.batch));
+  }
+  const std::set<std::int64_t> sizes(p.sizes.begin(), p.sizes.end());
   p.repeat = static_cast<int>(r.integer_or("repeat", 1, 1, 1 << 20));
   auto t = r.at("transfer");
   t.allow_only({"h2d", "d2h", "duplex"});
@@ -274,6 +282,10 @@ Profile load_profile(const std::string& path) {
     for (const auto& cr : sr.at("costs").array()) {
       cr.allow_only({"op", "algo", "batch", "status", "seconds", "spread", "workspace_bytes"});
       OpCost c = read_op_cost(cr, p.batch);
+      // A cost at a size the profile does not list would be used by compile and not by
+      // compile --conv-only, which offers the policy's sizes.
+      if (c.op != StepOp::Update && !sizes.count(c.batch))
+        cr.at("batch").fail(fmt::format("{} samples is not one of the profile's sizes", c.batch));
       // Only convolutions have algorithms to choose (their names are checked against the device's
       // when a plan is made); the executor runs every other op one way, and updates as SGD.
       const char* const only = c.op == StepOp::Update ? "sgd" : s.type != "conv" ? "default" : nullptr;

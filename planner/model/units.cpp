@@ -4,12 +4,18 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include <fmt/format.h>
 
 namespace ucplan {
 
-std::optional<std::int64_t> parse_bytes(std::string_view text) {
+std::optional<std::int64_t> parse_bytes(std::string_view text, std::string* why) {
+  if (why) why->clear();
+  auto fail = [&](const char* reason) -> std::optional<std::int64_t> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
   std::size_t i = 0;
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   std::size_t start = i;
@@ -17,7 +23,7 @@ std::optional<std::int64_t> parse_bytes(std::string_view text) {
   if (i == start) return std::nullopt;
   std::string number(text.substr(start, i - start));
   char* end = nullptr;
-  double value = std::strtod(number.c_str(), &end);
+  const long double value = std::strtold(number.c_str(), &end);
   if (end != number.c_str() + number.size() || !std::isfinite(value) || value < 0) return std::nullopt;
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   std::string unit;
@@ -27,29 +33,42 @@ std::optional<std::int64_t> parse_bytes(std::string_view text) {
   }
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   if (i != text.size()) return std::nullopt;
-  double scale = 0;
+  std::int64_t scale = 0;
   if (unit == "b")
     scale = 1;
   else if (unit == "kib" || unit == "k")
-    scale = 1024.0;
+    scale = std::int64_t{1} << 10;
   else if (unit == "mib" || unit == "m")
-    scale = 1024.0 * 1024;
+    scale = std::int64_t{1} << 20;
   else if (unit == "gib" || unit == "g")
-    scale = 1024.0 * 1024 * 1024;
+    scale = std::int64_t{1} << 30;
   else if (unit == "tib" || unit == "t")
-    scale = 1024.0 * 1024 * 1024 * 1024;
+    scale = std::int64_t{1} << 40;
   else if (unit == "kb")
-    scale = 1e3;
+    scale = 1000;
   else if (unit == "mb")
-    scale = 1e6;
+    scale = 1000 * 1000;
   else if (unit == "gb")
-    scale = 1e9;
+    scale = 1000 * 1000 * 1000;
   else if (unit == "tb")
-    scale = 1e12;
+    scale = std::int64_t{1000} * 1000 * 1000 * 1000;
   else
     return std::nullopt;
-  double bytes = value * scale;
-  if (bytes > 9.0e18) return std::nullopt;
+  const char* const too_large = "more than a 64-bit count of bytes holds (8 EiB)";
+  if (number.find('.') == std::string::npos) {  // a whole number: exact, whatever its size
+    __extension__ typedef __int128 Wide;
+    Wide bytes = 0;
+    for (char c : number) {
+      bytes = bytes * 10 + (c - '0');
+      if (bytes > std::numeric_limits<std::int64_t>::max()) return fail(too_large);
+    }
+    bytes *= scale;
+    if (bytes > std::numeric_limits<std::int64_t>::max()) return fail(too_large);
+    return static_cast<std::int64_t>(bytes);
+  }
+  const long double bytes = value * static_cast<long double>(scale);
+  if (bytes >= 9.2e18L) return fail(too_large);
+  if (scale == 1 && bytes != std::floor(bytes)) return fail("not a whole number of bytes");
   return static_cast<std::int64_t>(std::llround(bytes));
 }
 

@@ -9,8 +9,10 @@
 
 namespace ucplan {
 
-// "12GiB", "120 MiB", "1.5GB", "4096B" -> bytes. nullopt when malformed or negative.
-std::optional<std::int64_t> parse_bytes(std::string_view text);
+// "12GiB", "120 MiB", "1.5GB", "4096B" -> bytes (whole numbers exactly; a fraction of a unit to
+// the nearest byte). nullopt when malformed or negative, and with `why` set when it is a size but
+// not one of 64 bits, or a fraction of a byte.
+std::optional<std::int64_t> parse_bytes(std::string_view text, std::string* why = nullptr);
 // 1536 -> "1.50 KiB"; exact powers keep 3 significant digits.
 std::string format_bytes(std::int64_t bytes);
 // Two sizes a message sets against each other ("X is below the bound of Y"): format_bytes of each,

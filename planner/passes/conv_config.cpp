@@ -289,6 +289,10 @@ std::optional<ConvConfig> wr_optimal(const std::vector<MicroOption>& options, st
 //    down) give a conservative problem whose answer always fits; it is proven optimal when its
 //    time equals the bound, and is never slower than the byte-exact optimum for the total
 //    reduced by u bytes per core kernel. With u = 1 both are the exact problem (one solve).
+// 4. When that leaves the answer unproven, Pareto sums in bytes (solve_mckp_pareto) improve it to
+//    the byte-exact optimum, or prove it is one, unless a kernel's sums pass kParetoSums.
+constexpr std::size_t kParetoSums = std::size_t(1) << 18;
+
 std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& fronts, std::int64_t total_workspace) {
   const int kernels = int(fronts.size());
   std::vector<std::vector<int>> cand(kernels);
@@ -386,6 +390,17 @@ std::optional<WdSolution> solve_wd(const std::vector<std::vector<ConvConfig>>& f
       if (relax.optimal) {
         bound = fixed_cost + cost_of(exact, relax.pos);
         sol.optimal = cost_of(exact, best) == cost_of(exact, relax.pos);
+      }
+      // The rounding to `unit` can lose the best choice, one that fits only to the byte (0.2 % of
+      // random instances; 8 of 82 totals on resnet18's measured H100 profile, up to 0.18 %
+      // slower): Pareto sums in bytes find it, or prove there is none, unless they grow too many.
+      if (!sol.optimal) {
+        const ParetoAnswer exact_sums = solve_mckp_pareto(exact, cost_of(exact, best), kParetoSums);
+        if (exact_sums.complete) {
+          if (!exact_sums.pos.empty()) best = exact_sums.pos;
+          sol.optimal = true;
+          bound = fixed_cost + cost_of(exact, best);
+        }
       }
       apply(best);
     }

@@ -32,10 +32,12 @@ WorkspaceOption parse_workspace_option(const std::string& text) {
   std::string kind = text.substr(0, colon);
   if (colon == std::string::npos || (kind != "wr" && kind != "wd"))
     throw UserError("", "--workspace", fmt::format("expected dynamic, wr:SIZE or wd:SIZE, got \"{}\"", text));
-  auto bytes = parse_bytes(text.substr(colon + 1));
+  std::string why;
+  auto bytes = parse_bytes(text.substr(colon + 1), &why);
   if (!bytes)
     throw UserError("", "--workspace",
-                    fmt::format("\"{}\" is not a size with a unit (e.g. 64MiB)", text.substr(colon + 1)));
+                    why.empty() ? fmt::format("\"{}\" is not a size with a unit (e.g. 64MiB)", text.substr(colon + 1))
+                                : fmt::format("\"{}\" is {}", text.substr(colon + 1), why));
   w.kind = kind == "wr" ? WorkspaceOption::Kind::WR : WorkspaceOption::Kind::WD;
   w.bytes = *bytes;
   w.text = text;
@@ -48,8 +50,10 @@ std::string task_label(const Graph& g, const Task& t) {
   return fmt::format("{}:{}", g.layers[t.layer].name(), task_kind_name(t.kind));
 }
 
-// WR / WD: one configuration per conv kernel of the round, fixed before scheduling.
-std::vector<int> fixed_configs(const WorkspaceOption& w, const Graph& g, const TaskGraph& tg, const CostTable& ct) {
+// WR / WD: one configuration per conv kernel of the round, fixed before scheduling. A WD choice
+// that solve_wd could not prove the fastest for the total leaves its time and bound in *wd.
+std::vector<int> fixed_configs(const WorkspaceOption& w, const Graph& g, const TaskGraph& tg, const CostTable& ct,
+                               std::optional<WdSolution>* wd = nullptr) {
   if (w.kind == WorkspaceOption::Kind::Dynamic) return {};
   std::vector<int> fixed(tg.tasks.size(), -1);
   std::vector<int> conv_tasks;
@@ -59,11 +63,12 @@ std::vector<int> fixed_configs(const WorkspaceOption& w, const Graph& g, const T
     for (int id : conv_tasks) {
       const auto& front = ct.tasks[id].front;
       auto best = fastest_within(front, w.bytes);
-      if (!best)
+      if (!best) {
+        const BytesApart text = format_bytes_apart(front.front().workspace_bytes, w.bytes);
         throw UserError("", "--workspace",
                         fmt::format("{} needs at least {} of workspace at sub-batch {}, more than the WR limit {}",
-                                    task_label(g, tg.tasks[id]), format_bytes(front.front().workspace_bytes),
-                                    ct.sub_batch, format_bytes(w.bytes)));
+                                    task_label(g, tg.tasks[id]), text.first, ct.sub_batch, text.second));
+      }
       for (std::size_t i = 0; i < front.size(); ++i)
         if (front[i].time_ns == best->time_ns && front[i].workspace_bytes == best->workspace_bytes)
           fixed[id] = static_cast<int>(i);
@@ -76,11 +81,13 @@ std::vector<int> fixed_configs(const WorkspaceOption& w, const Graph& g, const T
   if (!sol) {
     std::int64_t least = 0;
     for (const auto& f : fronts) least += f.front().workspace_bytes;
+    const BytesApart text = format_bytes_apart(w.bytes, least);
     throw UserError("", "--workspace",
                     fmt::format("the WD total {} is below what the kernels need together at sub-batch {} ({})",
-                                format_bytes(w.bytes), ct.sub_batch, format_bytes(least)));
+                                text.first, ct.sub_batch, text.second));
   }
   for (std::size_t k = 0; k < conv_tasks.size(); ++k) fixed[conv_tasks[k]] = sol->choice[k];
+  if (wd && !sol->optimal) *wd = sol;
   return fixed;
 }
 
@@ -436,7 +443,7 @@ ScheduleResult schedule_candidate(Pipeline& x, const CostTable& ct, CandidateOut
   si.costs = &ct;
   si.budget_bytes = in.budget_bytes;
   si.batch = x.batch;
-  si.fixed_config = fixed_configs(x.opt.workspace, x.g, x.tg, ct);
+  si.fixed_config = fixed_configs(x.opt.workspace, x.g, x.tg, ct, &o.wd_unproven);
   si.offload = x.opt.offload;
   si.quick = x.opt.quick || x.opt.solver == Solver::Fast;
   si.local_search_budget = std::llround(static_cast<double>(si.local_search_budget) * x.opt.search_work);
@@ -754,6 +761,12 @@ void assemble_plan(Pipeline& x) {
     p.notes.push_back(fmt::format(
         "batch-norm statistics are computed per sub-batch of {} samples ({} rounds), as asked with --sub-batch",
         p.sub_batch, p.rounds));
+  for (const CandidateOutcome& o : x.out.candidates)
+    if (o.sub_batch == x.best_b && o.wd_unproven)
+      p.notes.push_back(fmt::format(
+          "WD: the kernels' configurations take {} together, not proven the least for the total workspace (at most "
+          "{} more than the least)",
+          format_ns(o.wd_unproven->time_ns), format_ns(o.wd_unproven->time_ns - o.wd_unproven->lower_bound_ns)));
   if (best.candidates_skipped > 0)
     p.notes.push_back(
         fmt::format("the ucplan search stopped {} candidate(s) short: its work budget was spent (large network)",

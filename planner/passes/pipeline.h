@@ -13,12 +13,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "planner/model/network.h"
 #include "planner/model/plan.h"
 #include "planner/model/profile.h"
+#include "conv_config.h"
 #include "remat_milp.h"
 #include "schedule.h"
 #include "sub_batch.h"
@@ -105,6 +107,7 @@ struct CandidateOutcome {
   RematMilpResult milp_result;                    // recompute-only: its solution leads the seeds
   RematMilpResult milp_offload;                   // with offload allowed: the MILP that models copies too
   double milp_seconds = 0;                        // their wall clock (side by side: the longer one's)
+  std::optional<WdSolution> wd_unproven;          // --workspace wd: a choice not proven the fastest
   // The MILPs exact mode solved for this sub-batch (none, the recompute-only one, or both).
   std::vector<const RematMilpResult*> milps() const {
     if (!milp) return {};

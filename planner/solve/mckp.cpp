@@ -258,4 +258,50 @@ MckpAnswer solve_mckp(const Mckp& m, const std::vector<int>& start) {
   return a;
 }
 
+ParetoAnswer solve_mckp_pareto(const Mckp& m, Wide beat, std::size_t max_points) {
+  const int kernels = int(m.cost.size());
+  // After kernel k: the least cost and the least weight the kernels after it add.
+  std::vector<Wide> cost_after(kernels + 1, 0), weight_after(kernels + 1, 0);
+  for (int k = kernels - 1; k >= 0; --k) {
+    cost_after[k] = cost_after[k + 1] + *std::min_element(m.cost[k].begin(), m.cost[k].end());
+    weight_after[k] = weight_after[k + 1] + *std::min_element(m.weight[k].begin(), m.weight[k].end());
+  }
+  struct Sum {
+    Wide cost;
+    Wide weight;
+    int parent;  // in the previous kernel's sums
+    int position;
+  };
+  std::vector<std::vector<Sum>> sums(kernels + 1);
+  sums[0].push_back({0, 0, -1, -1});
+  ParetoAnswer a;
+  for (int k = 0; k < kernels; ++k) {
+    std::vector<Sum> next;
+    for (int s = 0; s < int(sums[k].size()); ++s)
+      for (int p = 0; p < int(m.cost[k].size()); ++p) {
+        const Sum x{sums[k][s].cost + m.cost[k][p], sums[k][s].weight + m.weight[k][p], s, p};
+        if (x.weight + weight_after[k + 1] <= m.capacity && x.cost + cost_after[k + 1] < beat) next.push_back(x);
+      }
+    // By weight, then cost, then the earlier choice: the first of each cost-decreasing run stays.
+    std::sort(next.begin(), next.end(), [](const Sum& x, const Sum& y) {
+      if (x.weight != y.weight) return x.weight < y.weight;
+      if (x.cost != y.cost) return x.cost < y.cost;
+      return x.parent != y.parent ? x.parent < y.parent : x.position < y.position;
+    });
+    for (const Sum& x : next)
+      if (sums[k + 1].empty() || x.cost < sums[k + 1].back().cost) sums[k + 1].push_back(x);
+    if (sums[k + 1].size() > max_points) return a;
+  }
+  a.complete = true;
+  if (sums[kernels].empty()) return a;
+  // The least cost is the last sum (costs fall as weights rise); ties went to the lighter one.
+  a.pos.assign(kernels, -1);
+  int at = int(sums[kernels].size()) - 1;
+  for (int k = kernels; k > 0; --k) {
+    a.pos[k - 1] = sums[k][at].position;
+    at = sums[k][at].parent;
+  }
+  return a;
+}
+
 }  // namespace ucplan

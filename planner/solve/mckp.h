@@ -43,4 +43,16 @@ struct MckpAnswer {
 // true when nothing was left to decide).
 MckpAnswer solve_mckp(const Mckp& m, const std::vector<int>& start);
 
+// Exact in the weights' own units, by Pareto sums (Nemhauser & Ullmann 1969): kernel by kernel,
+// the (cost, weight) sums that no other sum beats in both, kept while within the capacity and
+// while they can still cost less than `beat` (with the least cost of the kernels after them).
+// `complete` when no kernel's set of sums grew past `max_points`: then `pos` is a choice of least
+// cost if one costs less than `beat`, else empty (nothing does). Where solve_mckp had to round
+// large weights to a coarser unit for CBC, this says whether the rounding lost anything.
+struct ParetoAnswer {
+  bool complete = false;
+  std::vector<int> pos;
+};
+ParetoAnswer solve_mckp_pareto(const Mckp& m, Wide beat, std::size_t max_points);
+
 }  // namespace ucplan
