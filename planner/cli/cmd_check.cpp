@@ -35,76 +35,89 @@ std::string first_difference(const std::string& a, const std::string& b) {
   }
 }
 
+// One plan: 0 valid (and reproduced, with --recompile), 1 not. Throws UserError on a file that
+// is not a plan, or whose profile is.
+int check_one(const CheckOptions& o, const std::string& path) {
+  const Plan plan = load_plan(path);
+  std::string error = find_plan_error(plan);
+  if (!error.empty()) {
+    fmt::print("FAIL {}: {}\n", path, error);
+    return 1;
+  }
+  if (o.recompile) {
+    const std::string text = read_file_bytes(path);
+    // The profile as the plan names it: from the current folder, as compile was given it, else
+    // from the plan's own folder (a plan moved with its profile). A plan whose profile is not
+    // there fails alone; the others are still checked.
+    namespace fs = std::filesystem;
+    std::string profile_path = plan.profile_path;
+    std::error_code ec;
+    if (!fs::exists(profile_path, ec) && fs::path(profile_path).is_relative())
+      if (const fs::path beside = fs::path(path).parent_path() / profile_path; fs::exists(beside, ec))
+        profile_path = beside.string();
+    if (!fs::is_regular_file(profile_path, ec)) {
+      fmt::print(
+          "FAIL {}: inputs.profile: {} is not in the current folder nor beside the plan, so the plan cannot "
+          "be made again\n",
+          path, plan.profile_path);
+      return 1;
+    }
+    const std::string profile_text = read_file_bytes(profile_path);
+    if (sha256_hex(profile_text) != plan.profile_sha256) {
+      fmt::print("FAIL {}: profile {} has changed since the plan was made (sha256 differs)\n", path, profile_path);
+      return 1;
+    }
+    CompileInput in;
+    in.network = plan.network;
+    in.network_file = path + " (embedded network)";
+    in.profile = load_profile(profile_path);
+    in.profile_path = plan.profile_path;
+    in.profile_sha256 = plan.profile_sha256;
+    in.batch = plan.batch;
+    in.budget_bytes = plan.budget_bytes;
+    in.precision = plan.precision;
+    // The options as the plan records them, parsed as the command line's are.
+    in.options = parse_plan_options(
+        {plan.strategy, plan.sub_batch_option, plan.workspace_option, plan.micro_batches, plan.solver,
+         plan.solver_time_limit_ms > 0 ? fmt::format("{}ms", plan.solver_time_limit_ms) : std::string(), plan.offload,
+         plan.loss_scale, ""});
+    const std::string again = plan_to_json_text(make_plan(in).plan);
+    if (again != text) {
+      // Exact mode under a time limit: a MILP stopped at the limit returns CBC's incumbent of that
+      // moment, which depends on the machine's speed and load (the plan's notes say so).
+      const bool timed = plan.solver == "exact" && plan.solver_time_limit_ms > 0;
+      fmt::print("FAIL {}: recompiling gives a different plan ({}){}\n", path, first_difference(text, again),
+                 timed ? "; it was made by exact mode under --time-limit, whose MILPs return what CBC has found "
+                         "when the limit strikes, which depends on the machine's speed and load"
+                       : "");
+      return 1;
+    }
+  }
+  fmt::print("ok   {}: {} steps, {} predicted ({}), peak {} of {}{}\n", path, plan.steps.size(),
+             format_ns(plan.summary.predicted_ns), plan.profile_source, format_bytes(plan.summary.peak_bytes),
+             format_bytes(plan.budget_bytes), o.recompile ? ", reproduced byte for byte" : "");
+  return 0;
+}
+
 }  // namespace
 
+// Every plan is checked, also after one that cannot be read (said on stderr as any bad input,
+// then the next): exit 2 if any could not be read, else 1 if any failed.
 int run_check(const CheckOptions& o) {
-  int failures = 0;
+  std::size_t failures = 0, unreadable = 0;
   for (const auto& path : o.plans) {
-    const Plan plan = load_plan(path);
-    std::string error = find_plan_error(plan);
-    if (!error.empty()) {
-      fmt::print("FAIL {}: {}\n", path, error);
-      ++failures;
-      continue;
+    try {
+      failures += static_cast<std::size_t>(check_one(o, path));
+    } catch (const UserError& e) {
+      std::fflush(stdout);  // in order with the lines before it, when both go to one terminal or file
+      std::fprintf(stderr, "ucplan: error: %s\n", e.what());
+      ++unreadable;
     }
-    if (o.recompile) {
-      const std::string text = read_file_bytes(path);
-      // The profile as the plan names it: from the current folder, as compile was given it, else
-      // from the plan's own folder (a plan moved with its profile). A plan whose profile is not
-      // there fails alone; the others are still checked.
-      namespace fs = std::filesystem;
-      std::string profile_path = plan.profile_path;
-      std::error_code ec;
-      if (!fs::exists(profile_path, ec) && fs::path(profile_path).is_relative())
-        if (const fs::path beside = fs::path(path).parent_path() / profile_path; fs::exists(beside, ec))
-          profile_path = beside.string();
-      if (!fs::is_regular_file(profile_path, ec)) {
-        fmt::print(
-            "FAIL {}: inputs.profile: {} is not in the current folder nor beside the plan, so the plan cannot "
-            "be made again\n",
-            path, plan.profile_path);
-        ++failures;
-        continue;
-      }
-      const std::string profile_text = read_file_bytes(profile_path);
-      if (sha256_hex(profile_text) != plan.profile_sha256) {
-        fmt::print("FAIL {}: profile {} has changed since the plan was made (sha256 differs)\n", path, profile_path);
-        ++failures;
-        continue;
-      }
-      CompileInput in;
-      in.network = plan.network;
-      in.network_file = path + " (embedded network)";
-      in.profile = load_profile(profile_path);
-      in.profile_path = plan.profile_path;
-      in.profile_sha256 = plan.profile_sha256;
-      in.batch = plan.batch;
-      in.budget_bytes = plan.budget_bytes;
-      in.precision = plan.precision;
-      // The options as the plan records them, parsed as the command line's are.
-      in.options = parse_plan_options(
-          {plan.strategy, plan.sub_batch_option, plan.workspace_option, plan.micro_batches, plan.solver,
-           plan.solver_time_limit_ms > 0 ? fmt::format("{}ms", plan.solver_time_limit_ms) : std::string(), plan.offload,
-           plan.loss_scale, ""});
-      const std::string again = plan_to_json_text(make_plan(in).plan);
-      if (again != text) {
-        // Exact mode under a time limit: a MILP stopped at the limit returns CBC's incumbent of that
-        // moment, which depends on the machine's speed and load (the plan's notes say so).
-        const bool timed = plan.solver == "exact" && plan.solver_time_limit_ms > 0;
-        fmt::print("FAIL {}: recompiling gives a different plan ({}){}\n", path, first_difference(text, again),
-                   timed ? "; it was made by exact mode under --time-limit, whose MILPs return what CBC has found "
-                           "when the limit strikes, which depends on the machine's speed and load"
-                         : "");
-        ++failures;
-        continue;
-      }
-    }
-    fmt::print("ok   {}: {} steps, {} predicted ({}), peak {} of {}{}\n", path, plan.steps.size(),
-               format_ns(plan.summary.predicted_ns), plan.profile_source, format_bytes(plan.summary.peak_bytes),
-               format_bytes(plan.budget_bytes), o.recompile ? ", reproduced byte for byte" : "");
   }
-  if (o.plans.size() > 1) fmt::print("{} of {} plans valid\n", o.plans.size() - failures, o.plans.size());
-  return failures ? 1 : 0;
+  if (o.plans.size() > 1)
+    fmt::print("{} of {} plans valid{}\n", o.plans.size() - failures - unreadable, o.plans.size(),
+               unreadable ? fmt::format(" ({} not read)", unreadable) : "");
+  return unreadable ? 2 : failures ? 1 : 0;
 }
 
 }  // namespace ucplan

@@ -2,12 +2,14 @@
 
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -258,10 +260,38 @@ void check_outputs(const std::vector<FileArgument>& outputs, const std::vector<F
   }
 }
 
+namespace {
+
+// The temporaries being written, for a SIGINT or SIGTERM to remove before the process ends (the
+// handler may only call async-signal-safe functions: unlink, signal, raise).
+constexpr int kMaxTemps = 16;
+char g_temps[kMaxTemps][4096];
+volatile std::sig_atomic_t g_temp_count = 0;
+
+extern "C" void remove_temps_and_die(int sig) {
+  for (int i = 0; i < g_temp_count; ++i) ::unlink(g_temps[i]);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+// All of `text` to `fd`; false on a short write (a full disk).
+bool write_all(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
   namespace fs = std::filesystem;
   // Where each lands (a link followed), and whether it is a device or a pipe, written directly
-  // (there is nothing to replace) after the files.
+  // (there is nothing to replace).
   std::vector<fs::path> targets;
   std::vector<char> special;
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -272,30 +302,66 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
       if (same_file(files[i].first, files[k].first))
         throw UserError(files[i].first, "", "is given for two outputs: each needs a file of its own");
   }
-  // Every file goes to a temporary beside its target first; only when all are written are they
-  // renamed into place, so a failure leaves none of them behind.
+  // Every file goes to a temporary beside its target first, created afresh under a name no one
+  // else holds (mkstemp: never through a link someone left there), with the mode the target has
+  // (or a new file's). Then the devices and pipes are written, and only when all that worked are
+  // the files renamed into place, so a failure leaves none of them changed.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
   std::vector<std::string> temps(files.size());
-  auto discard = [&temps]() {
+  struct sigaction on_signal {
+  }, old_int{}, old_term{};
+  on_signal.sa_handler = remove_temps_and_die;
+  ::sigemptyset(&on_signal.sa_mask);
+  ::sigaction(SIGINT, &on_signal, &old_int);
+  ::sigaction(SIGTERM, &on_signal, &old_term);
+  auto restore_signals = [&]() {
+    g_temp_count = 0;
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGTERM, &old_term, nullptr);
+  };
+  auto discard = [&]() {
     std::error_code ec;
     for (const auto& t : temps)
       if (!t.empty()) fs::remove(t, ec);
+    restore_signals();
   };
   for (std::size_t i = 0; i < files.size(); ++i) {
     if (special[i]) continue;
     const auto& [path, text] = files[i];
     const fs::path dir = targets[i].has_parent_path() ? targets[i].parent_path() : fs::path(".");
-    temps[i] = (dir / ("." + targets[i].filename().string() + ".tmp." + std::to_string(::getpid()))).string();
-    std::ofstream out(temps[i], std::ios::binary | std::ios::trunc);
-    if (!out) {
+    struct stat existing {};
+    const bool exists = ::stat(targets[i].c_str(), &existing) == 0;
+    if (exists && ::access(targets[i].c_str(), W_OK) != 0) {
+      discard();
+      throw UserError(path, "", "is read-only: it is not replaced");
+    }
+    std::string name = (dir / ".ucplan-XXXXXX").string();
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) {
       discard();
       throw UserError(path, "", "cannot write in " + dir.string());
     }
-    out << text;
-    out.flush();
-    if (!out) {
-      out.close();
+    temps[i] = name;
+    if (static_cast<int>(i) < kMaxTemps && name.size() < sizeof g_temps[0]) {
+      std::memcpy(g_temps[g_temp_count], name.c_str(), name.size() + 1);
+      g_temp_count = g_temp_count + 1;
+    }
+    const mode_t mode = exists ? (existing.st_mode & 07777) : (0666 & ~mask);
+    const bool written = ::fchmod(fd, mode) == 0 && write_all(fd, text);
+    if (::close(fd) != 0 || !written) {
       discard();
       throw UserError(path, "", "writing failed (disk full?)");
+    }
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (!special[i]) continue;
+    std::ofstream out(targets[i], std::ios::binary);
+    out << files[i].second;
+    out.flush();
+    if (!out) {
+      discard();
+      throw UserError(files[i].first, "", "writing failed");
     }
   }
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -306,14 +372,9 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
       discard();
       throw UserError(files[i].first, "", "cannot replace the file: " + ec.message());
     }
+    temps[i].clear();
   }
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    if (!special[i]) continue;
-    std::ofstream out(targets[i], std::ios::binary);
-    out << files[i].second;
-    out.flush();
-    if (!out) throw UserError(files[i].first, "", "writing failed");
-  }
+  restore_signals();
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) { write_files_atomically({{path, text}}); }

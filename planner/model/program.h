@@ -6,10 +6,13 @@
 // Header-only: each program links CLI11, the planner's libraries do not.
 #pragma once
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
+#include <system_error>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -18,8 +21,24 @@
 
 namespace ucplan {
 
+// An option given an empty value (`--svg ""`): every option here names a file, a size, a count or
+// a choice, none of which is empty, and the programs read "" as "not given". "" if none, else the
+// option's name.
+inline std::string option_given_empty(const CLI::App& app) {
+  for (const CLI::Option* o : app.get_options())
+    if (o->count() > 0 && o->get_type_size() > 0)
+      for (const std::string& r : o->results())
+        if (r.empty()) return o->get_name(false, true);
+  for (const CLI::App* sub : app.get_subcommands()) {
+    const std::string name = option_given_empty(*sub);
+    if (!name.empty()) return name;
+  }
+  return "";
+}
+
 // `app` (named `program`, e.g. "ucplan run") parsed from the command line, then `body()`'s exit
-// code; or 2 on a bad command line, a UserError or std::bad_alloc, 1 on another exception.
+// code; or 2 on a bad command line, a UserError, std::bad_alloc or output lost on standard output
+// (a full disk, a closed pipe: the report was not written), 1 on another exception.
 template <class Body>
 int run_program(CLI::App& app, const std::string& program, int argc, char** argv, Body&& body) {
   // CLI11's default message adds a second line; the subcommand named is the one being parsed.
@@ -36,8 +55,25 @@ int run_program(CLI::App& app, const std::string& program, int argc, char** argv
     app.exit(e);
     return 2;
   }
+  if (const std::string empty = option_given_empty(app); !empty.empty()) {
+    const auto subs = app.get_subcommands();
+    std::fprintf(stderr, "%s: error: %s: an empty value (see %s %s--help)\n", program.c_str(), empty.c_str(),
+                 program.c_str(), subs.empty() ? "" : (subs.front()->get_name() + " ").c_str());
+    return 2;
+  }
+  auto stdout_lost = [&program]() {
+    std::fprintf(stderr, "%s: error: standard output: writing failed (%s): the output is incomplete\n", program.c_str(),
+                 std::strerror(errno));
+    return 2;
+  };
   try {
-    return body();
+    const int code = body();
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) return stdout_lost();
+    return code;
+  } catch (const std::system_error& e) {  // fmt::print's "cannot write to file"
+    if (std::ferror(stdout)) return stdout_lost();
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
+    return 1;
   } catch (const UserError& e) {
     std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
     return 2;

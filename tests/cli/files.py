@@ -112,4 +112,33 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run("check", "--recompile", os.path.join("moved", "plan.json"), "plan.json", cwd=tmp)
     check(r.returncode == 1 and r.stdout.count("inputs.profile: p.json is not in the current folder") == 2,
           f"check --recompile without the profile: each plan fails alone: {r.returncode} {r.stdout.strip()!r}")
+
+    # A device output that fails leaves the files beside it unwritten: they are renamed into place
+    # only once every output is written (the plan was written, then the trace to /dev/full failed).
+    r = run("profile", NET, "--batch", "4", "--device", "model:k40", "-o", j("p2.json"))
+    check(r.returncode == 0, f"profile: {r.stderr.strip()}")
+    if os.path.exists("/dev/full"):
+        r = run("compile", NET, "--profile", j("p2.json"), "--budget", "50%", "-q", "-o", j("full.json"),
+                "--trace", "/dev/full")
+        refused(r, "/dev/full: writing failed", "compile -o FILE --trace /dev/full")
+        check(not os.path.exists(j("full.json")), "no plan written when the trace beside it failed")
+        # Standard output that cannot be written is an error, not a report lost with exit 0.
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([ucplan, "explain", plan, "--json"], stdout=full, stderr=subprocess.PIPE, text=True)
+        refused(r, "standard output: writing failed", "explain --json > /dev/full")
+    # A replaced file keeps its mode, and no temporary is left beside it.
+    os.chmod(plan, 0o600)
+    r = run("compile", NET, "--profile", j("p2.json"), "--budget", "50%", "-q", "-o", plan)
+    check(r.returncode == 0 and os.stat(plan).st_mode & 0o777 == 0o600,
+          f"a plan written over one of mode 600 keeps it: {oct(os.stat(plan).st_mode)} {r.stderr.strip()!r}")
+    check(not [f for f in os.listdir(tmp) if f.startswith(".")], f"temporaries left: {os.listdir(tmp)}")
+    # An option given an empty value is refused, not read as not given.
+    refused(run("explain", plan, "--svg", ""), "--svg: an empty value", "explain --svg ''")
+    # check goes on past a file it cannot read, and says so in its exit code (2: bad input).
+    with open(j("broken.json"), "w") as f:
+        f.write("{")
+    r = run("check", j("broken.json"), plan)
+    check(r.returncode == 2 and "broken.json: line 1 column 2: invalid JSON" in r.stderr and r.stdout.count("ok   ") == 1 and
+          "1 of 2 plans valid (1 not read)" in r.stdout,
+          f"check of an unreadable plan and a good one: {r.returncode} {r.stdout.strip()!r} {r.stderr.strip()!r}")
 finish("files: ")
