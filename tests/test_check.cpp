@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "plan_edit.h"
 #include "planner/check/verify.h"
 #include "planner/model/plan.h"
@@ -323,6 +325,78 @@ TEST_SUITE("verifier") {
     p.sub_batch_changes_statistics = true;
     CHECK(find_plan_error(p).find("sub_batch_changes_statistics is true, but its batch-norm statistics are the "
                                   "whole batch's") != std::string::npos);
+  }
+
+  TEST_CASE("options the plan records that its steps do not keep (explain printed them)") {
+    const Plan p = tight_plan();  // vdnn-all: offloads; dynamic workspace; sub-batch auto, one round
+    REQUIRE(p.strategy == "vdnn-all");
+    REQUIRE(p.sub_batch_option == "auto");
+    REQUIRE(p.workspace_option == "dynamic");
+    std::int64_t largest = 0, total = 0;
+    bool split = false;
+    for (const PlanKernel& k : p.kernels) {
+      largest = std::max(largest, k.workspace_bytes);
+      total += k.workspace_bytes;
+    }
+    for (const PlanStep& s : p.steps) split |= s.config.size() > 1;
+    REQUIRE(largest > 0);
+    auto refused = [](Plan q, const std::string& want) {
+      const std::string error = find_plan_error(q);
+      CAPTURE(error);
+      CHECK(error.find(want) != std::string::npos);
+    };
+    Plan q = p;
+    q.offload = "never";
+    refused(q, "options.offload is never, but");
+    q = p;
+    q.strategy = "keep-all";
+    refused(q, "options.strategy is keep-all, but");
+    q = p;
+    q.sub_batch_option = "4";
+    refused(q, "options.sub_batch is \"4\", but the plan's sub-batch is 8");
+    q = p;
+    q.workspace_option = "wr:64MiB";  // the policy in words still says dynamic
+    refused(q, "is not what options.workspace \"wr:64MiB\" makes");
+    q.workspace_policy = "WR: per kernel";
+    CHECK(find_plan_error(q) == "");  // every kernel's workspace is within 64 MiB
+    q.workspace_option = fmt::format("wr:{}B", largest - 1);
+    refused(q, "but a kernel's workspace is");
+    q.workspace_option = fmt::format("wd:{}B", total - 1);
+    q.workspace_policy = "WD: 0-1 ILP";
+    refused(q, "but the kernels' workspaces add up to");
+    q.workspace_option = fmt::format("wd:{}B", total);
+    CHECK(find_plan_error(q) == "");
+    // The first kernel run in two micro-batches of 4 (its step and the kernels list alike), and
+    // then in 3 + 5: undivided allows neither, powerOfTwo the first only.
+    q = p;
+    REQUIRE_FALSE(split);
+    q.micro_batches = "undivided";
+    CHECK(find_plan_error(q) == "");
+    PlanKernel& k = q.kernels[0];
+    auto step = std::find_if(q.steps.begin(), q.steps.end(),
+                             [&](const PlanStep& s) { return s.layer == k.layer && s.op == k.op; });
+    REQUIRE(step != q.steps.end());
+    REQUIRE(k.config.size() == 1);
+    const std::string algo = k.config[0].algo;
+    k.config = step->config = {{algo, 4}, {algo, 4}};
+    CHECK(find_plan_error(q).find("a micro-batch of 4 samples, which options.micro_batches undivided does not allow") !=
+          std::string::npos);
+    q.micro_batches = "powerOfTwo";
+    CHECK(find_plan_error(q) == "");
+    k.config = step->config = {{algo, 3}, {algo, 5}};
+    CHECK(
+        find_plan_error(q).find("a micro-batch of 3 samples, which options.micro_batches powerOfTwo does not allow") !=
+        std::string::npos);
+    q.micro_batches = "all";
+    CHECK(find_plan_error(q) == "");
+    // A batch-norm network split into rounds, recorded as auto (which never splits one).
+    const Network net = parse_network_text(kChain, "test");
+    const Profile prof = model_profile(net, 8);
+    Plan rounds = make_plan(input_for(net, prof, std::int64_t{1} << 30, "ucplan", "4")).plan;
+    REQUIRE(rounds.rounds == 2);
+    REQUIRE(find_plan_error(rounds) == "");
+    rounds.sub_batch_option = "auto";
+    refused(rounds, "options.sub_batch is auto, which never splits a batch-norm network, but the plan runs 2 rounds");
   }
 
   TEST_CASE("an embedded network edited after the plan was made") {

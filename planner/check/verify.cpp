@@ -13,6 +13,7 @@
 #include "planner/ir/program.h"
 #include "planner/model/network.h"
 #include "planner/model/sha256.h"
+#include "planner/model/units.h"
 
 namespace ucplan {
 
@@ -179,6 +180,7 @@ class Checker {
                    const std::vector<int>& accs);
   void check_config(const PlanStep& s, int layer, bool conv);
   void check_kernels();
+  void check_options();
   std::int64_t tensor_bytes(int tensor, std::int64_t batch) const;
 
   const Plan& p_;
@@ -578,6 +580,69 @@ void Checker::check_config(const PlanStep& s, int layer, bool conv) {
                                          : std::string("it has no workspace buffer")));
 }
 
+// The options the plan records (explain prints them) hold for its steps, as far as the plan alone
+// can tell: what they rule out does not happen (what they mean for its times, `check --recompile`
+// reproduces).
+void Checker::check_options() {
+  auto count = [&](StepOp op) {
+    return std::count_if(p_.steps.begin(), p_.steps.end(), [op](const PlanStep& s) { return s.op == op; });
+  };
+  const auto offloads = count(StepOp::Offload), recomputes = count(StepOp::Recompute);
+  if (p_.offload == "never" && offloads > 0)
+    schedule_error(fmt::format("options.offload is never, but {} steps offload", offloads));
+  if (p_.strategy == "keep-all" && offloads + recomputes > 0)
+    schedule_error(
+        fmt::format("options.strategy is keep-all, but {} steps offload and {} recompute", offloads, recomputes));
+  // --sub-batch: N samples a round, or auto, which never splits a batch-norm network.
+  if (p_.sub_batch_option == "auto") {
+    if (g_.has_batch_norm() && p_.rounds > 1)
+      schedule_error(
+          fmt::format("options.sub_batch is auto, which never splits a batch-norm network, but the plan "
+                      "runs {} rounds",
+                      p_.rounds));
+  } else if (p_.sub_batch_option != "any" && p_.sub_batch_option != std::to_string(p_.sub_batch)) {
+    schedule_error(
+        fmt::format("options.sub_batch is \"{}\", but the plan's sub-batch is {}", p_.sub_batch_option, p_.sub_batch));
+  }
+  // --workspace: the kernels' workspaces within the limit (wr: each, wd: together), and the
+  // policy in words saying the same.
+  const std::string& w = p_.workspace_option;
+  const std::string kind = w.substr(0, w.find(':'));
+  const char* policy = kind == "wr" ? "WR:" : kind == "wd" ? "WD:" : "dynamic:";
+  if (p_.workspace_policy.rfind(policy, 0) != 0)
+    schedule_error(
+        fmt::format("workspace_policy \"{}\" is not what options.workspace \"{}\" makes", p_.workspace_policy, w));
+  if (kind == "wr" || kind == "wd") {
+    const std::optional<std::int64_t> limit = parse_bytes(w.substr(3));
+    if (!limit) {
+      schedule_error(fmt::format("options.workspace \"{}\" is not wr:SIZE or wd:SIZE", w));
+    } else {
+      std::int64_t total = 0, largest = 0;
+      for (const PlanKernel& k : p_.kernels) {
+        total = checked_muladd(1, total, k.workspace_bytes);
+        largest = std::max(largest, k.workspace_bytes);
+      }
+      if (kind == "wr" && largest > *limit)
+        schedule_error(fmt::format("options.workspace is {}, but a kernel's workspace is {} bytes", w, largest));
+      if (kind == "wd" && (total < 0 || total > *limit))
+        schedule_error(
+            fmt::format("options.workspace is {}, but the kernels' workspaces add up to {} bytes", w, total));
+    }
+  } else if (w != "dynamic") {
+    schedule_error(fmt::format("options.workspace \"{}\" is not dynamic, wr:SIZE or wd:SIZE", w));
+  }
+  // --micro-batches: the sizes a convolution's micro-batches take.
+  for (const PlanStep& s : p_.steps)
+    for (const MicroStep& m : s.config) {
+      const bool whole = m.batch == p_.sub_batch, power = (m.batch & (m.batch - 1)) == 0;
+      if ((p_.micro_batches == "undivided" && !whole) || (p_.micro_batches == "powerOfTwo" && !whole && !power)) {
+        schedule_error(fmt::format("{}: a micro-batch of {} samples, which options.micro_batches {} does not allow",
+                                   step_name(s), m.batch, p_.micro_batches));
+        return;
+      }
+    }
+}
+
 void Checker::run() {
   check_structure();
   rebuild_tasks();
@@ -797,6 +862,7 @@ void Checker::run() {
   if (sum.predicted_ns != iteration)
     schedule_error(
         fmt::format("summary iteration time {} ns, rounds x round + final give {} ns", sum.predicted_ns, iteration));
+  check_options();
   // What the plan says of its statistics (the compile report and explain print it): a batch-norm
   // network in more than one round normalises each sub-batch on its own.
   const bool per_sub_batch = g_.has_batch_norm() && p_.rounds > 1;
