@@ -122,6 +122,7 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
     if (allowed(p)) policies.push_back(p);
   std::vector<SettingResult> results;
   std::map<std::string, double> dp_ms;
+  OrderedJson pareto;  // --pareto with --json
   for (const SizesPolicy policy : policies) {
     auto start = std::chrono::steady_clock::now();
     const CostTable ct = build_cost_table(g, tg, prof, o.profile, batch, policy);
@@ -135,13 +136,22 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
         if (fmt::format("{}:{}", g.layers[t.layer].name(), task_kind_name(t.kind)) != o.pareto) continue;
         found = true;
         Table tab({"workspace", "time", "configuration"}, {true, true, false});
+        OrderedJson entries = OrderedJson::array();
         for (const auto& c : ct.tasks[t.id].front) {
           std::vector<MicroStep> ms;
-          for (const auto& m : c.micro) ms.push_back({m.algo, m.micro_batch});
+          OrderedJson cfg = OrderedJson::array();
+          for (const auto& m : c.micro) {
+            ms.push_back({m.algo, m.micro_batch});
+            cfg.push_back(OrderedJson::array({m.algo, m.micro_batch}));
+          }
           tab.add({format_bytes(c.workspace_bytes), format_ns(c.time_ns), config_text(ms)});
+          entries.push_back({{"config", cfg}, {"time_ns", c.time_ns}, {"workspace_bytes", c.workspace_bytes}});
         }
-        fmt::print("Pareto front of {} at batch {} ({} policy, {} configurations; mu-cuDNN Fig. 6):\n{}\n", o.pareto,
-                   batch, sizes_policy_name(policy), ct.tasks[t.id].front.size(), tab.str());
+        if (o.json)
+          pareto = {{"kernel", o.pareto}, {"policy", sizes_policy_name(policy)}, {"front", std::move(entries)}};
+        else
+          fmt::print("Pareto front of {} at batch {} ({} policy, {} configurations; mu-cuDNN Fig. 6):\n{}\n", o.pareto,
+                     batch, sizes_policy_name(policy), ct.tasks[t.id].front.size(), tab.str());
       }
       if (!found)
         throw UserError(
@@ -188,6 +198,7 @@ int conv_only_report(const CompileOptions& o, const Network& net, const std::str
       rs.push_back(std::move(rj));
     }
     j["results"] = std::move(rs);
+    if (!pareto.is_null()) j["pareto"] = std::move(pareto);
     fmt::print("{}", dump_json(j));
     return 0;
   }
@@ -283,12 +294,33 @@ int run_compile(const CompileOptions& o) {
                                 precision_name(prof.precision), precision_name(precision),
                                 precision == Precision::FP32 ? " (the default)" : "", precision_name(precision)));
   if (o.conv_only) {
-    if (!o.output.empty() || !o.trace.empty())
-      throw UserError("", o.output.empty() ? "--trace" : "-o",
-                      "--conv-only makes no plan: it prints a report (with --json, as JSON)");
+    // What shapes a plan and not the configurations alone is refused, not ignored.
+    const std::pair<bool, const char*> plan_only[] = {{!o.output.empty(), "-o"},
+                                                      {!o.trace.empty(), "--trace"},
+                                                      {!o.budget.empty(), "--budget"},
+                                                      {o.reserve != "auto", "--reserve"},
+                                                      {o.strategy != "ucplan", "--strategy"},
+                                                      {o.sub_batch != "auto", "--sub-batch"},
+                                                      {o.solver != "default", "--solver"},
+                                                      {!o.time_limit.empty(), "--time-limit"},
+                                                      {o.offload != "allowed", "--offload"},
+                                                      {!o.dump_after.empty(), "--dump-after"},
+                                                      {!o.loss_scale.empty(), "--loss-scale"},
+                                                      {o.quiet, "-q"},
+                                                      {o.verbose, "-v"}};
+    for (const auto& [given, name] : plan_only)
+      if (given)
+        throw UserError("", name,
+                        "--conv-only makes no plan: it prints a report of the convolutions' configurations (with "
+                        "--json, as JSON), which this option does not change");
     return conv_only_report(o, net, net_path, prof);
   }
   if (!o.pareto.empty()) throw UserError("", "--pareto", "only with --conv-only");
+  if (o.json) throw UserError("", "--json", "only with --conv-only (a plan is JSON already: -o PLAN.json)");
+  if (precision == Precision::FP32 && !o.loss_scale.empty() && o.loss_scale != "none")
+    throw UserError("", "--loss-scale",
+                    "FP32 plans run without loss scaling, and do not record one: scale the loss at --precision "
+                    "fp16, bf16 or tf32");
   if (o.workspace.size() > 1)
     throw UserError("", "--workspace", "give one setting for a plan (several only with --conv-only)");
   if (o.budget.empty())

@@ -35,12 +35,21 @@ std::string task_label(const Graph& g, const Task& t) {
   return fmt::format("{}:{}", g.layers[t.layer].name(), task_kind_name(t.kind));
 }
 
+// A CSV field as RFC 4180 quotes it: as is, unless it holds a comma, a quote or a line break
+// (a layer may be named "conv,1").
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
 void write_steps_csv(const std::string& path, const Graph& g, const TaskGraph& tg, const Liveness& lv) {
   std::string csv = "step,phase,task,layer,live_bytes,live_tensors\n";
   for (std::size_t s = 0; s < lv.steps.size(); ++s) {
     const Task& t = tg.tasks[lv.steps[s]];
     csv += fmt::format("{},{},{},{},{},{}\n", s, t.kind == TaskKind::Forward ? "forward" : "backward",
-                       task_kind_name(t.kind), g.layers[t.layer].name(), lv.live_bytes[s], lv.live_count[s]);
+                       task_kind_name(t.kind), csv_field(g.layers[t.layer].name()), lv.live_bytes[s], lv.live_count[s]);
   }
   write_file_atomically(path, csv);
 }

@@ -1,5 +1,7 @@
 #include "precision.h"
 
+#include <cfloat>
+
 #include <cmath>
 #include <cstdlib>
 
@@ -81,8 +83,8 @@ std::string loss_scale_error(const std::string& text) {
     const std::string num = text.substr(7);
     char* end = nullptr;
     const double s = num.empty() ? 0 : std::strtod(num.c_str(), &end);
-    if (!num.empty() && end && *end == '\0' && std::isfinite(s) && s > 0) return "";
-    return "static:S needs a finite scale S > 0, got \"" + num + "\"";
+    if (!num.empty() && end && *end == '\0' && std::isfinite(s) && s > 0 && s <= FLT_MAX) return "";
+    return "static:S needs a scale S > 0 that FP32 holds (at most 3.4e38), got \"" + num + "\"";
   }
   return "expected none, dynamic or static:S, got \"" + text + "\"";
 }

@@ -3,6 +3,7 @@
 lost to another, devices and links written as such, a bad output refused before any work, and an invalid
 plan explained without its views. Each refusal is one line, exit code 2, and leaves every file as it was.
 Usage: files.py UCPLAN_BIN"""
+import csv
 import hashlib
 import json
 import os
@@ -141,4 +142,19 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 2 and "broken.json: line 1 column 2: invalid JSON" in r.stderr and r.stdout.count("ok   ") == 1 and
           "1 of 2 plans valid (1 not read)" in r.stdout,
           f"check of an unreadable plan and a good one: {r.returncode} {r.stdout.strip()!r} {r.stderr.strip()!r}")
+    # inspect --csv-steps quotes a layer name as RFC 4180 does: one row of six fields per step.
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "chain3.json")) as f:
+        net = json.load(f)
+    odd = 'co,n"v'
+    for layer in net["layers"]:
+        if layer.get("name") == "conv":
+            layer["name"] = odd
+        layer["inputs"] = [odd if x == "conv" else x for x in layer.get("inputs", [])]
+    with open(j("odd.json"), "w") as f:
+        json.dump(net, f)
+    r = run("inspect", j("odd.json"), "--batch", "2", "--csv-steps", j("odd.csv"))
+    with open(j("odd.csv"), newline="") as f:
+        rows = list(csv.reader(f))
+    check(r.returncode == 0 and {len(row) for row in rows} == {6} and rows[1][3] == odd,
+          f"inspect --csv-steps of a layer named {odd!r}: {r.stderr.strip()!r} {rows[:2]}")
 finish("files: ")
