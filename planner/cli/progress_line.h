@@ -4,9 +4,11 @@
 // pipes, files and tests see the same output as before.
 #pragma once
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -55,7 +57,17 @@ class ProgressLine {
   void draw() {  // mutex_ held
     if (text_.empty()) return;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    std::fprintf(stderr, "\r\033[K%s  (%.0f s)", text_.c_str(), elapsed);
+    const std::string seconds = "  (" + std::to_string(std::llround(elapsed)) + " s)";
+    // Within the terminal's width: a line that wraps is not erased by \r\033[K, and its first rows
+    // would stay on the screen. Bytes count at least as many columns as they fill.
+    std::string text = text_;
+    winsize size{};
+    if (::ioctl(2, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
+      const std::size_t columns = size.ws_col;
+      const std::size_t room = columns > seconds.size() + 4 ? columns - 1 - seconds.size() : 3;
+      if (text.size() > room) text = text.substr(0, room - 3) + "...";
+    }
+    std::fprintf(stderr, "\r\033[K%s%s", text.c_str(), seconds.c_str());
     std::fflush(stderr);
   }
   void tick() {
