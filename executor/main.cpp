@@ -106,8 +106,12 @@ int main(int argc, char** argv) {
     if (device == "cpu") {
       backend = ucplan::make_cpu_backend(g);
     } else if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+      const std::string digits = device.size() > 5 ? device.substr(5) : "0";
+      if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
+        throw ucplan::UserError("", "--device",
+                                fmt::format("expected cpu, cuda or cuda:N (a device index), got \"{}\"", device));
 #ifdef UCPLAN_HAVE_CUDA
-      int index = device.size() > 5 ? std::atoi(device.c_str() + 5) : 0;
+      int index = std::stoi(digits);
       backend = ucplan::make_cuda_backend(g, index, exact, graphs);
 #else
       throw ucplan::UserError("", "--device", "this ucplan-run was built without CUDA");

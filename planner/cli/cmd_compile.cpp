@@ -400,10 +400,12 @@ int run_compile(const CompileOptions& o) {
       throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
   }
   if (reserve >= *budget)
-    throw UserError("", "--budget",
-                    fmt::format("{} leaves nothing for the plan: {} of it are reserved for the CUDA context, cuDNN and "
-                                "cuBLAS ({}; --reserve changes it)",
-                                format_bytes(*budget), format_bytes(reserve), reserve_source));
+    throw UserError(
+        "", "--budget",
+        fmt::format("{} leaves nothing for the plan: {} of it are reserved for the CUDA context, cuDNN and "
+                    "cuBLAS ({})",
+                    format_bytes(*budget), format_bytes(reserve),
+                    reserve_source == "--reserve" ? "as --reserve asks" : reserve_source + "; --reserve changes it"));
   if (o.output.empty() && o.dump_after.empty() && o.trace.empty())
     throw UserError("", "-o", "give -o PLAN.json (or --dump-after STAGE / --trace FILE to only look)");
   // Every output is checked before the work starts, so that a bad one costs no compile and

@@ -204,7 +204,10 @@ int main(int argc, char** argv) {
                    "all: whatever the traces can refit (default) | copies: the copy costs only, an error if the "
                    "traces cannot | launch: the launch gap only")
       ->check(CLI::IsMember({"all", "copies", "launch"}));
-  c_calibrate->add_option("-o,--output", calibrate.output, "calibrated profile to write (written atomically)")
+  c_calibrate
+      ->add_option("-o,--output", calibrate.output,
+                   "calibrated profile to write (written atomically); it may be PROFILE itself, refitted in "
+                   "place, after which plans made from the old one no longer pass check --recompile")
       ->required();
 
   // A mistyped command is named (CLI11 would say only that a subcommand is required).

@@ -35,6 +35,18 @@ bool micro_size_allowed(SizesPolicy policy, std::int64_t size, std::int64_t sub_
 
 }  // namespace
 
+const SignatureCosts& profile_costs_of(const Graph& g, int layer, const Profile& p, const std::string& file) {
+  const std::string sig = layer_signature(g, layer);
+  const SignatureCosts* sc = p.find(sig);
+  if (!sc)
+    throw UserError(file, fmt::format("layer {}", g.layers[layer].name()),
+                    fmt::format("the profile has no costs for signature \"{}\" ({})", sig,
+                                p.network == g.net.name
+                                    ? "the network has changed since it was profiled: profile it again"
+                                    : fmt::format("the profile is for network {}, not {}", p.network, g.net.name)));
+  return *sc;
+}
+
 CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p, const std::string& file,
                            std::int64_t sub_batch, SizesPolicy policy) {
   CostTable ct;
@@ -59,14 +71,8 @@ CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p
       ct.tasks[t.id] = it->second;
       continue;
     }
-    const SignatureCosts* sc = p.find(sig);
+    const SignatureCosts* sc = &profile_costs_of(g, t.layer, p, file);
     const std::string& layer = g.layers[t.layer].name();
-    if (!sc)
-      throw UserError(file, fmt::format("layer {}", layer),
-                      fmt::format("the profile has no costs for signature \"{}\" ({})", sig,
-                                  p.network == g.net.name
-                                      ? "the network has changed since it was profiled: profile it again"
-                                      : fmt::format("the profile is for network {}, not {}", p.network, g.net.name)));
     TaskCost tc;
     tc.conv = t.conv_kernel;
     if (t.conv_kernel) {

@@ -39,6 +39,9 @@ struct CostTable {
 // Throws UserError naming the profile file and the missing signature/op/size. `policy`
 // restricts the micro-batch sizes conv kernels may use (mu-cuDNN §III-B): every measured size,
 // powers of two, or undivided (the sub-batch itself: cuDNN alone).
+// Layer `layer`'s costs in `p` (by its signature), or a UserError naming `file` and the layer: the
+// profile is of another network, or of this one before it changed.
+const SignatureCosts& profile_costs_of(const Graph& g, int layer, const Profile& p, const std::string& file);
 CostTable build_cost_table(const Graph& g, const TaskGraph& tg, const Profile& p, const std::string& profile_file,
                            std::int64_t sub_batch, SizesPolicy policy = SizesPolicy::All);
 

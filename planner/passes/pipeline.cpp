@@ -207,6 +207,8 @@ void run_lower_bound(Pipeline& x) {
   x.lb = memory_lower_bound(tg, 1);
   const LowerBound& lb = x.lb;
   if (x.in.budget_bytes < lb.bytes) {
+    // A profile of another network is the first thing wrong (its costs stage would say so).
+    for (int l = 1; l < static_cast<int>(g.layers.size()); ++l) profile_costs_of(g, l, x.in.profile, x.in.profile_path);
     const BytesApart text = format_bytes_apart(x.in.budget_bytes, lb.bytes);
     throw UserError(
         "", "--budget",

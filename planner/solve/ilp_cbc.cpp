@@ -195,7 +195,7 @@ std::optional<double> optimum_from(const OsiClpSolverInterface& solver, const st
 RootLp solve_root_lp_within(OsiClpSolverInterface& solver, double seconds, const std::vector<std::int64_t>& start) {
   const auto started = std::chrono::steady_clock::now();
   ClpSimplex lp(*solver.getModelPtr());  // a copy: the solver's own model stays as CBC expects it
-  lp.setLogLevel(0);                      // the presolve below logs through it ("Coin0506I Presolve ...")
+  lp.setLogLevel(0);                     // the presolve below logs through it ("Coin0506I Presolve ...")
   ClpPresolve presolve;
   const std::optional<double> easy = optimum_from(solver, start, seconds / 20);
   // Clp's own solve below has no limit of its own: the child's deadline sends this bound meanwhile.
