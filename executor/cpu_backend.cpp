@@ -58,11 +58,15 @@ class CpuBackend : public Backend {
   // ending in std::bad_alloc or the kernel's OOM killer.
   void allocate(std::int64_t arena_bytes, const std::vector<std::int64_t>& host_bytes) override {
     arena_bytes_ = std::max<std::int64_t>(arena_bytes, 256);
-    const std::size_t size = static_cast<std::size_t>((arena_bytes_ + 255) / 256 * 256);
+    // In 64 bits throughout (a plan may state any arena up to 2^63 - 1): sizes past what a host
+    // could hold saturate, and are refused below.
+    constexpr std::int64_t kMost = std::int64_t{1} << 62;
+    const std::int64_t arena = std::min(arena_bytes_, kMost);
+    const std::size_t size = static_cast<std::size_t>((arena + 255) / 256 * 256);
     std::int64_t host = 0;
-    for (auto b : host_bytes) host += b;
+    for (auto b : host_bytes) host = std::min(kMost, host + std::min(b, kMost));
     const std::int64_t available = host_memory_available();
-    if (available > 0 && arena_bytes_ + host > available)
+    if (available > 0 && arena + host > available)
       throw UserError("", "--device cpu",
                       fmt::format("the plan's arena of {} and its host buffers of {} are more than the {} of host "
                                   "memory available",

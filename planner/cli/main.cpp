@@ -172,7 +172,9 @@ int main(int argc, char** argv) {
 
   ucplan::FrontierOptions frontier;
   auto* c_frontier = app.add_subcommand(
-      "frontier", "the budget -> predicted time curve from the lower bound to the keep-all peak: where the knee is");
+      "frontier",
+      "the budget -> predicted time curve from the smallest budget with a plan to where more memory stops "
+      "helping: where the knee is");
   c_frontier->add_option("network", frontier.network, "zoo name or path to a network JSON file")->required();
   c_frontier->add_option("--profile,-p", frontier.profile, "profile JSON made by `ucplan profile` for this network")
       ->required();

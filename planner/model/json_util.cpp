@@ -239,7 +239,10 @@ void check_output_path(const std::string& path) {
     if (::access(target.c_str(), W_OK) != 0) throw UserError(path, "", "cannot write to it");
     return;
   }
-  if (!fs::is_directory(dir, ec)) throw UserError(path, "", "the folder " + dir.string() + " does not exist");
+  if (!fs::is_directory(dir, ec))
+    throw UserError(
+        path, "",
+        fs::exists(dir, ec) ? dir.string() + " is not a folder" : "the folder " + dir.string() + " does not exist");
   if (::access(dir.c_str(), W_OK) != 0) throw UserError(path, "", "cannot write in " + dir.string());
 }
 
