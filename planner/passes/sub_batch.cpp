@@ -102,7 +102,9 @@ std::int64_t modnn_sub_batch(const TaskGraph& tg, const std::map<std::int64_t, C
     if (t.resident()) resident += align_up(t.bytes(1));
   const std::int64_t room = budget - resident;
   std::int64_t b = tables.rbegin()->first;
-  for (int iteration = 0; iteration < 32; ++iteration) {
+  std::vector<std::int64_t> visited;
+  for (;;) {
+    visited.push_back(b);
     const std::int64_t need = max_task_bytes_fastest(tg, tables.at(b));
     const double target =
         static_cast<double>(b) * static_cast<double>(room) / static_cast<double>(std::max<std::int64_t>(need, 1));
@@ -110,10 +112,13 @@ std::int64_t modnn_sub_batch(const TaskGraph& tg, const std::map<std::int64_t, C
     std::int64_t next = tables.begin()->first;
     for (const auto& [size, table] : tables)
       if (static_cast<double>(size) <= target) next = size;
-    if (next == b) break;
+    if (next == b) return b;
+    // A cycle (a large workspace at one size sends the iteration down, the smaller size's need
+    // back up): the smallest size on it, whose tasks need the least.
+    if (auto seen = std::find(visited.begin(), visited.end(), next); seen != visited.end())
+      return *std::min_element(seen, visited.end());
     b = next;
   }
-  return b;
 }
 
 }  // namespace ucplan

@@ -37,7 +37,9 @@ std::int64_t max_task_bytes_fastest(const TaskGraph& tg, const CostTable& costs)
 // weights included (the lower bound at b, for this profile's algorithms).
 std::int64_t min_plan_bytes(const TaskGraph& tg, const CostTable& costs);
 
-// moDNN Eq. (3), iterated to a fixed point over the candidates (cost tables by size).
+// moDNN Eq. (3), iterated to a fixed point over the candidates (cost tables by size); where it
+// cycles instead (4 -> 1 -> 4: the fastest workspace at 4 samples needs more than the room), the
+// smallest size on the cycle.
 std::int64_t modnn_sub_batch(const TaskGraph& tg, const std::map<std::int64_t, CostTable>& tables,
                              std::int64_t budget_bytes);
 

@@ -23,15 +23,31 @@ std::string step_label(const PlanStep& s) {
 
 std::vector<std::pair<std::int64_t, std::int64_t>> memory_profile(const Plan& plan) {
   std::int64_t resident = 0;
+  // A buffer is in use from the first start to the last end of the round's steps that touch it:
+  // its last_step is the highest step id, but a copy on another stream with a lower id (an
+  // offload reading it) can end later.
+  std::vector<std::int64_t> from(plan.buffers.size(), INT64_MAX), to(plan.buffers.size(), INT64_MIN);
+  for (const PlanStep& s : plan.steps) {
+    if (s.final) continue;
+    auto use = [&](int b) {
+      from[static_cast<std::size_t>(b)] = std::min(from[static_cast<std::size_t>(b)], s.start_ns);
+      to[static_cast<std::size_t>(b)] = std::max(to[static_cast<std::size_t>(b)], s.end_ns);
+    };
+    for (int b : s.reads) use(b);
+    for (int b : s.writes) use(b);
+    for (int b : s.accumulates) use(b);
+    if (s.workspace >= 0) use(s.workspace);
+  }
   std::map<std::int64_t, std::int64_t> delta;
-  for (const auto& b : plan.buffers) {
+  for (std::size_t i = 0; i < plan.buffers.size(); ++i) {
+    const PlanBuffer& b = plan.buffers[i];
     if (b.resident || b.carried) {
       resident += b.size;
       continue;
     }
-    if (b.first_step < 0 || plan.steps[b.first_step].final) continue;
-    delta[plan.steps[b.first_step].start_ns] += b.size;
-    delta[plan.steps[b.last_step].end_ns] -= b.size;
+    if (from[i] > to[i]) continue;  // touched by no round step
+    delta[from[i]] += b.size;
+    delta[to[i]] -= b.size;
   }
   std::vector<std::pair<std::int64_t, std::int64_t>> points{{0, resident}};
   std::int64_t in_use = resident;
@@ -103,6 +119,11 @@ std::string chrome_trace(const Plan& plan, const std::vector<MeasuredStep>* meas
                        {"rounds", plan.rounds}}},
                      {"traceEvents", events}};
   if (ran_on) doc["otherData"]["device"] = {{"kind", ran_on->kind}, {"name", ran_on->name}};
+  if (!measured && plan.rounds > max_rounds)  // the rounds after these are the same; the updates follow them here
+    doc["otherData"]["rounds_drawn"] = fmt::format(
+        "{} of {} (the rest are the same): the final updates follow round {} here, round {} in the "
+        "plan, which predicts {}",
+        max_rounds, plan.rounds, max_rounds, plan.rounds, format_ns(plan.summary.predicted_ns));
   return dump_json(doc);
 }
 

@@ -64,4 +64,24 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 2 and r.stderr.count("\n") == 1 and
           f"unknown stage \"bogus\" ({', '.join(stages)})" in r.stderr,
           f"an unknown stage: one line naming the stages, exit 2 (got exit {r.returncode}: {r.stderr.strip()})")
+    # moDNN's Eq. 3 where its iteration cycles: chain3 (batch 4, every size) with the fastest
+    # forward convolution's workspace at 4 samples made 20000 B. In 8000 B (4928 B beside the
+    # weights) 4 samples need 21760 B, so Eq. 3 gives 4 x 4928 / 21760 = 0.91, down to 1; 1 sample
+    # needs 1024 B, so 4.8, back to 4. The smallest size on the cycle is the answer, 1 (after 32
+    # turns it used to stop on 4).
+    chain3 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "chain3.json")
+    osc = os.path.join(tmp, "osc.json")
+    r = run("profile", chain3, "--batch", "4", "--device", "model:k40", "--sizes", "all", "-o", osc)
+    check(r.returncode == 0, f"profile chain3: {r.stderr.strip()}")
+    prof = json.load(open(osc))
+    edited = 0
+    for sig in prof["signatures"]:
+        for c in sig["costs"]:
+            if sig["type"] == "conv" and c["op"] == "forward" and c["algo"] == "winograd" and c["batch"] == 4:
+                c["workspace_bytes"] = 20000
+                edited += 1
+    json.dump(prof, open(osc, "w"))
+    r = run("compile", chain3, "--profile", osc, "--budget", "8000B", "--dump-after", "sub-batch")
+    eq3 = json.loads(r.stdout).get("modnn_eq3") if r.returncode == 0 else None
+    check(edited == 1 and eq3 == 1, f"Eq. 3 on a cycle 4 -> 1 -> 4: the smallest size, 1; got {eq3} ({r.stderr.strip()})")
 finish(f"{len(stages)} stages dumped; ")
