@@ -433,7 +433,7 @@ TEST_SUITE("memory planner") {
         CHECK(find_plan_error(p) == "");
         CHECK(p.summary.peak_bytes <= budget);
         CHECK(p.summary.lower_bound_bytes == lb);
-        CHECK(p.summary.predicted_ns >= p.summary.ideal_ns * 9 / 10);
+        CHECK(p.summary.predicted_ns >= p.summary.ideal_ns);  // the ideal bounds every plan from below
       }
     }
   }

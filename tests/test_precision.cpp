@@ -346,7 +346,10 @@ TEST_SUITE("precision: run --check on the CPU") {
           const Run r = replay(p);
           CHECK(r.report.passed);
           CHECK(r.report.checked_iterations == 2);
-          CHECK(r.report.max_rel_error <= default_check_tolerance(prec, false));
+          // The plan's run and the reference run the same CPU emulation, in the same rounds: a
+          // value rounded twice or read stale (a unit of bf16, 3.9e-3) must not hide under the
+          // check's default tolerance (3.1e-2 at bf16).
+          CHECK(r.report.max_rel_error < 1e-5);
           CHECK(r.report.skipped_steps == 0);
         }
       }

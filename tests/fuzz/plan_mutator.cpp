@@ -9,7 +9,8 @@
 // (run it under ASan/UBSan: scripts/fuzz.sh).
 //
 // Usage: ucplan-plan-mutator [--mutants N] [--seed S] [--verbose]
-// Prints one summary line; exit 1 (with the mutant's description) when an accepted mutant fails.
+// Prints one summary line; exit 1 (with the mutant's description) when an accepted mutant fails, or when fewer
+// than one mutant in 100 was accepted and replayed (the mutations no longer reach plans the verifier accepts).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -445,5 +446,12 @@ int main(int argc, char** argv) {
       "failed\n",
       plans.size(), with_rounds, with_offload, with_recompute, with_carried, mutants, mutants - accepted - unchanged,
       accepted + unchanged, unchanged, failed);
+  // A run that replayed almost nothing proved almost nothing: at least one accepted, changed
+  // mutant in 100 (600 mutants of seed 1 replay 16, 300 replay 5), else the mutations no longer reach plans the
+  // verifier accepts.
+  if (accepted * 100 < mutants) {
+    std::printf("too few accepted mutants replayed: %ld of %ld (at least one in 100)\n", accepted, mutants);
+    return 1;
+  }
   return failed == 0 ? 0 : 1;
 }
