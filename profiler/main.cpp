@@ -26,12 +26,12 @@ std::unique_ptr<ucplan::Runner> make_runner(const std::string& device, ucplan::P
   if (device.rfind("model:", 0) == 0) return ucplan::make_model_runner(device.substr(6));
   if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
     int index = 0;
-    if (device.size() > 5) {
-      try {
-        index = std::stoi(device.substr(5));
-      } catch (...) {
-        throw ucplan::UserError("", "--device", fmt::format("\"{}\": expected cuda or cuda:N", device));
-      }
+    if (device.size() > 5 || device == "cuda:") {
+      const std::string digits = device.substr(5);
+      if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
+        throw ucplan::UserError("", "--device",
+                                fmt::format("\"{}\": expected cuda or cuda:N (a device index)", device));
+      index = std::stoi(digits);
     }
     // tf32: cuDNN and cuBLAS with tf32 tensor-op math. bf16 and fp16: conv and fc on 16-bit
     // tensors, the other layers as the backend runs them (versions.math says which).

@@ -112,12 +112,17 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
       c.seconds = m.seconds;
       c.spread = m.spread;
       c.workspace_bytes = m.workspace_bytes;
+      bool too_long = false;
       if (c.ok() && c.seconds > kMaxOpSeconds) {  // a huge layer at a large micro-batch, modelled or measured
         c.status =
             fmt::format("failed: {:.0f} s, more than the {:g} s a profile holds for one op", c.seconds, kMaxOpSeconds);
         c.seconds = c.spread = 0;
+        too_long = true;
       }
-      cache.put(key, c);
+      // What the device says of the op itself is kept; out of memory and the runner's failures
+      // depend on what else held the memory or the device then, and are measured again next time
+      // (one profile under a memory limit marked six convolutions out of memory for good).
+      if (c.ok() || c.status == "unsupported" || too_long) cache.put(key, c);
       ++measured;
     }
     done_work += j.work;

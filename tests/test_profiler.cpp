@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -807,6 +808,55 @@ TEST_SUITE("profile") {
     edited("\"seconds\":", "\"seconds\":-");
     CHECK_THROWS_WITH_AS(ucplan::profile_network(net, "tiny", *runner, o),
                          doctest::Contains("].seconds: must be a finite, non-negative number"), ucplan::UserError);
+    fs::remove_all(cache);
+  }
+
+  // Out of memory depends on what else held the memory then (a profile under `ulimit -v`, a GPU
+  // shared with another process): the cache keeps what the device says of the op itself, and an
+  // op out of memory once is measured again the next time.
+  TEST_CASE("the cache does not keep out of memory: the next profile measures the op again") {
+    struct Squeezed : ucplan::Runner {  // the CPU runner, every gemm out of memory while `tight`
+      std::unique_ptr<ucplan::Runner> cpu = ucplan::make_cpu_runner();
+      bool tight = true;
+      ucplan::DeviceInfo device() override { return cpu->device(); }
+      std::string source() const override { return cpu->source(); }
+      std::vector<std::string> algorithms(const ucplan::Graph& g, int layer, ucplan::TaskKind op) override {
+        return cpu->algorithms(g, layer, op);
+      }
+      ucplan::Measurement measure(const ucplan::Graph& g, int layer, ucplan::TaskKind op, const std::string& algo,
+                                  std::int64_t batch, int repeats) override {
+        if (tight && algo == "gemm") return {"out_of_memory", 0, 0, 0};
+        return cpu->measure(g, layer, op, algo, batch, repeats);
+      }
+      std::vector<ucplan::TransferPoint> measure_transfers(bool h2d, const std::vector<std::int64_t>& sizes) override {
+        return cpu->measure_transfers(h2d, sizes);
+      }
+      bool measure_duplex() override { return cpu->measure_duplex(); }
+    };
+    const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "one",
+      "input": {"shape": [2, 8, 8]}, "labels": 4, "layers": [
+      {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 3, "pad": 1},
+      {"name": "f", "type": "fc", "inputs": ["c1"], "out_features": 4},
+      {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
+                                                           "one");
+    namespace fs = std::filesystem;
+    const std::string cache = (fs::temp_directory_path() / "ucplan-test-cache-oom").string();
+    fs::remove_all(cache);
+    Squeezed runner;
+    ucplan::ProfileOptions o;
+    o.batch = 2;
+    o.repeat = 1;
+    o.cache_dir = cache;
+    auto gemm_statuses = [](const ucplan::Profile& p) {
+      std::set<std::string> statuses;
+      for (const auto& sig : p.signatures)
+        for (const auto& c : sig.costs)
+          if (c.algo == "gemm") statuses.insert(c.status);
+      return statuses;
+    };
+    CHECK(gemm_statuses(ucplan::profile_network(net, "one", runner, o)) == std::set<std::string>{"out_of_memory"});
+    runner.tight = false;
+    CHECK(gemm_statuses(ucplan::profile_network(net, "one", runner, o)) == std::set<std::string>{"ok"});
     fs::remove_all(cache);
   }
 }
