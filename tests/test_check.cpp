@@ -327,6 +327,44 @@ TEST_SUITE("verifier") {
                                   "whole batch's") != std::string::npos);
   }
 
+  TEST_CASE("an update inside the round, two buffers for one weight, a buffer no step uses") {
+    const Plan p = tight_plan();
+    auto error_of = [](const Plan& q) {
+      const std::string e = find_plan_error(q);
+      CAPTURE(e);
+      return e;
+    };
+    // A backward step made an update (a forward one would break the route first).
+    Plan a = p;
+    auto backward = std::find_if(a.steps.begin(), a.steps.end(), [](const PlanStep& s) {
+      return s.stream == Stream::Compute && !s.final && s.op != StepOp::Forward;
+    });
+    REQUIRE(backward != a.steps.end());
+    backward->op = StepOp::Update;
+    CHECK(error_of(a).find("an update inside the round") != std::string::npos);
+    // A second buffer for a weight, past the arena's end (the arena and budget grown to hold it).
+    Plan c = p;
+    auto weight = std::find_if(c.buffers.begin(), c.buffers.end(), [](const PlanBuffer& x) { return x.resident; });
+    REQUIRE(weight != c.buffers.end());
+    PlanBuffer twin = *weight;
+    twin.id = static_cast<int>(c.buffers.size());
+    twin.offset = (c.arena_bytes + 255) / 256 * 256;
+    c.arena_bytes = c.summary.peak_bytes = twin.offset + twin.size;
+    c.budget_bytes = std::max(c.budget_bytes, c.arena_bytes);
+    c.buffers.push_back(twin);
+    CHECK(error_of(c).find("two resident buffers hold " + twin.tensor) != std::string::npos);
+    // A buffer no step uses, inside the arena.
+    Plan d = p;
+    PlanBuffer idle{};
+    idle.id = static_cast<int>(d.buffers.size());
+    idle.tensor = "workspace";
+    idle.offset = 0;
+    idle.size = 256;
+    idle.first_step = idle.last_step = 0;
+    d.buffers.push_back(idle);
+    CHECK(error_of(d).find("is never used") != std::string::npos);
+  }
+
   TEST_CASE("options the plan records that its steps do not keep (explain printed them)") {
     const Plan p = tight_plan();  // vdnn-all: offloads; dynamic workspace; sub-batch auto, one round
     REQUIRE(p.strategy == "vdnn-all");
