@@ -23,7 +23,18 @@ namespace {
 
 std::unique_ptr<ucplan::Runner> make_runner(const std::string& device, ucplan::Precision precision) {
   if (device == "cpu") return ucplan::make_cpu_runner();
-  if (device.rfind("model:", 0) == 0) return ucplan::make_model_runner(device.substr(6));
+  if (device.rfind("model:", 0) == 0) {
+    const std::string name = device.substr(6);
+    // A fitted model's factors are fitted at FP32 (model_device.h): at another precision it
+    // would be its datasheet model under the fitted one's name.
+    const ucplan::ModelDeviceSpec* spec = name.rfind("model:", 0) == 0 ? nullptr : ucplan::find_model_device(name);
+    if (spec && !spec->fitted.empty() && precision != ucplan::Precision::FP32)
+      throw ucplan::UserError("", "--precision",
+                              fmt::format("model:{}'s factors are fitted at fp32 only; at {} profile with the "
+                                          "datasheet model it corrects",
+                                          name, ucplan::precision_name(precision)));
+    return ucplan::make_model_runner(spec ? name : device);  // "model:model:x" is refused as unknown
+  }
   if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
     int index = 0;
     if (device.size() > 5 || device == "cuda:") {

@@ -112,8 +112,9 @@
 // 1.47x on model:h100. CIFAR-size networks' kernels (resnet20 b64) measure 2.7-4.3x over
 // model:h100 for convolutions and 1.1-5.7x for the other classes: they are launch-bound, which
 // the factors, fitted on ImageNet-size kernels, do not cover. Algorithms keep their modelled order
-// within a class (one factor per class); other precisions are not fitted (the datasheet model's
-// costs). The pooling-backward factor predates the small kernel for global average pooling's
+// within a class (one factor per class); other precisions are not fitted, and `ucplan profile`
+// refuses them (its runner would give the datasheet model's costs under the fitted name). The
+// pooling-backward factor predates the small kernel for global average pooling's
 // backward (executor/cuda/kernels_cuda.cpp): global pools have got faster on the device since.
 //
 // TRANSFERS: seconds(bytes) = link_latency_s + bytes / bandwidth, exactly (no noise).
