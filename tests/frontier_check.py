@@ -80,4 +80,14 @@ with tempfile.TemporaryDirectory() as d:
     waits = re.findall(r"first layer waiting ([0-9.]+ [mun]?s) for the batch's copy", line)
     assert len(waits) == 1 and abs(ns(waits[0]) - first) <= 0.006 * first, (line, first)  # three digits
 
+    # DeepBench conv09 at batch 1, keep-all: its budgets are 512 B apart, which three digits print
+    # alike ("1.50 MiB" three times); the rows and the header say them in bytes.
+    subprocess.run([ucplan, "profile", "deepbench/conv09", "--batch", "1", "--device", "model:k40", "-o", prof],
+                   capture_output=True, check=True)
+    text = subprocess.run([ucplan, "frontier", "deepbench/conv09", "--profile", prof, "--strategy", "keep-all",
+                           "--points", "3"], capture_output=True, text=True, check=True).stdout
+    rows = [l.split()[0] for l in text.splitlines()[2:5]]
+    assert len(set(rows)) == 3 and all(r[0].isdigit() for r in rows), text
+    assert text.splitlines()[0].count(" B") == 2, text
+
 print(f"frontier ok: {len(pts)} points, envelope {env[0]:+.3f} -> {env[-1]:+.3f}")

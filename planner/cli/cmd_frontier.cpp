@@ -162,12 +162,12 @@ int run_frontier(const FrontierOptions& o) {
     pts.push_back(p);
   }
   line.clear();
+  const BytesApart ends = format_bytes_apart(lo, hi);
   if (!o.json)
     fmt::print("{}: batch {}, strategy {}{}, {} budgets from {} ({}) to {} {}\n", in.network.name, top.batch,
-               o.strategy, o.strategy == "ucplan" ? fmt::format(" (solver {})", o.solver) : "", o.points,
-               format_bytes(lo),
+               o.strategy, o.strategy == "ucplan" ? fmt::format(" (solver {})", o.solver) : "", o.points, ends.first,
                lo == top.summary.lower_bound_bytes ? "the moDNN lower bound" : "the smallest with a plan, within 1 %",
-               hi_is, format_bytes(hi));
+               hi_is, ends.second);
   if (!o.json)
     fmt::print("  {:>12}  {:>12}  {:>10}  {:>10}  {:>12}  {}\n", "budget", "predicted", "overhead", "recompute",
                "offload", "plan");
@@ -187,11 +187,18 @@ int run_frontier(const FrontierOptions& o) {
       p.held_by = best;
       if (o.json) continue;
       line.clear();
+      // A budget as its neighbours would print it ("1.50 MiB" three times, 512 B apart) in bytes.
+      auto alike = [&](std::size_t k) {
+        return k < pts.size() && k != printed && format_bytes(pts[k].budget) == format_bytes(p.budget);
+      };
+      const std::string budget = alike(printed - 1) || alike(printed + 1)
+                                     ? fmt::format("{} B", with_thousands(p.budget))
+                                     : format_bytes(p.budget);
       if (best < 0) {
-        fmt::print("  {:>12}  no plan: {}\n", format_bytes(p.budget), p.why);
+        fmt::print("  {:>12}  no plan: {}\n", budget, p.why);
       } else {
         const Point& q = pts[best];
-        fmt::print("  {:>12}  {:>12}  {:>10}  {:>10}  {:>12}  {}\n", format_bytes(p.budget), format_ns(q.predicted_ns),
+        fmt::print("  {:>12}  {:>12}  {:>10}  {:>10}  {:>12}  {}\n", budget, format_ns(q.predicted_ns),
                    format_percent(overhead(q)), format_ns(q.recompute_ns), format_bytes(q.offload_bytes),
                    best == static_cast<int>(printed) ? fmt::format("sub-batch {}", q.sub_batch)
                                                      : fmt::format("the plan at {} (faster)", format_bytes(q.budget)));
