@@ -163,6 +163,9 @@ struct Kernel {
   double depth = 0;  // GEMM reduction depth per output; 0: no depth term
   double launches = 1;
   bool tensor = false;  // a GEMM that runs on tensor cores where the device has them for the precision
+  // Device memory its operands take at once; 0: `bytes` (each read or written once). A kernel
+  // of two passes over its input (batch and layer norm) reads more than it holds.
+  double resident = 0;
 };
 
 // Tensor-core FLOP/s of a device at a precision, 0 where it has none (then the math runs on the
@@ -518,6 +521,7 @@ bool other_kernels(const GraphLayer& l, TaskKind op, double b, double eb, std::v
       break;
     case LayerType::BatchNorm:  // two passes: statistics, then normalisation
       k.bytes = eb * (fwd ? 2 * in + y : 3 * in + 2 * y);
+      k.resident = eb * (fwd ? in + y : 2 * in + y);  // X and Y; backward X, dY and dX
       k.launches = 2;
       break;
     case LayerType::Lrn:  // backward reads X, Y, dY, writes dX
@@ -553,6 +557,7 @@ bool other_kernels(const GraphLayer& l, TaskKind op, double b, double eb, std::v
       break;
     case LayerType::LayerNorm:  // as bn: statistics, then normalisation
       k.bytes = eb * (fwd ? 2 * in + y : 3 * in + 2 * y);
+      k.resident = eb * (fwd ? in + y : 2 * in + y);
       k.launches = 2;
       break;
     case LayerType::Input:
@@ -688,7 +693,15 @@ class ModelRunner final : public Runner {
     const bool has_op =
         l.type() == LayerType::Fc ? fc_kernels(l, op, b, eb, &kernels) : other_kernels(l, op, b, eb, &kernels);
     if (!has_op) return failed(fmt::format("a {} layer has no op \"{}\"", type, task_kind_name(op)));
-    return ok(kernels, 0, g.precision);
+    // Out of memory as a convolution is (above): its operands do not fit the device at once.
+    double resident = 0;
+    for (const Kernel& k : kernels) resident = std::max(resident, k.resident > 0 ? k.resident : k.bytes);
+    Measurement m = ok(kernels, 0, g.precision);
+    if (resident > static_cast<double>(spec_.memory_bytes)) {
+      m.status = "out_of_memory";
+      m.seconds = 0;
+    }
+    return m;
   }
 
   Measurement ok(const std::vector<Kernel>& kernels, double workspace, Precision p) const {
