@@ -11,20 +11,16 @@
 
 namespace ucplan {
 
-MeasurementCache::MeasurementCache(std::string dir, const DeviceInfo& device, const std::string& source) {
-  if (dir.empty()) return;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (!std::filesystem::is_directory(dir, ec)) throw UserError(dir, "--cache", "cannot create the cache folder");
-  std::string identity = source + "|" + device.kind + "|" + device.name;
-  for (const auto& [k, v] : device.versions) identity += "|" + k + "=" + v;
-  path_ = dir + "/" + sha256_hex(identity).substr(0, 16) + ".json";
-  if (!std::filesystem::exists(path_, ec)) return;
-  Json j = load_json_file(path_);
-  JsonReader r(j, path_, "");
+namespace {
+
+// A cache file's entries, each checked as a profile's cost is (a cached value goes into one) and
+// saying what its key names: the op, algorithm and micro-batch after the signature, then r and the
+// repeat count.
+std::map<std::string, OpCost> read_entries(const std::string& path) {
+  std::map<std::string, OpCost> entries;
+  Json j = load_json_file(path);
+  JsonReader r(j, path, "");
   if (r.at("format").string() != "ucplan-cache/1") r.at("format").fail("expected \"ucplan-cache/1\"");
-  // Each entry within a profile's bounds (a cached value goes into one) and saying what its key
-  // names: the op, algorithm and micro-batch after the signature, then r and the repeat count.
   for (const auto& e : r.at("entries").array()) {
     e.allow_only({"key", "op", "algo", "batch", "status", "seconds", "spread", "workspace_bytes"});
     const OpCost c = read_op_cost(e, kMaxBatch);
@@ -34,8 +30,28 @@ MeasurementCache::MeasurementCache(std::string dir, const DeviceInfo& device, co
     if (at == std::string::npos || at == 0 || key.find('|', at + names.size()) != std::string::npos)
       e.at("key").fail(fmt::format("names another measurement than the entry's (\"{}\" expected after its signature)",
                                    names.substr(1)));
-    entries_[key] = c;
+    // Out of memory and a runner's failures depend on what held the device then: not kept
+    // (profile_network.cpp), and dropped from a file that holds them.
+    if (c.status == "out_of_memory" ||
+        (c.status.rfind("failed: ", 0) == 0 && c.status.find(" s a profile holds") == std::string::npos))
+      continue;
+    entries[key] = c;
   }
+  return entries;
+}
+
+}  // namespace
+
+MeasurementCache::MeasurementCache(std::string dir, const DeviceInfo& device, const std::string& source) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!std::filesystem::is_directory(dir, ec)) throw UserError(dir, "--cache", "cannot create the cache folder");
+  std::string identity = source + "|" + device.kind + "|" + device.name;
+  for (const auto& [k, v] : device.versions) identity += "|" + k + "=" + v;
+  path_ = dir + "/" + sha256_hex(identity).substr(0, 16) + ".json";
+  if (!std::filesystem::exists(path_, ec)) return;
+  entries_ = read_entries(path_);
 }
 
 const OpCost* MeasurementCache::find(const std::string& key) const {
@@ -49,10 +65,23 @@ void MeasurementCache::put(const std::string& key, const OpCost& cost) { entries
 
 void MeasurementCache::save() const {
   if (path_.empty()) return;
+  // What another profile sharing the folder saved since this one read the file is kept: the
+  // file's entries now, then this profile's over them (the last to save no longer drops the
+  // others' measurements). A file that no longer reads is replaced.
+  std::map<std::string, OpCost> merged;
+  std::error_code ec;
+  if (std::filesystem::exists(path_, ec)) {
+    try {
+      merged = read_entries(path_);
+    } catch (const UserError&) {
+      merged.clear();
+    }
+  }
+  for (const auto& [k, c] : entries_) merged[k] = c;
   OrderedJson j;
   j["format"] = "ucplan-cache/1";
   OrderedJson es = OrderedJson::array();
-  for (const auto& [k, c] : entries_)
+  for (const auto& [k, c] : merged)
     es.push_back({{"key", k},
                   {"op", step_op_name(c.op)},
                   {"algo", c.algo},

@@ -16,7 +16,8 @@ class MeasurementCache {
   bool enabled() const { return !path_.empty(); }
   const OpCost* find(const std::string& key) const;
   void put(const std::string& key, const OpCost& cost);
-  void save() const;  // atomically; merges nothing: this object holds the file's entries plus new ones
+  // Atomically, over the file's entries as they are then (another profile may have saved since).
+  void save() const;
   const std::string& path() const { return path_; }
   int hits() const { return hits_; }
 

@@ -13,6 +13,7 @@
 #include "planner/model/errors.h"
 #include "planner/ir/graph.h"
 #include "planner/model/network.h"
+#include "profiler/cache.h"
 #include "profiler/model_device.h"
 
 using namespace ucplan;
@@ -851,6 +852,43 @@ TEST_SUITE("profile") {
     CHECK_THROWS_WITH_AS(ucplan::profile_network(net, "tiny", *runner, o),
                          doctest::Contains("].seconds: must be a finite, non-negative number"), ucplan::UserError);
     fs::remove_all(cache);
+  }
+
+  // Two profiles sharing a cache folder (fp32 and bf16 of one network, side by side) both save
+  // it: the second used to write what it had read before the first saved, and the first's
+  // measurements were lost (33252 fp32 entries and 0 bf16 after two such runs).
+  TEST_CASE("a cache saved by two profiles keeps both profiles' measurements") {
+    namespace fs = std::filesystem;
+    const std::string dir = (fs::temp_directory_path() / "ucplan-test-cache-shared").string();
+    fs::remove_all(dir);
+    ucplan::DeviceInfo device;
+    device.kind = "model";
+    device.name = "model k40";
+    ucplan::MeasurementCache first(dir, device, "model:k40"), second(dir, device, "model:k40");
+    auto cost = [](const char* algo, double seconds) {
+      ucplan::OpCost c;
+      c.op = ucplan::StepOp::Forward;
+      c.algo = algo;
+      c.batch = 4;
+      c.seconds = seconds;
+      return c;
+    };
+    first.put("conv A|forward|gemm|4|r1", cost("gemm", 1e-3));
+    first.save();
+    second.put("conv B|forward|direct|4|r1", cost("direct", 2e-3));
+    second.put("conv C|forward|gemm|4|r1", [&] {  // out of memory then: not kept
+      ucplan::OpCost c = cost("gemm", 0);
+      c.status = "out_of_memory";
+      return c;
+    }());
+    second.save();
+    const ucplan::MeasurementCache again(dir, device, "model:k40");
+    REQUIRE(again.find("conv A|forward|gemm|4|r1"));
+    CHECK(again.find("conv A|forward|gemm|4|r1")->seconds == 1e-3);
+    REQUIRE(again.find("conv B|forward|direct|4|r1"));
+    CHECK(again.find("conv B|forward|direct|4|r1")->seconds == 2e-3);
+    CHECK_FALSE(again.find("conv C|forward|gemm|4|r1"));
+    fs::remove_all(dir);
   }
 
   // Out of memory depends on what else held the memory then (a profile under `ulimit -v`, a GPU
