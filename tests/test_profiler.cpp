@@ -701,6 +701,25 @@ TEST_SUITE("profile") {
   }
 
   // A large input through a relu (the op too large to run), then a global pool and an fc (small).
+  // A runner that is another one but for what a test changes of its measurements.
+  struct Wrapping : ucplan::Runner {
+    explicit Wrapping(std::unique_ptr<ucplan::Runner> r) : inner(std::move(r)) {}
+    std::unique_ptr<ucplan::Runner> inner;
+    ucplan::DeviceInfo device() override { return inner->device(); }
+    std::string source() const override { return inner->source(); }
+    std::vector<std::string> algorithms(const ucplan::Graph& g, int layer, TaskKind op) override {
+      return inner->algorithms(g, layer, op);
+    }
+    Measurement measure(const ucplan::Graph& g, int layer, TaskKind op, const std::string& algo, std::int64_t batch,
+                        int repeats) override {
+      return inner->measure(g, layer, op, algo, batch, repeats);
+    }
+    std::vector<ucplan::TransferPoint> measure_transfers(bool h2d, const std::vector<std::int64_t>& sizes) override {
+      return inner->measure_transfers(h2d, sizes);
+    }
+    bool measure_duplex() override { return inner->measure_duplex(); }
+  };
+
   ucplan::Network relu_pool_fc(const std::string& name, const std::string& shape) {
     return ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": ")" + name +
                                           R"(", "input": {"shape": )" + shape + R"(}, "labels": 4, "layers": [
@@ -731,23 +750,14 @@ TEST_SUITE("profile") {
   // (The K40 model now finds that layer out of memory, as it is: a runner 10^5 times slower than
   // it stands in for a slow device.)
   TEST_CASE("an op longer than a profile may hold is recorded as failed, and the profile reads back") {
-    struct Slow : ucplan::Runner {
-      std::unique_ptr<ucplan::Runner> model = make_model_runner("k40");
-      ucplan::DeviceInfo device() override { return model->device(); }
-      std::string source() const override { return model->source(); }
-      std::vector<std::string> algorithms(const ucplan::Graph& g, int layer, TaskKind op) override {
-        return model->algorithms(g, layer, op);
-      }
+    struct Slow : Wrapping {
+      Slow() : Wrapping(make_model_runner("k40")) {}
       Measurement measure(const ucplan::Graph& g, int layer, TaskKind op, const std::string& algo, std::int64_t batch,
                           int repeats) override {
-        Measurement m = model->measure(g, layer, op, algo, batch, repeats);
+        Measurement m = inner->measure(g, layer, op, algo, batch, repeats);
         m.seconds *= 1e5;
         return m;
       }
-      std::vector<ucplan::TransferPoint> measure_transfers(bool h2d, const std::vector<std::int64_t>& sizes) override {
-        return model->measure_transfers(h2d, sizes);
-      }
-      bool measure_duplex() override { return model->measure_duplex(); }
     };
     const ucplan::Network net = relu_pool_fc("huge", "[1, 1024, 1024]");
     ucplan::ProfileOptions o;
@@ -895,23 +905,14 @@ TEST_SUITE("profile") {
   // shared with another process): the cache keeps what the device says of the op itself, and an
   // op out of memory once is measured again the next time.
   TEST_CASE("the cache does not keep out of memory: the next profile measures the op again") {
-    struct Squeezed : ucplan::Runner {  // the CPU runner, every gemm out of memory while `tight`
-      std::unique_ptr<ucplan::Runner> cpu = ucplan::make_cpu_runner();
+    struct Squeezed : Wrapping {  // the CPU runner, every gemm out of memory while `tight`
+      Squeezed() : Wrapping(ucplan::make_cpu_runner()) {}
       bool tight = true;
-      ucplan::DeviceInfo device() override { return cpu->device(); }
-      std::string source() const override { return cpu->source(); }
-      std::vector<std::string> algorithms(const ucplan::Graph& g, int layer, ucplan::TaskKind op) override {
-        return cpu->algorithms(g, layer, op);
-      }
       ucplan::Measurement measure(const ucplan::Graph& g, int layer, ucplan::TaskKind op, const std::string& algo,
                                   std::int64_t batch, int repeats) override {
         if (tight && algo == "gemm") return {"out_of_memory", 0, 0, 0};
-        return cpu->measure(g, layer, op, algo, batch, repeats);
+        return inner->measure(g, layer, op, algo, batch, repeats);
       }
-      std::vector<ucplan::TransferPoint> measure_transfers(bool h2d, const std::vector<std::int64_t>& sizes) override {
-        return cpu->measure_transfers(h2d, sizes);
-      }
-      bool measure_duplex() override { return cpu->measure_duplex(); }
     };
     const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "one",
       "input": {"shape": [2, 8, 8]}, "labels": 4, "layers": [
