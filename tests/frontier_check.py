@@ -80,6 +80,13 @@ with tempfile.TemporaryDirectory() as d:
     waits = re.findall(r"first layer waiting ([0-9.]+ [mun]?s) for the batch's copy", line)
     assert len(waits) == 1 and abs(ns(waits[0]) - first) <= 0.006 * first, (line, first)  # three digits
 
+    # A baseline that recomputes whatever the memory (superneurons): the line for a threshold no
+    # budget reaches says what its plan with unlimited memory still does.
+    text = subprocess.run([ucplan, "frontier", network, "--profile", profile, "--points", "2", "--strategy",
+                           "superneurons"], capture_output=True, text=True, check=True).stdout
+    line = next(l for l in text.splitlines() if l.strip().startswith("within +1.0 %"))
+    assert "at none: with unlimited memory the plan is" in line and ", recomputing for " in line, line
+
     # DeepBench conv09 at batch 1, keep-all: its budgets are 512 B apart, which three digits print
     # alike ("1.50 MiB" three times); the rows and the header say them in bytes.
     subprocess.run([ucplan, "profile", "deepbench/conv09", "--batch", "1", "--device", "model:k40", "-o", prof],

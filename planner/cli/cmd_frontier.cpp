@@ -294,15 +294,20 @@ int run_frontier(const FrontierOptions& o) {
                             {"budget_bytes", at ? nlohmann::ordered_json(*at) : nlohmann::ordered_json(nullptr)}});
     fmt::print("{}\n", j.dump(2));
   } else {
-    // Where even unlimited memory is over a threshold, say so, with the wait for the batch's copy
-    // to the device before the first layer.
+    // Where even unlimited memory is over a threshold, say so, with what that plan still does
+    // (a baseline strategy recomputes or offloads whatever the memory) and the wait for the batch's
+    // copy to the device before the first layer.
     const double unlimited = static_cast<double>(unlimited_plan.summary.predicted_ns) /
                                  static_cast<double>(unlimited_plan.summary.ideal_ns) -
                              1;
-    const std::int64_t wait_ns = first_layer_wait_ns(unlimited_plan);
-    const std::string unlimited_wait =
-        wait_ns > 0 ? fmt::format(", its first layer waiting {} for the batch's copy to the device", format_ns(wait_ns))
-                    : std::string();
+    std::string unlimited_wait;
+    if (unlimited_plan.summary.recompute_ns > 0)
+      unlimited_wait += fmt::format(", recomputing for {}", format_ns(unlimited_plan.summary.recompute_ns));
+    if (unlimited_plan.summary.offload_bytes > 0)
+      unlimited_wait += fmt::format(", offloading {}", format_bytes(unlimited_plan.summary.offload_bytes));
+    if (const std::int64_t wait_ns = first_layer_wait_ns(unlimited_plan); wait_ns > 0)
+      unlimited_wait +=
+          fmt::format(", its first layer waiting {} for the batch's copy to the device", format_ns(wait_ns));
     for (auto& [t, at] : knees)
       fmt::print("  within {:<8} {}\n", format_percent(t),
                  at ? fmt::format("from {} on (of the budgets above)", format_bytes(*at))
