@@ -107,14 +107,11 @@ int main(int argc, char** argv) {
     if (device == "cpu") {
       backend = ucplan::make_cpu_backend(g);
     } else if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
-      const std::string digits = device.size() > 5 ? device.substr(5) : "0";
-      if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
-        throw ucplan::UserError("", "--device",
-                                fmt::format("expected cpu, cuda or cuda:N (a device index), got \"{}\"", device));
+      const int index = ucplan::cuda_device_index(device, "cpu, cuda or cuda:N");
 #ifdef UCPLAN_HAVE_CUDA
-      int index = std::stoi(digits);
       backend = ucplan::make_cuda_backend(g, index, exact, graphs);
 #else
+      (void)index;
       throw ucplan::UserError("", "--device", "this ucplan-run was built without CUDA");
 #endif
     } else {

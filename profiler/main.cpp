@@ -36,14 +36,7 @@ std::unique_ptr<ucplan::Runner> make_runner(const std::string& device, ucplan::P
     return ucplan::make_model_runner(spec ? name : device);  // "model:model:x" is refused as unknown
   }
   if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
-    int index = 0;
-    if (device.size() > 5 || device == "cuda:") {
-      const std::string digits = device.substr(5);
-      if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
-        throw ucplan::UserError("", "--device",
-                                fmt::format("\"{}\": expected cuda or cuda:N (a device index)", device));
-      index = std::stoi(digits);
-    }
+    const int index = ucplan::cuda_device_index(device, "cpu, cuda, cuda:N or model:NAME");
     // tf32: cuDNN and cuBLAS with tf32 tensor-op math. bf16 and fp16: conv and fc on 16-bit
     // tensors, the other layers as the backend runs them (versions.math says which).
 #ifdef UCPLAN_HAVE_CUDA

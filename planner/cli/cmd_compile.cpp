@@ -102,20 +102,17 @@ SettingResult choose(const Graph& g, const TaskGraph& tg, const CostTable& ct, c
   return r;
 }
 
-int conv_only_report(const CompileOptions& o, const Network& net, const std::string& net_path, const Profile& prof) {
+// `asked`: --micro-batches, as parse_plan_options read it.
+int conv_only_report(const CompileOptions& o, SizesPolicy asked, const Network& net, const std::string& net_path,
+                     const Profile& prof) {
   const Graph g = build_graph(net, net_path, prof.precision);
   const TaskGraph tg = build_tasks(g, construct_route(g));
   const std::int64_t batch = o.batch > 0 ? o.batch : prof.batch;
   std::vector<std::string> settings = o.workspace.empty() ? std::vector<std::string>{"dynamic"} : o.workspace;
   // The policies the profile's sizes and --micro-batches allow, coarsest first: undivided is cuDNN
   // alone.
-  const std::optional<SizesPolicy> asked = parse_sizes_policy(o.micro_batches);
-  if (!asked)
-    throw UserError("", "--micro-batches",
-                    fmt::format("expected all, powerOfTwo or undivided, got \"{}\"", o.micro_batches));
   auto allowed = [&](SizesPolicy p) {  // the enum runs from the finest (All) to the coarsest
-    return static_cast<int>(p) >= static_cast<int>(prof.sizes_policy) &&
-           static_cast<int>(p) >= static_cast<int>(*asked);
+    return static_cast<int>(p) >= static_cast<int>(prof.sizes_policy) && static_cast<int>(p) >= static_cast<int>(asked);
   };
   std::vector<SizesPolicy> policies;
   for (const SizesPolicy p : {SizesPolicy::Undivided, SizesPolicy::PowerOfTwo, SizesPolicy::All})
@@ -313,7 +310,7 @@ int run_compile(const CompileOptions& o) {
         throw UserError("", name,
                         "--conv-only makes no plan: it prints a report of the convolutions' configurations (with "
                         "--json, as JSON), which this option does not change");
-    return conv_only_report(o, net, net_path, prof);
+    return conv_only_report(o, options.micro_batches, net, net_path, prof);
   }
   if (!o.pareto.empty()) throw UserError("", "--pareto", "only with --conv-only");
   if (o.json) throw UserError("", "--json", "only with --conv-only (a plan is JSON already: -o PLAN.json)");

@@ -36,6 +36,16 @@ inline std::string option_given_empty(const CLI::App& app) {
   return "";
 }
 
+// The index of --device "cuda" (0) or "cuda:N" (N, digits only: "cuda:1x" and "cuda:-1" are not
+// devices 1 and 0), or a UserError naming the option and the program's `choices` ("cpu, cuda or
+// cuda:N"). `device` is "cuda" or begins with "cuda:".
+inline int cuda_device_index(const std::string& device, const std::string& choices) {
+  const std::string digits = device == "cuda" ? "0" : device.substr(5);
+  if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
+    throw UserError("", "--device", fmt::format("expected {} (a device index), got \"{}\"", choices, device));
+  return std::stoi(digits);
+}
+
 // `app` (named `program`, e.g. "ucplan run") parsed from the command line, then `body()`'s exit
 // code; or 2 on a bad command line, a UserError, std::bad_alloc or output lost on standard output
 // (a full disk, a closed pipe: the report was not written), 1 on another exception.
