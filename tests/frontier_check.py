@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""`ucplan frontier` end to end: the JSON curve is ordered by budget, its envelope never gets slower
-as the budget grows, every envelope point is a plan that fits its budget, a point is what a compile at
-its budget alone gives (the budgets compile side by side), the knees agree with the envelope, and the
-SVG is well-formed XML. A threshold no budget reaches because the batch's copy to the device alone
-exceeds it (DeepBench's first convolution: a large input, little compute) says so. The curve is made
-with --solver fast (one search branch per budget): what is checked here is the frontier's own logic,
-and the default search's plans are checked by test_passes.  Usage: frontier_check.py UCPLAN PROFILE NETWORK"""
+"""`ucplan frontier` end to end: the JSON curve is ordered by budget, its envelope never gets slower as
+the budget grows, every envelope point is a plan that fits its budget, a point is what a compile at
+its budget alone gives (the budgets compile side by side), the knees agree with the envelope, the
+last budget's plan is no slower than the plan with unlimited memory, and the SVG is well-formed XML.
+A threshold no budget reaches because the batch's copy to the device alone exceeds it (DeepBench's
+first convolution: a large input, little compute) says so. The curve is made with --solver fast (one
+search branch per budget): what is checked here is the frontier's own logic, and the default
+search's plans are checked by test_passes.  Usage: frontier_check.py UCPLAN PROFILE NETWORK"""
 import json
 import os
 import re
@@ -59,6 +60,9 @@ for k in j["knees"]:
     assert first == k["budget_bytes"], (k, first)
 assert j["unlimited_memory_ns"] >= j["ideal_ns"], j
 assert env[-1] >= j["unlimited_memory_ns"] / j["ideal_ns"] - 1 - 1e-9, (env, j["unlimited_memory_ns"])
+# The last budget holds the plan with unlimited memory, so its plan is no slower than that one (a
+# quick search had placed its buffers while scheduling and lost the fastest workspace there).
+assert pts[-1]["ok"] and pts[-1]["predicted_ns"] <= j["unlimited_memory_ns"], (pts[-1], j["unlimited_memory_ns"])
 
 # DeepBench conv01: with unlimited memory the plan waits for its input and nothing else (a copy
 # longer than the round's compute: carrying it across rounds, plan.h, cannot hide it).
