@@ -3,6 +3,7 @@
 // kept valid and up to date in CI).
 #include <filesystem>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -46,32 +47,46 @@ int check_one(const CheckOptions& o, const std::string& path) {
   }
   if (o.recompile) {
     const std::string text = read_file_bytes(path);
-    // The profile as the plan names it: from the current folder, as compile was given it, else
-    // from the plan's own folder (a plan moved with its profile). A plan whose profile is not
-    // there fails alone; the others are still checked.
+    // The profile as the plan names it: from the plan's own folder (compile records it so), else
+    // from the current folder (plans made before it did), else by its name beside the plan (a plan
+    // moved with its profile). The first of those whose bytes are the plan's profile_sha256 is
+    // used. A plan whose profile is not there fails alone; the others are still checked.
     namespace fs = std::filesystem;
-    std::string profile_path = plan.profile_path;
-    std::error_code ec;
-    if (!fs::exists(profile_path, ec) && fs::path(profile_path).is_relative())
-      if (const fs::path beside = fs::path(path).parent_path() / profile_path; fs::exists(beside, ec))
-        profile_path = beside.string();
-    if (!fs::is_regular_file(profile_path, ec)) {
-      fmt::print(
-          "FAIL {}: inputs.profile: {} is not in the current folder nor beside the plan, so the plan cannot "
-          "be made again\n",
-          path, plan.profile_path);
-      return 1;
+    const fs::path recorded = plan.profile_path, folder = fs::path(path).parent_path();
+    std::error_code canonical_error;
+    const fs::path real_folder =
+        fs::weakly_canonical(fs::absolute(path, canonical_error), canonical_error).parent_path();
+    std::vector<fs::path> places;  // the plan's folder as named, then as its links resolve
+    for (const fs::path& f : {folder, real_folder})
+      if (recorded.is_relative()) places.push_back(f / recorded);
+    places.push_back(recorded);
+    for (const fs::path& f : {folder, real_folder}) places.push_back(f / recorded.filename());
+    std::string profile_path, changed;
+    for (const fs::path& at : places) {
+      std::error_code ec;
+      if (!fs::is_regular_file(at, ec)) continue;
+      if (sha256_hex(read_file_bytes(at.string())) == plan.profile_sha256) {
+        profile_path = at.string();
+        break;
+      }
+      if (changed.empty()) changed = at.string();
     }
-    const std::string profile_text = read_file_bytes(profile_path);
-    if (sha256_hex(profile_text) != plan.profile_sha256) {
-      fmt::print("FAIL {}: profile {} has changed since the plan was made (sha256 differs)\n", path, profile_path);
+    if (profile_path.empty()) {
+      if (!changed.empty())
+        fmt::print("FAIL {}: profile {} has changed since the plan was made (sha256 differs)\n", path, changed);
+      else
+        fmt::print(
+            "FAIL {}: inputs.profile: {} is not there from the plan's folder nor from the current folder, and {} is "
+            "not beside the plan, so the plan cannot be made again\n",
+            path, plan.profile_path, recorded.filename().string());
       return 1;
     }
     CompileInput in;
     in.network = plan.network;
     in.network_file = path + " (embedded network)";
     in.profile = load_profile(profile_path);
-    in.profile_path = plan.profile_path;
+    in.profile_path = profile_path;
+    in.profile_in_plan = plan.profile_path;
     in.profile_sha256 = plan.profile_sha256;
     in.batch = plan.batch;
     in.budget_bytes = plan.budget_bytes;

@@ -415,6 +415,7 @@ int run_compile(const CompileOptions& o) {
   in.network_file = net_path;
   in.profile = prof;
   in.profile_path = o.profile;
+  in.profile_in_plan = path_from_output(o.profile, o.output);
   in.profile_sha256 = sha256_hex(read_file_bytes(o.profile));
   in.batch = o.batch;
   in.budget_bytes = *budget - reserve;  // the plan's budget: the arena's

@@ -228,6 +228,17 @@ bool same_file(const std::string& a, const std::string& b) {
   return x == y;
 }
 
+std::string path_from_output(const std::string& file, const std::string& output) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path from = fs::current_path(ec);
+  if (!output.empty() && !is_special(output_target(output)))
+    from = fs::absolute(output_target(output), ec).parent_path();  // where the file lands (a link followed)
+  const fs::path to = fs::weakly_canonical(fs::absolute(file, ec), ec);
+  const fs::path rel = fs::relative(to, fs::weakly_canonical(from, ec), ec);
+  return ec || rel.empty() ? to.generic_string() : rel.generic_string();
+}
+
 void check_output_path(const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path target = output_target(path);

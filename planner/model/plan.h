@@ -117,7 +117,7 @@ struct Plan {
   std::string generator;  // "ucplan 0.1.0"
   Network network;
   std::string network_sha256;  // of network_to_json_text(network)
-  std::string profile_path;    // as given on the command line
+  std::string profile_path;    // from the plan file's folder (path_from_output), '/' between names
   std::string profile_sha256;  // of the profile file's bytes
   std::string profile_source;  // "measured" | "model:NAME"
   std::string device;          // the profile's device name

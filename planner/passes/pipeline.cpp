@@ -690,7 +690,7 @@ void assemble_plan(Pipeline& x) {
   p.generator = std::string("ucplan ") + UCPLAN_VERSION;
   p.network = in.network;
   p.network_sha256 = sha256_hex(network_to_json_text(in.network));
-  p.profile_path = in.profile_path;
+  p.profile_path = in.profile_in_plan.empty() ? in.profile_path : in.profile_in_plan;
   p.profile_sha256 = in.profile_sha256;
   p.profile_source = profile.source;
   p.device = profile.device.name;

@@ -72,7 +72,8 @@ struct CompileInput {
   Network network;
   std::string network_file;
   Profile profile;
-  std::string profile_path;
+  std::string profile_path;     // as given, for messages
+  std::string profile_in_plan;  // as the plan records it (path_from_output); profile_path if empty
   std::string profile_sha256;
   std::int64_t batch = 0;  // 0: the profile's
   std::int64_t budget_bytes = 0;

@@ -70,8 +70,25 @@ with tempfile.TemporaryDirectory() as tmp:
     os.makedirs(j("real"))
     os.symlink(os.path.join("real", "plan.json"), j("link.json"))
     r = run("compile", NET, "--profile", "p.json", "--budget", "50%", "-q", "-o", "link.json", cwd=tmp)
-    check(r.returncode == 0 and os.path.islink(j("link.json")) and digest(j("real", "plan.json")) == before[plan],
-          f"-o LINK writes the file it names and keeps the link: {r.returncode} {r.stderr.strip()!r}")
+    with open(plan) as f, open(j("real", "plan.json")) as g:
+        here, there = json.load(f), json.load(g)
+    # The plan names its profile from the folder it lands in, so that check --recompile finds it.
+    said = there["inputs"]["profile"]
+    there["inputs"]["profile"] = "p.json"
+    check(r.returncode == 0 and os.path.islink(j("link.json")) and said == "../p.json" and here == there,
+          f"-o LINK writes the file it names and keeps the link: {r.returncode} {r.stderr.strip()!r} {said!r}")
+    # However the profile's path is typed, from wherever: the same plan, byte for byte.
+    os.makedirs(j("sub"))
+    os.symlink("p.json", j("p-link.json"))
+    typed = ((("--profile", "./p.json", "-o", "same.json"), tmp, "./p.json"),
+             (("--profile", prof, "-o", "same.json"), tmp, "an absolute path"),
+             (("--profile", "p-link.json", "-o", "same.json"), tmp, "a link to it"),
+             (("--profile", "../p.json", "-o", "../same.json"), j("sub"), "../p.json from a folder below"))
+    for args, cwd, what in typed:
+        r = run("compile", NET, *args, "--budget", "50%", "-q", cwd=cwd)
+        check(r.returncode == 0 and digest(j("same.json")) == before[plan],
+              f"the profile as {what}: the same plan, byte for byte: {r.returncode} {r.stderr.strip()!r}")
+    os.remove(j("same.json"))
     # A device is written to, not replaced (a pipe likewise): /dev/null takes a plan and a trace.
     r = run("compile", NET, "--profile", prof, "--budget", "50%", "-q", "-o", "/dev/null", "--trace",
             "/dev/null")
@@ -108,10 +125,15 @@ with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(j(f), j("moved", f))
     r = run("check", "--recompile", os.path.join("moved", "plan.json"), cwd=tmp)
     check(r.returncode == 0, f"check --recompile, the profile beside the plan: {r.stdout.strip()} {r.stderr.strip()}")
+    # Another p.json in the current folder is passed over for the one beside the plan.
+    os.makedirs(j("other"))
+    r = run("profile", NET, "--batch", "2", "--device", "model:k40", "-o", j("other", "p.json"))
+    r = run("check", "--recompile", os.path.join("..", "moved", "plan.json"), cwd=j("other"))
+    check(r.returncode == 0, f"check --recompile, another p.json where it runs: {r.stdout.strip()} {r.stderr.strip()}")
     os.remove(j("moved", "p.json"))
     os.remove(j("p.json"))
     r = run("check", "--recompile", os.path.join("moved", "plan.json"), "plan.json", cwd=tmp)
-    check(r.returncode == 1 and r.stdout.count("inputs.profile: p.json is not in the current folder") == 2,
+    check(r.returncode == 1 and r.stdout.count("inputs.profile: p.json is not there from the plan's folder") == 2,
           f"check --recompile without the profile: each plan fails alone: {r.returncode} {r.stdout.strip()!r}")
 
     # A device output that fails leaves the files beside it unwritten: they are renamed into place
