@@ -347,12 +347,19 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     return true;
   };
   constexpr int kCheckedIterations = 2;
+  // A dynamic loss scale starts high and halves on each overflow (GradScaler's way): the
+  // iterations where both runs overflowed compare nothing, so checking goes on, while the run
+  // has iterations, until two compared something, or for this many more (2^24 below fp16's
+  // default 65536 is 2^-8: any network whose gradients fit fp16 at all compares by then).
+  constexpr int kOverflowRetries = 24;
+  const bool dynamic = scaler.config.kind == LossScale::Kind::Dynamic;
   ReferenceScratch scratch;  // the memory of every reference run of the check
   for (int it = 0; it < total_iterations; ++it) {
     for (const auto& [tensor, b] : resident)
       if (tg.tensors[static_cast<std::size_t>(tensor)].kind == TensorKind::WeightGrad)
         backend.fill(b->offset, b->size, 0);
-    const bool checking = o.check && it < kCheckedIterations;
+    const bool checking = o.check && rep.checked_iterations - rep.overflow_checked < kCheckedIterations &&
+                          rep.checked_iterations < kCheckedIterations + (dynamic ? kOverflowRetries : 0);
     const bool poison = checking && o.poison;
     // The weights this iteration starts from: the reference starts from the same.
     std::map<std::string, std::vector<float>> start_weights;
@@ -387,7 +394,8 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     auto say = [&](const std::string& what) {
       if (!o.progress) return;
       const auto now = std::chrono::steady_clock::now();
-      o.progress(fmt::format("check: iteration {} of {}: {} in {:.1f} s", it + 1, kCheckedIterations, what,
+      o.progress(fmt::format("check: iteration {} of {}: {} in {:.1f} s", it + 1,
+                             std::max(kCheckedIterations, rep.checked_iterations + 1), what,
                              std::chrono::duration<double>(now - stage_start).count()));
       stage_start = now;
     };
@@ -479,7 +487,8 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         rep.passed = rep.passed && e.max_rel_error <= check_limit(o.tolerance, e.floor);
       }
       rep.checked_iterations += 1;
-      if (rep.checked_iterations == kCheckedIterations) scratch = ReferenceScratch();  // not held while timing
+      if (rep.checked_iterations - rep.overflow_checked == kCheckedIterations)
+        scratch = ReferenceScratch();  // not held while timing
     }
     const auto reference_time = std::chrono::steady_clock::now() - reference_start;  // not the plan's time
     // Loss scaling: a step with inf/NaN weight gradients is skipped; otherwise the updates take
@@ -492,7 +501,9 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
       // GradScaler's own check runs on the device and reads one flag, which the plan does not
       // count either: this time is left out of the iteration's (the CUDA static review).
       const auto finite_start = std::chrono::steady_clock::now();
-      const bool finite = all_finite();
+      // The unscale too (GradScaler's 1 / scale times each gradient): a scale so small that the
+      // learning rate over it is not a finite FP32 value would write NaN (inf x 0) into the weights.
+      const bool finite = all_finite() && std::isfinite(static_cast<float>(o.lr / used));
       finite_time = std::chrono::steady_clock::now() - finite_start;
       update = scaler.step(!finite);
       ctx.lr = o.lr / used;
@@ -555,10 +566,19 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
     // Both runs overflowed in every checked iteration: nothing was compared, which is no pass.
     rep.passed = false;
     rep.max_rel_error = INFINITY;
-    rep.fault = fmt::format(
-        "nothing was compared: in each of the {} checked iterations the loss-scaled gradients overflowed in the plan's "
-        "run and the reference alike (the loss scale {:g} is too large for this network)",
-        rep.checked_iterations, rep.initial_loss_scale);
+    rep.fault =
+        dynamic
+            ? fmt::format(
+                  "nothing was compared: in each of the {} checked iterations the loss-scaled gradients overflowed in "
+                  "the plan's run and the reference alike (the dynamic loss scale went from {:g} to {:g}){}",
+                  rep.checked_iterations, rep.initial_loss_scale, scaler.scale,
+                  rep.checked_iterations < kCheckedIterations + kOverflowRetries
+                      ? ": give more iterations (-n) for it to fall to where the gradients fit"
+                      : "")
+            : fmt::format(
+                  "nothing was compared: in each of the {} checked iterations the loss-scaled gradients overflowed in "
+                  "the plan's run and the reference alike (the loss scale {:g} is too large for this network)",
+                  rep.checked_iterations, rep.initial_loss_scale);
   }
   if (o.check) {
     // The data loader's batch is read-only for the plan: after every round of every iteration

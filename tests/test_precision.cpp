@@ -3,6 +3,7 @@
 // record the precision; run --check at bf16, fp16 and tf32 on the CPU (emulated storage), a
 // broken bf16 plan still caught; GradScaler-style loss scaling.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <bit>
@@ -234,6 +235,12 @@ TEST_SUITE("precision: model") {
     CHECK(loss_scale_error("static:0") != "");
     CHECK(loss_scale_error("static:") != "");
     CHECK(loss_scale_error("sometimes") != "");
+    // The updates divide by the scale: its reciprocal must be a finite FP32 value too.
+    CHECK(loss_scale_error("static:1e-45") != "");
+    CHECK(loss_scale_error("static:3e-39") == "");
+    CHECK(std::isfinite(1.0F / static_cast<float>(3e-39)));
+    CHECK(loss_scale_error("static:3.4e38") == "");
+    CHECK(loss_scale_error("static:3.5e38") != "");
     CHECK(parse_loss_scale("dynamic").scale == 65536.0);  // GradScaler's init_scale
   }
 
@@ -484,5 +491,43 @@ TEST_SUITE("precision: loss scaling") {
     }
     CHECK(step > 0);
     CHECK(diff <= 0.05 * step);
+  }
+
+  TEST_CASE("fp16, dynamic scale: iterations where both runs overflow compare nothing, and the check goes on") {
+    // The fc's output summed 16 times: the loss gradient (at most 1 / batch 8 per logit) comes
+    // back to the fc 16 times larger, 65536 x 16 / 8 = 131072 at the default scale and 65536 at
+    // half of it, both over fp16's 65504; at a quarter it fits. So two steps overflow and skip.
+    std::string layers, sum;
+    for (int i = 0; i < 16; ++i) {
+      layers += fmt::format(R"({{"name": "s{0}", "type": "slice", "inputs": ["fc"], "begin": 0, "end": 4}},)", i);
+      sum += fmt::format(R"({}"s{}")", i == 0 ? "" : ", ", i);
+    }
+    const Network net = parse_network_text(
+        fmt::format(R"({{"format": "ucplan-network/1", "name": "amplified", "input": {{"shape": [3, 8, 8]}},
+ "labels": 4, "layers": [
+  {{"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 8, "kernel": 3, "pad": 1}},
+  {{"name": "r1", "type": "relu", "inputs": ["c1"]}},
+  {{"name": "pool", "type": "pool", "inputs": ["r1"], "mode": "avg", "global": true}},
+  {{"name": "fc", "type": "fc", "inputs": ["pool"], "out_features": 4}}, {}
+  {{"name": "amp", "type": "add", "inputs": [{}]}},
+  {{"name": "loss", "type": "softmax_loss", "inputs": ["amp"]}}]}})",
+                    layers, sum),
+        "test");
+    const Profile prof = cpu_profile(net, 8, Precision::FP16);
+    const Plan plan = compile(net, prof, std::int64_t{1} << 30, "ucplan", "any", "dynamic");
+    // Five iterations after the warm-up: the first two overflow in both runs, the next two compare.
+    const Run run = replay(plan, true, 5);
+    CAPTURE(run.report.fault);
+    CHECK(run.report.skipped_steps == 2);
+    CHECK(run.report.overflow_checked == 2);
+    CHECK(run.report.checked_iterations == 4);
+    CHECK(run.report.passed);
+    CHECK(run.report.final_loss_scale == 16384.0);
+    // One iteration after the warm-up: both overflow, nothing compared, and the report says to run more.
+    const Run short_run = replay(plan, true, 1);
+    CHECK_FALSE(short_run.report.passed);
+    CHECK(short_run.report.checked_iterations == 2);
+    CHECK(short_run.report.fault.find("nothing was compared") != std::string::npos);
+    CHECK(short_run.report.fault.find("give more iterations (-n)") != std::string::npos);
   }
 }

@@ -83,8 +83,12 @@ std::string loss_scale_error(const std::string& text) {
     const std::string num = text.substr(7);
     char* end = nullptr;
     const double s = num.empty() ? 0 : std::strtod(num.c_str(), &end);
-    if (!num.empty() && end && *end == '\0' && std::isfinite(s) && s > 0 && s <= FLT_MAX) return "";
-    return "static:S needs a scale S > 0 that FP32 holds (at most 3.4e38), got \"" + num + "\"";
+    // The updates divide by S (GradScaler's unscale): 1 / S must be a finite FP32 value too.
+    if (!num.empty() && end && *end == '\0' && std::isfinite(s) && s >= 1 / static_cast<double>(FLT_MAX) &&
+        s <= FLT_MAX)
+      return "";
+    return "static:S needs a scale S that FP32 holds with its reciprocal (from 2.9e-39 to 3.4e38), got \"" + num +
+           "\"";
   }
   return "expected none, dynamic or static:S, got \"" + text + "\"";
 }
