@@ -21,6 +21,7 @@
 // are common on ResNet-50 plans that copy, before steps that wait for nothing too).
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <tuple>
 
@@ -31,6 +32,7 @@
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
 #include "planner/model/profile.h"
+#include "planner/model/sha256.h"
 #include "planner/model/units.h"
 
 namespace ucplan {
@@ -82,6 +84,15 @@ Trace read_trace(const std::string& path, const Profile& profile) {
   }
   Trace trace;
   std::vector<Copy>& copies = trace.copies;
+  // Times in microseconds, as ucplan run writes them: an event at most 1000 s long (a profile's
+  // bound on a copy), starting within a day of the trace's origin, so that every sum is finite.
+  constexpr double kMaxEventUs = 1e9, kMaxStartUs = 86400e6;
+  auto event_start_us = [&](const JsonReader& e) {
+    const double ts = e.at("ts").number();
+    if (!(std::fabs(ts) <= kMaxStartUs))
+      e.at("ts").fail("must be a time in microseconds within a day of the trace's start");
+    return ts;
+  };
   // The compute stream's thread: the one the trace names "compute".
   std::optional<std::int64_t> compute_tid;
   for (const JsonReader& e : r.at("traceEvents").array())
@@ -96,9 +107,8 @@ Trace read_trace(const std::string& path, const Profile& profile) {
   for (const JsonReader& e : r.at("traceEvents").array()) {
     if (compute_tid && e.raw().is_object() && e.has("tid") && e.has("ph") && e.at("ph").raw() == "X" &&
         e.at("tid").raw() == *compute_tid) {
-      const double ts = e.at("ts").number(), dur = e.at("dur").number();
-      if (!(dur >= 0) || !std::isfinite(dur) || !std::isfinite(ts))
-        e.at("dur").fail("must be a finite time, 0 or more");
+      const double ts = event_start_us(e), dur = e.at("dur").number();
+      if (!(dur >= 0 && dur <= kMaxEventUs)) e.at("dur").fail("a kernel's time must be 0 or more and at most 1000 s");
       const std::int64_t round = e.has("args") && e.at("args").has("round")
                                      ? e.at("args").at("round").integer(-1, INT64_MAX)
                                      : 0;  // -1: the updates
@@ -110,10 +120,10 @@ Trace read_trace(const std::string& path, const Profile& profile) {
     if (cat != "offload" && cat != "prefetch") continue;
     Copy c;
     c.h2d = cat == "prefetch";
-    c.start_us = e.at("ts").number();
+    c.start_us = event_start_us(e);
     const double dur = e.at("dur").number();
-    if (!(dur >= 0) || !std::isfinite(dur) || !std::isfinite(c.start_us))
-      e.at("dur").fail("must be a finite time, 0 or more");
+    // As a profile holds a copy's time (profile.cpp): a copy of 0 s would give an infinite bandwidth.
+    if (!(dur > 0 && dur <= kMaxEventUs)) e.at("dur").fail("a copy's time must be more than 0 and at most 1000 s");
     c.end_us = c.start_us + dur;
     const JsonReader args = e.at("args");
     if (!args.has("bytes"))
@@ -202,7 +212,14 @@ int run_calibrate(const CalibrateOptions& o) {
   const bool want_copies = o.fit != "launch", want_launch = o.fit != "copies";
   Direction dirs[2];  // d2h, h2d
   std::vector<double> gaps_us;
+  std::map<std::string, std::string> trace_of_bytes;  // sha256 -> the first trace with those bytes
   for (const std::string& path : o.traces) {
+    // A copy of a trace is the same run: counted twice it would weigh double in the fit.
+    const auto [first, fresh] = trace_of_bytes.emplace(sha256_hex(read_file_bytes(path)), path);
+    if (!fresh)
+      throw UserError(
+          path, "--trace",
+          fmt::format("holds the same bytes as {}: each measured trace counts once in the fit", first->second));
     Trace trace = read_trace(path, p);
     gaps_us.insert(gaps_us.end(), trace.gaps_us.begin(), trace.gaps_us.end());
     std::vector<Copy>& copies = trace.copies;

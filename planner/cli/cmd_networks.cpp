@@ -69,7 +69,7 @@ int run_networks(const NetworksOptions& o) {
   if (o.json)
     fmt::print("{}", dump_json(list));
   else
-    fmt::print("{}{} networks in {}\n", table.str(), names.size(), zoo);
+    fmt::print("{}{} network{} in {}\n", table.str(), names.size(), names.size() == 1 ? "" : "s", zoo);
   return 0;
 }
 

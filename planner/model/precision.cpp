@@ -87,8 +87,7 @@ std::string loss_scale_error(const std::string& text) {
     if (!num.empty() && end && *end == '\0' && std::isfinite(s) && s >= 1 / static_cast<double>(FLT_MAX) &&
         s <= FLT_MAX)
       return "";
-    return "static:S needs a scale S that FP32 holds with its reciprocal (from 2.9e-39 to 3.4e38), got \"" + num +
-           "\"";
+    return "static:S needs a scale S that FP32 holds with its reciprocal (from 2.9e-39 to 3.4e38), got \"" + num + "\"";
   }
   return "expected none, dynamic or static:S, got \"" + text + "\"";
 }

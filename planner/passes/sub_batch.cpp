@@ -40,6 +40,9 @@ std::vector<std::int64_t> sub_batch_candidates(const SubBatchOption& o, bool has
       if (o.kind == SubBatchOption::Kind::Any || !has_batch_norm || b == batch) out.push_back(b);
   } else {
     const std::int64_t n = o.size;
+    if (n > batch)
+      throw UserError("", "--sub-batch",
+                      fmt::format("{} is larger than the batch {}: a sub-batch divides it", n, batch));
     if (batch % n != 0) throw UserError("", "--sub-batch", fmt::format("{} does not divide the batch {}", n, batch));
     if (std::find(costable.begin(), costable.end(), n) == costable.end())
       throw UserError(

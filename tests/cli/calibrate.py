@@ -19,6 +19,7 @@ Usage: calibrate.py UCPLAN_BIN MEASURED_PROFILE MEASURED_CUDA_PROFILE"""
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -145,6 +146,12 @@ with tempfile.TemporaryDirectory() as tmp:
             check(r.returncode == 2 and "but the profile was measured on" in r.stderr and name in r.stderr,
                   f"a run on {kind} {name!r} calibrated a profile of {device['kind']} {device['name']!r}: "
                   f"exit {r.returncode}, {r.stderr.strip()}")
+
+    # A copy of a trace is the same run, not a second one.
+    shutil.copy(a, os.path.join(tmp, "copy.json"))
+    r = run("calibrate", profile_path, "-t", a, "-t", os.path.join(tmp, "copy.json"), "-o", out2)
+    check(r.returncode == 2 and "holds the same bytes as" in r.stderr and r.stderr.count("\n") == 1,
+          f"a trace and its copy: exit {r.returncode}, {r.stderr.strip()!r}")
 
     # The order of the traces changes nothing.
     r = run("calibrate", profile_path, "-t", b, "-t", a, "-o", out2)
@@ -300,5 +307,23 @@ with tempfile.TemporaryDirectory() as tmp:
             check(r.returncode == 2 and r.stderr.count("\n") == 1 and not os.path.exists(out),
                   f"mutant {k}: exit {r.returncode}, {r.stderr.strip()!r}, file written: {os.path.exists(out)}")
     print(f"adversarial traces: {outcomes['written']} calibrated, {outcomes['refused']} refused")
+    # Times a profile cannot hold are refused where they are read, not written for compile to refuse:
+    # a copy of 0 s (an infinite bandwidth) or over 1000 s, a kernel over 1000 s, and a start so
+    # large that the end overflows (found by the calibrate review; each once wrote a profile).
+    bad_times = (("a copy of 0 s", "prefetch", {"dur": 0}, "a copy's time must be more than 0"),
+                 ("a copy of 2000 s", "offload", {"dur": 2e9}, "at most 1000 s"),
+                 ("a kernel of 2000 s", None, {"dur": 2e9}, "a kernel's time"),
+                 ("an end past FP64", "prefetch", {"ts": 1e308, "dur": 1e308}, "within a day"))
+    for what, cat, changes, said in bad_times:
+        events = json.loads(json.dumps(base))
+        kernel = lambda x: x.get("tid") == 1 and x.get("ph") == "X"  # noqa: E731
+        e = next(x for x in events["traceEvents"] if (x.get("cat") == cat if cat else kernel(x)))
+        e.update(changes)
+        json.dump(events, open(t_path, "w"))
+        if os.path.exists(out):
+            os.remove(out)
+        r = run("calibrate", profile_path, "-t", t_path, "-o", out)
+        check(r.returncode == 2 and said in r.stderr and not os.path.exists(out),
+              f"{what}: exit 2 naming it, nothing written; got {r.returncode} {r.stderr.strip()!r}")
 
 finish("calibrate: ")
