@@ -71,6 +71,20 @@ inline void remove_step(Plan& p, int id) {
   retime(p);
 }
 
+// Inserts `step` at position `at`: it and every later step get the next id, waits follow them,
+// buffer lifetimes follow the steps, times are derived again.
+inline void insert_step(Plan& p, int at, PlanStep step) {
+  for (auto& s : p.steps) {
+    if (s.id >= at) ++s.id;
+    for (int& w : s.waits)
+      if (w >= at) ++w;
+  }
+  step.id = at;
+  p.steps.insert(p.steps.begin() + at, std::move(step));
+  relife(p);
+  retime(p);
+}
+
 // Declares an activation that is read again later dead right after the compute step that writes
 // it (the first such buffer). Returns whether there was one.
 inline bool free_an_activation_early(Plan& p) {

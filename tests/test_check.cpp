@@ -93,6 +93,26 @@ TEST_SUITE("verifier") {
     CHECK(error.find("without waiting") != std::string::npos);
   }
 
+  // A second offload of a tensor over the host copy a prefetch has yet to read back: an offload
+  // of the plan run again later (insert_step) without waiting for that prefetch, as the plan
+  // mutator makes it; the first place where the verifier names this fault is taken (at others an
+  // earlier rule breaks first). The mutator also reaches the stale host copy (a prefetch of a copy
+  // older than the tensor's value), whose directed construction breaks buffer lifetimes first.
+  TEST_CASE("a host copy overwritten before it is read back") {
+    const Plan base = tight_plan();
+    std::string error;
+    for (const PlanStep& s : base.steps) {
+      if (s.op != StepOp::Offload) continue;
+      for (int at = s.id + 1; at <= static_cast<int>(base.steps.size()) && error.empty(); ++at) {
+        Plan p = base;
+        insert_step(p, at, s);
+        if (const std::string e = find_plan_error(p); e.find("overwrites host buffer") != std::string::npos) error = e;
+      }
+    }
+    CAPTURE(error);
+    CHECK(error.find("while step") != std::string::npos);
+  }
+
   // A plan that carries the batch's input across rounds (plan.h): two rounds of 4 with room for all.
   Plan carried_plan() {
     const Network net = parse_network_text(kChain, "test");

@@ -1,7 +1,7 @@
 // The adversary of `ucplan check` (issue 12), kept in the repository: it compiles valid plans of
 // the test networks (tests/test_nets.h) with every strategy at budgets from keep-all to the
 // lower bound and at several sub-batch sizes, so they hold sub-batch rounds, offloads, prefetches
-// and recomputation; then mutates them at random (offsets, sizes, lifetimes, deleted or moved
+// and recomputation; then mutates them at random (offsets, sizes, lifetimes, deleted, repeated or moved
 // steps, waits, streams, micro-configurations with or without the kernels list, workspaces,
 // host buffers, algorithms, the sub-batch, a carried input and its refill). Every mutant the verifier accepts must
 // replay on the CPU backend with `run --check` semantics: weight gradients of two iterations equal to the reference,
@@ -164,7 +164,7 @@ class Mutator {
   }
 
   std::string one(Plan& p) {
-    switch (pick(23)) {
+    switch (pick(24)) {
       case 0: {  // offset
         int b = any_buffer(p);
         p.buffers[b].offset = interesting(p.buffers[b].offset);
@@ -355,6 +355,16 @@ class Mutator {
         p.buffers[b].carried = !p.buffers[b].carried;
         if (pick(2)) test::relife(p);
         return fmt::format("buffer {} carried -> {}", b, p.buffers[b].carried);
+      }
+      case 22: {  // a step run again later (a second offload over a host copy still to be read, a value
+                  // made again while a copy of the old one waits to be read back), waiting as it did or
+                  // also on the step before its new place
+        const int s = any_step(p);
+        const int at = s + 1 + static_cast<int>(pick(p.steps.size() - static_cast<std::size_t>(s)));
+        PlanStep again = p.steps[s];
+        if (pick(2) && at > 0) again.waits.push_back(at - 1);
+        test::insert_step(p, at, std::move(again));
+        return fmt::format("step {} repeated as step {}", s, at);
       }
       default: {  // arena and budget
         if (pick(2))
