@@ -359,6 +359,10 @@ TEST_SUITE("adversarial plans") {
     PlanBuffer& b = p.buffers.back();
     b.offset = INT64_MAX - 255;  // offset + size would wrap to a negative number
     CHECK(find_plan_error(p).find("lies outside the arena") != std::string::npos);
+    // A buffer of no bytes is said to be one, not to lie outside the arena (the precision review).
+    Plan q = keep_all(0);
+    q.buffers.back().size = 0;
+    CHECK(find_plan_error(q).find("has 0 bytes: a buffer holds at least one") != std::string::npos);
   }
 
   TEST_CASE("every buffer starts on 256 bytes") {

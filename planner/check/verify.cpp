@@ -218,8 +218,10 @@ void Checker::check_structure() {
   for (std::size_t i = 0; i < p_.buffers.size(); ++i) {
     const PlanBuffer& b = p_.buffers[i];
     if (b.id != static_cast<int>(i)) invalid(fmt::format("buffer {} has id {}", i, b.id));
+    if (b.size <= 0)
+      invalid(fmt::format("buffer {} ({}) has {} bytes: a buffer holds at least one", b.id, b.tensor, b.size));
     // offset + size may overflow; offset <= arena - size cannot (both sides are in range).
-    if (b.size <= 0 || b.offset < 0 || b.size > p_.arena_bytes || b.offset > p_.arena_bytes - b.size)
+    if (b.offset < 0 || b.size > p_.arena_bytes || b.offset > p_.arena_bytes - b.size)
       invalid(fmt::format("buffer {} ({}) at offset {} with {} bytes lies outside the arena of {} bytes", b.id,
                           b.tensor, b.offset, b.size, p_.arena_bytes));
     if (b.offset % kAlignment != 0)
