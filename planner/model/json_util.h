@@ -46,11 +46,10 @@ void check_output_path(const std::string& path);
 bool same_file(const std::string& a, const std::string& b);
 
 // How an output written to `output` names the input `file`: its path from the folder the output
-// lands in (a symbolic link followed, as write_files_atomically follows it; or
-// from the current folder, where there is no output file: none given, or a device such as
-// /dev/null), both made absolute and their symbolic links resolved, so that "p.json", "./p.json",
-// an absolute path or a link to the file give the same bytes. The absolute path where no relative
-// one exists.
+// lands in (a symbolic link followed, as write_files_atomically follows it), or from the current
+// folder where there is no output file (none given, or a device such as /dev/null); both made
+// absolute and their symbolic links resolved, so that "p.json", "./p.json", an absolute path or a
+// link to the file give the same bytes. The absolute path where no relative one exists.
 std::string path_from_output(const std::string& file, const std::string& output);
 
 // A command's file argument, with the option that gave it ("-o", "--trace", "the plan").
