@@ -1608,7 +1608,7 @@ TEST_SUITE("plan quality") {
   // searches one branch only, with no promise against the default, but its plans are plans. On a
   // network under kReferenceLayers the default already runs thorough's longer search, so the two
   // give the same schedule, and exact mode, which runs it too, is never slower than either.
-  TEST_CASE("thorough and exact modes are never slower than the default, reproducible, and verified") {
+  TEST_CASE("thorough and exact modes are never slower than the default, nor it than fast; reproducible, verified") {
     for (const char* text : {kChain, kResidual, kConcat, kModern}) {
       const Network net = parse_network_text(text, "test");
       const Profile prof = model_profile(net, 16, "h100");
@@ -1636,6 +1636,8 @@ TEST_SUITE("plan quality") {
           const Plan ours = make_plan(with(solver)).plan;
           CHECK(find_plan_error(ours) == "");
           if (std::string(solver) != "fast") CHECK(ours.summary.predicted_ns <= theirs.summary.predicted_ns);
+          // The default keeps fast's plan where it is faster (networks under kReferenceLayers).
+          if (std::string(solver) == "fast") CHECK(theirs.summary.predicted_ns <= ours.summary.predicted_ns);
           if (std::string(solver) == "thorough") CHECK(ours.summary.predicted_ns == theirs.summary.predicted_ns);
           CHECK(ours.solver == solver);
           // Reproduced at one budget of each network: compiling everything twice would double

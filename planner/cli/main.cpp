@@ -133,8 +133,10 @@ int main(int argc, char** argv) {
   c_compile->add_option(
       "--solver", compile.solver,
       "fast (the ucplan search, one branch: a quick plan, sometimes slower) | default (the ucplan search; for a "
-      "network under 512 layers also a longer search with ten times the local-search work from its best plan) | "
-      "thorough (the default with that longer search whatever the network's size: never slower than the default; "
+      "network under 512 layers also a longer search with ten times the local-search work from its best plan, and "
+      "fast's plan where faster) | "
+      "thorough (the default with that longer search and fast's plan whatever the network's size: never slower than "
+      "the default or fast; "
       "ResNet-152 and larger compile several times longer) | exact (thorough, then a rematerialisation MILP "
       "solved with CBC, whose solution leads the seeds of another longer search; the plan reports the MILP's "
       "proven lower bound)");
