@@ -325,7 +325,12 @@ int run_compile(const CompileOptions& o) {
   const std::string_view budget_text =
       std::string_view(o.budget).substr(std::min(o.budget.find_first_not_of(' '), o.budget.size()));
   if (!budget_text.empty() && budget_text.front() == '-')
-    throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
+    throw UserError("", "--budget",
+                    budget_text.back() == '%'
+                        ? fmt::format("a share of the liveness peak must be more than 0 % and at most 1000000 %, got "
+                                      "\"{}\"",
+                                      o.budget)
+                        : fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
   // The budget is the device memory the user gives: what the CUDA context and libraries take
   // (measured by the profiler) is not the arena's.
   std::int64_t reserve = 0;
