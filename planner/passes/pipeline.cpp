@@ -369,12 +369,31 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   less.budget_bytes = si.budget_bytes - si.budget_bytes / 128;
   ScheduleResult r, q_less;
   std::vector<Residency> less_table;
-  parallel_for(small && !si.quick ? 2 : 1, [&](std::size_t i) {
-    if (i == 0)
-      r = schedule_ucplan(si, &r_table, kept, kept_table);
-    else
-      q_less = schedule_ucplan(less, &less_table);
-  });
+  // And the plan --solver fast makes, so that the default never loses to it: fast's one branch
+  // (offload as allowed, moDNN's placement) starts from the dynamic programming's checkpoints too,
+  // which the default's branches with offload do not, and now and then that start ends faster
+  // (the end-to-end review, model:h100 b2 at 100 % of the peak: vgg19 7.14 ms where the default
+  // gave 7.18). On networks under kReferenceLayers, beside the first two searches; on larger ones
+  // only for --solver thorough and exact, as ResNet-152's default compile must stay under a second
+  // (there fast was 0.4 % faster on resnet152 b2 and 0.2 % on resnet230 b2). Kept at the end.
+  const bool with_fast = !si.quick && (small || longer);
+  ScheduleInput fast = si;
+  fast.quick = true;
+  ScheduleResult fast_plan;
+  std::vector<Residency> fast_table;
+  parallel_for(small && !si.quick ? 3
+               : with_fast        ? 2
+                                  : 1,
+               [&](std::size_t i) {
+                 if (i == 0) {
+                   r = schedule_ucplan(si, &r_table, kept, kept_table);
+                 } else if (i == 1 && small) {
+                   q_less = schedule_ucplan(less, &less_table);
+                 } else {
+                   fast_plan = schedule_ucplan(fast, &fast_table);
+                   try_carrying_input(fast, fast_table, fast_plan, false, false);
+                 }
+               });
   won_table = r_table;
   if (si.quick) {
     try_carrying_input(si, r_table, r, false, false);
@@ -446,21 +465,7 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
     }
   }
   try_carrying_input(si, won_table, r, small, true);
-  // And the plan --solver fast makes, so that the default never loses to it: fast's one branch
-  // (offload as allowed, moDNN's placement) starts from the dynamic programming's checkpoints too,
-  // which the default's branches with offload do not, and now and then that start ends faster
-  // (the end-to-end review, model:h100 b2 at 100 % of the peak: vgg19 7.14 ms where the default
-  // gave 7.18). About a twentieth of a default compile on networks under kReferenceLayers; on
-  // larger ones only for --solver thorough and exact, as ResNet-152's default compile must stay
-  // under a second (there fast was 0.4 % faster on resnet152 b2 and 0.2 % on resnet230 b2).
-  if (small || longer) {
-    ScheduleInput fast = si;
-    fast.quick = true;
-    std::vector<Residency> fast_table;
-    ScheduleResult f = schedule_ucplan(fast, &fast_table);
-    try_carrying_input(fast, fast_table, f, false, false);
-    keep_faster(r, std::move(f), "the plan of --solver fast");
-  }
+  if (with_fast) keep_faster(r, std::move(fast_plan), "the plan of --solver fast");
   return r;
 }
 
