@@ -381,19 +381,17 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   fast.quick = true;
   ScheduleResult fast_plan;
   std::vector<Residency> fast_table;
-  parallel_for(small && !si.quick ? 3
-               : with_fast        ? 2
-                                  : 1,
-               [&](std::size_t i) {
-                 if (i == 0) {
-                   r = schedule_ucplan(si, &r_table, kept, kept_table);
-                 } else if (i == 1 && small) {
-                   q_less = schedule_ucplan(less, &less_table);
-                 } else {
-                   fast_plan = schedule_ucplan(fast, &fast_table);
-                   try_carrying_input(fast, fast_table, fast_plan, false, false);
-                 }
-               });
+  const std::size_t searches = 1 + (small && !si.quick ? 1 : 0) + (with_fast ? 1 : 0);
+  parallel_for(searches, [&](std::size_t i) {
+    if (i == 0) {
+      r = schedule_ucplan(si, &r_table, kept, kept_table);
+    } else if (i == 1 && small) {
+      q_less = schedule_ucplan(less, &less_table);
+    } else {
+      fast_plan = schedule_ucplan(fast, &fast_table);
+      try_carrying_input(fast, fast_table, fast_plan, false, false);
+    }
+  });
   won_table = r_table;
   if (si.quick) {
     try_carrying_input(si, r_table, r, false, false);
