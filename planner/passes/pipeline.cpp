@@ -308,8 +308,10 @@ void try_carrying_input(const ScheduleInput& si, const std::vector<Residency>& t
     // less workspace) where that plan, +0.0 %, fits; the frontier's last point was slower than
     // the unlimited plan it names. Not for networks of kReferenceLayers or more (the placement is
     // quadratic in the buffers).
+    std::vector<int> shifts{0};  // no slack first (a plan at its own peak), then kPoolSlackShifts
+    shifts.insert(shifts.end(), std::begin(kPoolSlackShifts), std::end(kPoolSlackShifts));
     if (si.quick && static_cast<std::int64_t>(si.tasks->route.size()) < kReferenceLayers)
-      for (const int shift : {0, 6, 5, 4, 3}) {  // no slack first (a plan at its own peak), then kPoolSlackShifts
+      for (const int shift : shifts) {
         ScheduleInput pooled = carry;
         pooled.pool_bytes = shift == 0 ? si.budget_bytes : ScheduleInput::pool_for(si.budget_bytes, shift);
         ScheduleResult placed = simulate_schedule(pooled, *strategy);
