@@ -49,14 +49,13 @@ def conv_only(cli, net, profile, settings, extra=()):
 
 # --- A. AlexNet -----------------------------------------------------------------------------------
 
-def part_alexnet(cli, w, cache, out):
+def part_alexnet(cli, w, out):
     settings = ["wr:8MiB", "wr:64MiB", "wr:512MiB", "wd:120MiB"]
     prof_all = os.path.join(w, "alexnet-b256-p100-all.json")
     prof_p2 = os.path.join(w, "alexnet-b256-p100-powerOfTwo.json")
-    cli.run(["ucplan", "profile", "alexnet", "--batch", "256", "--device", "model:p100", "--sizes", "all",
-             "--cache", cache, "-o", prof_all])
-    cli.run(["ucplan", "profile", "alexnet", "--batch", "256", "--device", "model:p100", "--sizes", "powerOfTwo",
-             "--cache", cache, "-o", prof_p2])
+    for sizes, prof in (("all", prof_all), ("powerOfTwo", prof_p2)):
+        cli.run(["ucplan", "profile", "alexnet", "--batch", "256", "--device", "model:p100", "--sizes", sizes,
+                 "-o", prof])
     reps = [conv_only(cli, "alexnet", prof_all, settings) for _ in range(3)]
     rep = reps[0]
     for other in reps[1:]:   # the modelled part must not change between runs
@@ -188,7 +187,7 @@ def deepbench_layers():
     return rows
 
 
-def part_deepbench(cli, w, cache, out):
+def part_deepbench(cli, w, out):
     layers = deepbench_layers()
     d = os.path.join(w, "deepbench")
     os.makedirs(d, exist_ok=True)
@@ -197,7 +196,7 @@ def part_deepbench(cli, w, cache, out):
         net = f"deepbench/conv{idx:02d}"
         prof = os.path.join(d, f"conv{idx:02d}-b{4 * n}-v100.json")
         cli.run(["ucplan", "profile", net, "--batch", str(4 * n), "--device", "model:v100", "--sizes", "powerOfTwo",
-                 "--cache", cache, "-o", prof])
+                 "-o", prof])
         rep = conv_only(cli, net, prof, ["wr:64MiB"])
         R = results_by(rep)
         fw = {p: next(k for k in R[("wr:64MiB", p)]["kernels"] if k["kernel"].endswith(":forward"))
@@ -214,7 +213,7 @@ def part_deepbench(cli, w, cache, out):
     s.append("### B. DeepBench forward convolutions, model:v100, wr:64MiB (MODELLED; mu-cuDNN Fig. 8)\n")
     s.append("Produced by, for each of the 94 layers `networks/deepbench/convNN.json` with batch 4N (N from "
              "`networks/deepbench/README.md`, equal to the CSV's `n`):\n\n```\n"
-             "ucplan profile deepbench/convNN --batch 4N --device model:v100 --sizes powerOfTwo --cache C -o P\n"
+             "ucplan profile deepbench/convNN --batch 4N --device model:v100 --sizes powerOfTwo -o P\n"
              "ucplan compile deepbench/convNN --profile P --conv-only --workspace wr:64MiB --json\n```\n")
     s.append(f"Speedup of the forward kernel's `powerOfTwo` configuration over the `undivided` one (both within "
              f"64 MiB): **min {min(sps):.2f}x, mean {sum(sps) / len(sps):.2f}x, geometric mean "
@@ -371,7 +370,7 @@ def part_resnet20_cpu(cli, w, out, runs=3):
 
 # --- D. solve and DP times ------------------------------------------------------------------------
 
-def part_timings(cli, w, cache, out):
+def part_timings(cli, w, out):
     s = []
     s.append("### D. Optimizer timings (MEASURED wall-clock work of the optimizer on MODELLED profiles)\n")
     s.append("All timings below are medians over the stated number of repeated runs, on the 2 shared cores "
@@ -381,7 +380,7 @@ def part_timings(cli, w, cache, out):
     # ILP: ResNet-152 at batch 128, powerOfTwo fronts, model:p100.
     prof = os.path.join(w, "resnet152-b128-p100-powerOfTwo.json")
     cli.run(["ucplan", "profile", "resnet152", "--batch", "128", "--device", "model:p100", "--sizes", "powerOfTwo",
-             "--cache", cache, "-o", prof])
+             "-o", prof])
     dump = cli.json(["ucplan", "compile", "resnet152", "--profile", prof, "--budget", "1000GiB", "--micro-batches",
                      "powerOfTwo", "--dump-after", "conv-configs", "-q"])
     fronts = [len(k["front"]) for k in dump["kernels"]]
@@ -426,7 +425,7 @@ def part_timings(cli, w, cache, out):
     # DP with the `all` policy at B = 256.
     prof50 = os.path.join(w, "resnet50-b256-p100-all.json")
     cli.run(["ucplan", "profile", "resnet50", "--batch", "256", "--device", "model:p100", "--sizes", "all",
-             "--cache", cache, "-o", prof50])
+             "-o", prof50])
     reps50 = [conv_only(cli, "resnet50", prof50, ["wr:64MiB"]) for _ in range(3)]
     out.dp["resnet50"] = {p: [r["dp_ms"][p] for r in reps50] for p in reps50[0]["dp_ms"]}
     out.dp_kernels["resnet50"] = len(reps50[0]["results"][0]["kernels"])
@@ -463,14 +462,13 @@ def main():
     t0 = time.perf_counter()
     cli = Cli(a.build)
     w = work_dir(a.build, "conv_configs")
-    cache = os.path.join(w, "cache")
     out = Out()
     note = machine_note(cli)
-    part_alexnet(cli, w, cache, out)
-    part_deepbench(cli, w, cache, out)
+    part_alexnet(cli, w, out)
+    part_deepbench(cli, w, out)
     if not a.skip_cpu:
         part_resnet20_cpu(cli, w, out)
-    part_timings(cli, w, cache, out)
+    part_timings(cli, w, out)
     total = time.perf_counter() - t0
     head = ["## conv_configs.py: convolution configuration optimizer (mu-cuDNN)\n",
             f"`python3 benchmarks/conv_configs.py {rel(a.build)}`; intermediate files in `{rel(w)}`. "

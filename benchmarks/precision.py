@@ -33,7 +33,7 @@ def forward_kernel(rep, setting, policy):
     return next(k for k in results_by(rep)[(setting, policy)]["kernels"] if k["kernel"].endswith(":forward"))
 
 
-def part_deepbench(cli, w, cache):
+def part_deepbench(cli, w):
     d = os.path.join(w, "deepbench")
     os.makedirs(d, exist_ok=True)
     res = []
@@ -43,7 +43,7 @@ def part_deepbench(cli, w, cache):
         for prec in ("fp16", "pseudo-fp16"):
             prof = os.path.join(d, f"conv{idx:02d}-b{4 * n}-v100-{prec}.json")
             cli.run(["ucplan", "profile", net, "--batch", str(4 * n), "--device", "model:v100", "--sizes", "powerOfTwo",
-                     "--precision", prec, "--cache", cache, "-o", prof])
+                     "--precision", prec, "-o", prof])
             rep = conv_only(cli, net, prof, ["wr:64MiB"], ["--precision", prec])
             k[prec] = {p: forward_kernel(rep, "wr:64MiB", p) for p in ("undivided", "powerOfTwo")}
         base = k["fp16"]["undivided"]
@@ -116,8 +116,7 @@ def main():
     t0 = time.perf_counter()
     cli = Cli(a.build)
     w = work_dir(a.build, "precision")
-    cache = os.path.join(w, "cache")
-    deepbench, summary = part_deepbench(cli, w, cache)
+    deepbench, summary = part_deepbench(cli, w)
     resnet = part_resnet50(cli, w)
     total = time.perf_counter() - t0
     head = ["## precision.py: precisions (mu-cuDNN's half-precision DeepBench; memory per precision)\n",

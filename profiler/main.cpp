@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
                  "(bf16, fp16: 2 bytes) and the math of conv and fc (tensor cores where the device has them), with "
                  "FP32 accumulation, master weights and batch-norm statistics; recorded in the profile");
   app.add_option("--cache", cache,
-                 "folder of earlier measurements to reuse and extend (keyed by signature, device, versions)");
+                 "folder of earlier measurements to reuse and extend (keyed by signature, device, versions); not used "
+                 "by model:NAME, whose costs are computed");
   app.add_option("-o,--output", output, "profile file to write (atomically)")->required();
   return ucplan::run_program(app, "ucplan profile", argc, argv, [&] {
     try {
@@ -108,6 +109,8 @@ int main(int argc, char** argv) {
       o.batch = batch;
       o.repeat = repeat;
       o.cache_dir = cache;
+      if (!cache.empty() && runner->source() != "measured")
+        fmt::print(stderr, "note: --cache is not used with {}: its costs are computed, not measured\n", device);
       o.progress = ::isatty(2);
       const ucplan::Profile p = ucplan::profile_network(net, path, *runner, o);
       ucplan::write_file_atomically(output, ucplan::profile_to_json_text(p));

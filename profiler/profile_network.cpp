@@ -82,7 +82,10 @@ Profile profile_network(const Network& net, const std::string& file, Runner& run
         jobs.push_back({t.layer, sig, op, algo, b, per_sample * static_cast<double>(std::max<std::int64_t>(b, 1))});
   }
 
-  MeasurementCache cache(o.cache_dir, p.device, p.source);
+  // A model device's costs are computed, in microseconds, from formulas that change with the
+  // code: a cache of them saves nothing and would keep a changed model's old answers (its key
+  // names the device and library versions, not the formulas). Only measurements are cached.
+  MeasurementCache cache(p.measured() ? o.cache_dir : "", p.device, p.source);
   double total_work = 0, done_work = 0;
   for (const auto& j : jobs) total_work += j.work;
   const auto start = std::chrono::steady_clock::now();

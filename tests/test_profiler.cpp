@@ -901,6 +901,40 @@ TEST_SUITE("profile") {
     fs::remove_all(dir);
   }
 
+  // A model device's costs come from formulas that change with the code, and the cache's key
+  // names the device and versions, not the formulas: a cache of them would keep a changed model's
+  // old answers. Only measurements are cached.
+  TEST_CASE("a model device neither reads nor writes the cache") {
+    namespace fs = std::filesystem;
+    const std::string dir = (fs::temp_directory_path() / "ucplan-test-cache-model").string();
+    fs::remove_all(dir);
+    const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "one",
+      "input": {"shape": [2, 8, 8]}, "labels": 4, "layers": [
+      {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 3, "pad": 1},
+      {"name": "f", "type": "fc", "inputs": ["c1"], "out_features": 4},
+      {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
+                                                           "one");
+    auto runner = ucplan::make_model_runner("h100");
+    ucplan::ProfileOptions o;
+    o.batch = 2;
+    o.cache_dir = dir;
+    const ucplan::Profile first = ucplan::profile_network(net, "one", *runner, o);
+    CHECK_FALSE(fs::exists(dir));
+    // A cache left by an older model (the same key, another time) is not read either.
+    ucplan::MeasurementCache stale(dir, runner->device(), runner->source());
+    const auto& c1 = first.signatures.front();
+    for (const auto& c : c1.costs) {
+      ucplan::OpCost old = c;
+      old.seconds = 1.0;
+      stale.put(fmt::format("{}|{}|{}|{}|r{}", c1.signature, ucplan::step_op_name(c.op), c.algo, c.batch, o.repeat),
+                old);
+    }
+    stale.save();
+    const ucplan::Profile second = ucplan::profile_network(net, "one", *runner, o);
+    CHECK(ucplan::profile_to_json_text(second) == ucplan::profile_to_json_text(first));
+    fs::remove_all(dir);
+  }
+
   // Out of memory depends on what else held the memory then (a profile under `ulimit -v`, a GPU
   // shared with another process): the cache keeps what the device says of the op itself, and an
   // op out of memory once is measured again the next time.
