@@ -200,6 +200,9 @@ class CpuRunner : public Runner {
 
 }  // namespace
 
-std::unique_ptr<Runner> make_cpu_runner() { return std::make_unique<CpuRunner>(); }
+std::unique_ptr<Runner> make_cpu_runner() {
+  if (const std::string why = cpu::prepare_blas(); !why.empty()) throw UserError("", "", why);
+  return std::make_unique<CpuRunner>();
+}
 
 }  // namespace ucplan

@@ -3,6 +3,8 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,12 +14,10 @@
 #include <sstream>
 #include <vector>
 
+#include "planner/model/blas_env.h"
+
 namespace ucplan::cpu {
 namespace {
-
-// Set by the process that re-executes itself, so that a re-executed process whose OpenBLAS still
-// ignores the core type (or a platform where re-executing loops) never tries again.
-constexpr const char* kGuard = "UCPLAN_BLAS_REEXECUTED";
 
 const char* core_type_from_cpu_flags() {
   __builtin_cpu_init();
@@ -28,16 +28,7 @@ const char* core_type_from_cpu_flags() {
 
 }  // namespace
 
-void ensure_blas_core_type(char** argv) {
-  if (argv == nullptr || argv[0] == nullptr) return;
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || std::getenv(kGuard) != nullptr) return;
-  const char* core = core_type_from_cpu_flags();
-  if (core == nullptr) return;
-  if (setenv("OPENBLAS_CORETYPE", core, 1) != 0 || setenv(kGuard, "1", 1) != 0) return;
-  execv("/proc/self/exe", argv);
-  // execv only returns on failure: go on with the core type OpenBLAS chose at load time. The
-  // variables stay set, which keeps child processes from trying again.
-}
+void ensure_blas_core_type(char** argv) { ensure_blas_environment(argv, core_type_from_cpu_flags()); }
 
 std::string blas_version() {
   // openblas_get_config() reads e.g. "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64".
@@ -54,6 +45,29 @@ std::string blas_description() {
 }
 
 int blas_threads() { return openblas_get_num_threads(); }
+
+std::string prepare_blas() {
+  const int threads = std::max(blas_threads(), 1);
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    // Reserved, not touched: the limit counts address space, as OpenBLAS's mmap does.
+    const std::size_t need = static_cast<std::size_t>(threads) * kBlasBufferBytes;
+    void* room = ::mmap(nullptr, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (room == MAP_FAILED)
+      return fmt::format(
+          "the address-space limit (ulimit -v {} KiB) leaves no room for OpenBLAS's work buffer{} ({} x {} MiB), "
+          "and OpenBLAS would wait for {} forever: raise the limit",
+          limit.rlim_cur / 1024, threads == 1 ? "" : "s", threads, kBlasBufferBytes >> 20,
+          threads == 1 ? "it" : "them");
+    ::munmap(room, need);
+  }
+  // A product large enough to run on every thread, so that each takes its buffer now, before the
+  // program's own allocations (a plan's arena) can leave it none.
+  constexpr int n = 256;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  return "";
+}
 
 std::string cpu_device_name() {
   std::string model = "unknown CPU";

@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
+#include "planner/model/blas_env.h"
 #include "planner/model/errors.h"
 #include "planner/model/network.h"
 #include "planner/model/program.h"
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "profile") == 0) return exec_sibling("ucplan-profile", argc, argv);
   if (argc >= 2 && std::strcmp(argv[1], "run") == 0) return exec_sibling("ucplan-run", argc, argv);
   if (argc >= 2 && std::strcmp(argv[1], "import") == 0) return exec_sibling("ucplan-import", argc, argv);
+  ucplan::ensure_blas_environment(argv, nullptr);  // CBC loads OpenBLAS, whose threads could hang the exit
 
   CLI::App app{"ucplan " UCPLAN_VERSION
                ": plans micro-batching, convolution algorithms, offload/prefetch and recomputation for training a "

@@ -82,6 +82,14 @@ int run_program(CLI::App& app, const std::string& program, int argc, char** argv
     return code;
   } catch (const std::system_error& e) {  // fmt::print's "cannot write to file"
     if (std::ferror(stdout)) return stdout_lost();
+    // std::thread's: no room for a thread's stack (an address-space limit), as out of memory.
+    if (e.code() == std::errc::resource_unavailable_try_again) {
+      std::fprintf(stderr,
+                   "%s: error: cannot start a thread (%s): the host's memory or this process's limits (ulimit -v, "
+                   "-u) are too small for the input, its batch or the plan\n",
+                   program.c_str(), e.what());
+      return 2;
+    }
     std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
     return 1;
   } catch (const UserError& e) {
