@@ -41,9 +41,9 @@ from _common import Cli, REPO, machine_note, median, rel, table, work_dir, write
 
 STRATEGIES = ["ucplan", "keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"]
 NOTE_RE = re.compile(r"exact mode: the rematerialisation MILP .*? is (optimal|feasible \(not proven optimal\)); no recompute-only "
-                     r"plan in route order can take less than .*? \(([+-][\d.]+) % over the ideal\)")
+                     r"plan in route order .*?can take less than .*? \(([+-][\d.]+) % over the ideal\)")
 ANY_RE = re.compile(r"exact mode: the MILP with offload .*? is (?:optimal|feasible \(not proven optimal\)); no plan in route "
-                    r"order can take less than .*? \(([+-][\d.]+) % over the ideal\)")
+                    r"order .*?can take less than .*? \(([+-][\d.]+) % over the ideal\)")
 SHARES = [100, 85, 70, 50, 35, 25]
 CASES = [("resnet20", 64), ("vgg16", 32), ("resnet50", 64), ("densenet40", 64)]
 DEVICES = ["h100", "v100"]
