@@ -105,8 +105,7 @@ int main(int argc, char** argv) {
     const ucplan::Graph g = ucplan::build_graph(plan.network, plan_path, plan.precision);
     // The CPU backend and --check's reference multiply with OpenBLAS: its buffers first.
     if (device == "cpu" || check)
-      if (const std::string why = ucplan::cpu::prepare_blas(); !why.empty())
-        throw ucplan::UserError("", "", why);
+      if (const std::string why = ucplan::cpu::prepare_blas(); !why.empty()) throw ucplan::UserError("", "", why);
     std::unique_ptr<ucplan::Backend> backend;
     if (device == "cpu") {
       backend = ucplan::make_cpu_backend(g);

@@ -833,7 +833,8 @@ void assemble_plan(Pipeline& x) {
           "exact mode: {} ({} variables, {} rows) is {}; no {}plan in route order in sub-batches of {} ({} round{}) "
           "can take less than {} ({} over the ideal); this plan is {} {} that bound{}",
           which, m->variables, m->rows, remat_milp_status_name(m->status), m->offload ? "" : "recompute-only ",
-          p.sub_batch, p.rounds, p.rounds == 1 ? "" : "s", format_ns(bound), format_percent(static_cast<double>(bound - s.ideal_ns) / static_cast<double>(s.ideal_ns)),
+          p.sub_batch, p.rounds, p.rounds == 1 ? "" : "s", format_ns(bound),
+          format_percent(static_cast<double>(bound - s.ideal_ns) / static_cast<double>(s.ideal_ns)),
           fmt::format("{:.1f} %", std::fabs(gap) * 100.0), gap < 0 ? "under" : "over",
           s.offload_bytes > 0 && !m->offload ? " (it also offloads, which this MILP does not model)" : ""));
     }
