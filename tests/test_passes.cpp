@@ -158,6 +158,30 @@ TEST_CASE("a plan from a profile of another network, or of an earlier version of
   CHECK(note(prof).find("made for network another (another network_sha256)") != std::string::npos);
 }
 
+// A profile of another batch whose sizes divide this one's serves a network without batch norm,
+// but the plan then runs smaller sub-batches and its ideal is the best of them: said (a user saw
+// vgg16 b100 from a b256 profile run 25 rounds of 4 at "+0.0 %", a b100 profile 14 % faster).
+TEST_CASE("a plan at a batch its profile has no measurements at says so and how to profile") {
+  const Network net = parse_network_text(kResidual, "test");  // no bn
+  const Profile prof = model_profile(net, 8);                  // powerOfTwo: 1, 2, 4, 8
+  auto note = [&](std::int64_t batch) {
+    CompileInput in = input_for(net, prof, std::int64_t{1} << 32, "ucplan", "auto");
+    in.batch = batch;
+    const Plan plan = make_plan(in).plan;
+    const auto it = std::ranges::find_if(
+        plan.notes, [](const std::string& n) { return n.find("the profile has no measurements at the whole") == 0; });
+    return std::pair{plan.sub_batch, it == plan.notes.end() ? std::string() : *it};
+  };
+  CHECK(note(8).second.empty());
+  CHECK(note(4).second.empty());  // measured: 4 is one of the profile's sizes
+  const auto [sub_batch, text] = note(12);
+  CHECK(sub_batch == 4);
+  CHECK(text ==
+        "the profile has no measurements at the whole batch of 12 samples (it was made at --batch 8 with --sizes "
+        "powerOfTwo): the plan runs sub-batches of at most 4, and its ideal is the fastest of those sizes; profile at "
+        "--batch 12 for a plan that may run the batch whole");
+}
+
 TEST_CASE("on cuDNN, 16-bit convolutions with an odd number of values a sample start micro-batches 4-byte aligned") {
   // 3x63x63 = 11,907 values a sample in, 9x63x63 out: at 2 bytes each a micro-batch starting k
   // samples in is at 23,814k bytes, 4-byte aligned only for even k (cuDNN's floor for every

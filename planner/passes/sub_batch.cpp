@@ -44,10 +44,14 @@ std::vector<std::int64_t> sub_batch_candidates(const SubBatchOption& o, bool has
       throw UserError("", "--sub-batch",
                       fmt::format("{} is larger than the batch {}: a sub-batch divides it", n, batch));
     if (batch % n != 0) throw UserError("", "--sub-batch", fmt::format("{} does not divide the batch {}", n, batch));
-    if (std::find(costable.begin(), costable.end(), n) == costable.end())
-      throw UserError(
-          "", "--sub-batch",
-          fmt::format("the profile has no measurements at {} samples (profile with --sizes all or powerOfTwo)", n));
+    if (std::find(costable.begin(), costable.end(), n) == costable.end()) {
+      std::string sizes;
+      for (auto b : costable) sizes += (sizes.empty() ? "" : ", ") + std::to_string(b);
+      throw UserError("", "--sub-batch",
+                      fmt::format("the profile has no measurements at {} samples (of its sizes, those that divide the "
+                                  "batch: {}): profile at --batch {}, or with --sizes all",
+                                  n, sizes, n));
+    }
     out.push_back(n);
   }
   if (out.empty()) {
