@@ -163,7 +163,7 @@ TEST_CASE("a plan from a profile of another network, or of an earlier version of
 // vgg16 b100 from a b256 profile run 25 rounds of 4 at "+0.0 %", a b100 profile 14 % faster).
 TEST_CASE("a plan at a batch its profile has no measurements at says so and how to profile") {
   const Network net = parse_network_text(kResidual, "test");  // no bn
-  const Profile prof = model_profile(net, 8);                  // powerOfTwo: 1, 2, 4, 8
+  const Profile prof = model_profile(net, 8);                 // powerOfTwo: 1, 2, 4, 8
   auto note = [&](std::int64_t batch) {
     CompileInput in = input_for(net, prof, std::int64_t{1} << 32, "ucplan", "auto");
     in.batch = batch;

@@ -93,10 +93,12 @@ int main(int argc, char** argv) {
   c_compile->add_option("network", compile.network, "zoo name or path to a network JSON file")->required();
   c_compile->add_option("--profile,-p", compile.profile, "profile JSON made by `ucplan profile` for this network")
       ->required();
-  c_compile->add_option("--budget", compile.budget,
-                        "device memory budget for the whole iteration (arena: activations, gradients, weights, "
-                        "workspaces), with unit, e.g. 12GiB; or a share of the network's liveness peak at this batch "
-                        "(`ucplan inspect`), e.g. 50%, which the plan's arena gets, the reserve coming on top");
+  c_compile->add_option(
+      "--budget", compile.budget,
+      "device memory budget for the whole iteration (arena: activations, gradients, weights, "
+      "workspaces), with unit, e.g. 12GiB (B, KiB, MiB, GiB, TiB; K, M, G, T are the same binary units; KB, MB, "
+      "GB, TB are powers of 10); or a share of the network's liveness peak at this batch "
+      "(`ucplan inspect`), e.g. 50%, which the plan's arena gets, the reserve coming on top");
   c_compile->add_option(
       "--reserve", compile.reserve,
       "device memory of the budget kept for the CUDA context, cuDNN and cuBLAS, with unit, or auto "
@@ -164,7 +166,8 @@ int main(int argc, char** argv) {
   c_check->add_option("plans", check.plans, "plan files")->required();
   c_check->add_flag(
       "--recompile", check.recompile,
-      "also recompile each plan from its embedded inputs and the profile it names, and fail on any difference");
+      "also recompile each plan from its embedded inputs and the profile it names, and fail on any difference "
+      "(of bytes; of content in a plan another tool reformatted)");
 
   ucplan::ExplainOptions explain;
   auto* c_explain =

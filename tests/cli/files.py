@@ -125,6 +125,18 @@ with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(j(f), j("moved", f))
     r = run("check", "--recompile", os.path.join("moved", "plan.json"), cwd=tmp)
     check(r.returncode == 0, f"check --recompile, the profile beside the plan: {r.stdout.strip()} {r.stderr.strip()}")
+    # The plan indented by another tool is the same plan; a note added to it is not, and the
+    # difference shown is the note, not the indentation.
+    plan_json = json.load(open(j("plan.json")))
+    json.dump(plan_json, open(j("moved", "pretty.json"), "w"), indent=2)
+    r = run("check", "--recompile", os.path.join("moved", "pretty.json"), cwd=tmp)
+    check(r.returncode == 0 and "reproduced (the same content, formatted otherwise" in r.stdout,
+          f"check --recompile of the plan reformatted: {r.returncode} {r.stdout.strip()} {r.stderr.strip()}")
+    plan_json["notes"].append("edited")
+    json.dump(plan_json, open(j("moved", "edited.json"), "w"), indent=2)
+    r = run("check", "--recompile", os.path.join("moved", "edited.json"), cwd=tmp)
+    check(r.returncode == 1 and "' \"notes\": [" in r.stdout,
+          f"check --recompile of the plan reformatted and edited names the notes: {r.returncode} {r.stdout.strip()}")
     # Another p.json in the current folder is passed over for the one beside the plan.
     os.makedirs(j("other"))
     r = run("profile", NET, "--batch", "2", "--device", "model:k40", "-o", j("other", "p.json"))
