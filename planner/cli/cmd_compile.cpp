@@ -317,7 +317,7 @@ int run_compile(const CompileOptions& o) {
   if (precision == Precision::FP32 && !o.loss_scale.empty() && o.loss_scale != "none")
     throw UserError("", "--loss-scale",
                     "FP32 plans run without loss scaling, and do not record one: scale the loss at --precision "
-                    "fp16, bf16 or tf32");
+                    "fp16, pseudo-fp16, bf16 or tf32");
   if (o.workspace.size() > 1)
     throw UserError("", "--workspace", "give one setting for a plan (several only with --conv-only)");
   if (o.budget.empty())

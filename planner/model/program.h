@@ -57,6 +57,8 @@ int run_program(CLI::App& app, const std::string& program, int argc, char** argv
     return fmt::format("{}: error: {} (see {} {}--help)\n", program, command_line_message(e.what()), program,
                        subs.empty() ? "" : subs.front()->get_name() + " ");
   });
+  // Every program answers --version (`ucplan profile --version` said "network is required").
+  if (app.get_version_ptr() == nullptr) app.set_version_flag("--version", std::string("ucplan ") + UCPLAN_VERSION);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --help-all, --version

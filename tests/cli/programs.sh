@@ -3,7 +3,7 @@
 # "PROGRAM: error: WHAT (see PROGRAM [SUBCOMMAND ]--help)", exit code 2, nothing on stdout (a
 # mistyped command named, with the commands there are); CLI11's own wording for a value it
 # cannot take is rewritten, and options that would be ignored are refused;
-# --help prints its usage on stdout and exits 0; `ucplan --version` names the version.
+# --help prints its usage on stdout and exits 0; --version names the version, in each program.
 # Usage: programs.sh UCPLAN
 set -uo pipefail
 ucplan=$1
@@ -69,4 +69,5 @@ expect_said '--exact: only with --device cuda' run plan.json --exact
 for command in compile check profile run import; do expect_ok "^Usage: " "$command" --help; done
 expect_ok "^Usage: " --help
 expect_ok "^ucplan [0-9]" --version
+for command in profile run import; do expect_ok "^ucplan [0-9]" "$command" --version; done
 exit $fail
