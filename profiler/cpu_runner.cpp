@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <cstring>
+#include <map>
 #include <new>
 #include <random>
 #include <thread>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -103,8 +107,40 @@ void measure_into(const GraphLayer& l, StepOp op, const std::string& algo, std::
   median_and_spread(times, &m.seconds, &m.spread);
 }
 
+// CPU time so far, in seconds: the whole machine's busy time (/proc/stat's first line: all but
+// idle and iowait; steal included, as time the hypervisor gave others), and this process's own.
+struct CpuTimes {
+  double machine_busy = -1, own = 0, wall = 0;
+};
+CpuTimes cpu_times() {
+  CpuTimes t;
+  t.wall = now_seconds();
+  rusage self{};
+  if (::getrusage(RUSAGE_SELF, &self) == 0)
+    t.own = static_cast<double>(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+            static_cast<double>(self.ru_utime.tv_usec + self.ru_stime.tv_usec) * 1e-6;
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal && cpu == "cpu")
+    t.machine_busy = (user + nice + system + irq + softirq + steal) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return t;
+}
+
 class CpuRunner : public Runner {
  public:
+  CpuRunner() : at_start_(cpu_times()) {}
+  // How busy the rest of the machine kept its cores while measuring: what shared_cpu_warning
+  // (profile.h) reads. Not for a run under a second (the kernel counts in ticks of 10 ms).
+  std::map<std::string, std::string> conditions() override {
+    const CpuTimes end = cpu_times();
+    const double wall = end.wall - at_start_.wall;
+    if (at_start_.machine_busy < 0 || end.machine_busy < 0 || wall < 1.0) return {};
+    const double others = std::max(0.0, (end.machine_busy - at_start_.machine_busy - (end.own - at_start_.own)) / wall);
+    return {{"cpu_busy_others", fmt::format("{:.2f}", others)},
+            {"cpu_cores", std::to_string(::sysconf(_SC_NPROCESSORS_ONLN))},
+            {"measured_seconds", fmt::format("{:.1f}", wall)}};
+  }
   DeviceInfo device() override {
     if (!device_.kind.empty()) return device_;
     device_.kind = "cpu";
@@ -196,6 +232,7 @@ class CpuRunner : public Runner {
 
  private:
   DeviceInfo device_;
+  CpuTimes at_start_;
 };
 
 }  // namespace

@@ -132,6 +132,8 @@ int main(int argc, char** argv) {
           p.network, p.signatures.size(), n, missing, p.batch, ucplan::sizes_policy_name(p.sizes_policy),
           ucplan::precision_name(p.precision), p.measured() ? "measured" : "MODELLED (" + p.source + ")", p.device.name,
           p.h2d.bytes_per_second / 1e9, p.d2h.bytes_per_second / 1e9, p.duplex ? "yes" : "no", output);
+      if (const std::string shared = ucplan::shared_cpu_warning(p); !shared.empty())
+        std::fprintf(stderr, "ucplan profile: note: %s\n", shared.c_str());
     } catch (const ucplan::DeviceFailure& e) {                          // a sticky device error: nothing was written
       std::fprintf(stderr, "\nucplan profile: error: %s\n", e.what());  // after an unfinished progress line
       return 1;

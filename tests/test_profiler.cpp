@@ -901,6 +901,23 @@ TEST_SUITE("profile") {
     fs::remove_all(dir);
   }
 
+  // Other work on the CPU while profiling inflates kernel times: said where it had half a core or
+  // more (measured from /proc/stat less the profiler's own CPU time), not otherwise.
+  TEST_CASE("a CPU profile measured beside other work says so") {
+    ucplan::Profile p;
+    CHECK(ucplan::shared_cpu_warning(p).empty());  // a model's, or one made before these fields
+    p.device.versions = {{"cpu_busy_others", "1.87"}, {"cpu_cores", "2"}, {"measured_seconds", "12.0"}};
+    CHECK(ucplan::shared_cpu_warning(p) ==
+          "other work kept 1.9 of this machine's 2 cores busy on average while the profile was measured (12.0 s): "
+          "its kernel times may be inflated; profile on an idle machine, or with more --repeat");
+    p.device.versions["cpu_busy_others"] = "0.49";
+    CHECK(ucplan::shared_cpu_warning(p).empty());
+    for (const char* bad : {"", "x", "nan", "-1", "0.6x"}) {  // an edited profile: no warning, no crash
+      p.device.versions["cpu_busy_others"] = bad;
+      CHECK(ucplan::shared_cpu_warning(p).empty());
+    }
+  }
+
   // A model device's costs come from formulas that change with the code, and the cache's key
   // names the device and versions, not the formulas: a cache of them would keep a changed model's
   // old answers. Only measurements are cached.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -10,6 +12,7 @@
 #include "errors.h"
 #include "json_util.h"
 #include "network.h"
+#include "units.h"
 
 namespace ucplan {
 
@@ -71,6 +74,27 @@ std::optional<SizesPolicy> parse_sizes_policy(const std::string& text) {
   for (SizesPolicy p : {SizesPolicy::All, SizesPolicy::PowerOfTwo, SizesPolicy::Undivided})
     if (text == sizes_policy_name(p)) return p;
   return std::nullopt;
+}
+
+// Half a core's worth of other work: the profiler's products run on every core, so a core shared
+// half the time slows them.
+constexpr double kSharedCpuCores = 0.5;
+
+std::string shared_cpu_warning(const Profile& p) {
+  auto number = [&](const char* key) -> std::optional<double> {
+    const auto it = p.device.versions.find(key);
+    if (it == p.device.versions.end()) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v) || v < 0) return std::nullopt;
+    return v;
+  };
+  const auto others = number("cpu_busy_others"), cores = number("cpu_cores"), seconds = number("measured_seconds");
+  if (!others || !cores || !seconds || *others < kSharedCpuCores) return "";
+  return fmt::format(
+      "other work kept {:.1f} of this machine's {:.0f} cores busy on average while the profile was measured ({}): "
+      "its kernel times may be inflated; profile on an idle machine, or with more --repeat",
+      *others, *cores, format_seconds(*seconds));
 }
 
 std::vector<std::int64_t> micro_batch_sizes(SizesPolicy policy, std::int64_t batch) {

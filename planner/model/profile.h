@@ -119,6 +119,13 @@ struct Profile {
   const SignatureCosts* find(const std::string& signature) const;
 };
 
+// A CPU profile records how busy other work kept the machine's cores while it measured
+// (device.versions "cpu_busy_others", in cores, from /proc/stat less the profiler's own CPU
+// time; "cpu_cores"; "measured_seconds"). Where that was half a core or more, kernel times may
+// be inflated (a bf16 profile on 2 cores shared with a build came out 7x too slow): this says so
+// in one sentence; "" otherwise, and for profiles without those fields.
+std::string shared_cpu_warning(const Profile& p);
+
 // The sizes a profile at `batch` measures under the policy.
 std::vector<std::int64_t> micro_batch_sizes(SizesPolicy policy, std::int64_t batch);
 

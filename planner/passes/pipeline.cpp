@@ -753,6 +753,7 @@ void assemble_plan(Pipeline& x) {
   s.workspace_peak_bytes = best.workspace_peak_bytes;
   if (!profile.measured())
     p.notes.push_back("times are predicted from a modelled profile (" + profile.source + "), not measured");
+  if (const std::string shared = shared_cpu_warning(profile); !shared.empty()) p.notes.push_back(shared);
   // Costs are looked up by layer signature, so a profile of another network (or of this one
   // before an edit) serves wherever it has every signature; said, since its costs were measured
   // among other layers.
