@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "executor/cpu/blas.h"
+#include "planner/model/blas_env.h"
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
 #include "planner/model/program.h"
@@ -20,7 +21,7 @@
 #include "replay.h"
 
 int main(int argc, char** argv) {
-  ucplan::cpu::ensure_blas_core_type(argv);
+  ucplan::ensure_blas_environment(argv, ucplan::cpu::blas_core_type_for_this_cpu());
   CLI::App app{
       "ucplan run: replay a plan on a device (cpu or cuda) and report measured vs predicted time, peak memory "
       "and bytes moved; --check poisons (NaN) every region the plan frees or offloads and compares the weight "
@@ -105,7 +106,8 @@ int main(int argc, char** argv) {
     const ucplan::Graph g = ucplan::build_graph(plan.network, plan_path, plan.precision);
     // The CPU backend and --check's reference multiply with OpenBLAS: its buffers first.
     if (device == "cpu" || check)
-      if (const std::string why = ucplan::cpu::prepare_blas(); !why.empty()) throw ucplan::UserError("", "", why);
+      if (const std::string why = ucplan::cpu::prepare_blas(ucplan::kBlasBufferBytes); !why.empty())
+        throw ucplan::UserError("", "", why);
     std::unique_ptr<ucplan::Backend> backend;
     if (device == "cpu") {
       backend = ucplan::make_cpu_backend(g);

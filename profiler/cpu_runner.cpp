@@ -16,6 +16,7 @@
 
 #include "executor/cpu/blas.h"
 #include "executor/cpu_ops.h"
+#include "planner/model/blas_env.h"
 #include "planner/model/errors.h"
 #include "profile_network.h"
 
@@ -238,7 +239,7 @@ class CpuRunner : public Runner {
 }  // namespace
 
 std::unique_ptr<Runner> make_cpu_runner() {
-  if (const std::string why = cpu::prepare_blas(); !why.empty()) throw UserError("", "", why);
+  if (const std::string why = cpu::prepare_blas(kBlasBufferBytes); !why.empty()) throw UserError("", "", why);
   return std::make_unique<CpuRunner>();
 }
 

@@ -9,6 +9,7 @@
 
 #include "cpu_runner.h"
 #include "executor/cpu/blas.h"
+#include "planner/model/blas_env.h"
 #include "model_device.h"
 #include "planner/model/errors.h"
 #include "planner/model/json_util.h"
@@ -60,7 +61,7 @@ std::unique_ptr<ucplan::Runner> make_runner(const std::string& device, ucplan::P
 }  // namespace
 
 int main(int argc, char** argv) {
-  ucplan::cpu::ensure_blas_core_type(argv);
+  ucplan::ensure_blas_environment(argv, ucplan::cpu::blas_core_type_for_this_cpu());
   CLI::App app{
       "ucplan profile: measure (cpu, cuda) or model (model:k40|p100|v100|a100|h100|h200) the cost of every kernel of a "
       "network's training iteration at every micro-batch size of a policy, with every algorithm, and the "

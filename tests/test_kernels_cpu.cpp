@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "executor/cpu/blas.h"
+#include "planner/model/blas_env.h"
 #include "executor/cpu/kernels.h"
 
 extern char** environ;
@@ -1626,7 +1627,7 @@ const char* core_type_for_this_cpu() {
 }
 
 // Does its work only in the child that the next test starts: there it calls
-// ensure_blas_core_type, which must re-execute the binary (and so this test) once, with
+// ensure_blas_environment, which must re-execute the binary (and so this test) once, with
 // OPENBLAS_CORETYPE chosen from the CPU flags; the re-executed probe reports what it finds.
 TEST_CASE("blas: core type probe (does its work in a child process)") {
   const char* report = std::getenv(kProbeVariable);
@@ -1634,9 +1635,9 @@ TEST_CASE("blas: core type probe (does its work in a child process)") {
   if (std::getenv("UCPLAN_BLAS_REEXECUTED") == nullptr) {
     static char name[] = "test_kernels", filter[] = "--test-case=blas: core type probe*", quiet[] = "--minimal";
     char* argv[] = {name, filter, quiet, nullptr};
-    ensure_blas_core_type(argv);
+    ucplan::ensure_blas_environment(argv, blas_core_type_for_this_cpu());
     CHECK_MESSAGE(core_type_for_this_cpu() == nullptr,
-                  "ensure_blas_core_type returned although this CPU has a core type");
+                  "ensure_blas_environment returned although this CPU has a core type");
     return;
   }
   const char* chosen = std::getenv("OPENBLAS_CORETYPE");
@@ -1646,7 +1647,7 @@ TEST_CASE("blas: core type probe (does its work in a child process)") {
   std::fclose(f);
 }
 
-TEST_CASE("blas: ensure_blas_core_type re-executes once with OPENBLAS_CORETYPE set") {
+TEST_CASE("blas: ensure_blas_environment re-executes once with OPENBLAS_CORETYPE set") {
   const std::string report = "/tmp/ucplan_test_blas_probe_" + std::to_string(getpid());
   std::remove(report.c_str());
   std::vector<std::string> env;

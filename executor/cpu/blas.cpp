@@ -14,21 +14,13 @@
 #include <sstream>
 #include <vector>
 
-#include "planner/model/blas_env.h"
-
 namespace ucplan::cpu {
-namespace {
-
-const char* core_type_from_cpu_flags() {
+const char* blas_core_type_for_this_cpu() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
   if (__builtin_cpu_supports("avx2")) return "Haswell";
   return nullptr;
 }
-
-}  // namespace
-
-void ensure_blas_core_type(char** argv) { ensure_blas_environment(argv, core_type_from_cpu_flags()); }
 
 std::string blas_version() {
   // openblas_get_config() reads e.g. "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64".
@@ -46,19 +38,18 @@ std::string blas_description() {
 
 int blas_threads() { return openblas_get_num_threads(); }
 
-std::string prepare_blas() {
+std::string prepare_blas(std::size_t buffer_bytes) {
   const int threads = std::max(blas_threads(), 1);
   rlimit limit{};
   if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
     // Reserved, not touched: the limit counts address space, as OpenBLAS's mmap does.
-    const std::size_t need = static_cast<std::size_t>(threads) * kBlasBufferBytes;
+    const std::size_t need = static_cast<std::size_t>(threads) * buffer_bytes;
     void* room = ::mmap(nullptr, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (room == MAP_FAILED)
       return fmt::format(
           "the address-space limit (ulimit -v {} KiB) leaves no room for OpenBLAS's work buffer{} ({} x {} MiB), "
           "and OpenBLAS would wait for {} forever: raise the limit",
-          limit.rlim_cur / 1024, threads == 1 ? "" : "s", threads, kBlasBufferBytes >> 20,
-          threads == 1 ? "it" : "them");
+          limit.rlim_cur / 1024, threads == 1 ? "" : "s", threads, buffer_bytes >> 20, threads == 1 ? "it" : "them");
     ::munmap(room, need);
   }
   // A product large enough to run on every thread, so that each takes its buffer now, before the
