@@ -180,6 +180,15 @@ TEST_CASE("a plan at a batch its profile has no measurements at says so and how 
         "the profile has no measurements at the whole batch of 12 samples (it was made at --batch 8 with --sizes "
         "powerOfTwo): the plan runs sub-batches of at most 4, and its ideal is the fastest of those sizes; profile at "
         "--batch 12 for a plan that may run the batch whole");
+  // A profile at this batch edited down to some of its sizes: no advice to profile at it.
+  Profile some = prof;
+  some.sizes = {1, 2, 4};
+  CompileInput in = input_for(net, some, std::int64_t{1} << 32, "ucplan", "auto");
+  const Plan plan = make_plan(in).plan;
+  CHECK(plan.sub_batch == 4);
+  CHECK(std::ranges::count(plan.notes,
+                           std::string("the profile has no measurements at the whole batch of 8 samples: the plan runs "
+                                       "sub-batches of at most 4, and its ideal is the fastest of those sizes")) == 1);
 }
 
 TEST_CASE("on cuDNN, 16-bit convolutions with an odd number of values a sample start micro-batches 4-byte aligned") {

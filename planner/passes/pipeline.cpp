@@ -805,11 +805,15 @@ void assemble_plan(Pipeline& x) {
   // ideal are then the best of smaller sub-batches (vgg16 b100 from a b256 profile: 25 rounds of 4,
   // "+0.0 %", where a profile at b100 gives one round 14 % faster).
   if (std::find(profile.sizes.begin(), profile.sizes.end(), batch) == profile.sizes.end())
-    p.notes.push_back(fmt::format(
-        "the profile has no measurements at the whole batch of {} samples (it was made at --batch {} with --sizes "
-        "{}): the plan runs sub-batches of at most {}, and its ideal is the fastest of those sizes; profile at --batch "
-        "{} for a plan that may run the batch whole",
-        batch, profile.batch, sizes_policy_name(profile.sizes_policy), x.costable.back(), batch));
+    p.notes.push_back(
+        profile.batch == batch  // a profile edited down to some of its sizes
+            ? fmt::format("the profile has no measurements at the whole batch of {} samples: the plan runs "
+                          "sub-batches of at most {}, and its ideal is the fastest of those sizes",
+                          batch, x.costable.back())
+            : fmt::format("the profile has no measurements at the whole batch of {} samples (it was made at --batch {} "
+                          "with --sizes {}): the plan runs sub-batches of at most {}, and its ideal is the fastest of "
+                          "those sizes; profile at --batch {} for a plan that may run the batch whole",
+                          batch, profile.batch, sizes_policy_name(profile.sizes_policy), x.costable.back(), batch));
   if (p.sub_batch_changes_statistics)
     p.notes.push_back(fmt::format(
         "batch-norm statistics are computed per sub-batch of {} samples ({} rounds), as asked with --sub-batch",
