@@ -395,8 +395,13 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
     }
   });
   won_table = r_table;
+  // Where no table fits, the plan that recomputes every input in every stage may (search.h).
+  auto or_every_stage = [&](ScheduleResult& found) {
+    if (!found.ok) keep_faster(found, schedule_recompute_every_stage(si), "every input recomputed in every stage");
+  };
   if (si.quick) {
     try_carrying_input(si, r_table, r, false, false);
+    or_every_stage(r);
     return r;
   }
   struct Found {  // each search's plan, for refine_stages (networks under kReferenceLayers only)
@@ -466,6 +471,7 @@ ScheduleResult schedule_default(const ScheduleInput& si, bool longer, ScheduleRe
   }
   try_carrying_input(si, won_table, r, small, true);
   if (with_fast) keep_faster(r, std::move(fast_plan), "the plan of --solver fast");
+  or_every_stage(r);
   return r;
 }
 

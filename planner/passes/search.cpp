@@ -1,6 +1,7 @@
 #include "search.h"
 
 #include <algorithm>
+#include <limits>
 #include <cstdlib>
 #include <functional>
 #include <iterator>
@@ -771,42 +772,26 @@ ScheduleResult search_ucplan(const ScheduleInput& in, const std::vector<Schedule
 // held values at the crossing in a staged plan too (Scheduler::finish_position) it was 527.4; then,
 // with the moves that reach a held value, which the engine cannot run (reaches_hold), 526.3, and
 // without the moves that keep a recomputed value throughout, 527.7.
-ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from) {
+namespace {
+
+// The round's tasks, as the scheduler runs them (route order).
+std::vector<int> round_order(const TaskGraph& tg) {
+  std::vector<int> order;
+  for (const Task& t : tg.tasks)
+    if (t.round_task) order.push_back(t.id);
+  return order;
+}
+
+// refine_stages' local search from a staged plan `plan` that `s` (record_stages set) runs as
+// `best`; returns a faster plan, recorded, or a result that is not ok. `from` gives the plan to
+// beat, its placement and its search log.
+ScheduleResult refine_staged_plan(const ScheduleInput& in, ScheduleInput s, StagedPlan plan, ScheduleResult best,
+                                  const ScheduleResult& from) {
   const Graph& g = *in.graph;
   const TaskGraph& tg = *in.tasks;
   const int nt = static_cast<int>(tg.tensors.size());
-  ScheduleInput s = in;
-  if (!s.statics) s.statics = make_schedule_statics(g, tg, *in.costs);
-  s.best_fit = from.best_fit;
-  s.two_ended = from.two_ended;
-  s.pool_bytes = from.pool_bytes;
-  s.record_plan = false;
-  s.record_stages = true;
-  // The table as its branch ran it: with on-demand offload or without, whichever is faster.
-  ScheduleResult base;
-  for (const bool offload : {false, true}) {
-    if (offload && !in.offload) continue;
-    auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, offload);
-    ScheduleResult r = simulate_schedule(s, *strategy);
-    if (better(r, base)) {
-      base = std::move(r);
-      s.offload = offload;
-    }
-  }
-  if (!base.ok) return {};
-  std::vector<int> order;  // the round's tasks, as the scheduler runs them (route order)
-  for (const Task& t : tg.tasks)
-    if (t.round_task) order.push_back(t.id);
+  const std::vector<int> order = round_order(tg);
   const int n = static_cast<int>(order.size());
-  UCPLAN_CHECK(static_cast<int>(base.on_device_at.size()) == n, "a recorded plan has a stage per round task");
-  StagedPlan plan;
-  plan.table = table;
-  plan.holds = true;
-  plan.keep.assign(n, std::vector<char>(nt, 0));
-  for (int p = 0; p < n; ++p)
-    for (int t : base.on_device_at[p]) plan.keep[p][t] = 1;
-  ScheduleResult best = simulate_staged(s, plan, s.offload);
-  if (!best.ok) return {};
   std::vector<std::vector<int>> uses(nt);  // per tensor: the round positions whose task reads it
   for (int p = 0; p < n; ++p)
     for (int x : tg.tasks[order[p]].reads) uses[x].push_back(p);
@@ -954,6 +939,102 @@ ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residenc
   again.search_log.push_back(
       {fmt::format("per-stage decisions: {} simulations, {} kicks, {} kept", tried, kicks, kept), again.round_ns, ""});
   return again;
+}
+
+// `in` prepared for refine_stages' simulations: the statics made once, `from`'s placement, the
+// stages recorded.
+ScheduleInput staged_input(const ScheduleInput& in, const ScheduleResult& from) {
+  ScheduleInput s = in;
+  if (!s.statics) s.statics = make_schedule_statics(*in.graph, *in.tasks, *in.costs);
+  s.best_fit = from.best_fit;
+  s.two_ended = from.two_ended;
+  s.pool_bytes = from.pool_bytes;
+  s.record_plan = false;
+  s.record_stages = true;
+  return s;
+}
+
+}  // namespace
+
+ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from) {
+  const TaskGraph& tg = *in.tasks;
+  const int nt = static_cast<int>(tg.tensors.size());
+  ScheduleInput s = staged_input(in, from);
+  // The table as its branch ran it: with on-demand offload or without, whichever is faster.
+  ScheduleResult base;
+  for (const bool offload : {false, true}) {
+    if (offload && !in.offload) continue;
+    auto strategy = make_table_strategy("ucplan", table, PrefetchMode::Eq4, true, true, offload);
+    ScheduleResult r = simulate_schedule(s, *strategy);
+    if (better(r, base)) {
+      base = std::move(r);
+      s.offload = offload;
+    }
+  }
+  if (!base.ok) return {};
+  const int n = static_cast<int>(round_order(tg).size());
+  UCPLAN_CHECK(static_cast<int>(base.on_device_at.size()) == n, "a recorded plan has a stage per round task");
+  StagedPlan plan;
+  plan.table = table;
+  plan.holds = true;
+  plan.keep.assign(n, std::vector<char>(nt, 0));
+  for (int p = 0; p < n; ++p)
+    for (int t : base.on_device_at[p]) plan.keep[p][t] = 1;
+  ScheduleResult best = simulate_staged(s, plan, s.offload);
+  if (!best.ok) return {};
+  return refine_staged_plan(in, s, std::move(plan), std::move(best), from);
+}
+
+ScheduleResult schedule_recompute_every_stage(const ScheduleInput& in) {
+  const Graph& g = *in.graph;
+  const TaskGraph& tg = *in.tasks;
+  const int nt = static_cast<int>(tg.tensors.size());
+  const std::vector<int> order = round_order(tg);
+  const int n = static_cast<int>(order.size());
+  std::vector<int> position(tg.tasks.size(), -1);
+  for (int p = 0; p < n; ++p) position[order[p]] = p;
+  // Born where its layer's forward task runs, last read at `last`; recomputed wherever read later,
+  // never kept between (as exact mode's first incumbent, remat_milp.cpp).
+  std::vector<int> last(nt, -1);
+  for (int p = 0; p < n; ++p)
+    for (int x : tg.tasks[order[p]].reads) last[x] = std::max(last[x], p);
+  StagedPlan plan;
+  plan.table.assign(nt, Residency::Keep);
+  plan.keep.assign(n, std::vector<char>(nt, 1));
+  for (int t = 0; t < nt; ++t) {
+    if (!recomputable(g, tg, t)) continue;
+    const int born = position[in.costs->forward_task[tg.tensors[t].layer]];
+    if (born < 0 || last[t] <= born) continue;
+    plan.table[t] = Residency::Recompute;
+    for (int p = born + 1; p <= last[t]; ++p) plan.keep[p][t] = 0;
+  }
+  // Placed while scheduled (moDNN's first fit, then two-ended), or counted in bytes and placed
+  // afterwards with more slack until it fits: on resnet20 b16 at fp16 and 35 % of its peak, exact
+  // mode's plan of this kind fitted only so. The first way that fits is refined.
+  std::vector<ScheduleResult> ways(2);
+  ways[1].two_ended = true;
+  for (const int shift : kPoolSlackShifts)
+    ways.emplace_back().pool_bytes = ScheduleInput::pool_for(in.budget_bytes, shift);
+  ScheduleResult failed;
+  for (ScheduleResult& way : ways) {
+    way.round_ns = std::numeric_limits<std::int64_t>::max();  // any plan beats none
+    ScheduleInput s = staged_input(in, way);
+    s.offload = false;
+    s.record_plan = true;  // in a pool, whether it fits is known once placed
+    ScheduleResult start = simulate_staged(s, plan, false);
+    if (!start.ok) {
+      if (failed.failure.empty()) failed = std::move(start);
+      continue;
+    }
+    s.record_plan = false;
+    start.best_fit = way.best_fit;
+    start.two_ended = way.two_ended;
+    start.pool_bytes = way.pool_bytes;
+    start.search_log.push_back({"every input recomputed in every stage", start.round_ns, ""});
+    ScheduleResult refined = refine_staged_plan(in, s, plan, start, start);  // its log: start's, then its line
+    return refined.ok ? refined : start;
+  }
+  return failed;
 }
 
 // Branches, the fastest plan wins: without offload and (if allowed) with, so allowing offload never

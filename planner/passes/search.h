@@ -33,6 +33,13 @@ ScheduleResult schedule_ucplan(const ScheduleInput& in, std::vector<Residency>* 
 // fit once placed; each placement's search counts in the local-search work it spends.
 ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from);
 
+// Where no table of the search fits (a tight budget without offload: resnet20 b16 at fp16 and 35 %
+// of its peak), a plan may still: every input recomputed in every stage and nothing kept between
+// stages (exact mode's first incumbent), then refined stage by stage as refine_stages does.
+// Returns that plan, recorded, or a result that is not ok (with the engine's reason) where even it
+// does not fit. Offload is not used.
+ScheduleResult schedule_recompute_every_stage(const ScheduleInput& in);
+
 // ResNet-152's layers (516): the network the search's work budget is set for (its compile must
 // stay under a second). Smaller networks get more work (schedule_ucplan) and a second search
 // (pipeline.cpp); larger ones neither.
