@@ -901,6 +901,16 @@ TEST_SUITE("profile") {
     fs::remove_all(dir);
   }
 
+  // A conv and an fc: the smallest network whose profile has a conv's algorithms.
+  ucplan::Network one_conv_network() {
+    return ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "one",
+      "input": {"shape": [2, 8, 8]}, "labels": 4, "layers": [
+      {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 3, "pad": 1},
+      {"name": "f", "type": "fc", "inputs": ["c1"], "out_features": 4},
+      {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
+                                      "one");
+  }
+
   // Other work on the CPU while profiling inflates kernel times: said where it had half a core or
   // more (measured from /proc/stat less the profiler's own CPU time), not otherwise.
   TEST_CASE("a CPU profile measured beside other work says so") {
@@ -925,12 +935,7 @@ TEST_SUITE("profile") {
     namespace fs = std::filesystem;
     const std::string dir = (fs::temp_directory_path() / "ucplan-test-cache-model").string();
     fs::remove_all(dir);
-    const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "one",
-      "input": {"shape": [2, 8, 8]}, "labels": 4, "layers": [
-      {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 3, "pad": 1},
-      {"name": "f", "type": "fc", "inputs": ["c1"], "out_features": 4},
-      {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
-                                                           "one");
+    const ucplan::Network net = one_conv_network();
     auto runner = ucplan::make_model_runner("h100");
     ucplan::ProfileOptions o;
     o.batch = 2;
@@ -965,12 +970,7 @@ TEST_SUITE("profile") {
         return inner->measure(g, layer, op, algo, batch, repeats);
       }
     };
-    const ucplan::Network net = ucplan::parse_network_text(R"({"format": "ucplan-network/1", "name": "one",
-      "input": {"shape": [2, 8, 8]}, "labels": 4, "layers": [
-      {"name": "c1", "type": "conv", "inputs": ["data"], "out_channels": 4, "kernel": 3, "pad": 1},
-      {"name": "f", "type": "fc", "inputs": ["c1"], "out_features": 4},
-      {"name": "loss", "type": "softmax_loss", "inputs": ["f"]}]})",
-                                                           "one");
+    const ucplan::Network net = one_conv_network();
     namespace fs = std::filesystem;
     const std::string cache = (fs::temp_directory_path() / "ucplan-test-cache-oom").string();
     fs::remove_all(cache);
