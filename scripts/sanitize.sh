@@ -68,8 +68,11 @@ start=$(date +%s)
 # already, or test a script's plumbing. And cli/large_networks (13 s in Release, 77 s here): it
 # times the loaders at 10^5 layers, whose code the fuzzers run here on every kind of input.
 # And cli/address_space: AddressSanitizer reserves terabytes of shadow memory, so no program of
-# this build starts under the `ulimit -v` that test sets.
+# this build starts under the `ulimit -v` that test sets. And the staged plan where no table fits
+# (test_executor: 24 s in Release, 329 s here, bisecting over resnet20 compiles; its code runs
+# here in every default compile of a small network, which refines stage by stage, and in every
+# compile that finds no plan, which tries that staged plan first).
 # Without them the sanitizer suite takes about half as long.
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" \
-  -E "fuzz/plan_mutator|cli/address_space|inspect fast|cli/large_networks|gpu/measure_script|gpu/session_script|cli/import_plan_check|cli/import_replay_check|cli/frontier|cli/dump_after|cli/exact_time_limit|cli/budget_reserve|cli/overhead_report|cli/sub_batch_hint|a larger budget gives a plan at most 1 % slower|allowing offload is never slower|thorough and exact modes are never slower|exact mode reports the stronger|placed again, real plans|conv outputs are recomputed rather than copied|a held value is recomputed|never slower than a baseline strategy|stage by stage, the winner gets faster|a refined plan with held values|places a real plan.s buffers|a pool placed after scheduling fits|the MILP with offload bounds a small network")
+  -E "fuzz/plan_mutator|cli/address_space|a plan recomputing in every stage runs|inspect fast|cli/large_networks|gpu/measure_script|gpu/session_script|cli/import_plan_check|cli/import_replay_check|cli/frontier|cli/dump_after|cli/exact_time_limit|cli/budget_reserve|cli/overhead_report|cli/sub_batch_hint|a larger budget gives a plan at most 1 % slower|allowing offload is never slower|thorough and exact modes are never slower|exact mode reports the stronger|placed again, real plans|conv outputs are recomputed rather than copied|a held value is recomputed|never slower than a baseline strategy|stage by stage, the winner gets faster|a refined plan with held values|places a real plan.s buffers|a pool placed after scheduling fits|the MILP with offload bounds a small network")
 echo "sanitize: the test suite passed under ASan + UBSan in $(( $(date +%s) - start )) s"

@@ -93,6 +93,9 @@ inline Profile deterministic_cpu_profile(const Network& net, std::int64_t batch,
   p.h2d = TransferCosts{2e-6, 4e9, {}, {}};
   p.d2h = TransferCosts{2e-6, 4e9, {}, {}};
   p.duplex = true;
+  // How loaded the machine was while measuring (cpu_runner.cpp): it would add a note to some
+  // plans and not others.
+  for (const char* load : {"cpu_busy_others", "cpu_cores", "measured_seconds"}) p.device.versions.erase(load);
   return p;
 }
 
