@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <new>
 #include <random>

@@ -1,10 +1,10 @@
 #include "search.h"
 
 #include <algorithm>
-#include <limits>
 #include <cstdlib>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
