@@ -108,6 +108,30 @@ TEST_CASE("sizes parse exactly: whole numbers to the byte at any size, 64 bits a
   CHECK(why.empty());
 }
 
+TEST_CASE("sizes, times and shares read their numbers alike: decimal, no exponent, sign or hex") {
+  const auto q = split_number(" 1.5 GiB ");
+  REQUIRE(q);
+  CHECK(q->number == "1.5");
+  CHECK(q->value == 1.5L);
+  CHECK(q->unit == "GiB");
+  CHECK(split_number("50%")->unit == "%");
+  CHECK(split_number("12")->unit.empty());
+  for (const char* bad : {"", " ", ".", "1..5s", "-1s", "+1s", "inf", "nan", "1 2 s", "s", "1.2.3"})
+    CHECK_MESSAGE(!split_number(bad), std::string(bad));
+  CHECK(split_number("1e2s")->unit == "e2s");  // an exponent is not a number's: no unit reads it
+  CHECK(split_number("0x10")->unit == "x10");
+
+  CHECK(parse_seconds("60s") == 60);
+  CHECK(parse_seconds("90") == 90);  // a bare time is seconds (a bare size is refused: bytes are too small a default)
+  CHECK(parse_seconds(" 1.5 min") == 90);
+  CHECK(parse_seconds("250ms") == 0.25);
+  CHECK(parse_seconds("2h") == 7200);
+  CHECK(parse_seconds("500us") == doctest::Approx(5e-4));
+  for (const char* bad : {"1e2s", "0x10", "inf", "soon", "60 sec", "1m", "-5s", "1e2"})
+    CHECK_MESSAGE(!parse_seconds(bad), std::string(bad));
+  CHECK_FALSE(parse_bytes("0x10GiB"));
+}
+
 TEST_CASE("two sizes a message sets against each other never read the same unless they are") {
   // format_bytes keeps three digits: a budget a byte under a bound would print as the bound.
   CHECK(format_bytes(55784191) == format_bytes(55784192));

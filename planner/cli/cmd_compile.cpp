@@ -326,7 +326,7 @@ int run_compile(const CompileOptions& o) {
       std::string_view(o.budget).substr(std::min(o.budget.find_first_not_of(' '), o.budget.size()));
   if (!budget_text.empty() && budget_text.front() == '-')
     throw UserError("", "--budget",
-                    budget_text.back() == '%'
+                    budget_text.find('%') != std::string_view::npos
                         ? fmt::format("a share of the liveness peak must be more than 0 % and at most 1000000 %, got "
                                       "\"{}\"",
                                       o.budget)
@@ -357,18 +357,16 @@ int run_compile(const CompileOptions& o) {
   }
   std::optional<std::int64_t> budget;
   std::string budget_share;  // for --budget N%: what it came to, for the report
-  if (!budget_text.empty() && budget_text.back() == '%') {
+  const std::optional<NumberAndUnit> budget_number = split_number(o.budget);
+  if (budget_text.find('%') != std::string_view::npos) {
     // A share of the network's liveness peak at this batch (`ucplan inspect`), the scale of the
     // issue's and the benchmarks' budgets: the plan's arena gets that share, the reserve comes on top.
-    std::string_view number = budget_text.substr(0, budget_text.size() - 1);
-    number = number.substr(0, number.find_last_not_of(' ') + 1);
-    double share = 0;
-    const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), share);
-    if (number.empty() || ec != std::errc() || end != number.data() + number.size() || !std::isfinite(share))
+    if (!budget_number || budget_number->unit != "%")
       throw UserError("", "--budget",
                       fmt::format("\"{}\" is not a share of the liveness peak (e.g. 50%) nor a size with a unit "
                                   "(e.g. 12GiB)",
                                   o.budget));
+    const auto share = static_cast<double>(budget_number->value);
     if (!(share > 0) || share > 1e6)
       throw UserError(
           "", "--budget",
@@ -392,6 +390,10 @@ int run_compile(const CompileOptions& o) {
   } else {
     std::string why;
     budget = parse_bytes(o.budget, &why);
+    if (!budget && budget_number && budget_number->unit.empty())
+      throw UserError("", "--budget",
+                      fmt::format("\"{}\" has no unit: write {}GiB, {}MiB, or {}% of the liveness peak", o.budget,
+                                  budget_number->number, budget_number->number, budget_number->number));
     if (!budget)
       throw UserError("", "--budget",
                       why.empty() ? fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB) nor a share "

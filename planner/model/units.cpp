@@ -5,10 +5,43 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
 namespace ucplan {
+
+std::optional<NumberAndUnit> split_number(std::string_view text) {
+  auto space = [&](std::size_t i) { return i < text.size() && std::isspace(static_cast<unsigned char>(text[i])); };
+  std::size_t i = 0;
+  while (space(i)) ++i;
+  const std::size_t start = i;
+  int dots = 0, digits = 0;
+  for (; i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'); ++i)
+    text[i] == '.' ? ++dots : ++digits;
+  if (digits == 0 || dots > 1) return std::nullopt;
+  NumberAndUnit q;
+  q.number = std::string(text.substr(start, i - start));
+  q.value = std::strtold(q.number.c_str(), nullptr);
+  if (!std::isfinite(q.value)) return std::nullopt;
+  while (space(i)) ++i;
+  const std::size_t unit = i;
+  while (i < text.size() && !space(i)) ++i;
+  q.unit = std::string(text.substr(unit, i - unit));
+  while (space(i)) ++i;
+  if (i != text.size()) return std::nullopt;
+  return q;
+}
+
+std::optional<double> parse_seconds(std::string_view text) {
+  const auto q = split_number(text);
+  if (!q) return std::nullopt;
+  static const std::pair<const char*, long double> kUnits[] = {{"", 1},       {"s", 1},    {"ms", 1e-3L}, {"us", 1e-6L},
+                                                               {"ns", 1e-9L}, {"min", 60}, {"h", 3600}};
+  for (const auto& [name, scale] : kUnits)
+    if (q->unit == name) return static_cast<double>(q->value * scale);
+  return std::nullopt;
+}
 
 std::optional<std::int64_t> parse_bytes(std::string_view text, std::string* why) {
   if (why) why->clear();
@@ -16,23 +49,12 @@ std::optional<std::int64_t> parse_bytes(std::string_view text, std::string* why)
     if (why) *why = reason;
     return std::nullopt;
   };
-  std::size_t i = 0;
-  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-  std::size_t start = i;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-  if (i == start) return std::nullopt;
-  std::string number(text.substr(start, i - start));
-  char* end = nullptr;
-  const long double value = std::strtold(number.c_str(), &end);
-  if (end != number.c_str() + number.size() || !std::isfinite(value) || value < 0) return std::nullopt;
-  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  const auto q = split_number(text);
+  if (!q) return std::nullopt;
+  const std::string& number = q->number;
+  const long double value = q->value;
   std::string unit;
-  for (; i < text.size(); ++i) {
-    if (std::isspace(static_cast<unsigned char>(text[i]))) break;
-    unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
-  }
-  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-  if (i != text.size()) return std::nullopt;
+  for (char c : q->unit) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   std::int64_t scale = 0;
   if (unit == "b")
     scale = 1;

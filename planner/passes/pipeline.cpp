@@ -973,27 +973,11 @@ namespace {
 
 // "60s", "1.5min", "90" (seconds) -> seconds; UserError naming --time-limit otherwise.
 double parse_time_limit(const std::string& text) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const std::string unit = used ? text.substr(used) : "";
-  double scale = 0;
-  if (unit.empty() || unit == "s")
-    scale = 1;
-  else if (unit == "ms")
-    scale = 1e-3;
-  else if (unit == "min")
-    scale = 60;
-  else if (unit == "h")
-    scale = 3600;
-  if (!used || scale == 0 || !(v > 0) || v * scale > 1e6)
+  const std::optional<double> s = parse_seconds(text);
+  if (!s || !(*s > 0) || *s > 1e6)
     throw UserError("", "--time-limit",
                     fmt::format("\"{}\" is not a positive time such as 60s, 1.5min or 1h (at most 10^6 s)", text));
-  return v * scale;
+  return *s;
 }
 
 }  // namespace
