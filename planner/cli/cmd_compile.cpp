@@ -321,7 +321,7 @@ int run_compile(const CompileOptions& o) {
   if (o.workspace.size() > 1)
     throw UserError("", "--workspace", "give one setting for a plan (several only with --conv-only)");
   if (o.budget.empty())
-    throw UserError("", "--budget", "required: the device memory budget, e.g. --budget 12GiB (or 50%)");
+    throw UserError("", "--budget", "required: the device memory budget, e.g. --budget 12GiB (or 50%, or device)");
   const std::string_view budget_text =
       std::string_view(o.budget).substr(std::min(o.budget.find_first_not_of(' '), o.budget.size()));
   if (!budget_text.empty() && budget_text.front() == '-')
@@ -356,7 +356,7 @@ int run_compile(const CompileOptions& o) {
     reserve = *r;
   }
   std::optional<std::int64_t> budget;
-  std::string budget_share;  // for --budget N%: what it came to, for the report
+  std::string budget_share;  // for --budget N% or device: what it came to, for the report
   const std::optional<NumberAndUnit> budget_number = split_number(o.budget);
   if (budget_text.find('%') != std::string_view::npos) {
     // A share of the network's liveness peak at this batch (`ucplan inspect`), the scale of the
@@ -387,6 +387,14 @@ int run_compile(const CompileOptions& o) {
     budget = arena + reserve;
     budget_share = fmt::format("{:g} % of the liveness peak {} at batch {}: {} for the plan", share, format_bytes(peak),
                                batch, format_bytes(arena));
+  } else if (budget_text.substr(0, budget_text.find_last_not_of(' ') + 1) == "device") {
+    // The whole memory of the profile's device (a measured CUDA profile's total, a model's
+    // datasheet), the reserve coming out of it as from any budget.
+    if (prof.device.memory_bytes <= 0)
+      throw UserError(o.profile, "device.memory_bytes",
+                      "the profile does not say how much memory its device has: give --budget a size (e.g. 12GiB)");
+    budget = prof.device.memory_bytes;
+    budget_share = fmt::format("the memory of the profile's device, {}: {}", prof.device.name, format_bytes(*budget));
   } else {
     std::string why;
     budget = parse_bytes(o.budget, &why);
@@ -396,8 +404,8 @@ int run_compile(const CompileOptions& o) {
                                   budget_number->number, budget_number->number, budget_number->number));
     if (!budget)
       throw UserError("", "--budget",
-                      why.empty() ? fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB) nor a share "
-                                                "of the liveness peak (e.g. 50%)",
+                      why.empty() ? fmt::format("\"{}\" is not a size with a unit (e.g. 12GiB, 512MiB), a share "
+                                                "of the liveness peak (e.g. 50%) nor device",
                                                 o.budget)
                                   : fmt::format("\"{}\" is {}", o.budget, why));
     if (*budget <= 0)

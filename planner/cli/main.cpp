@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
       "device memory budget for the whole iteration (arena: activations, gradients, weights, "
       "workspaces), with unit, e.g. 12GiB (B, KiB, MiB, GiB, TiB; K, M, G, T are the same binary units; KB, MB, "
       "GB, TB are powers of 10); or a share of the network's liveness peak at this batch "
-      "(`ucplan inspect`), e.g. 50%, which the plan's arena gets, the reserve coming on top");
+      "(`ucplan inspect`), e.g. 50%, which the plan's arena gets, the reserve coming on top; or device: all the "
+      "memory of the profile's device (its total as measured, a model's datasheet), less the reserve");
   c_compile->add_option(
       "--reserve", compile.reserve,
       "device memory of the budget kept for the CUDA context, cuDNN and cuBLAS, with unit, or auto "

@@ -61,6 +61,10 @@ grep -q "reserve       2.00 MiB of the 24.0 MiB budget" "$work/auto.txt"
 [ "$(budget_of "$work/none.json")" -eq $(( 24 << 20 )) ] || { echo "FAIL: --reserve 0: budget $(budget_of "$work/none.json")"; exit 1; }
 "$ucplan" compile resnet20 --profile "$work/profile.json" --budget 24MiB $fast --reserve 4MiB -o "$work/four.json" >/dev/null
 [ "$(budget_of "$work/four.json")" -eq $(( 20 << 20 )) ] || { echo "FAIL: --reserve 4MiB: budget $(budget_of "$work/four.json")"; exit 1; }
+# --budget device: the whole memory of the profile's device (the K40 model's 12 GiB), less the reserve.
+"$ucplan" compile resnet20 --profile "$work/profile.json" --budget device $fast -o "$work/device.json" | tee "$work/device.txt"
+grep -q "budget        --budget device: the memory of the profile's device, model k40 .*: 12.0 GiB" "$work/device.txt"
+[ "$(budget_of "$work/device.json")" -eq $(( (12 << 30) - (2 << 20) )) ] || { echo "FAIL: --budget device: budget $(budget_of "$work/device.json")"; exit 1; }
 # A profile without the field (CPU, models): nothing reserved.
 "$ucplan" compile resnet20 --profile "$src/profiles/model/resnet20-b64-k40.json" --budget 24MiB $fast -o "$work/model.json" >/dev/null
 [ "$(budget_of "$work/model.json")" -eq $(( 24 << 20 )) ] || { echo "FAIL: model profile: budget $(budget_of "$work/model.json")"; exit 1; }
