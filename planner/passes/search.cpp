@@ -750,30 +750,6 @@ ScheduleResult search_ucplan(const ScheduleInput& in, const std::vector<Schedule
   return best;
 }
 
-}  // namespace
-
-// The best plan's decisions again, stage by stage (ScheduleInput::record_stages gives what is on
-// the device at each round position), then a local search over those per-stage decisions, as exact
-// mode's MILP makes them (Checkmate's S[t,i], remat_milp.h), judged by the simulator: a value
-// recomputed twice kept on the device between the two recomputations (as Hold keeps it from the
-// first, but only until the second); a recomputed value dropped between two of its uses and
-// recomputed for the later; a kept or held one dropped between two of its uses (recomputed for the
-// later, kept everywhere else; recomputation chains bounded as the table search bounds them); a
-// recomputed one kept throughout. A residency table cannot say most of these: its Recompute drops
-// a value after its forward uses and when memory runs out, its Hold keeps it to its last use.
-// Moves are taken as soon as one makes the round faster, in passes, then iterated as
-// refine_by_local_search does: kicks of two or three random moves, each followed by the descent,
-// at most kStageKicks and 17 times the first descent's work. In a pool (pool_bytes), a move is
-// taken only if the buffers of its plan fit the budget once placed (for a kick, its end).
-// Measured on resnet20 b64 (model:h100 and model:v100, every 3 % from 100 to 25 % of the peak and
-// 35 %, 54 budgets): the overheads sum to 525.9 points instead of 534.5 (6 budgets faster, by up
-// to 2.8 points: +38.7 % instead of +41.5 % at 25 % on model:h100, +44.8 instead of +46.8 % on
-// model:v100; none slower), the 54 compiles in 213 s instead of 200 s. Before the engine dropped
-// held values at the crossing in a staged plan too (Scheduler::finish_position) it was 527.4; then,
-// with the moves that reach a held value, which the engine cannot run (reaches_hold), 526.3, and
-// without the moves that keep a recomputed value throughout, 527.7.
-namespace {
-
 // The round's tasks, as the scheduler runs them (route order).
 std::vector<int> round_order(const TaskGraph& tg) {
   std::vector<int> order;
@@ -956,6 +932,26 @@ ScheduleInput staged_input(const ScheduleInput& in, const ScheduleResult& from) 
 
 }  // namespace
 
+// The best plan's decisions again, stage by stage (ScheduleInput::record_stages gives what is on
+// the device at each round position), then a local search over those per-stage decisions, as exact
+// mode's MILP makes them (Checkmate's S[t,i], remat_milp.h), judged by the simulator: a value
+// recomputed twice kept on the device between the two recomputations (as Hold keeps it from the
+// first, but only until the second); a recomputed value dropped between two of its uses and
+// recomputed for the later; a kept or held one dropped between two of its uses (recomputed for the
+// later, kept everywhere else; recomputation chains bounded as the table search bounds them); a
+// recomputed one kept throughout. A residency table cannot say most of these: its Recompute drops
+// a value after its forward uses and when memory runs out, its Hold keeps it to its last use.
+// Moves are taken as soon as one makes the round faster, in passes, then iterated as
+// refine_by_local_search does: kicks of two or three random moves, each followed by the descent,
+// at most kStageKicks and 17 times the first descent's work. In a pool (pool_bytes), a move is
+// taken only if the buffers of its plan fit the budget once placed (for a kick, its end).
+// Measured on resnet20 b64 (model:h100 and model:v100, every 3 % from 100 to 25 % of the peak and
+// 35 %, 54 budgets): the overheads sum to 525.9 points instead of 534.5 (6 budgets faster, by up
+// to 2.8 points: +38.7 % instead of +41.5 % at 25 % on model:h100, +44.8 instead of +46.8 % on
+// model:v100; none slower), the 54 compiles in 213 s instead of 200 s. Before the engine dropped
+// held values at the crossing in a staged plan too (Scheduler::finish_position) it was 527.4; then,
+// with the moves that reach a held value, which the engine cannot run (reaches_hold), 526.3, and
+// without the moves that keep a recomputed value throughout, 527.7.
 ScheduleResult refine_stages(const ScheduleInput& in, const std::vector<Residency>& table, const ScheduleResult& from) {
   const TaskGraph& tg = *in.tasks;
   const int nt = static_cast<int>(tg.tensors.size());
