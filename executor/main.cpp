@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
   app.add_option("--device,-d", device, "cpu (default) | cuda | cuda:N");
   app.add_option("--iterations,-n", iterations,
                  "timed iterations after one warm-up (default 5); the median is reported")
-      ->check(CLI::Range(1, 100000));
+      ->transform(ucplan::whole_number(1, 100000));
   app.add_flag("--check", check,
                "poison freed/offloaded regions and compare weight gradients with a reference run (CPU)");
   auto* tolerance_option = app.add_option(
@@ -70,9 +71,11 @@ int main(int argc, char** argv) {
     if (!(tolerance >= 0 && std::isfinite(tolerance)))
       throw ucplan::UserError("", "--tolerance",
                               fmt::format("a relative error must be a finite number, 0 or more, got {}", tolerance));
-    if (!(lr >= 0 && std::isfinite(lr)))  // as PyTorch's SGD, which refuses a negative one
-      throw ucplan::UserError("", "--lr",
-                              fmt::format("a learning rate must be a finite number, 0 or more, got {}", lr));
+    // As PyTorch's SGD, which refuses a negative one; the updates multiply in FP32, where a larger
+    // one is infinite.
+    if (!(lr >= 0 && lr <= std::numeric_limits<float>::max()))
+      throw ucplan::UserError(
+          "", "--lr", fmt::format("a learning rate must be a number from 0 to 3.4e38 (what FP32 holds), got {}", lr));
     // Options that change only what --check or the CUDA backend does are refused where they would be
     // ignored, so that a user who gives them is not misled into trusting a run they did not shape.
     if (!check && tolerance_option->count() > 0)

@@ -542,6 +542,13 @@ RunReport replay_plan(const Plan& plan, Backend& backend, const RunOptions& o) {
         std::size_t wrong = 0, first = 0;
         for (std::size_t e = 0; e < before.size(); ++e) {
           const float want = update ? before[e] - rate * gradient[e] : before[e];  // a skipped step: no change
+          // The step itself overflows FP32 from finite values (a huge --lr): the run diverged, as a
+          // non-finite reference says above; the plan is not at fault, and nothing measures it.
+          if (!std::isfinite(want) && std::isfinite(before[e]) && std::isfinite(gradient[e]))
+            throw UserError("", "--lr",
+                            fmt::format("the update of {} at --lr {:g} after iteration {} overflows FP32 ({:g} - {:g} "
+                                        "x {:g}): the updates diverged, so the plan's cannot be checked against them",
+                                        name, ctx.lr, it + 1, before[e], rate, gradient[e]));
           const float scale = std::max(std::fabs(want), std::fabs(before[e]));
           const float ulp = std::nextafter(scale, INFINITY) - scale;
           if (!(std::fabs(after[e] - want) <= 2 * ulp)) {

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   app.add_option("network", network, "zoo name or path to a network JSON file")->required();
   app.add_option("--batch,-b", batch, "mini-batch size in samples; micro-batch sizes up to it are measured")
       ->required()
-      ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
+      ->transform(ucplan::whole_number(std::int64_t{1}, ucplan::kMaxBatch));
   app.add_option(
       "--device,-d", device,
       "cpu (default) | cuda | cuda:N | model:k40 | model:p100 | model:v100 | model:a100 | model:h100 | model:h200 | "
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
       "micro-batch sizes to measure (mu-cuDNN §III-B): powerOfTwo (default: 1, 2, 4, ..., batch) | all (1..batch) | "
       "undivided (the batch only)");
   app.add_option("--repeat", repeat, "timed runs per measurement after a warm-up; the median is kept (default 5)")
-      ->check(CLI::Range(1, 1000));
+      ->transform(ucplan::whole_number(1, 1000));
   app.add_option("--precision", precision,
                  "fp32 (default) | tf32 | bf16 | fp16 | pseudo-fp16: storage of activations and their gradients "
                  "(bf16, fp16: 2 bytes) and the math of conv and fc (tensor cores where the device has them), with "
@@ -112,6 +112,8 @@ int main(int argc, char** argv) {
       o.cache_dir = cache;
       if (!cache.empty() && runner->source() != "measured")
         fmt::print(stderr, "note: --cache is not used with {}: its costs are computed, not measured\n", device);
+      if (app.count("--repeat") > 0 && runner->source() != "measured")
+        fmt::print(stderr, "note: --repeat is not used with {}: its costs are computed once, not timed\n", device);
       o.progress = ::isatty(2);
       const ucplan::Profile p = ucplan::profile_network(net, path, *runner, o);
       ucplan::write_file_atomically(output, ucplan::profile_to_json_text(p));

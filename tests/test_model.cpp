@@ -130,6 +130,14 @@ TEST_CASE("sizes, times and shares read their numbers alike: decimal, no exponen
   for (const char* bad : {"1e2s", "0x10", "inf", "soon", "60 sec", "1m", "-5s", "1e2"})
     CHECK_MESSAGE(!parse_seconds(bad), std::string(bad));
   CHECK_FALSE(parse_bytes("0x10GiB"));
+  CHECK(parse_seconds("60S") == 60);  // units in any case, as sizes' are
+  CHECK(parse_seconds("250MS") == 0.25);
+  // A fraction just under 2^63 bytes is a size (the cut was at 9.2e18); a thousand digits are too
+  // large, not malformed.
+  CHECK(parse_bytes("9210000000.5GB") == std::int64_t{9210000000500000000});
+  std::string why;
+  CHECK_FALSE(parse_bytes(std::string(1000, '9') + ".5GiB", &why));
+  CHECK(why.find("64-bit") != std::string::npos);
 }
 
 TEST_CASE("two sizes a message sets against each other never read the same unless they are") {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -322,8 +323,12 @@ int run_compile(const CompileOptions& o) {
     throw UserError("", "--workspace", "give one setting for a plan (several only with --conv-only)");
   if (o.budget.empty())
     throw UserError("", "--budget", "required: the device memory budget, e.g. --budget 12GiB (or 50%, or device)");
-  const std::string_view budget_text =
-      std::string_view(o.budget).substr(std::min(o.budget.find_first_not_of(' '), o.budget.size()));
+  // Spaces and tabs around a value are skipped, as units.h's numbers skip them.
+  auto trimmed = [](const std::string& s) {
+    const std::size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+    return a == std::string::npos ? std::string_view() : std::string_view(s).substr(a, b - a + 1);
+  };
+  const std::string_view budget_text = trimmed(o.budget);
   if (!budget_text.empty() && budget_text.front() == '-')
     throw UserError("", "--budget",
                     budget_text.find('%') != std::string_view::npos
@@ -335,7 +340,7 @@ int run_compile(const CompileOptions& o) {
   // (measured by the profiler) is not the arena's.
   std::int64_t reserve = 0;
   std::string reserve_source = "--reserve";
-  if (o.reserve == "auto") {
+  if (trimmed(o.reserve) == "auto") {
     auto it = prof.device.versions.find("device_overhead_bytes");
     if (it != prof.device.versions.end()) {
       std::int64_t v = 0;
@@ -349,6 +354,11 @@ int run_compile(const CompileOptions& o) {
   } else {
     std::string why;
     auto r = parse_bytes(o.reserve, &why);
+    const std::optional<NumberAndUnit> number = split_number(o.reserve);
+    if (!r && number && number->unit.empty())
+      throw UserError(
+          "", "--reserve",
+          fmt::format("\"{}\" has no unit: write {}MiB or {}GiB", o.reserve, number->number, number->number));
     if (!r || *r < 0)
       throw UserError("", "--reserve",
                       why.empty() ? fmt::format("\"{}\" is not a size with a unit (e.g. 512MiB) or auto", o.reserve)
@@ -384,10 +394,14 @@ int run_compile(const CompileOptions& o) {
     if (arena <= 0)
       throw UserError("", "--budget",
                       fmt::format("{} of the liveness peak ({}) is 0 bytes", o.budget, format_bytes(peak)));
+    if (reserve > std::numeric_limits<std::int64_t>::max() - arena)
+      throw UserError("", "--reserve",
+                      fmt::format("{} on top of {} of the liveness peak is more memory than any device has",
+                                  format_bytes(reserve), o.budget));
     budget = arena + reserve;
     budget_share = fmt::format("{:g} % of the liveness peak {} at batch {}: {} for the plan", share, format_bytes(peak),
                                batch, format_bytes(arena));
-  } else if (budget_text.substr(0, budget_text.find_last_not_of(' ') + 1) == "device") {
+  } else if (budget_text == "device") {
     // The whole memory of the profile's device (a measured CUDA profile's total, a model's
     // datasheet), the reserve coming out of it as from any budget.
     if (prof.device.memory_bytes <= 0)
@@ -398,6 +412,8 @@ int run_compile(const CompileOptions& o) {
   } else {
     std::string why;
     budget = parse_bytes(o.budget, &why);
+    if (!budget && budget_number && budget_number->unit.empty() && budget_number->value == 0)
+      throw UserError("", "--budget", fmt::format("a budget must be more than 0 bytes, got \"{}\"", o.budget));
     if (!budget && budget_number && budget_number->unit.empty())
       throw UserError("", "--budget",
                       fmt::format("\"{}\" has no unit: write {}GiB, {}MiB, or {}% of the liveness peak", o.budget,
@@ -413,7 +429,7 @@ int run_compile(const CompileOptions& o) {
   }
   if (reserve >= *budget)
     throw UserError(
-        "", "--budget",
+        "", reserve_source == "--reserve" ? "--reserve" : "--budget",
         fmt::format("{} leaves nothing for the plan: {} of it are reserved for the CUDA context, cuDNN and "
                     "cuBLAS ({})",
                     format_bytes(*budget), format_bytes(reserve),

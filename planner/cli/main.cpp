@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       "peak and the moDNN lower bound");
   c_inspect->add_option("network", inspect.network, "zoo name or path to a network JSON file")->required();
   c_inspect->add_option("--batch,-b", inspect.batch, "mini-batch size in samples (default 1)")
-      ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
+      ->transform(ucplan::whole_number(std::int64_t{1}, ucplan::kMaxBatch));
   c_inspect->add_flag("--json", inspect.json, "print JSON instead of tables");
   c_inspect->add_option("--csv-steps", inspect.csv_steps,
                         "write per-step live bytes to FILE as CSV (step,phase,task,layer,live_bytes,live_tensors)");
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
       "(default: the device_overhead_bytes a measured CUDA profile recorded, 0 for other profiles); the "
       "plan's arena gets the rest");
   c_compile->add_option("--batch,-b", compile.batch, "mini-batch size in samples (default: the profile's batch)")
-      ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
+      ->transform(ucplan::whole_number(std::int64_t{1}, ucplan::kMaxBatch));
   c_compile->add_option("--strategy", compile.strategy,
                         "ucplan (default) | keep-all | vdnn-all | vdnn-conv | superneurons | checkpoint-sqrt");
   c_compile->add_option("--sub-batch", compile.sub_batch,
@@ -187,13 +187,14 @@ int main(int argc, char** argv) {
   c_frontier->add_option("--profile,-p", frontier.profile, "profile JSON made by `ucplan profile` for this network")
       ->required();
   c_frontier->add_option("--batch,-b", frontier.batch, "mini-batch size in samples (default: the profile's batch)")
-      ->check(CLI::Range(std::int64_t{1}, ucplan::kMaxBatch));
+      ->transform(ucplan::whole_number(std::int64_t{1}, ucplan::kMaxBatch));
   c_frontier->add_option("--strategy", frontier.strategy, "as for compile (default ucplan)");
   c_frontier->add_option("--sub-batch", frontier.sub_batch, "as for compile (default auto)");
   c_frontier->add_option("--solver", frontier.solver,
                          "as for compile: fast (a quick curve, one search branch per budget) | default | thorough "
                          "(default: default)");
-  c_frontier->add_option("--points", frontier.points, "budgets, spaced geometrically (default 12, 2 to 200)");
+  c_frontier->add_option("--points", frontier.points, "budgets, spaced geometrically (default 12, 2 to 200)")
+      ->transform(ucplan::whole_number(2, 200));
   c_frontier->add_flag("--json", frontier.json, "print JSON instead of a table");
   c_frontier->add_option("--svg", frontier.svg, "also write the curve as an SVG plot to FILE");
 

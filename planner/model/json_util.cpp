@@ -523,6 +523,8 @@ std::int64_t JsonReader::integer(std::int64_t min, std::int64_t max) const {
   // Every conversion is range-checked first: a double outside int64 (or 2^64-1 as an unsigned)
   // must not reach a cast, where it is undefined behaviour or wraps to a negative number.
   auto out_of_range = [&]() {
+    const bool large = value_->is_number_unsigned() || value_->get<double>() > 0;
+    if (max == INT64_MAX && large) fail(fmt::format("must be at most {} (64 bits), got {}", max, value_->dump()));
     if (max == INT64_MAX) fail(fmt::format("must be at least {}, got {}", min, value_->dump()));
     fail(fmt::format("must be between {} and {}, got {}", min, max, value_->dump()));
   };

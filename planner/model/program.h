@@ -6,6 +6,7 @@
 // Header-only: each program links CLI11, the planner's libraries do not.
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -34,6 +35,26 @@ inline std::string option_given_empty(const CLI::App& app) {
     if (!name.empty()) return name;
   }
   return "";
+}
+
+// A count as the user writes it, for an option's transform: decimal digits (spaces around them
+// skipped, leading zeros too), from lo to hi. On its own CLI11 reads "010" as octal 8 and "0x10"
+// as 16 and takes "+8", where every size, time and share reads "010" as 10 (units.h).
+template <class Int>
+CLI::Validator whole_number(Int lo, Int hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        const std::size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+        std::string t = a == std::string::npos ? "" : s.substr(a, b - a + 1);
+        const bool digits = !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
+        if (digits) t.erase(0, std::min(t.find_first_not_of('0'), t.size() - 1));
+        if (!digits || t.size() > 18 || std::stoll(t) < static_cast<long long>(lo) ||
+            std::stoll(t) > static_cast<long long>(hi))
+          return fmt::format("expected a whole number from {} to {}, got \"{}\"", lo, hi, s);
+        s = t;
+        return "";
+      },
+      "", "whole number");
 }
 
 // The index of --device "cuda" (0) or "cuda:N" (N, digits only: "cuda:1x" and "cuda:-1" are not

@@ -22,8 +22,7 @@ std::optional<NumberAndUnit> split_number(std::string_view text) {
   if (digits == 0 || dots > 1) return std::nullopt;
   NumberAndUnit q;
   q.number = std::string(text.substr(start, i - start));
-  q.value = std::strtold(q.number.c_str(), nullptr);
-  if (!std::isfinite(q.value)) return std::nullopt;
+  q.value = std::strtold(q.number.c_str(), nullptr);  // HUGE_VALL past long double's range: too large for any use
   while (space(i)) ++i;
   const std::size_t unit = i;
   while (i < text.size() && !space(i)) ++i;
@@ -38,8 +37,10 @@ std::optional<double> parse_seconds(std::string_view text) {
   if (!q) return std::nullopt;
   static const std::pair<const char*, long double> kUnits[] = {{"", 1},       {"s", 1},    {"ms", 1e-3L}, {"us", 1e-6L},
                                                                {"ns", 1e-9L}, {"min", 60}, {"h", 3600}};
+  std::string unit;
+  for (char c : q->unit) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (const auto& [name, scale] : kUnits)
-    if (q->unit == name) return static_cast<double>(q->value * scale);
+    if (unit == name) return static_cast<double>(q->value * scale);
   return std::nullopt;
 }
 
@@ -76,7 +77,7 @@ std::optional<std::int64_t> parse_bytes(std::string_view text, std::string* why)
     scale = std::int64_t{1000} * 1000 * 1000 * 1000;
   else
     return std::nullopt;
-  const char* const too_large = "more than a 64-bit count of bytes holds (8 EiB)";
+  const char* const too_large = "more than a 64-bit count of bytes holds (2^63 bytes, 8,388,608 TiB)";
   if (number.find('.') == std::string::npos) {  // a whole number: exact, whatever its size
     __extension__ typedef __int128 Wide;
     Wide bytes = 0;
@@ -89,7 +90,7 @@ std::optional<std::int64_t> parse_bytes(std::string_view text, std::string* why)
     return static_cast<std::int64_t>(bytes);
   }
   const long double bytes = value * static_cast<long double>(scale);
-  if (bytes >= 9.2e18L) return fail(too_large);
+  if (std::roundl(bytes) >= 0x1p63L) return fail(too_large);  // infinite too (a thousand digits)
   if (scale == 1 && bytes != std::floor(bytes)) return fail("not a whole number of bytes");
   return static_cast<std::int64_t>(std::llround(bytes));
 }

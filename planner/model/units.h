@@ -25,7 +25,7 @@ std::optional<NumberAndUnit> split_number(std::string_view text);
 // not one of 64 bits, or a fraction of a byte.
 std::optional<std::int64_t> parse_bytes(std::string_view text, std::string* why = nullptr);
 // "60s", "1.5 min", "250ms", "2h", "90" (a bare number is seconds) -> seconds; ns, us, ms, s, min
-// and h. nullopt when malformed.
+// and h, in any case (as sizes' units). nullopt when malformed.
 std::optional<double> parse_seconds(std::string_view text);
 // 1536 -> "1.50 KiB"; exact powers keep 3 significant digits.
 std::string format_bytes(std::int64_t bytes);

@@ -57,7 +57,11 @@ expect_bad "ucplan profile" "ucplan profile" profile resnet20 --batch 4 --bogus 
 expect_bad "ucplan run" "ucplan run" run plan.json --bogus
 expect_bad "ucplan import" "ucplan import" import model.onnx --bogus -o /dev/null
 # CLI11's own wording for a value it cannot take is said the planner's way (errors.h).
-expect_said '--points: expected a number, got "abc"' frontier resnet20 --profile p.json --points abc
+expect_said '--points: expected a whole number from 2 to 200, got "abc"' frontier resnet20 --profile p.json --points abc
+# Counts are decimal, as sizes are: CLI11 alone read 010 as octal 8, 0x10 as 16 and took +8.
+expect_said '--batch: expected a whole number from 1 to 65536, got "0x10"' inspect resnet20 --batch 0x10
+expect_said '--iterations: expected a whole number from 1 to 100000, got "+5"' run plan.json -n +5
+expect_said '--repeat: expected a whole number from 1 to 1000, got "1e2"' profile resnet20 --batch 2 --repeat 1e2 -o x.json
 expect_said '--batch: expected a whole number from 1 to 65536, got "1.5"' profile resnet20 --batch 1.5 -o x.json
 expect_said '--budget: needs a value' compile resnet20 --profile p.json -o x.json --budget
 expect_said '--fit: expected all, copies or launch, got "both"' calibrate p.json -t t.json -o x.json --fit both
@@ -66,6 +70,7 @@ expect_said '--budget: given 2 times; give it once' compile resnet20 --profile p
 expect_said '--tolerance: only with --check' run plan.json --tolerance 0.1
 expect_said '--no-poison: only with --check' run plan.json --no-poison
 expect_said '--exact: only with --device cuda' run plan.json --exact
+expect_ok "batch 10:" inspect resnet20 --batch 010
 for command in compile check profile run import; do expect_ok "^Usage: " "$command" --help; done
 expect_ok "^Usage: " --help
 expect_ok "^ucplan [0-9]" --version
