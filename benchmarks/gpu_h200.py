@@ -149,7 +149,10 @@ def part_efficientnet(out):
                f"{before[big]['forward'] * 1e6:.0f} us). That backward now runs on the small kernel (one thread per "
                f"input element): {after[big]['backward'] * 1e3:.2f} ms there, "
                f"{sum(v['backward'] for v in after.values()) * 1e3:.2f} ms for all of them, and the same plan "
-               f"measures {med(p1['default']) / old['median_seconds']:.2f}x faster (call 4). The model:h100 "
+               f"measures {med(p1['default']) / old['median_seconds']:.2f}x faster: {ms(med(p1['default']))} ms in call 1 "
+               f"(the median of its {len(p1['default'])} rounds) against {ms(old['median_seconds'])} ms in call 4 "
+               f"(one run, the median of its {len(old['iterations'])} iterations), two calls apart on the same machine, "
+               "not side by side. The model:h100 "
                "profile's plans ran with substituted algorithms (workspaces it underestimates): their predictions "
                "are not to be trusted.")
 

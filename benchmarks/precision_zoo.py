@@ -6,7 +6,7 @@
 For each network of the zoo (networks/*.json) and each precision (fp32, tf32, bf16, fp16,
 pseudo-fp16): `ucplan profile` on model:h100 and model:v100 (batch 32, MODELLED) and on this
 machine's CPU (batch 1, undivided, MEASURED), `ucplan inspect` for the liveness peak and the lower
-bound, `ucplan compile` at the budget halfway between the lower bound and the keep-all peak, and
+bound, `ucplan compile` at the budget halfway between the lower bound and the liveness peak, and
 `ucplan check` of the plan (the independent verifier). DeepBench's 94 convolutions
 (networks/deepbench/) go through the same on the model devices. Writes
 benchmarks/results/precision_zoo.md; any failure is listed there and the script exits 1.
@@ -70,9 +70,14 @@ def main():
     lines = ["## Every zoo network at every precision (issue 15)", "",
              f"`python3 benchmarks/precision_zoo.py` ({time.time() - start:.0f} s on this machine). For each network, "
              "device and precision: profile, inspect, compile at the budget halfway between the lower bound and the "
-             "keep-all peak (`--sub-batch any`), and `ucplan check`. Model devices are MODELLED; the CPU profiles are "
+             "liveness peak (`--sub-batch any`), and `ucplan check`. Model devices are MODELLED; the CPU profiles are "
              f"measured here at batch {a.cpu_batch} (undivided, one repeat). A cell is the liveness peak at that "
-             "precision (DeepBench: plans verified, of 94).", "",
+             "precision (DeepBench: plans verified, of 94). At 16 bits activations take half; at batch 1 the weights "
+             "dominate, and bf16/fp16/pseudo-fp16 keep a 2-byte copy of the conv and fc weights beside the FP32 "
+             "master, so there the peak can grow (AlexNet, VGG and most ResNets on the CPU rows; DenseNet and "
+             "ResNet-20, whose activations still dominate, shrink). "
+             f"{sum(r[p][0] for r in rows.values() for p in r) + len(failures)} profiles, plans and checks in all.",
+             "",
              "| network | device | batch | " + " | ".join(PRECISIONS) + " |",
              "|---|---|---|" + "---|" * len(PRECISIONS)]
     for (net, device, batch), r in rows.items():
