@@ -354,15 +354,7 @@ int run_compile(const CompileOptions& o) {
   } else {
     std::string why;
     auto r = parse_bytes(o.reserve, &why);
-    const std::optional<NumberAndUnit> number = split_number(o.reserve);
-    if (!r && number && number->unit.empty())
-      throw UserError(
-          "", "--reserve",
-          fmt::format("\"{}\" has no unit: write {}MiB or {}GiB", o.reserve, number->number, number->number));
-    if (!r || *r < 0)
-      throw UserError("", "--reserve",
-                      why.empty() ? fmt::format("\"{}\" is not a size with a unit (e.g. 512MiB) or auto", o.reserve)
-                                  : fmt::format("\"{}\" is {}", o.reserve, why));
+    if (!r || *r < 0) throw UserError("", "--reserve", size_error(o.reserve, why, "512MiB, or auto"));
     reserve = *r;
   }
   std::optional<std::int64_t> budget;

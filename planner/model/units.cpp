@@ -95,6 +95,13 @@ std::optional<std::int64_t> parse_bytes(std::string_view text, std::string* why)
   return static_cast<std::int64_t>(std::llround(bytes));
 }
 
+std::string size_error(std::string_view text, const std::string& why, const char* example) {
+  if (!why.empty()) return fmt::format("\"{}\" is {}", text, why);
+  if (const auto q = split_number(text); q && q->unit.empty())
+    return fmt::format("\"{}\" has no unit: write {}MiB or {}GiB", text, q->number, q->number);
+  return fmt::format("\"{}\" is not a size with a unit (e.g. {})", text, example);
+}
+
 namespace {
 // Three significant digits (at most two decimals), chosen by the value as it rounds: 9.996 is
 // "10.0" (not "10.00"), 99.96 is "100".

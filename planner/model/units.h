@@ -27,6 +27,9 @@ std::optional<std::int64_t> parse_bytes(std::string_view text, std::string* why 
 // "60s", "1.5 min", "250ms", "2h", "90" (a bare number is seconds) -> seconds; ns, us, ms, s, min
 // and h, in any case (as sizes' units). nullopt when malformed.
 std::optional<double> parse_seconds(std::string_view text);
+// What is wrong with `text` as a size, after parse_bytes refused it (`why` its reason): the reason,
+// or that a bare number has no unit, or that it is not a size (e.g. `example`).
+std::string size_error(std::string_view text, const std::string& why, const char* example);
 // 1536 -> "1.50 KiB"; exact powers keep 3 significant digits.
 std::string format_bytes(std::int64_t bytes);
 // Two sizes a message sets against each other ("X is below the bound of Y"): format_bytes of each,

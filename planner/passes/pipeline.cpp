@@ -34,10 +34,7 @@ WorkspaceOption parse_workspace_option(const std::string& text) {
     throw UserError("", "--workspace", fmt::format("expected dynamic, wr:SIZE or wd:SIZE, got \"{}\"", text));
   std::string why;
   auto bytes = parse_bytes(text.substr(colon + 1), &why);
-  if (!bytes)
-    throw UserError("", "--workspace",
-                    why.empty() ? fmt::format("\"{}\" is not a size with a unit (e.g. 64MiB)", text.substr(colon + 1))
-                                : fmt::format("\"{}\" is {}", text.substr(colon + 1), why));
+  if (!bytes) throw UserError("", "--workspace", size_error(text.substr(colon + 1), why, "64MiB"));
   w.kind = kind == "wr" ? WorkspaceOption::Kind::WR : WorkspaceOption::Kind::WD;
   w.bytes = *bytes;
   w.text = text;
