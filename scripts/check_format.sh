@@ -4,7 +4,15 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
+# The sources git tracks; outside a git checkout (a source tarball), every one under the tree but the
+# build folders. Either way, none is a failure, not a pass.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
+else
+  mapfile -t files < <(find . -type d \( -name 'build*' -o -name '.git' \) -prune -o -type f \
+    \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print | sed 's|^\./||' | sort)
+fi
+[ ${#files[@]} -gt 0 ] || { echo "check_format: no C++/CUDA sources found under $root" >&2; exit 1; }
 if [ "${1:-}" = "--fix" ]; then
   clang-format -i "${files[@]}"
   exit 0

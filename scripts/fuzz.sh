@@ -26,7 +26,7 @@ build=${build:-"$root/build-fuzz"}
 build=$(cd "$build" && pwd)  # the fuzzers run from a scratch folder: a relative path would not reach them
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions="'$root/tests/fuzz/lsan.supp'"}  # quoted: a path with a space
 start=$(date +%s)
 echo "fuzz: plan mutator, $mutants mutants (ASan + UBSan)"
 "$build/bin/ucplan-plan-mutator" --mutants "$mutants" --seed 1

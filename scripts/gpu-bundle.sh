@@ -24,6 +24,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: scripts/gpu-bundle.sh DIR [--no-build] [--tar]}
+out=${out%/}  # DIR/ --tar wrote DIR/.tar.gz inside the bundle
 shift
 build_it=1 tar_it=0
 for a in "$@"; do
@@ -36,7 +37,15 @@ done
 build=${UCPLAN_BUILD_DIR:-$root/build}
 programs=(ucplan ucplan-profile ucplan-run ucplan-gpu-check ucplan-cuda-check)
 if [ "$build_it" = 1 ]; then
-  UCPLAN_WITH_CUDA=ON "$root/scripts/setup.sh" "$build" >/dev/null
+  # Its progress lines stay quiet; a failed build's compiler errors (on its stdout) are shown.
+  build_log=$(mktemp)
+  if ! UCPLAN_WITH_CUDA=ON "$root/scripts/setup.sh" "$build" >"$build_log" 2>&1; then
+    tail -40 "$build_log" >&2
+    rm -f "$build_log"
+    echo "gpu-bundle: the CUDA build failed (above)" >&2
+    exit 1
+  fi
+  rm -f "$build_log"
 fi
 for p in "${programs[@]}"; do
   [ -x "$build/bin/$p" ] || { echo "gpu-bundle: $build/bin/$p is missing (a CUDA build is needed)" >&2; exit 1; }

@@ -32,14 +32,23 @@ iterations=${UCPLAN_MEASURE_ITERATIONS:-20}
 solver=${UCPLAN_MEASURE_SOLVER:-default}
 mkdir -p "$out"
 log=$out/log.txt
+# A run into an OUT used before starts afresh: its runs, traces and calibrated files would otherwise
+# be read as this run's (JSON reports are written whole, never appended).
+rm -f "$log" "$out"/run-*.json "$out"/trace-*.json "$out"/*-calibrated.json "$out"/torch-*.jsonl
+failures=0
 py() { env -u LD_LIBRARY_PATH python3 "$@"; }  # the machine's Python, not the bundle's libraries
 run() {  # LIMIT STDOUT COMMAND...: logged with its time (STDOUT - : into the log); its exit status returned
   local limit=$1 dest=$2 t0 rc; shift 2
   [ "$dest" = - ] && dest=$log
   t0=$(date +%s.%N)
   echo "== $*" >>"$log"
-  timeout "$limit" "$@" >>"$dest" 2>>"$log"
+  if [ "$dest" = "$log" ]; then
+    timeout "$limit" "$@" >>"$log" 2>&1
+  else
+    timeout "$limit" "$@" >"$dest" 2>>"$log"
+  fi
   rc=$?
+  [ "$rc" -eq 0 ] || failures=$((failures + 1))
   echo "== exit $rc in $(py -c "print(round($(date +%s.%N) - $t0, 1))") s" >>"$log"
   return $rc
 }
@@ -88,4 +97,5 @@ for job in "${jobs[@]}"; do
     run 600 "$out/torch-$net-b$batch.jsonl" env -u LD_LIBRARY_PATH python3 "$torch_script" "$net" "$batch"
   fi
 done
-echo "gpu-measure: done; $out/log.txt"
+echo "gpu-measure: done, $failures command(s) failed; $out/log.txt"
+[ "$failures" -eq 0 ]

@@ -40,18 +40,23 @@ case "${1:-}" in
   run)
     dir=${2:?$usage} out=${3:?$usage}
     mkdir -p "$out"
-    plans=$(find "$dir" -maxdepth 1 -name '*.json' | sort)
-    [ -n "$plans" ] || { echo "gpu-plan-quality: no plans in $dir" >&2; exit 2; }
+    mapfile -t plans < <(find "$dir" -maxdepth 1 -name '*.json' | sort)
+    [ ${#plans[@]} -gt 0 ] || { echo "gpu-plan-quality: no plans in $dir" >&2; exit 2; }
+    failed=0
     for round in a b; do
-      order=$plans
-      [ "$round" = b ] && order=$(sort -r <<<"$plans")
-      for plan in $order; do
+      order=("${plans[@]}")
+      [ "$round" = b ] && mapfile -t order < <(printf '%s\n' "${plans[@]}" | sort -r)
+      for plan in "${order[@]}"; do
         name=$(basename "$plan" .json)
         timeout 120 "$bin/ucplan" run "$plan" --device cuda --iterations 20 --json >"$out/run-$name-$round.json" \
           2>"$out/run-$name-$round.err"
-        echo "round $round $name: exit $?"
+        rc=$?
+        echo "round $round $name: exit $rc"
+        [ "$rc" -eq 0 ] || failed=$((failed + 1))
       done
     done
+    echo "gpu-plan-quality: $failed of $((2 * ${#plans[@]})) runs failed"
+    [ "$failed" -eq 0 ] || exit 1
     ;;
   *)
     echo "$usage" >&2

@@ -27,7 +27,9 @@
 #             (--reserve 0B), then `ucplan run --device cuda --check --iterations 1`, its progress
 #             lines in check.log: 103 s on an H100's 16-core host (sixth session), nearly all of it
 #             the CPU references
-# OUT/session/steps.txt has one line per step: name, exit status, seconds. nvidia-smi before and after.
+# OUT/session/steps.txt has one line per step: name, exit status (non-zero when any of its commands
+# failed), seconds; or name, skipped, 0 for measure without the minute it needs. nvidia-smi before
+# and after.
 # First run on a GPU (an H100, 2026-11-27, the fifth session, SECONDS 545): golden 14 s, validate
 # 193 s, quality 297 s (ten compiles and twenty replays), 504 s in all, so measure, which needs the
 # last 60 s and more, did not run. The four steps need about 650 s: more than one device call's
@@ -88,21 +90,24 @@ step() {  # NAME COMMAND...: run, logged to session/NAME.log; its line in steps.
 }
 smi() { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv; }
 
+# Each step returns non-zero when any of its commands failed (its log says which), so that
+# steps.txt says what worked; the session itself goes on to the next step.
 golden() {
-  local p
+  local p failed=0
   mkdir -p "$s/golden"
   for p in "$root"/plans/*measured*.json; do
     [ -e "$p" ] || continue
     timeout "$(cap 60)" "$bin/ucplan" run "$p" --device "$device" --iterations 20 --json \
-      >"$s/golden/run-$(basename "$p")" || echo "golden: $p failed"
+      >"$s/golden/run-$(basename "$p")" || { echo "golden: $p failed"; failed=1; }
   done
+  return $failed
 }
 liveness_peak() {  # NET BATCH: the liveness peak in bytes (`ucplan inspect`)
   "$bin/ucplan" inspect "$1" --batch "$2" --json |
     env -u LD_LIBRARY_PATH python3 -c "import json,sys; print(json.load(sys.stdin)['totals']['liveness_peak_bytes'])"
 }
 quality() {
-  local net=resnet50 batch=64 peak share who prof
+  local net=resnet50 batch=64 peak share who prof failed=0
   mkdir -p "$s/quality/plans"
   peak=$(liveness_peak $net $batch) || return 1
   for share in 85 70 50 35 25; do
@@ -112,14 +117,15 @@ quality() {
       [ "$(left)" -gt 30 ] || return 1
       timeout "$(cap 60)" "$bin/ucplan" compile $net --batch $batch --profile "$prof" \
         --budget "$((peak * share / 100))B" --reserve 0B -q -o "$s/quality/plans/$who-$share.json" ||
-        echo "quality: $who at $share % did not compile"
+        { echo "quality: $who at $share % did not compile"; failed=1; }
     done
   done
-  timeout "$(cap 300)" bash "$root/scripts/gpu-plan-quality.sh" run "$s/quality/plans" "$s/quality"
+  timeout "$(cap 300)" bash "$root/scripts/gpu-plan-quality.sh" run "$s/quality/plans" "$s/quality" || failed=1
+  return $failed
 }
 
 launch() {
-  local peak who share budget how l=$s/launch
+  local peak who share budget how l=$s/launch failed=0
   mkdir -p "$l/plans"
   peak=$(liveness_peak resnet20 64) || return 1
   plan() {  # WHO SHARE: compiled from WHO's profile
@@ -128,26 +134,27 @@ launch() {
     budget=$((peak * 35 / 100))B how=()
     [ "$2" = keep ] && budget=64GiB how=(--strategy keep-all)
     timeout "$(cap 60)" "$bin/ucplan" compile resnet20 --batch 64 --profile "$prof" --budget "$budget" \
-      --reserve 0B "${how[@]}" -q -o "$l/plans/$1-$2.json" || echo "launch: $1 $2 did not compile"
+      --reserve 0B "${how[@]}" -q -o "$l/plans/$1-$2.json" || { echo "launch: $1 $2 did not compile"; failed=1; }
   }
   plan profiled keep
   timeout "$(cap 30)" "$bin/ucplan" run "$l/plans/profiled-keep.json" --device "$device" --iterations 3 \
     --trace "$l/trace-profiled-keep.json" &&
     "$bin/ucplan" calibrate "$r20" -t "$l/trace-profiled-keep.json" --fit launch -o "$l/gapped-profile.json" \
-      >"$l/calibrate.txt" 2>&1
+      >"$l/calibrate.txt" 2>&1 || failed=1
   for who in profiled gapped; do
     for share in keep 35; do
       [ -e "$l/plans/$who-$share.json" ] || plan $who $share
     done
   done
-  timeout "$(cap 120)" bash "$root/scripts/gpu-plan-quality.sh" run "$l/plans" "$l"
+  timeout "$(cap 120)" bash "$root/scripts/gpu-plan-quality.sh" run "$l/plans" "$l" || failed=1
+  return $failed
 }
 
 graphs() {
-  local g=$s/graphs r p flag flags b
+  local g=$s/graphs r p flag flags b failed=0
   mkdir -p "$g"
   timeout "$(cap 60)" "$bin/ucplan" compile resnet20 --batch 64 --profile "$r20" --budget 64GiB --strategy keep-all \
-    --reserve 0B -q -o "$g/r20-keep.json" || echo "graphs: resnet20 keep-all did not compile"
+    --reserve 0B -q -o "$g/r20-keep.json" || { echo "graphs: resnet20 keep-all did not compile"; failed=1; }
   for r in a b; do
     flags="--no-cuda-graphs --cuda-graphs"
     [ "$r" = b ] && flags="--cuda-graphs --no-cuda-graphs"
@@ -157,15 +164,16 @@ graphs() {
       for flag in $flags; do
         [ "$(left)" -gt 5 ] || return 1
         timeout "$(cap 60)" "$bin/ucplan" run "$p" --device "$device" --iterations 20 --json "$flag" \
-          >"$g/run-$b$flag-$r.json" || echo "graphs: $b $flag failed"
+          >"$g/run-$b$flag-$r.json" || { echo "graphs: $b $flag failed"; failed=1; }
       done
     done
   done
   for p in "$g/r20-keep.json" "$root"/plans/*measured*.json; do
     [ -e "$p" ] && [ "$(left)" -gt 5 ] || continue
     timeout "$(cap 30)" "$bin/ucplan" run "$p" --device "$device" --iterations 3 --cuda-graphs \
-      --trace "$g/trace-$(basename "$p" .json)-graphs.json" >/dev/null || echo "graphs: tracing $p failed"
+      --trace "$g/trace-$(basename "$p" .json)-graphs.json" >/dev/null || { echo "graphs: tracing $p failed"; failed=1; }
   done
+  return $failed
 }
 
 check() {
@@ -183,6 +191,10 @@ wanted golden && step golden golden
 wanted validate && step validate env UCPLAN_VALIDATE_DEVICE="$device" timeout "$(cap 300)" \
   bash "$root/scripts/gpu-validate.sh" "$s/validate" resnet20 64
 wanted quality && step quality quality
+if wanted measure && [ "$(left)" -le 60 ]; then
+  echo "measure skipped 0" >>"$s/steps.txt"  # needs more than the last minute
+  echo "gpu-session: measure: skipped, $(left) s left (it needs more than 60)"
+fi
 wanted measure && [ "$(left)" -gt 60 ] &&
   step measure env UCPLAN_MEASURE_TORCH=0 UCPLAN_MEASURE_DEVICE="$device" timeout "$(cap 400)" \
     bash "$root/scripts/gpu-measure.sh" "$s/measure" resnet50:64:25

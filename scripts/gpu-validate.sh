@@ -56,7 +56,8 @@ step() {
   t0=$(date +%s)
   echo "== $name: $*" | tee "$log"
   if declare -F "$1" >/dev/null; then  # a function of this script, in a shell of its own
-    timeout "$limit" bash -c "$(declare -f "$1"); $*" >>"$log" 2>&1
+    # Its arguments passed as arguments ("$@" there), so a path with a space stays one.
+    timeout "$limit" bash -c "$(declare -f "$1"); \"\$@\"" bash "$@" >>"$log" 2>&1
   else
     timeout "$limit" "$@" >>"$log" 2>&1
   fi
@@ -86,11 +87,11 @@ gpu_step() {  # a step that only means something on a GPU: left out of a dry run
   if [ "$dry" = 1 ]; then steps+=("$1|DRY RUN: left out|0|needs a GPU"); return 0; fi
   step "$@"
 }
+export bin net batch out  # the functions run in shells of their own (step)
 gpu_step facts 60 facts
 if ! gpu_step gpu-check 300 "$bin/ucplan-gpu-check" --require-device; then
   grep -qE "no driver|no device|driver too old" "$out/logs/gpu-check.txt" && stop=1
 fi
-export bin net batch out
 export profile=$out/profile-$net-b$batch.json
 step profile 300 "$bin/ucplan" profile "$net" --batch "$batch" --device "$device" --sizes "$sizes" --repeat "$repeat" -o "$profile"
 export keep=$out/plan-$net-b$batch-keep-all.json

@@ -32,7 +32,7 @@ cmake --build "$build" -j "$(nproc)" > "$build/build.log" 2>&1 || { tail -40 "$b
 [ "$build_only" -eq 1 ] && exit 0
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions="'$root/tests/fuzz/lsan.supp'"}  # quoted: a path with a space
 start=$(date +%s)
 # Timing assertions (a compile "inspects fast") mean nothing at sanitizer speed; the mutator runs
 # in scripts/fuzz.sh. The import pipeline checks (68 torchvision models imported, profiled,

@@ -24,11 +24,14 @@ u=$work/unpacked/session
 for f in steps.txt date.txt version.txt gpu-before.txt gpu-after.txt golden.log validate.log; do
   [ -e "$u/$f" ] || fail "session.tgz lacks session/$f"
 done
-awk '{print $1}' "$u/steps.txt" | tr '\n' ' ' | grep -q "^golden validate quality $" || fail "steps: $(cat "$u/steps.txt")"
+awk '{print $1}' "$u/steps.txt" | tr '\n' ' ' | grep -q "^golden validate quality measure $" || fail "steps: $(cat "$u/steps.txt")"
 golden=$(find "$src/plans" -name '*measured*.json' | wc -l)
 [ "$golden" -gt 0 ] || fail "no golden plans from measured profiles in plans/"
 tried=$(grep -c "failed" "$u/golden.log")
 [ "$tried" -eq "$golden" ] || fail "$tried of $golden golden plans tried: $(cat "$u/golden.log")"
+# Every golden replay failed on the CPU (CUDA plans): the step says so (it said 0, as did quality's).
+[ "$(awk '$1 == "golden" {print $2}' "$u/steps.txt")" != 0 ] || fail "golden's replays all failed, yet: $(cat "$u/steps.txt")"
+[ "$(awk '$1 == "measure" {print $2}' "$u/steps.txt")" = skipped ] || fail "measure not recorded as skipped: $(cat "$u/steps.txt")"
 # A chosen step alone (a second device call's), and a step that does not exist refused by name.
 UCPLAN_SESSION_DEVICE=cpu UCPLAN_SESSION_STEPS=golden UCPLAN_BUILD_DIR=$build \
   bash "$src/scripts/gpu-session.sh" "$work/one" 12 >"$work/one.txt" 2>&1 || fail "golden alone: $(cat "$work/one.txt")"
