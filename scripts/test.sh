@@ -6,6 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-"$root/build"}
+build=$(mkdir -p "$build" && cd "$build" && pwd)  # absolute: the golden plans are checked from $root
 "$root/scripts/setup.sh" "$build"
 start=$(date +%s)
 (cd "$build" && ctest --output-on-failure -j "$(nproc)")
