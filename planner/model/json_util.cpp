@@ -383,8 +383,15 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
     std::error_code ec;
     fs::rename(temps[i], targets[i], ec);
     if (ec) {
+      // A rename within the temporary's own folder fails only when the folder changed meanwhile;
+      // the outputs renamed before this one cannot be taken back, so the message names them.
+      std::string replaced;
+      for (std::size_t k = 0; k < i; ++k)
+        if (!special[k]) replaced += (replaced.empty() ? "" : ", ") + files[k].first;
       discard();
-      throw UserError(files[i].first, "", "cannot replace the file: " + ec.message());
+      throw UserError(files[i].first, "",
+                      "cannot replace the file: " + ec.message() +
+                          (replaced.empty() ? "" : " (already written: " + replaced + ")"));
     }
     temps[i].clear();
   }

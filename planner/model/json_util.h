@@ -36,7 +36,8 @@ Json load_json_file(const std::string& path);
 void write_file_atomically(const std::string& path, const std::string& text);
 // Several outputs of one command: all written, or none (each path is checked before any is
 // written, and every file is renamed into place only when all were written). Two outputs naming
-// the same file are refused.
+// the same file are refused. A rename that fails after others succeeded (the folder changed while
+// the command ran) cannot undo them: its message names the outputs already written.
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
 // Throws the UserError a write to path would give (a folder, a missing folder, not writable).
 void check_output_path(const std::string& path);
