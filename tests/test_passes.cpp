@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -822,9 +823,10 @@ TEST_SUITE("memory planner") {
     const std::string a = plan_to_json_text(make_plan(input_for(net, prof, budget)).plan);
     const std::string b = plan_to_json_text(make_plan(input_for(net, prof, budget)).plan);
     CHECK(a == b);
-    const std::string path = "/tmp/ucplan-test-plan.json";
+    const std::string path = (std::filesystem::temp_directory_path() / "ucplan-test-plan.json").string();
     write_file_atomically(path, a);
     CHECK(plan_to_json_text(load_plan(path)) == a);
+    std::filesystem::remove(path);
   }
 }
 

@@ -830,6 +830,7 @@ TEST_SUITE("profile") {
     const std::string text = ucplan::profile_to_json_text(p);
     ucplan::write_file_atomically(path, text);
     CHECK(ucplan::profile_to_json_text(ucplan::load_profile(path)) == text);
+    fs::remove(path);
     // Profiled again with the cache: the same costs, nothing measured twice (same medians).
     const ucplan::Profile again = ucplan::profile_network(net, "tiny", *runner, o);
     REQUIRE(again.signatures.size() == p.signatures.size());

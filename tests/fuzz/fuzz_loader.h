@@ -14,7 +14,7 @@
 
 namespace ucplan::fuzz {
 
-// One file per process, rewritten for every input.
+// One file per process, rewritten for every input and removed at exit.
 inline const std::string& input_path() {
   static const std::string path = [] {
     const char* dir = std::getenv("TMPDIR");
@@ -23,8 +23,13 @@ inline const std::string& input_path() {
   return path;
 }
 
+inline void remove_input() { std::remove(input_path().c_str()); }
+
 template <class Load>
 int run_loader(const std::uint8_t* data, std::size_t size, Load load) {
+  // The file goes when the fuzzer exits (registered after the path is made, so it runs before
+  // the path's destructor).
+  [[maybe_unused]] static const bool removed_at_exit = (input_path(), std::atexit(remove_input) == 0);
   std::FILE* f = std::fopen(input_path().c_str(), "wb");
   if (!f) std::abort();
   if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
