@@ -550,14 +550,15 @@ RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable&
   // trips): F[s] <= G frees the tensor at stage s of the gap only if its copy out fits between
   // m_from and m_s and its copy back between m_s and m_to, the copy out on the device-to-host
   // stream by m_s (1,885 variables more on resnet20 b64, model:h100, 25 % of the peak). Its LP
-  // optimum (HiGHS 1.16 from the MPS) rose by 0.1 % of itself, 88,370 against 88,260: the LP frees
-  // memory elsewhere, not through the gaps; solved in 51 s instead of 42 s, and CBC's 60 s bound
-  // fell from +4.8 to +1.4 % over the ideal at 25 % and from +1.8 to +1.5 % at 50 %. Not kept.
+  // optimum (HiGHS 1.16 from the MPS, in its objective's units) rose by 0.1 %, 88,370 against
+  // 88,260: the LP frees memory elsewhere, not through the gaps; solved in 51 s instead of 42 s,
+  // and CBC's 60 s bound fell from +4.8 to +1.4 % over the ideal at 25 % and from +1.8 to +1.5 %
+  // at 50 %. Not kept.
   // Nor does giving the device-to-host stream release times: the copies out of what was born at
   // stage a or later and ended by m_s fit between m_a and m_s, for every such a and s (5,856 rows
   // more; the rows above have a = 0 only). The LP optimum rose by 1.9 % of itself at 25 % of the
-  // peak (89,901 against 88,260) and not at all at 70 % (5,012 both): the LP's fractional copies
-  // already respect when their tensors are born.
+  // peak (89,901 against 88,260) and not at all at 70 % (5,012 both): the streams' timing is not
+  // where the relaxation is loose.
   ilp.full_strategy = true;
   res.variables = nv;
   res.rows = static_cast<int>(ilp.rows.size());
