@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -396,6 +397,89 @@ TEST_SUITE("simulator") {
       }
     }
     CHECK(merges > 100);  // the walks had something to merge
+  }
+
+  // allocate and largest_free skip the blocks below the first free one (a bound kept by every
+  // allocation, release and merge): against references that read the whole block list, on
+  // random allocations (first fit, best fit, from the top), releases and merges, every offset
+  // and every largest run agree.
+  TEST_CASE("placement skips only blocks in use: the same offsets as a walk of every block") {
+    struct Run {
+      std::int64_t start, size;
+    };
+    auto runs_of = [](const std::vector<Arena::Block>& blocks) {
+      std::vector<Run> runs;
+      bool open = false;
+      for (const Arena::Block& b : blocks) {
+        if (b.owner >= 0) {
+          open = false;
+        } else if (open) {
+          runs.back().size += b.size;
+        } else {
+          runs.push_back({b.offset, b.size});
+          open = true;
+        }
+      }
+      return runs;
+    };
+    auto expected = [&](const std::vector<Arena::Block>& blocks, std::int64_t size, Arena::Fit fit,
+                        bool top) -> std::optional<std::int64_t> {
+      const std::vector<Run> runs = runs_of(blocks);
+      if (top) {
+        for (auto r = runs.rbegin(); r != runs.rend(); ++r) {
+          const std::int64_t at = (r->start + r->size - size) / kAlignment * kAlignment;
+          if (r->size >= size && at >= r->start) return at;
+        }
+        return std::nullopt;
+      }
+      std::optional<Run> best;
+      for (const Run& r : runs) {
+        if (r.size < size) continue;
+        if (fit == Arena::Fit::First) return r.start;
+        if (!best || r.size < best->size) best = r;
+      }
+      return best ? std::optional<std::int64_t>(best->start) : std::nullopt;
+    };
+    std::mt19937 rng(20261202);
+    int placed = 0, refused = 0;
+    for (int trial = 0; trial < 200; ++trial) {
+      const Arena::Fit fit = trial % 2 ? Arena::Fit::Best : Arena::Fit::First;
+      Arena a(0, 64 * kAlignment, fit);
+      std::vector<std::int64_t> live;
+      std::int64_t now = 0;
+      int owner = 1;
+      for (int op = 0; op < 300; ++op) {
+        const int kind = static_cast<int>(rng() % 5);
+        ReadySet w = kNoneReady;
+        if (kind <= 1) {
+          const std::int64_t size = (1 + static_cast<std::int64_t>(rng() % 8)) * kAlignment - (rng() % 2) * 100;
+          const bool top = rng() % 4 == 0;
+          const std::optional<std::int64_t> want = expected(a.blocks(), size, fit, top);
+          const std::optional<std::int64_t> got = a.allocate(size, owner++, &w, top);
+          REQUIRE(got.has_value() == want.has_value());
+          if (got) {
+            CHECK(*got == *want);
+            live.push_back(*got);
+            ++placed;
+          } else {
+            ++refused;
+          }
+        } else if (kind <= 3 && !live.empty()) {
+          const std::size_t k = rng() % live.size();
+          a.release(live[k], ReadySet{static_cast<int>(rng() % 4), -1, -1},
+                    now + static_cast<std::int64_t>(rng() % 50));
+          live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        } else {
+          now += static_cast<std::int64_t>(rng() % 20);
+          a.coalesce(now);
+        }
+        std::int64_t largest = 0;
+        for (const Run& r : runs_of(a.blocks())) largest = std::max(largest, r.size);
+        REQUIRE(a.largest_free() == largest);
+      }
+    }
+    CHECK(placed > 10'000);  // both outcomes were exercised, many times
+    CHECK(refused > 1'000);
   }
 
   TEST_CASE("two-ended placement: from the top, aligned, below what is taken; the bottom unaffected") {

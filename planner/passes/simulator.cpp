@@ -101,6 +101,7 @@ void Arena::allocate_at(std::int64_t offset, std::int64_t size, int owner, Ready
   // history, so merge_after_ holds.
   free_bytes_ -= size;
   high_water_ = std::max(high_water_, need_end);
+  first_free_ = std::min(first_free_, first);  // the head's free rest may now be at `first`
 }
 
 std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadySet* waits, bool from_top) {
@@ -124,9 +125,12 @@ std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadyS
     high_water_ = std::max(high_water_, end_ - free_bytes_);
     return at;
   }
+  if (size > free_bytes_) return std::nullopt;  // no run of free blocks holds more
+  // The blocks before the first free one are in use: skipped, here and by every later call.
+  while (first_free_ < blocks_.size() && blocks_[first_free_].owner >= 0) ++first_free_;
   if (from_top) {
     std::int64_t run_end = -1;
-    for (std::size_t i = blocks_.size(); i-- > 0;) {
+    for (std::size_t i = blocks_.size(); i-- > first_free_;) {
       const Block& b = blocks_[i];
       if (b.owner >= 0) {
         run_end = -1;
@@ -153,7 +157,8 @@ std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadyS
     run_start = -1;
     run_size = 0;
   };
-  for (const Block& b : blocks_) {
+  for (std::size_t i = first_free_; i < blocks_.size(); ++i) {
+    const Block& b = blocks_[i];
     if (b.owner >= 0) {
       end_run();
       continue;
@@ -174,7 +179,8 @@ std::optional<std::int64_t> Arena::allocate(std::int64_t size, int owner, ReadyS
 std::int64_t Arena::largest_free() const {
   if (fit_ == Fit::Pool) return free_bytes_;
   std::int64_t best = 0, run = 0;
-  for (const Block& b : blocks_) {
+  for (std::size_t i = first_free_; i < blocks_.size(); ++i) {
+    const Block& b = blocks_[i];
     run = b.owner < 0 ? run + b.size : 0;
     best = std::max(best, run);
   }
@@ -208,6 +214,7 @@ void Arena::release(std::int64_t offset, const ReadySet& ready, std::int64_t rea
     blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
     --i;
   }
+  first_free_ = std::min(first_free_, i);
   note_free_pairs(i);
 }
 
@@ -239,6 +246,8 @@ void Arena::coalesce(std::int64_t now) {
     }
   }
   blocks_.resize(kept);
+  // first_free_ holds: no merge is before the first free block, and the blocks before it stay
+  // where they were.
   merge_after_ = std::numeric_limits<std::int64_t>::max();
   for (std::size_t i = 1; i < blocks_.size(); ++i) note_free_pairs(i);
 }
