@@ -267,9 +267,12 @@ class Scheduler {
   void record_step(const EmitArgs& a, int id);
   bool allocate_tensor(int t, bool may_evict);
   BlockView view(const Arena::Block& blk) const;
-  Window find_window(std::int64_t size) const;
+  // `views`: the arena's blocks as view() sees them now (fill_views), where the caller searches
+  // several sizes with nothing changed in between; null: filled here.
+  Window find_window(std::int64_t size, const std::vector<BlockView>* views = nullptr) const;
+  void fill_views(std::vector<BlockView>* views) const;
   Window find_pool_victims(std::int64_t need, std::int64_t now, std::int64_t copy_free) const;
-  bool make_room(std::int64_t size);
+  bool make_room(std::int64_t size, const std::vector<BlockView>* views = nullptr);
   void evict(int t);
   void offload(int t);
   void release_device_copy(int t, bool keep_value_on_host);
@@ -367,6 +370,7 @@ class Scheduler {
   int pos_ = 0;                                   // current position
   mutable ScheduleResult res_;                    // mutable for the work counter of the (const) window search
   mutable std::vector<BlockView> scratch_views_;  // reused by find_window
+  std::vector<BlockView> probe_views_;            // reused by choose_and_allocate_workspace
   mutable std::vector<std::size_t> scratch_maxq_, scratch_minq_;
   std::vector<PlanBuffer> buffers_;
   std::vector<char> kernel_seen_;
@@ -726,7 +730,17 @@ BlockView Scheduler::view(const Arena::Block& blk) const {
 // V100 model at 25 % of the peak: +58.2 -> +94.4 %), though ResNet-20's first stage alone at
 // 25 MiB (H100 model) went from +39.1 to +36.1 % (+38.1 % as the first tie-break after the
 // delay). Not kept: which drop costs least later depends on what the schedule does next.
-Window Scheduler::find_window(std::int64_t size) const {
+// The search looks at every block once; the views are its whole cost but for the two pointers,
+// so a caller probing several sizes in one state (the workspace of each configuration, then
+// making room for the chosen one) fills them once. The work counted is the same either way: it
+// measures the search, and the search's budget must not depend on how the views were had.
+void Scheduler::fill_views(std::vector<BlockView>* views) const {
+  const auto& blocks = arena_.blocks();
+  views->resize(blocks.size());
+  for (std::size_t i = 0; i < blocks.size(); ++i) (*views)[i] = view(blocks[i]);
+}
+
+Window Scheduler::find_window(std::int64_t size, const std::vector<BlockView>* views) const {
   const auto& blocks = arena_.blocks();
   const std::size_t n = blocks.size();
   res_.work += static_cast<std::int64_t>(n);
@@ -734,10 +748,13 @@ Window Scheduler::find_window(std::int64_t size) const {
   std::int64_t copy_free = timeline_.stream_end(Stream::D2H);
   if (!costs_.duplex) copy_free = std::max(copy_free, timeline_.stream_end(Stream::H2D));
   if (in_.pool_bytes > 0) return find_pool_victims(size - arena_.free_bytes(), now, copy_free);
-  // Views are filled as the window's front reaches each block; the monotonic queues hold
-  // window indices (vectors with a moving head: indices only ever grow).
-  std::vector<BlockView>& bs = scratch_views_;
-  bs.resize(n);
+  if (!views) {
+    fill_views(&scratch_views_);
+    views = &scratch_views_;
+  }
+  UCPLAN_CHECK(views->size() == n, "the views are of the arena's blocks now");
+  const std::vector<BlockView>& bs = *views;
+  // The monotonic queues hold window indices (vectors with a moving head: indices only ever grow).
   std::vector<std::size_t>& maxq = scratch_maxq_;  // decreasing ready_end
   std::vector<std::size_t>& minq = scratch_minq_;  // increasing next_use
   std::size_t maxh = 0, minh = 0;
@@ -755,13 +772,11 @@ Window Scheduler::find_window(std::int64_t size) const {
   reset(0);
   for (std::size_t i = 0; i < n; ++i) {
     if (j < i) reset(i);
-    if (j == i) bs[i] = view(blocks[i]);
     if (bs[i].owner == kWallBlock) {
       reset(i + 1);
       continue;
     }
     while (j < n && total < size) {
-      if (j > i) bs[j] = view(blocks[j]);
       if (bs[j].owner == kWallBlock) break;
       total += bs[j].size;
       dirty_ns += bs[j].dirty_ns;
@@ -862,8 +877,8 @@ Window Scheduler::find_pool_victims(std::int64_t need, std::int64_t now, std::in
   return w;
 }
 
-bool Scheduler::make_room(std::int64_t size) {
-  Window w = find_window(size);
+bool Scheduler::make_room(std::int64_t size, const std::vector<BlockView>* views) {
+  Window w = find_window(size, views);
   if (!w.found) return false;
   for (int owner : w.owners) evict(owner);
   return true;
@@ -1004,6 +1019,14 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
   ctx.largest_free = arena_.largest_free();
   ctx.fixed = task < static_cast<int>(in_.fixed_config.size()) ? in_.fixed_config[task] : -1;
   const std::size_t nf = cost.front.size();
+  // Nothing changes the arena or the tensors from here until a workspace is allocated or room
+  // made for one, so every window search until then looks at the same views.
+  probe_views_.clear();
+  auto views = [&]() -> const std::vector<BlockView>* {
+    if (in_.pool_bytes > 0) return nullptr;  // a pool's search does not use them
+    if (probe_views_.empty()) fill_views(&probe_views_);
+    return &probe_views_;
+  };
   ctx.evict_delay.assign(nf, 0);
   ctx.prefetch_penalty.assign(nf, 0);
   if (ctx.fixed < 0) {
@@ -1062,7 +1085,7 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
       } else if (ws == memo_size) {
         ctx.evict_delay[i] = memo_delay;
       } else {
-        Window w = find_window(ws);
+        Window w = find_window(ws, views());
         ctx.evict_delay[i] = w.found ? w.delay : kInf;
         memo_size = ws;
         memo_delay = ctx.evict_delay[i];
@@ -1083,7 +1106,7 @@ bool Scheduler::choose_and_allocate_workspace(int task, std::size_t* index, int*
     }
     ReadySet waits = kNoneReady;
     auto at = arena_.allocate(ws, kWorkspaceOwner, &waits);
-    if (!at && (strategy_.evict_on_demand() || in_defrag_retry_) && make_room(ws))
+    if (!at && (strategy_.evict_on_demand() || in_defrag_retry_) && make_room(ws, views()))
       at = arena_.allocate(ws, kWorkspaceOwner, &waits);
     if (at) {
       *index = idx;
