@@ -13,7 +13,8 @@ A plan that differs is reported as such and the script exits 1: the change is th
 Cases: the default strategy on the measured H100 profiles in the repository (ResNet-20 b64 calibrated
 at 85 and 50 % of its liveness peak, ResNet-50 b64 at 50 %: the slowest compile of the last sessions),
 and on model:h100 profiles ResNet-50 b64 at 50 %, VGG-16 b32 at 50 % and ResNet-152 b256 at 12 GiB
-(the issue's 1 s target). --quick: the ResNet-20 and ResNet-152 cases only.
+(the issue's 1 s target), and the 10,455-layer ResNet (networks/generate.py deep-resnet) b16 on model:k40
+at 12 GiB (its 30 s target). --quick: the ResNet-20 and ResNet-152 cases only.
 Writes benchmarks/results/compile_speed.md and regenerates benchmarks/RESULTS.md.
 """
 import argparse
@@ -22,10 +23,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Cli, git_head, machine_note, median, rel, table, work_dir, write_section  # noqa: E402
+from _common import Cli, REPO, git_head, machine_note, median, rel, table, work_dir, write_section  # noqa: E402
 
 MEASURED_R20 = "profiles/h100/calibrated/resnet20-b64.json"
 MEASURED_R50 = "benchmarks/results/gpu-h100/plan-quality/profile-resnet50-b64.json"
+DEEP = "deep-resnet-6-32-1000-6"  # made by networks/generate.py into the work folder
 # (name, network, profile: a repository file or (network, batch, model device), budget, in --quick)
 CASES = [
     ("resnet20 b64, measured H100 (calibrated), 85 %", "resnet20", MEASURED_R20, "85%", True),
@@ -34,6 +36,7 @@ CASES = [
     ("resnet50 b64, model:h100, 50 %", "resnet50", ("resnet50", 64, "h100"), "50%", False),
     ("vgg16 b32, model:h100, 50 %", "vgg16", ("vgg16", 32, "h100"), "50%", False),
     ("resnet152 b256, model:h100, 12 GiB", "resnet152", ("resnet152", 256, "h100"), "12GiB", True),
+    ("10,455-layer ResNet b16, model:k40, 12 GiB", DEEP, (DEEP, 16, "k40"), "12GiB", False),
 ]
 
 
@@ -58,11 +61,16 @@ def main():
     for k, (name, net, prof, budget, quick) in enumerate(CASES):
         if args.quick and not quick:
             continue
+        if net == DEEP:
+            net = os.path.join(w, DEEP + ".json")
+            if not os.path.exists(net):
+                old.run([sys.executable, os.path.join(REPO, "networks", "generate.py"), "deep-resnet", "--n1", "6",
+                         "--n2", "32", "--n3", "1000", "--n4", "6", "-o", net])
         if isinstance(prof, tuple):  # a model profile, made by the old build (both read the same file)
-            pnet, batch, dev = prof
-            prof = os.path.join(w, f"{pnet}-b{batch}-{dev}.profile.json")
+            pname, batch, dev = prof
+            prof = os.path.join(w, f"{pname}-b{batch}-{dev}.profile.json")
             if not os.path.exists(prof):
-                old.run(["ucplan", "profile", pnet, "--batch", str(batch), "--device", f"model:{dev}", "-o", prof])
+                old.run(["ucplan", "profile", net, "--batch", str(batch), "--device", f"model:{dev}", "-o", prof])
         times = {"old": [], "new": []}
         plans = {"old": [], "new": []}
         for r in range(args.repeats):
