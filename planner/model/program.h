@@ -44,6 +44,7 @@ template <class Int>
 CLI::Validator whole_number(Int lo, Int hi) {
   return CLI::Validator(
       [lo, hi](std::string& s) -> std::string {
+        if (s.empty()) return "an empty value";  // as every other option says it (run_program)
         const std::size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
         std::string t = a == std::string::npos ? "" : s.substr(a, b - a + 1);
         const bool digits = !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;

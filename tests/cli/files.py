@@ -169,6 +169,9 @@ with tempfile.TemporaryDirectory() as tmp:
     check(not [f for f in os.listdir(tmp) if f.startswith(".")], f"temporaries left: {os.listdir(tmp)}")
     # An option given an empty value is refused, not read as not given.
     refused(run("explain", plan, "--svg", ""), "--svg: an empty value", "explain --svg ''")
+    # A count says so the same way, not that "" is not a whole number.
+    refused(run("compile", NET, "--profile", prof, "--budget", "50%", "--batch", "", "-o", j("e.json")),
+            "--batch: an empty value", "compile --batch ''")
     # check goes on past a file it cannot read, and says so in its exit code (2: bad input).
     with open(j("broken.json"), "w") as f:
         f.write("{")
