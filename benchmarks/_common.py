@@ -73,6 +73,16 @@ class Cli:
         return json.loads(self.run(args)[1])
 
 
+def deep_resnet(cli, folder):
+    """The compile-time targets' 10,455-layer ResNet, made by networks/generate.py into `folder`
+    (anew: a file left by an older generator is not used); returns (path, number of layers)."""
+    path = os.path.join(folder, "deep-resnet-6-32-1000-6.json")
+    cli.run([sys.executable, os.path.join(REPO, "networks", "generate.py"), "deep-resnet", "--n1", "6", "--n2", "32",
+             "--n3", "1000", "--n4", "6", "-o", path])
+    with open(path) as f:
+        return path, len(json.load(f)["layers"])
+
+
 def median(xs):
     return statistics.median(xs)
 

@@ -25,8 +25,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (Cli, MiB, GiB, REPO, fmt_bytes, machine_note, median, rel, table, work_dir,  # noqa: E402
-                     write_section, load_average)
+from _common import (Cli, MiB, GiB, REPO, deep_resnet, fmt_bytes, machine_note, median, rel, table,  # noqa: E402
+                     work_dir, write_section, load_average)
 
 STRATEGIES = ["ucplan", "keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"]
 EPS = 0.0005   # overheads closer than 0.05 percentage points count as equal
@@ -249,11 +249,7 @@ def part_modnn(cli, w, out):
 def part_compile_time(cli, w, out, repeats=3):
     d = os.path.join(w, "compile-time")
     os.makedirs(d, exist_ok=True)
-    deep = os.path.join(d, "deep-resnet-6-32-1000-6.json")
-    cli.run([sys.executable, os.path.join(REPO, "networks", "generate.py"), "deep-resnet", "--n1", "6", "--n2", "32",
-             "--n3", "1000", "--n4", "6", "-o", deep])
-    with open(deep) as f:
-        nlayers = len(json.load(f)["layers"])
+    deep, nlayers = deep_resnet(cli, d)
     cases = [("resnet152", "resnet152", 256, "12GiB"), ("resnet152", "resnet152", 256, "40GiB"),
              (f"deep ResNet ({nlayers} layers)", deep, 16, "12GiB")]
     profs = {}

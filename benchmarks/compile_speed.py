@@ -23,11 +23,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Cli, REPO, git_head, machine_note, median, rel, table, work_dir, write_section  # noqa: E402
+from _common import Cli, deep_resnet, git_head, machine_note, median, rel, table, work_dir, write_section  # noqa: E402
 
 MEASURED_R20 = "profiles/h100/calibrated/resnet20-b64.json"
 MEASURED_R50 = "benchmarks/results/gpu-h100/plan-quality/profile-resnet50-b64.json"
-DEEP = "deep-resnet-6-32-1000-6"  # made by networks/generate.py into the work folder
+DEEP = "deep-resnet"  # _common.deep_resnet, made into the work folder
 # (name, network, profile: a repository file or (network, batch, model device), budget, in --quick)
 CASES = [
     ("resnet20 b64, measured H100 (calibrated), 85 %", "resnet20", MEASURED_R20, "85%", True),
@@ -62,10 +62,7 @@ def main():
         if args.quick and not quick:
             continue
         if net == DEEP:
-            net = os.path.join(w, DEEP + ".json")
-            if not os.path.exists(net):
-                old.run([sys.executable, os.path.join(REPO, "networks", "generate.py"), "deep-resnet", "--n1", "6",
-                         "--n2", "32", "--n3", "1000", "--n4", "6", "-o", net])
+            net, _ = deep_resnet(old, w)
         if isinstance(prof, tuple):  # a model profile, made by the old build (both read the same file)
             pname, batch, dev = prof
             prof = os.path.join(w, f"{pname}-b{batch}-{dev}.profile.json")

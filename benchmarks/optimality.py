@@ -37,7 +37,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Cli, REPO, machine_note, median, rel, table, work_dir, write_section, load_average  # noqa: E402
+from _common import Cli, REPO, deep_resnet, machine_note, median, rel, table, work_dir, write_section, load_average  # noqa: E402
 
 STRATEGIES = ["ucplan", "keep-all", "vdnn-all", "vdnn-conv", "superneurons", "checkpoint-sqrt"]
 NOTE_RE = re.compile(r"exact mode: the rematerialisation MILP .*? is (optimal|feasible \(not proven optimal\)); no recompute-only "
@@ -177,11 +177,7 @@ def sweep(cli, w, net, batch, dev, out, exact_limit=None):
 
 
 def compile_times(cli, w, repeats=3):
-    deep = os.path.join(w, "deep-resnet-6-32-1000-6.json")
-    cli.run([sys.executable, os.path.join(REPO, "networks", "generate.py"), "deep-resnet", "--n1", "6", "--n2", "32",
-             "--n3", "1000", "--n4", "6", "-o", deep])
-    with open(deep) as f:
-        nlayers = len(json.load(f)["layers"])
+    deep, nlayers = deep_resnet(cli, w)
     cases = [("resnet152", "resnet152", 256, "h100", b) for b in ("12GiB", "24GiB", "40GiB")]
     cases.append((f"deep ResNet ({nlayers} layers)", deep, 16, "k40", "12GiB"))
     profs, rows = {}, []
