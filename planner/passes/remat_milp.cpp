@@ -559,6 +559,16 @@ RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable&
   // more; the rows above have a = 0 only). The LP optimum rose by 1.9 % of itself at 25 % of the
   // peak (89,901 against 88,260) and not at all at 70 % (5,012 both): the streams' timing is not
   // where the relaxation is loose.
+  // Nor does another solver on the same model. CP-SAT (OR-Tools 9.15 from PyPI, 2 workers, 60 s,
+  // the default's plan as its hint; there is no OR-Tools in Debian for a C++ build) on the
+  // recompute-only MILP of resnet20 b64, model:h100, 25 % of the peak, measured 2026-12-03: its
+  // large-neighbourhood search lowered the objective from the start's 817 us to 663 us over the
+  // round's tasks (a round of 2.41 ms, where CBC in the same 60 s ended at 2.56 ms), but its bound
+  // stayed at 5 us (CBC's: 270 us, a round of 2.02 ms). Its solution, read back in CBC's place, gave
+  // no better plan: simulated stage by stage it takes 2.80-3.70 ms per round or does not fit, the
+  // search seeded with it 2.42 ms, and the plan stays the default's 2.35 ms. A better MILP
+  // solution is not a better plan while the MILP leaves out the memory at the recomputations' own
+  // moments and the arena's placement; and the bound, not the solution, is what keeps the gap open.
   ilp.full_strategy = true;
   res.variables = nv;
   res.rows = static_cast<int>(ilp.rows.size());
