@@ -111,14 +111,20 @@ class Mutator {
   std::uint64_t pick(std::uint64_t n) { return n == 0 ? 0 : rng_() % n; }
   int any_buffer(const Plan& p) { return static_cast<int>(pick(p.buffers.size())); }
   int any_step(const Plan& p) { return static_cast<int>(pick(p.steps.size())); }
+  // A value at an edge near `around`, which an earlier mutation may have put at an edge itself
+  // (INT64_MAX - 17): the arithmetic saturates rather than overflow (UBSan's finding with seed 309).
+  static std::int64_t add(std::int64_t a, std::int64_t b) {
+    std::int64_t r = 0;
+    return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+  }
   std::int64_t interesting(std::int64_t around) {
     switch (pick(9)) {
       case 0:
-        return around + 256;
+        return add(around, 256);
       case 1:
-        return around - 256;
+        return add(around, -256);
       case 2:
-        return around + 1 + static_cast<std::int64_t>(pick(255));
+        return add(around, 1 + static_cast<std::int64_t>(pick(255)));
       case 3:
         return INT64_MAX - static_cast<std::int64_t>(pick(4096));
       case 4:
@@ -128,7 +134,7 @@ class Mutator {
       case 6:
         return around / 2;
       case 7:
-        return around * 2;
+        return add(around, around);
       default:
         return static_cast<std::int64_t>(pick(static_cast<std::uint64_t>(std::max<std::int64_t>(around, 1)) * 2)) /
                256 * 256;
@@ -172,7 +178,7 @@ class Mutator {
       }
       case 1: {  // onto another buffer's bytes
         int a = any_buffer(p), b = any_buffer(p);
-        p.buffers[b].offset = p.buffers[a].offset + (pick(2) ? 0 : p.buffers[a].size / 2 / 256 * 256);
+        p.buffers[b].offset = add(p.buffers[a].offset, pick(2) ? 0 : p.buffers[a].size / 2 / 256 * 256);
         return fmt::format("buffer {} moved onto buffer {}", b, a);
       }
       case 2: {  // size
@@ -278,7 +284,7 @@ class Mutator {
         p.buffers[b].size = std::max<std::int64_t>(keep, 256);
         if (pick(2)) {
           int o = any_buffer(p);
-          if (!p.buffers[o].resident) p.buffers[o].offset = p.buffers[b].offset + p.buffers[b].size;
+          if (!p.buffers[o].resident) p.buffers[o].offset = add(p.buffers[b].offset, p.buffers[b].size);
           return fmt::format("workspace buffer {} shrunk, buffer {} moved into the freed bytes", b, o);
         }
         return fmt::format("workspace buffer {} shrunk to {}", b, p.buffers[b].size);
