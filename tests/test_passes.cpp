@@ -1625,6 +1625,31 @@ TEST_SUITE("plan quality") {
     }
   }
 
+  // A budget below what one task needs at once (its own buffers, the weights and their gradients,
+  // the gradients alive across it): neither MILP is solved, and the report says which task and how
+  // much it needs, instead of "a MILP of 0 variables infeasible". 4 KiB is less than any of the
+  // tiny network's activations at batch 64 (each a few hundred KiB), so every task is over it;
+  // the search finds no plan either.
+  TEST_CASE("a MILP no plan can satisfy names the task that does not fit") {
+    const Tiny tiny("h100");
+    const std::int64_t budget = 4096;
+    for (const bool offload : {false, true}) {
+      CAPTURE(offload);
+      const RematMilpResult m = solve_remat_milp(tiny.g, tiny.tg, tiny.ct, budget, 0, nullptr, {}, offload);
+      CHECK(m.status == RematMilpResult::Status::infeasible);
+      CHECK(m.variables == 0);
+      CAPTURE(m.infeasible_why);
+      CHECK(m.infeasible_why.find(" of layer ") != std::string::npos);
+      CHECK(m.infeasible_why.find("over the 4.00 KiB budget") != std::string::npos);
+      CHECK((m.infeasible_why.find("less what copies to the host could free") != std::string::npos) == offload);
+    }
+    CHECK_FALSE(schedule_ucplan(tiny.input(budget)).ok);
+    // A MILP that is solved leaves it empty.
+    const RematMilpResult solved = solve_remat_milp(tiny.g, tiny.tg, tiny.ct, tiny.keep_all_arena(), 0);
+    CHECK(solved.solved());
+    CHECK(solved.infeasible_why.empty());
+  }
+
   // What the rows on what leaves the device buy (remat_milp.h, A): on the test network with
   // inverted bottlenecks at batch 16, half-way from its lower bound to its peak on model:k40, the
   // MILP with offload is solved to its end within its 100 nodes, its bound 719,897 ns a round

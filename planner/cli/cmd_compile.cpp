@@ -529,18 +529,22 @@ int run_compile(const CompileOptions& o) {
     fmt::print("  candidates    {}\n", tried);
     for (const auto& c : r.candidates)
       for (const RematMilpResult* m : c.milps())
-        fmt::print(
-            "  exact mode    sub-batch {}: {}MILP of {} variables and {} rows {} in {} ({} nodes, first incumbent: "
-            "{}{}){}\n",
-            c.sub_batch, m->offload ? "with offload, " : "", m->variables, m->rows, remat_milp_status_name(m->status),
-            format_seconds(m->seconds), m->nodes,
-            m->started_from_plan ? "the default search's best plan without offload"
-                                 : "recompute every input in every stage",
-            m->plain_fallback ? "; CBC's full strategy crashed, plain branch and bound finished" : "",
-            m->table.empty()
-                ? std::string()
-                : fmt::format("; lower bound on a {}round {}, its own solution {}", m->offload ? "" : "recompute-only ",
-                              format_ns(m->any_plan_bound_round_ns()), format_ns(m->solution_round_ns)));
+        if (!m->infeasible_why.empty())
+          fmt::print("  exact mode    sub-batch {}: {}no MILP solved, no {}plan fits: {}\n", c.sub_batch,
+                     m->offload ? "with offload, " : "", m->offload ? "" : "recompute-only ", m->infeasible_why);
+        else
+          fmt::print(
+              "  exact mode    sub-batch {}: {}MILP of {} variables and {} rows {} in {} ({} nodes, first incumbent: "
+              "{}{}){}\n",
+              c.sub_batch, m->offload ? "with offload, " : "", m->variables, m->rows, remat_milp_status_name(m->status),
+              format_seconds(m->seconds), m->nodes,
+              m->started_from_plan ? "the default search's best plan without offload"
+                                   : "recompute every input in every stage",
+              m->plain_fallback ? "; CBC's full strategy crashed, plain branch and bound finished" : "",
+              m->table.empty() ? std::string()
+                               : fmt::format("; lower bound on a {}round {}, its own solution {}",
+                                             m->offload ? "" : "recompute-only ",
+                                             format_ns(m->any_plan_bound_round_ns()), format_ns(m->solution_round_ns)));
     if (o.verbose) print_search_log(stdout, r.candidates);
     // What would help: a batch-norm network is split into sub-batches only when asked; when the
     // plan loses more than 5 % and splitting would be faster, say so (statistics then change).

@@ -839,8 +839,11 @@ void assemble_plan(Pipeline& x) {
                                                      m->status == RematMilpResult::Status::no_solution);
       const char* which = m->offload ? "the MILP with offload" : "the rematerialisation MILP";
       if (!m->solved()) {
-        p.notes.push_back(fmt::format("exact mode: {} ({} variables, {} rows) found {}", which, m->variables, m->rows,
-                                      remat_milp_status_name(m->status)));
+        p.notes.push_back(m->infeasible_why.empty()
+                              ? fmt::format("exact mode: {} ({} variables, {} rows) found {}", which, m->variables,
+                                            m->rows, remat_milp_status_name(m->status))
+                              : fmt::format("exact mode: no {}plan fits, so {} was not solved: {}",
+                                            m->offload ? "" : "recompute-only ", which, m->infeasible_why));
         continue;
       }
       // The MILP models this sub-batch's rounds: its bound is for plans in them (a forced --sub-batch

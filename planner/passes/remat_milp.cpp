@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "planner/solve/ilp.h"
 #include "planner/model/errors.h"
+#include "planner/model/units.h"
 
 namespace ucplan {
 
@@ -251,6 +254,11 @@ RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable&
     for (int k : gaps_at[s]) away += aligned(tg.tensors[gaps[k].tensor].bytes(b));
     if (need - away > budget_bytes) {  // this task alone does not fit: no plan (of the MILP's kind) exists
       res.status = RematMilpResult::Status::infeasible;
+      res.infeasible_why = fmt::format(
+          "{} of layer {} needs {} at once (its own buffers, the weights and their gradients, the values "
+          "alive across it such as gradients and saved statistics{}), over the {} budget",
+          task_kind_name(task.kind), g.layers[task.layer].name(), format_bytes(need - away),
+          offload ? ", less what copies to the host could free" : "", format_bytes(budget_bytes));
       res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
       milp.solve = false;
       milp.read = [res](const IlpResult&) { return res; };
@@ -559,6 +567,22 @@ RematMilp build_remat_milp(const Graph& g, const TaskGraph& tg, const CostTable&
   // more; the rows above have a = 0 only). The LP optimum rose by 1.9 % of itself at 25 % of the
   // peak (89,901 against 88,260) and not at all at 70 % (5,012 both): the streams' timing is not
   // where the relaxation is loose.
+  // Nor does counting a copy back's buffer from its start (2026-12-03; benchmarks/
+  // plan-quality-history.md): for every k < t where the stages
+  // between cannot hide the copy, mem_k + bytes_i P[t,i] - κ_i (E_t - E_k - T_k + 2) <= budget,
+  // κ_i >= bytes_i / h2d_i (the copy starts before T_k ends unless the time from T_k's end to m_t
+  // is at least h2d_i), 1,522 rows on resnet20 b64. It held against test_passes' brute force over
+  // tables, and on a tiny residual network (conv, relu, conv, bn, relu, conv, add; b16,
+  // model:v100, solved to optimality) raised the bound at 60 / 50 % of the peak from 181 to 185 /
+  // 196 us a round. On resnet20 b64, model:h100, exact mode's 60 s LP no longer ended at 25 % of
+  // the peak: any-plan bound +3.4 -> +0.0 % (at 50 and 35 % it ends in neither). Not kept. The
+  // tiny network also shows what a linear row cannot say: at 90 % the MILP is optimal with no
+  // overhead, copying out the first ReLU's output and bringing it back for c1's backward, its
+  // copy back's buffer counted in r1's backward only in part (b1's backward, the stage between,
+  // takes 8.9 of the copy's 21 us); the engine runs that table in 184.8 us a round with the input
+  // carried (the prefetch waits 12 us for r1's backward to free memory), and brute force over all
+  // 3^10 keep / offload / recompute tables, three placements and a pool, with and without the
+  // carried input, gives 183.0 us (the search's plan: one conv recomputed).
   // Nor does another solver on the same model. CP-SAT (OR-Tools 9.15 from PyPI, 2 workers, 60 s,
   // the default's plan as its hint; there is no OR-Tools in Debian for a C++ build) on the
   // recompute-only MILP of resnet20 b64, model:h100, 25 % of the peak, measured 2026-12-03: its
