@@ -1626,9 +1626,9 @@ TEST_SUITE("plan quality") {
   }
 
   // A budget below what one task needs at once (its own buffers, the weights and their gradients,
-  // the gradients alive across it): neither MILP is solved, and the report says which task and how
-  // much it needs, instead of "a MILP of 0 variables infeasible". 4 KiB is less than any of the
-  // tiny network's activations at batch 64 (each a few hundred KiB), so every task is over it;
+  // the values alive across it): neither MILP is solved, and the report says which task and how
+  // much it needs, instead of "a MILP of 0 variables infeasible". 4 KiB is less than the tiny
+  // network's weights alone (f1's: 16 x 32 x 32 x 10 floats, 640 KiB), so every task is over it;
   // the search finds no plan either.
   TEST_CASE("a MILP no plan can satisfy names the task that does not fit") {
     const Tiny tiny("h100");

@@ -81,8 +81,8 @@ struct RematMilpResult {
   bool started_from_plan = false;      // the given start satisfied the rows and was CBC's first incumbent
   bool plain_fallback = false;         // CBC's full strategy failed (IlpResult::full_strategy_failures)
   int variables = 0, rows = 0;
-  // Infeasible before any solve: the task that alone does not fit and what it needs ("forward of
-  // layer b1 needs 420 KiB at once ..."), for the report; empty otherwise.
+  // Infeasible before any solve: the task that alone does not fit and what it needs ("backward of
+  // layer r1 needs 526 KiB at once (...), over the 414 KiB budget"), for the report; else empty.
   std::string infeasible_why;
   std::int64_t nodes = 0;
   double seconds = 0;
