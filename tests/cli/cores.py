@@ -18,24 +18,18 @@ from checks import check, finish  # tests/cli/checks.py
 ucplan, many_cores = sys.argv[1], sys.argv[2]
 one_core = min(os.sched_getaffinity(0))
 
+# (name, environment, preexec_fn, the cores a child process should see): one core, this process's
+# cores and sixteen.
+machine = len(os.sched_getaffinity(0))
+environments = [("1 core", None, lambda: os.sched_setaffinity(0, {one_core}), 1),
+                (f"{machine} cores", None, None, machine),
+                ("16 cores", dict(os.environ, LD_PRELOAD=many_cores), None, 16)]
 
-def environments():
-    """(name, environment, preexec_fn) for one core, this process's cores and sixteen."""
-    sixteen = dict(os.environ, LD_PRELOAD=many_cores)
-    return [("1 core", None, lambda: os.sched_setaffinity(0, {one_core})),
-            (f"{len(os.sched_getaffinity(0))} cores", None, None),
-            ("16 cores", sixteen, None)]
-
-
-def cores_seen(env, preexec):
-    """How many cores a child process sees, as usable_cores counts them."""
-    r = subprocess.run([sys.executable, "-c", "import os; print(len(os.sched_getaffinity(0)))"],
-                       env=env, preexec_fn=preexec, capture_output=True, text=True)
-    return int(r.stdout) if r.returncode == 0 else -1
-
-
-for (name, env, preexec), seen in zip(environments(), [1, len(os.sched_getaffinity(0)), 16]):
-    check(cores_seen(env, preexec) == seen, f"a child process with {name} sees {cores_seen(env, preexec)} cores")
+for name, env, preexec, expected in environments:  # usable_cores' count, as a child process sees it
+    r = subprocess.run([sys.executable, "-c", "import os; print(len(os.sched_getaffinity(0)))"], env=env,
+                       preexec_fn=preexec, capture_output=True, text=True)
+    seen = int(r.stdout) if r.returncode == 0 else -1
+    check(seen == expected, f"a child process with {name} sees {seen} cores")
 
 with tempfile.TemporaryDirectory() as tmp:
     profiles = {}
@@ -49,15 +43,18 @@ with tempfile.TemporaryDirectory() as tmp:
                                       "--solver", "fast", "--json"])]
     for c, (what, args) in enumerate(cases):
         outputs = []
-        for i, (name, env, preexec) in enumerate(environments()):
+        for i, (name, env, preexec, _) in enumerate(environments):
             out = os.path.join(tmp, f"case{c}-{i}.json")
             command = [ucplan] + args + (["-o", out] if args[0] == "compile" else [])
             r = subprocess.run(command, env=env, preexec_fn=preexec, capture_output=True)
             check(r.returncode == 0, f"{what} on {name}: exit {r.returncode}: {r.stderr.decode()[-300:]}")
-            if args[0] == "compile":
-                outputs.append((name, open(out, "rb").read() if r.returncode == 0 else b""))
-            else:
+            if args[0] != "compile":
                 outputs.append((name, r.stdout))
+            elif r.returncode == 0:
+                with open(out, "rb") as f:
+                    outputs.append((name, f.read()))
+            else:
+                outputs.append((name, b""))
         for name, data in outputs[1:]:
             check(len(data) > 0 and data == outputs[0][1],
                   f"{what}: {name} gives other bytes than {outputs[0][0]} ({len(data)} against {len(outputs[0][1])})")
